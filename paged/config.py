@@ -1,0 +1,83 @@
+"""Small configuration dataclasses shared by the core, the model and the engine.
+
+Each one validates itself at construction time, so a bad value fails where it was written, with a message that
+names the value and the rule, instead of deep inside a tensor operation.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+
+def _require(cond: bool, message: str) -> None:
+    if not cond:
+        raise ValueError(message)
+
+
+@dataclass(frozen=True)
+class CacheConfig:
+    """Shape of the physical KV cache pool.
+
+    block_size: tokens per physical block (vLLM's default on GPU is 16).
+    num_blocks: physical blocks in the pool; None lets the engine derive it from `memory_budget_bytes`.
+    watermark: fraction of blocks kept free when admitting new prompts, so running sequences can still decode
+        without immediately preempting each other (vLLM uses 0.01).
+    memory_budget_bytes: KV memory the engine may use when num_blocks is None.
+    """
+
+    block_size: int = 16
+    num_blocks: int | None = None
+    watermark: float = 0.01
+    memory_budget_bytes: int = 64 * 1024 * 1024
+    seed: int | None = None  # shuffles the free list so physical blocks come out scattered (deterministically)
+
+    def __post_init__(self) -> None:
+        _require(isinstance(self.block_size, int) and self.block_size >= 1,
+                 f"block_size must be an integer >= 1, got {self.block_size!r}")
+        _require(self.num_blocks is None or (isinstance(self.num_blocks, int) and self.num_blocks >= 1),
+                 f"num_blocks must be an integer >= 1 (or None), got {self.num_blocks!r}")
+        _require(0.0 <= self.watermark < 1.0, f"watermark must be in [0, 1), got {self.watermark!r}")
+        _require(self.memory_budget_bytes >= 1,
+                 f"memory_budget_bytes must be >= 1, got {self.memory_budget_bytes!r}")
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """A Llama-architecture decoder. Field names follow transformers' LlamaConfig so config.json round-trips.
+
+    The defaults are the shipped teaching model: small enough to train in minutes on two CPU cores, yet with more
+    than one layer and grouped-query attention (num_key_value_heads < num_attention_heads), so reading the right
+    history through the block table visibly matters.
+    """
+
+    vocab_size: int = 259  # 256 bytes + BOS, EOS, SEP
+    hidden_size: int = 128
+    intermediate_size: int = 384
+    num_hidden_layers: int = 4
+    num_attention_heads: int = 4
+    num_key_value_heads: int = 2
+    max_position_embeddings: int = 1024
+    rms_norm_eps: float = 1e-5
+    rope_theta: float = 10000.0
+    tie_word_embeddings: bool = False
+    bos_token_id: int = 256
+    eos_token_id: int = 257
+
+    def __post_init__(self) -> None:
+        for name in ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers",
+                     "num_attention_heads", "num_key_value_heads", "max_position_embeddings"):
+            value = getattr(self, name)
+            _require(isinstance(value, int) and value >= 1, f"{name} must be an integer >= 1, got {value!r}")
+        _require(self.hidden_size % self.num_attention_heads == 0,
+                 f"hidden_size ({self.hidden_size}) must be a multiple of num_attention_heads "
+                 f"({self.num_attention_heads})")
+        _require(self.num_attention_heads % self.num_key_value_heads == 0,
+                 f"num_attention_heads ({self.num_attention_heads}) must be a multiple of num_key_value_heads "
+                 f"({self.num_key_value_heads})")
+
+    @property
+    def head_dim(self) -> int:
+        return self.hidden_size // self.num_attention_heads
+
+    def to_dict(self) -> dict:
+        return asdict(self)
