@@ -1,0 +1,155 @@
+"""The Block Manager: where each sequence's KV goes.
+
+It owns the free list of physical blocks and every sequence's block table:
+allocate blocks for a prompt (prefill), append one slot per decode step (a new block only when the last one is
+full), and return blocks to the free list when a sequence finishes. Reference counts let blocks be shared later
+(forked tables); a block returns to the free list only when its count drops to zero.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import deque
+
+from .addressing import blocks_needed, check_block_size
+from .sequence import Sequence
+
+
+class BlockManager:
+    """Free list + reference counts over `num_blocks` physical blocks of `block_size` slots.
+
+    watermark: fraction of the pool `can_allocate` keeps free for running sequences' decode slots.
+    seed: shuffle the free list (deterministically) so demos show scattered physical blocks.
+    """
+
+    def __init__(self, num_blocks: int, block_size: int, watermark: float = 0.01, seed: int | None = None) -> None:
+        if isinstance(num_blocks, bool) or not isinstance(num_blocks, int) or num_blocks < 1:
+            raise ValueError(f"num_blocks must be an integer >= 1, got {num_blocks!r}")
+        check_block_size(block_size)
+        if not 0.0 <= watermark < 1.0:
+            raise ValueError(f"watermark must be in [0, 1), got {watermark!r}")
+        self.num_blocks, self.block_size, self.watermark = num_blocks, block_size, watermark
+        self.watermark_blocks = int(watermark * num_blocks)
+        order = list(range(num_blocks))
+        if seed is not None:
+            random.Random(seed).shuffle(order)
+        self.free_block_ids: deque[int] = deque(order)
+        self.ref_counts = [0] * num_blocks
+        self.tables: dict[int, list[int]] = {}  # seq_id -> its block table (the same list object as seq.block_table)
+        self._freed: set[int] = set()
+
+    # --- queries ---------------------------------------------------------------------------------------------
+    @property
+    def num_free_blocks(self) -> int:
+        return len(self.free_block_ids)
+
+    @property
+    def num_used_blocks(self) -> int:
+        return self.num_blocks - len(self.free_block_ids)
+
+    def can_allocate(self, seq: Sequence) -> bool:
+        """Enough free blocks for all of seq's tokens while keeping the watermark free."""
+        return self.num_free_blocks - blocks_needed(seq.num_tokens, self.block_size) >= self.watermark_blocks
+
+    def needs_new_block(self, seq: Sequence) -> bool:
+        """True when the next token to cache (index cached_token_count) starts a new block."""
+        return seq.cached_token_count >= len(seq.block_table) * self.block_size
+
+    def can_append_slot(self, seq: Sequence) -> bool:
+        return not self.needs_new_block(seq) or self.num_free_blocks >= 1
+
+    def ownership(self) -> list[int | None]:
+        """For the UI: physical block -> owning seq id (the first owner if shared), or None when free."""
+        owners = self.block_owners()
+        return [ids[0] if ids else None for ids in owners]
+
+    def block_owners(self) -> list[tuple[int, ...]]:
+        """physical block -> every seq id whose table holds it (empty when free)."""
+        owners: list[list[int]] = [[] for _ in range(self.num_blocks)]
+        for seq_id, table in self.tables.items():
+            for block in table:
+                owners[block].append(seq_id)
+        return [tuple(o) for o in owners]
+
+    # --- mutations -------------------------------------------------------------------------------------------
+    def _take(self, block_id: int | None = None) -> int:
+        if block_id is None:
+            block_id = self.free_block_ids.popleft()
+        else:
+            self.free_block_ids.remove(block_id)
+        assert self.ref_counts[block_id] == 0, f"block {block_id} on the free list with ref count != 0"
+        self.ref_counts[block_id] = 1
+        return block_id
+
+    def allocate(self, seq: Sequence, block_ids: list[int] | None = None) -> list[int]:
+        """Give `seq` blocks for all its tokens (the prompt at first prefill; prompt + generated after a
+        preemption). `block_ids` picks specific free blocks (teaching demos); default takes from the free list.
+
+        Raises ValueError (nothing changed) if seq already holds blocks, the pool lacks free blocks, or a chosen
+        block is not free / listed twice / too few.
+        """
+        if seq.block_table or seq.seq_id in self.tables:
+            raise ValueError(f"sequence {seq.seq_id} already holds blocks {seq.block_table}; free it first")
+        needed = blocks_needed(seq.num_tokens, self.block_size)
+        if block_ids is not None:
+            block_ids = [int(b) for b in block_ids]
+            if len(block_ids) < needed:
+                raise ValueError(f"sequence {seq.seq_id} has {seq.num_tokens} tokens and needs {needed} blocks of "
+                                 f"{self.block_size}, but only {len(block_ids)} were given")
+            if len(set(block_ids)) != len(block_ids):
+                raise ValueError(f"block_ids {block_ids} list a physical block twice")
+            free = set(self.free_block_ids)
+            taken = [b for b in block_ids if b not in free]
+            if taken:
+                raise ValueError(f"physical block(s) {taken} are not free (pool has blocks 0..{self.num_blocks - 1})")
+        elif needed > self.num_free_blocks:
+            raise ValueError(f"sequence {seq.seq_id} needs {needed} blocks but only {self.num_free_blocks} of "
+                             f"{self.num_blocks} are free")
+        table = [self._take(b) for b in block_ids] if block_ids is not None else [self._take() for _ in range(needed)]
+        seq.block_table = table
+        self.tables[seq.seq_id] = table
+        self._freed.discard(seq.seq_id)
+        return table
+
+    def append_slot(self, seq: Sequence) -> int:
+        """The slot where seq's next token (index cached_token_count) is written; takes a new block from the free
+        list only when the last block is full. Raises ValueError if seq holds no blocks or the pool is full."""
+        if not seq.block_table or seq.seq_id not in self.tables:
+            raise ValueError(f"sequence {seq.seq_id} holds no blocks: allocate (prefill) before append_slot")
+        if self.needs_new_block(seq):
+            if not self.free_block_ids:
+                raise ValueError(f"no free block for sequence {seq.seq_id}'s token {seq.cached_token_count}: "
+                                 "the pool is full (the scheduler should preempt)")
+            seq.block_table.append(self._take())
+        token_index = seq.cached_token_count
+        return seq.block_table[token_index // self.block_size] * self.block_size + token_index % self.block_size
+
+    def free(self, seq: Sequence) -> list[int]:
+        """Drop seq's references; blocks whose count reaches 0 return to the free list. Returns those blocks.
+        Raises ValueError on a double free or a sequence this manager never allocated."""
+        if seq.seq_id not in self.tables:
+            if seq.seq_id in self._freed:
+                raise ValueError(f"double free: sequence {seq.seq_id}'s blocks were already freed")
+            raise ValueError(f"free of unknown sequence {seq.seq_id}: this block manager never allocated it")
+        table = self.tables.pop(seq.seq_id)
+        released = []
+        for block in reversed(table):  # last blocks first, so the most recently used are reused last
+            self.ref_counts[block] -= 1
+            assert self.ref_counts[block] >= 0, f"block {block} ref count went negative"
+            if self.ref_counts[block] == 0:
+                self.free_block_ids.append(block)
+                released.append(block)
+        seq.block_table = []
+        self._freed.add(seq.seq_id)
+        return released
+
+    def check_invariants(self) -> None:
+        """Assert the bookkeeping is consistent (used by tests and the app's self-check)."""
+        counts = [0] * self.num_blocks
+        for table in self.tables.values():
+            for block in table:
+                counts[block] += 1
+        assert counts == self.ref_counts, "ref counts differ from the number of tables holding each block"
+        free = set(self.free_block_ids)
+        assert len(free) == len(self.free_block_ids), "a block is on the free list twice"
+        assert all((b in free) == (counts[b] == 0) for b in range(self.num_blocks)), "free list != blocks with ref 0"

@@ -1,0 +1,1 @@
+"""Faster paged decode kernels, registered behind `paged_attention_decode(impl=...)`."""

@@ -1,0 +1,200 @@
+"""A tiny Llama decoder in plain torch, mathematically identical to transformers' `LlamaForCausalLM`.
+
+Parameter names match transformers exactly, so a checkpoint moves between the two without renaming.
+
+The KV cache is not the model's business. In inference mode each attention layer hands its post-RoPE q/k/v to a
+pluggable `backend(layer_idx, q, k, v)`, which writes k/v into whatever cache it owns (a paged pool, a contiguous
+buffer) and returns the attention output. The same weights and math therefore run behind any cache layout, and
+any difference in the logits is the cache's fault.
+
+Shape legend: B batch rows, T tokens per row, N flattened tokens of one engine step, H num_heads,
+K num_kv_heads, D head_dim, C hidden_size, I intermediate_size, V vocab_size.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from paged.config import ModelConfig
+
+# backend(layer_idx, q [N, H, D], k [N, K, D], v [N, K, D]) -> out [N, H, D]
+AttentionBackend = Callable[[int, torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
+
+
+class RMSNorm(nn.Module):
+    """x / rms(x) * weight, computed in fp32 and cast back before the weight (the order transformers uses)."""
+
+    def __init__(self, dim: int, eps: float) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(dim))  # [C]
+        self.eps = eps
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        dtype = x.dtype
+        x32 = x.float()
+        x32 = x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + self.eps)
+        return self.weight * x32.to(dtype)
+
+
+class RotaryEmbedding(nn.Module):
+    """cos/sin tables for rotate-half RoPE, computed from explicit positions (so tokens need not be contiguous)."""
+
+    def __init__(self, head_dim: int, theta: float) -> None:
+        super().__init__()
+        inv_freq = 1.0 / (theta ** (torch.arange(0, head_dim, 2, dtype=torch.int64).float() / head_dim))  # [D/2]
+        # Not persistent: derived from the config, so it is not part of the checkpoint (as in transformers).
+        self.register_buffer("inv_freq", inv_freq, persistent=False)
+
+    def forward(self, positions: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+        """positions [...] -> (cos, sin), each [..., D], in `dtype` (the angles themselves are fp32)."""
+        freqs = positions.float()[..., None] * self.inv_freq  # [..., D/2]
+        emb = torch.cat((freqs, freqs), dim=-1)  # [..., D]: both halves share a frequency
+        return emb.cos().to(dtype), emb.sin().to(dtype)
+
+
+def rotate_half(x: torch.Tensor) -> torch.Tensor:
+    """[x1, x2] -> [-x2, x1] on the last dimension."""
+    x1, x2 = x.chunk(2, dim=-1)
+    return torch.cat((-x2, x1), dim=-1)
+
+
+def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """x [..., heads, D] rotated by cos/sin [..., D] (broadcast over the heads dimension)."""
+    cos, sin = cos.unsqueeze(-2), sin.unsqueeze(-2)
+    return x * cos + rotate_half(x) * sin
+
+
+class Attention(nn.Module):
+    """Grouped-query attention: query head h reads kv head h // (num_heads // num_kv_heads)."""
+
+    def __init__(self, config: ModelConfig, layer_idx: int) -> None:
+        super().__init__()
+        self.layer_idx = layer_idx
+        self.num_heads = config.num_attention_heads
+        self.num_kv_heads = config.num_key_value_heads
+        self.head_dim = config.head_dim
+        c, d = config.hidden_size, config.head_dim
+        self.q_proj = nn.Linear(c, self.num_heads * d, bias=False)  # weight [H*D, C]
+        self.k_proj = nn.Linear(c, self.num_kv_heads * d, bias=False)  # weight [K*D, C]
+        self.v_proj = nn.Linear(c, self.num_kv_heads * d, bias=False)  # weight [K*D, C]
+        self.o_proj = nn.Linear(self.num_heads * d, c, bias=False)  # weight [C, H*D]
+
+    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
+                backend: AttentionBackend | None) -> torch.Tensor:
+        """x [B, T, C] (backend None) or [N, C] (backend given) -> same shape."""
+        lead = x.shape[:-1]
+        q = self.q_proj(x).view(*lead, self.num_heads, self.head_dim)  # [..., H, D]
+        k = self.k_proj(x).view(*lead, self.num_kv_heads, self.head_dim)  # [..., K, D]
+        v = self.v_proj(x).view(*lead, self.num_kv_heads, self.head_dim)  # [..., K, D]
+        q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+        if backend is None:
+            # Causal attention within each row; SDPA wants [B, heads, T, D]. enable_gqa maps query head h to
+            # kv head h // (H // K), the same grouping as transformers' repeat_kv.
+            out = F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
+                                                 is_causal=True, enable_gqa=True)  # [B, H, T, D]
+            out = out.transpose(1, 2)  # [B, T, H, D]
+        else:
+            out = backend(self.layer_idx, q, k, v)  # [N, H, D]
+            expected = (*lead, self.num_heads, self.head_dim)
+            if tuple(out.shape) != expected:
+                raise ValueError(f"attention backend returned shape {tuple(out.shape)} for layer "
+                                 f"{self.layer_idx}, expected {expected} ([N, num_heads, head_dim])")
+        return self.o_proj(out.reshape(*lead, self.num_heads * self.head_dim))
+
+
+class MLP(nn.Module):
+    """SwiGLU: down(silu(gate(x)) * up(x))."""
+
+    def __init__(self, config: ModelConfig) -> None:
+        super().__init__()
+        c, i = config.hidden_size, config.intermediate_size
+        self.gate_proj = nn.Linear(c, i, bias=False)  # weight [I, C]
+        self.up_proj = nn.Linear(c, i, bias=False)  # weight [I, C]
+        self.down_proj = nn.Linear(i, c, bias=False)  # weight [C, I]
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+
+
+class DecoderLayer(nn.Module):
+    """Pre-norm residual block: x + attn(norm(x)), then x + mlp(norm(x))."""
+
+    def __init__(self, config: ModelConfig, layer_idx: int) -> None:
+        super().__init__()
+        self.input_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps)
+        self.self_attn = Attention(config, layer_idx)
+        self.post_attention_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps)
+        self.mlp = MLP(config)
+
+    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
+                backend: AttentionBackend | None) -> torch.Tensor:
+        x = x + self.self_attn(self.input_layernorm(x), cos, sin, backend)
+        return x + self.mlp(self.post_attention_layernorm(x))
+
+
+class Decoder(nn.Module):
+    """Embeddings, the layer stack and the final norm: the `model.` prefix in the checkpoint."""
+
+    def __init__(self, config: ModelConfig) -> None:
+        super().__init__()
+        self.embed_tokens = nn.Embedding(config.vocab_size, config.hidden_size)  # weight [V, C]
+        self.layers = nn.ModuleList(DecoderLayer(config, i) for i in range(config.num_hidden_layers))
+        self.norm = RMSNorm(config.hidden_size, config.rms_norm_eps)
+        self.rotary_emb = RotaryEmbedding(config.head_dim, config.rope_theta)
+
+    def forward(self, input_ids: torch.Tensor, positions: torch.Tensor,
+                backend: AttentionBackend | None) -> torch.Tensor:
+        x = self.embed_tokens(input_ids)  # [..., C]
+        cos, sin = self.rotary_emb(positions, x.dtype)  # [..., D] each, shared by every layer
+        for layer in self.layers:
+            x = layer(x, cos, sin, backend)
+        return self.norm(x)
+
+
+class TinyLlama(nn.Module):
+    """Llama causal LM. `model(input_ids, positions, backend=None)` -> logits.
+
+    backend None (training / no cache): input_ids [B, T] int64, positions [B, T] or [T] or None (= arange(T));
+        causal attention within each row. Returns logits [B, T, V].
+    backend given (inference): input_ids [N] (all scheduled tokens of a step, sequences back to back),
+        positions [N]; every layer calls backend(layer_idx, q [N, H, D], k [N, K, D], v [N, K, D]) with
+        post-RoPE tensors and expects [N, H, D] back. Returns logits [N, V].
+    """
+
+    def __init__(self, config: ModelConfig) -> None:
+        super().__init__()
+        self.config = config
+        self.model = Decoder(config)
+        self.lm_head = nn.Linear(config.hidden_size, config.vocab_size, bias=False)  # weight [V, C]
+        self.apply(self._init_weights)
+        if config.tie_word_embeddings:
+            self.lm_head.weight = self.model.embed_tokens.weight
+
+    @staticmethod
+    def _init_weights(module: nn.Module) -> None:
+        # transformers' default for Llama: N(0, 0.02) for every matrix; RMSNorm weights stay at 1.
+        if isinstance(module, (nn.Linear, nn.Embedding)):
+            nn.init.normal_(module.weight, mean=0.0, std=0.02)
+
+    def forward(self, input_ids: torch.Tensor, positions: torch.Tensor | None = None,
+                backend: AttentionBackend | None = None) -> torch.Tensor:
+        if backend is None:
+            if input_ids.dim() != 2:
+                raise ValueError(f"without a backend input_ids must be [B, T], got shape {tuple(input_ids.shape)}")
+            if positions is None:
+                positions = torch.arange(input_ids.shape[1], device=input_ids.device)
+            positions = positions.expand_as(input_ids)
+        else:
+            if input_ids.dim() != 1 or positions is None or tuple(positions.shape) != tuple(input_ids.shape):
+                raise ValueError("with a backend input_ids and positions must both be [N], got "
+                                 f"{tuple(input_ids.shape)} and "
+                                 f"{None if positions is None else tuple(positions.shape)}")
+        return self.lm_head(self.model(input_ids, positions, backend))
+
+    def num_parameters(self) -> int:
+        """Distinct parameters (a tied lm_head is counted once)."""
+        return sum(p.numel() for p in self.parameters())

@@ -1,0 +1,100 @@
+"""A sequence and the state rule everything hangs on.
+
+    cached_token_count  = tokens whose K/V are written in the cache
+    generated_token_ids = tokens sampled so far
+
+After prefill: cached_token_count == len(prompt_token_ids) and generated_token_ids == [t1].
+Each decode step feeds the last generated token (position num_tokens - 1), writes its K/V (cached += 1) and samples
+the next token (generated grows by one). So in decode, cached_token_count == num_tokens - 1 before the step: exactly
+one token (the newest) is known but not yet cached.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Any
+
+from .addressing import blocks_needed
+
+
+class SequenceStatus(str, enum.Enum):
+    WAITING = "waiting"    # queued; no blocks (or preempted: blocks freed, will recompute)
+    RUNNING = "running"    # owns blocks, decoding
+    FINISHED = "finished"  # done; blocks returned to the free list
+
+
+@dataclass
+class Sequence:
+    """One request's tokens, its block table and its place in the state rule."""
+
+    seq_id: int
+    prompt_token_ids: list[int]
+    generated_token_ids: list[int] = field(default_factory=list)
+    block_table: list[int] = field(default_factory=list)  # logical block -> physical block
+    cached_token_count: int = 0
+    status: SequenceStatus = SequenceStatus.WAITING
+    finish_reason: str | None = None  # "length", "stop", "eos", "abort"
+    extra: dict[str, Any] = field(default_factory=dict)  # engine bookkeeping (request id, params, …)
+
+    def __post_init__(self) -> None:
+        if not self.prompt_token_ids:
+            raise ValueError(f"sequence {self.seq_id}: prompt_token_ids must not be empty")
+        self.prompt_token_ids = list(self.prompt_token_ids)
+
+    # --- derived ---------------------------------------------------------------------------------------------
+    @property
+    def prompt_len(self) -> int:
+        return len(self.prompt_token_ids)
+
+    @property
+    def num_tokens(self) -> int:
+        """Prompt plus generated tokens: everything the sequence knows."""
+        return len(self.prompt_token_ids) + len(self.generated_token_ids)
+
+    @property
+    def token_ids(self) -> list[int]:
+        return self.prompt_token_ids + self.generated_token_ids
+
+    @property
+    def last_token_id(self) -> int:
+        return self.generated_token_ids[-1] if self.generated_token_ids else self.prompt_token_ids[-1]
+
+    @property
+    def num_uncached_tokens(self) -> int:
+        """Tokens the next forward pass must feed: the whole prompt at prefill, 1 at decode."""
+        return self.num_tokens - self.cached_token_count
+
+    def blocks_needed(self, block_size: int, num_tokens: int | None = None) -> int:
+        """Blocks required to hold `num_tokens` (default: all tokens the sequence knows)."""
+        return blocks_needed(self.num_tokens if num_tokens is None else num_tokens, block_size)
+
+    def last_block_fill(self, block_size: int) -> int:
+        """How many slots of the last allocated block hold cached tokens (0 when no blocks are held)."""
+        if not self.block_table:
+            return 0
+        used_before_last = (len(self.block_table) - 1) * block_size
+        return max(0, min(block_size, self.cached_token_count - used_before_last))
+
+    @property
+    def is_finished(self) -> bool:
+        return self.status is SequenceStatus.FINISHED
+
+    # --- the state rule ----------------------------------------------------------------------------------------
+    def on_prefill_done(self, first_token_id: int) -> None:
+        """Prompt K/V written, first token sampled: cached = prompt_len, generated = [t1]."""
+        self.cached_token_count = self.num_tokens  # every known token was fed (a recompute re-feeds generated ones)
+        self.generated_token_ids.append(int(first_token_id))
+
+    def on_decode_done(self, next_token_id: int) -> None:
+        """The last generated token's K/V written (cached += 1), the next token sampled."""
+        assert self.cached_token_count == self.num_tokens - 1, "decode expects exactly one uncached token"
+        self.cached_token_count += 1
+        self.generated_token_ids.append(int(next_token_id))
+
+    def reset_for_recompute(self) -> None:
+        """Preemption by recompute: the cache is gone, so nothing counts as cached; generated tokens are kept and
+        will be re-fed as part of the next prefill."""
+        self.cached_token_count = 0
+        self.block_table = []
+        self.status = SequenceStatus.WAITING
