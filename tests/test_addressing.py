@@ -1,0 +1,88 @@
+"""The address chain: token -> logical block -> physical block -> offset -> slot."""
+
+import pytest
+import torch
+
+from paged.addressing import (PAD_SLOT, Address, address_table, blocks_needed, locate, pad_block_tables,
+                              slot_mapping, validate_block_table)
+
+
+def test_seed_example_token_5():
+    """block_size 4, table [7, 2, 9]: token 5 -> logical block 1, physical block 2, offset 1 (slot 9)."""
+    a = locate(5, [7, 2, 9], 4)
+    assert a == Address(token_index=5, logical_block_id=1, physical_block_id=2, block_offset=1, slot=9)
+
+
+def test_seed_example_full_table():
+    """The whole table for tokens 0-9 matches the article's hand-written mapping."""
+    expected = [(7, 0), (7, 1), (7, 2), (7, 3), (2, 0), (2, 1), (2, 2), (2, 3), (9, 0), (9, 1)]
+    got = [(a.physical_block_id, a.block_offset) for a in address_table([7, 2, 9], 10, 4)]
+    assert got == expected
+    assert [a.logical_block_id for a in address_table([7, 2, 9], 10, 4)] == [0] * 4 + [1] * 4 + [2] * 2
+
+
+@pytest.mark.parametrize("block_size", [1, 3, 4, 16])
+def test_slot_mapping_equals_locate(block_size):
+    """The vectorised slot_mapping gives exactly locate(...).slot for every token of any range."""
+    table = [5, 0, 11, 3, 8, 1, 7]
+    n = min(len(table) * block_size, 23)
+    for start, end in [(0, n), (2, n), (n - 1, n), (3, 3)]:
+        slots = slot_mapping(table, start, end, block_size)
+        assert slots.dtype == torch.long
+        assert slots.tolist() == [locate(i, table, block_size).slot for i in range(start, end)]
+
+
+def test_slot_mapping_accepts_tensor_table():
+    """A tensor block table gives the same slots as a list."""
+    assert torch.equal(slot_mapping(torch.tensor([7, 2, 9]), 0, 10, 4), slot_mapping([7, 2, 9], 0, 10, 4))
+
+
+@pytest.mark.parametrize("bad", [0, -1, 2.5, True])
+def test_bad_block_size(bad):
+    """block_size < 1 (or not an int) is rejected by name."""
+    with pytest.raises(ValueError, match="block_size"):
+        locate(0, [1], bad)
+    with pytest.raises(ValueError, match="block_size"):
+        validate_block_table([1], 4, bad, 1)
+
+
+def test_locate_beyond_table_and_negative():
+    """A token past the table's blocks, a negative index, or a -1 entry are clear errors."""
+    with pytest.raises(ValueError, match="only 3 entries"):
+        locate(12, [7, 2, 9], 4)
+    with pytest.raises(ValueError, match=">= 0"):
+        locate(-1, [7, 2, 9], 4)
+    with pytest.raises(ValueError, match="-1"):
+        locate(4, [7, -1], 4)
+    with pytest.raises(ValueError, match="need 2 blocks"):
+        slot_mapping([7], 0, 5, 4)
+    with pytest.raises(ValueError, match="-1"):
+        slot_mapping([7, -1], 0, 5, 4)
+
+
+@pytest.mark.parametrize("table, num_blocks, context_len, msg", [
+    ([7, 2, 9], 10, 13, "needs 4 blocks"),
+    ([7, 2, 9], 9, 10, "outside the pool"),
+    ([7, -1, 9], 10, 10, "-1 inside the used part"),
+    ([7, 2, 7], 10, 10, "appears twice"),
+    ([7, 2, 9], 10, 0, "context_len"),
+    ([7, 2, 9], 0, 5, "num_blocks"),
+    ([-3, 2], 10, 5, "outside the pool"),
+])
+def test_validate_block_table_rejects(table, num_blocks, context_len, msg):
+    """Each rule of the shared boundary check raises a ValueError that names it."""
+    with pytest.raises(ValueError, match=msg):
+        validate_block_table(table, num_blocks, 4, context_len)
+
+
+def test_validate_block_table_accepts_padding_past_used_part():
+    """-1 padding and unused entries after the used part are fine."""
+    validate_block_table([7, 2, 9, PAD_SLOT, PAD_SLOT], 10, 4, 10)
+    validate_block_table([7, 2, 9], 10, 4, 12)
+
+
+def test_blocks_needed_and_padding():
+    """ceil division for blocks; ragged tables pad with -1 into int32 [B, max_blocks]."""
+    assert [blocks_needed(n, 4) for n in (1, 4, 5, 8, 9)] == [1, 1, 2, 2, 3]
+    t = pad_block_tables([[7, 2, 9], [4, 1]])
+    assert t.dtype == torch.int32 and t.tolist() == [[7, 2, 9], [4, 1, -1]]

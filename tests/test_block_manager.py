@@ -1,0 +1,105 @@
+"""Block manager: free list, allocate / append_slot / free, budgets, ownership."""
+
+import copy
+
+import pytest
+
+from paged.addressing import locate
+from paged.block_manager import BlockManager
+from paged.sequence import Sequence
+
+
+def snapshot(bm: BlockManager):
+    return (list(bm.free_block_ids), list(bm.ref_counts), copy.deepcopy(bm.tables))
+
+
+def test_allocate_for_prompt_and_append_slot_only_when_full():
+    """Prefill takes ceil(prompt/block_size) blocks; decode takes a new block only when the last one is full."""
+    bm = BlockManager(8, 4)
+    seq = Sequence(0, list(range(6)))
+    table = bm.allocate(seq)
+    assert len(table) == 2 and bm.num_free_blocks == 6 and seq.block_table is table
+    seq.on_prefill_done(0)
+    slots = []
+    for _ in range(6):  # tokens 6..11
+        before = len(seq.block_table)
+        slot = bm.append_slot(seq)
+        assert slot == locate(seq.cached_token_count, seq.block_table, 4).slot
+        grew = len(seq.block_table) - before
+        assert grew == (1 if seq.cached_token_count == before * 4 else 0)
+        slots.append(slot)
+        seq.on_decode_done(0)
+    assert len(seq.block_table) == 3 and len(set(slots)) == 6
+    bm.check_invariants()
+
+
+def test_seeded_free_list_is_scattered_and_deterministic():
+    """A seed shuffles the free list deterministically; no seed keeps 0, 1, 2, …"""
+    a, b = BlockManager(32, 4, seed=7), BlockManager(32, 4, seed=7)
+    assert list(a.free_block_ids) == list(b.free_block_ids) != list(range(32))
+    assert sorted(a.free_block_ids) == list(range(32))
+    assert list(BlockManager(5, 4).free_block_ids) == [0, 1, 2, 3, 4]
+
+
+def test_free_returns_blocks_and_ownership_view():
+    """free returns every block to the free list; ownership shows block -> seq id or None."""
+    bm = BlockManager(6, 2)
+    a, b = Sequence(0, [1, 2, 3]), Sequence(1, [4])
+    bm.allocate(a, [4, 1])
+    bm.allocate(b)
+    own = bm.ownership()
+    assert own[4] == 0 and own[1] == 0 and own.count(1) == 1 and own.count(None) == 3
+    assert sorted(bm.free(a)) == [1, 4] and a.block_table == []
+    assert bm.num_free_blocks == 5 and bm.ownership().count(None) == 5
+    bm.check_invariants()
+
+
+def test_watermark_keeps_blocks_for_decode():
+    """can_allocate keeps watermark_blocks free; allocate itself only needs physical room."""
+    bm = BlockManager(10, 4, watermark=0.2)  # 2 blocks held back
+    big = Sequence(0, list(range(33)))  # 9 blocks
+    assert not bm.can_allocate(big)
+    ok = Sequence(1, list(range(32)))  # 8 blocks
+    assert bm.can_allocate(ok)
+
+
+@pytest.mark.parametrize("case", ["too_big", "twice", "not_free", "dup_ids", "few_ids", "no_blocks_append",
+                                  "double_free", "unknown_free", "full_pool_append"])
+def test_bad_calls_raise_and_change_nothing(case):
+    """Every misuse raises a clear ValueError and leaves the manager exactly as it was."""
+    bm = BlockManager(4, 2)
+    held = Sequence(0, [1, 2, 3])
+    bm.allocate(held, [3, 0])
+    gone = Sequence(9, [1])
+    bm.allocate(gone)
+    bm.free(gone)
+    before = snapshot(bm)
+    call, msg = {
+        "too_big": (lambda: bm.allocate(Sequence(1, list(range(7)))), "needs 4 blocks but only 2"),
+        "twice": (lambda: bm.allocate(held), "already holds blocks"),
+        "not_free": (lambda: bm.allocate(Sequence(1, [1]), [0]), "not free"),
+        "dup_ids": (lambda: bm.allocate(Sequence(1, [1, 2, 3]), [1, 1]), "twice"),
+        "few_ids": (lambda: bm.allocate(Sequence(1, [1, 2, 3]), [1]), "only 1 were given"),
+        "no_blocks_append": (lambda: bm.append_slot(Sequence(2, [1])), "holds no blocks"),
+        "double_free": (lambda: bm.free(gone), "double free"),
+        "unknown_free": (lambda: bm.free(Sequence(5, [1])), "unknown sequence 5"),
+        "full_pool_append": (None, "pool is full"),
+    }[case]
+    if case == "full_pool_append":
+        other = Sequence(1, [1, 2, 3, 4])
+        bm.allocate(other)  # takes the last 2 blocks
+        other.on_prefill_done(0)
+        before = snapshot(bm)
+        call = lambda: bm.append_slot(other)  # noqa: E731
+    with pytest.raises(ValueError, match=msg):
+        call()
+    assert snapshot(bm) == before
+    bm.check_invariants()
+
+
+def test_constructor_validation():
+    """num_blocks, block_size and watermark are checked by name."""
+    for kwargs, name in [(dict(num_blocks=0, block_size=4), "num_blocks"), (dict(num_blocks=4, block_size=0),
+                         "block_size"), (dict(num_blocks=4, block_size=4, watermark=1.5), "watermark")]:
+        with pytest.raises(ValueError, match=name):
+            BlockManager(**kwargs)

@@ -1,0 +1,90 @@
+"""The paged pool, write_kv and the contiguous reference cache."""
+
+import pytest
+import torch
+
+from paged.addressing import locate, slot_mapping
+from paged.kv_cache import ContiguousKVCache, KVCachePool, write_kv
+
+
+def test_pool_shapes_and_layer_views():
+    """key_cache/value_cache are [num_layers, num_blocks, block_size, num_kv_heads, head_dim]; layer(i) is a view."""
+    pool = KVCachePool(3, 10, 4, 2, 8, device="cpu")
+    assert pool.key_cache.shape == (3, 10, 4, 2, 8) and pool.value_cache.shape == (3, 10, 4, 2, 8)
+    k, v = pool.layer(1)
+    k.fill_(1.0)
+    assert pool.key_cache[1].eq(1).all() and pool.key_cache[0].eq(0).all() and pool.key_cache[2].eq(0).all()
+    assert pool.nbytes == 2 * 3 * 10 * 4 * 2 * 8 * 4
+    assert pool.nbytes == 10 * KVCachePool.bytes_per_block(3, 4, 2, 8)
+
+
+@pytest.mark.parametrize("kwargs, name", [
+    (dict(num_layers=0), "num_layers"), (dict(num_blocks=0), "num_blocks"), (dict(block_size=0), "block_size"),
+    (dict(num_kv_heads=0), "num_kv_heads"), (dict(head_dim=0), "head_dim"),
+])
+def test_pool_rejects_bad_sizes(kwargs, name):
+    """Every size must be >= 1, and the error names it."""
+    args = dict(num_layers=1, num_blocks=4, block_size=4, num_kv_heads=1, head_dim=4) | kwargs
+    with pytest.raises(ValueError, match=name):
+        KVCachePool(**args, device="cpu")
+
+
+def test_write_kv_lands_where_locate_reads():
+    """For every token written, the write slot is the address locate() gives for reading it."""
+    pool = KVCachePool(1, 12, 4, 2, 8, device="cpu")
+    kc, vc = pool.layer(0)
+    table = [7, 2, 9]
+    key, value = torch.randn(10, 2, 8), torch.randn(10, 2, 8)
+    write_kv(kc, vc, key, value, slot_mapping(table, 0, 10, 4))
+    for i in range(10):
+        a = locate(i, table, 4)
+        assert torch.equal(kc[a.physical_block_id, a.block_offset], key[i])
+        assert torch.equal(vc[a.physical_block_id, a.block_offset], value[i])
+        assert torch.equal(kc.reshape(-1, 2, 8)[a.slot], key[i])
+    untouched = [b for b in range(12) if b not in table]
+    assert kc[untouched].eq(0).all(), "write_kv touched blocks outside the table"
+
+
+def test_write_kv_skips_padding_slots():
+    """slot -1 is skipped: the padded rows are written nowhere."""
+    pool = KVCachePool(1, 4, 2, 1, 4, device="cpu")
+    kc, vc = pool.layer(0)
+    key = torch.arange(12.0).reshape(3, 1, 4) + 1
+    write_kv(kc, vc, key, key.clone(), torch.tensor([5, -1, 0]))
+    flat = kc.reshape(-1, 1, 4)
+    assert torch.equal(flat[5], key[0]) and torch.equal(flat[0], key[2])
+    assert int((flat != 0).any(dim=(1, 2)).sum()) == 2
+
+
+@pytest.mark.parametrize("mutate, msg", [
+    (lambda k, v, s: (k, v, torch.tensor([0, 8, 1])), "outside the pool"),
+    (lambda k, v, s: (k, v, torch.tensor([0, -2, 1])), "outside the pool"),
+    (lambda k, v, s: (k, v, torch.tensor([0, 1])), "one slot per token"),
+    (lambda k, v, s: (k[:2], v[:2], s), "one slot per token"),
+    (lambda k, v, s: (k.double(), v.double(), s), "dtype"),
+    (lambda k, v, s: (k[..., :3], v[..., :3], s), "key/value must be"),
+    (lambda k, v, s: (k, v[:, :, :3], s), "key/value must be"),
+    (lambda k, v, s: (k, v, s.float()), "integer"),
+])
+def test_write_kv_rejects_and_changes_nothing(mutate, msg):
+    """Bad slots, row counts, dtypes or shapes raise ValueError and leave the pool untouched."""
+    pool = KVCachePool(1, 4, 2, 1, 4, device="cpu")
+    kc, vc = pool.layer(0)
+    kc.normal_(), vc.normal_()
+    before = (kc.clone(), vc.clone())
+    key, value, slots = mutate(torch.randn(3, 1, 4), torch.randn(3, 1, 4), torch.tensor([0, 3, 7]))
+    with pytest.raises(ValueError, match=msg):
+        write_kv(kc, vc, key, value, slots)
+    assert torch.equal(kc, before[0]) and torch.equal(vc, before[1])
+
+
+def test_contiguous_cache_appends_in_token_order_and_grows():
+    """ContiguousKVCache stores token i at row i, grows past its capacity, and truncates for recompute."""
+    cache = ContiguousKVCache(2, 1, 4, device="cpu", capacity=2)
+    k = torch.randn(7, 1, 4)
+    cache.update(0, torch.arange(0, 5), k[:5], -k[:5])
+    keys, values = cache.update(0, torch.tensor([5, 6]), k[5:], -k[5:])
+    assert torch.equal(keys, k) and torch.equal(values, -k)
+    assert cache.lengths == [7, 0] and cache.length == 0
+    cache.truncate(3)
+    assert cache.get(0)[0].shape[0] == 3
