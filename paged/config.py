@@ -81,3 +81,57 @@ class ModelConfig:
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    """How one request samples its tokens.
+
+    temperature 0 means greedy (argmax). With temperature > 0, logits are divided by it, then optionally cut to the
+    top_k most likely tokens and to the smallest set whose probability reaches top_p, then sampled with a
+    generator seeded by `seed` (so a request samples the same tokens whatever else shares its batch).
+    stop: strings that end the request when the generated text contains them (the stop string is kept).
+    """
+
+    max_tokens: int = 32
+    temperature: float = 0.0
+    top_k: int = 0  # 0 = no top-k cut
+    top_p: float = 1.0
+    seed: int | None = None
+    stop: tuple[str, ...] = ()
+    ignore_eos: bool = False
+    n: int = 1  # parallel samples sharing the prompt's blocks
+
+    def __post_init__(self) -> None:
+        _require(isinstance(self.max_tokens, int) and self.max_tokens >= 1,
+                 f"max_tokens must be an integer >= 1, got {self.max_tokens!r}")
+        _require(self.temperature >= 0, f"temperature must be >= 0 (0 = greedy), got {self.temperature!r}")
+        _require(isinstance(self.top_k, int) and self.top_k >= 0,
+                 f"top_k must be an integer >= 0 (0 = off), got {self.top_k!r}")
+        _require(0.0 < self.top_p <= 1.0, f"top_p must be in (0, 1], got {self.top_p!r}")
+        _require(isinstance(self.n, int) and self.n >= 1, f"n must be an integer >= 1, got {self.n!r}")
+        if isinstance(self.stop, str):
+            object.__setattr__(self, "stop", (self.stop,))
+        _require(all(isinstance(s, str) and s for s in self.stop), f"stop must be non-empty strings, got {self.stop!r}")
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature == 0
+
+
+@dataclass(frozen=True)
+class SchedulerConfig:
+    """Budgets of one scheduler step.
+
+    max_num_batched_tokens: tokens fed to the model in one step (a prefill batch's prompts must fit).
+    max_num_seqs: sequences running at once.
+    """
+
+    max_num_batched_tokens: int = 2048
+    max_num_seqs: int = 32
+
+    def __post_init__(self) -> None:
+        _require(isinstance(self.max_num_batched_tokens, int) and self.max_num_batched_tokens >= 1,
+                 f"max_num_batched_tokens must be an integer >= 1, got {self.max_num_batched_tokens!r}")
+        _require(isinstance(self.max_num_seqs, int) and self.max_num_seqs >= 1,
+                 f"max_num_seqs must be an integer >= 1, got {self.max_num_seqs!r}")

@@ -1,0 +1,84 @@
+"""`python -m paged …`: generate text through the paged engine, or run a benchmark.
+
+    python -m paged generate "prompt" [--block-size 16 --num-blocks N --max-tokens 64 --trace trace.json]
+    python -m paged bench kernels|memory|engine|app [...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+
+def generate_main(argv: list[str]) -> int:
+    p = argparse.ArgumentParser(prog="python -m paged generate",
+                                description="Generate with the mini vLLM engine on the shipped tiny Llama.")
+    p.add_argument("prompts", nargs="+", help="one or more prompts (the first one is streamed)")
+    p.add_argument("--block-size", type=int, default=16)
+    p.add_argument("--num-blocks", type=int, default=None, help="default: derived from a 64 MiB KV budget")
+    p.add_argument("--max-tokens", type=int, default=64)
+    p.add_argument("--temperature", type=float, default=0.0)
+    p.add_argument("--top-k", type=int, default=0)
+    p.add_argument("--top-p", type=float, default=1.0)
+    p.add_argument("--seed", type=int, default=None)
+    p.add_argument("--model", default=None, help="HF-style Llama directory (default: the shipped model)")
+    p.add_argument("--kv-layout", choices=["paged", "contiguous"], default="paged")
+    p.add_argument("--trace", default=None, help="write every StepTrace as JSON to this file")
+    p.add_argument("--quiet", action="store_true", help="no per-step summary lines")
+    args = p.parse_args(argv)
+
+    from .config import CacheConfig, SamplingParams
+    from .engine import LLMEngine
+    from .model import load_model
+
+    try:
+        model, tokenizer = load_model(args.model)
+        params = SamplingParams(max_tokens=args.max_tokens, temperature=args.temperature, top_k=args.top_k,
+                                top_p=args.top_p, seed=args.seed)
+        engine = LLMEngine(model, tokenizer, CacheConfig(block_size=args.block_size, num_blocks=args.num_blocks),
+                           kv_layout=args.kv_layout)
+        ids = [engine.add_request(prompt, params) for prompt in args.prompts]
+    except (ValueError, FileNotFoundError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    traces = []
+    streamed = 0
+    decoder = tokenizer.incremental_decoder()
+    while engine.has_unfinished():
+        trace = engine.step()
+        traces.append(trace.to_dict())
+        if not args.quiet:
+            print(trace.summary(), file=sys.stderr)
+        out = engine.output(ids[0])
+        for tok in out.token_ids[streamed:]:
+            if tok != tokenizer.eos_token_id:
+                sys.stdout.write(decoder.push(tok))
+        streamed = len(out.token_ids)
+        sys.stdout.flush()
+    sys.stdout.write(decoder.flush() + "\n")
+    for rid in ids[1:]:
+        print(engine.output(rid).text)
+    if args.trace:
+        with open(args.trace, "w", encoding="utf-8") as f:
+            json.dump(traces, f, ensure_ascii=False, indent=1)
+        print(f"wrote {len(traces)} step traces to {args.trace}", file=sys.stderr)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if not argv or argv[0] in ("-h", "--help"):
+        print(__doc__)
+        return 0
+    if argv[0] == "generate":
+        return generate_main(argv[1:])
+    if argv[0] == "bench":
+        from .bench import main as bench_main
+        return bench_main(argv[1:]) or 0
+    print(f"unknown command {argv[0]!r}\n{__doc__}", file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,7 @@
+"""The mini vLLM: scheduler, model runner, sampler, engine and step traces."""
+
+from ..config import CacheConfig, SamplingParams, SchedulerConfig
+from .engine import LLMEngine, RequestOutput
+from .trace import StepTrace
+
+__all__ = ["CacheConfig", "LLMEngine", "RequestOutput", "SamplingParams", "SchedulerConfig", "StepTrace"]

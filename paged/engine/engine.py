@@ -1,0 +1,210 @@
+"""LLMEngine: the whole mini vLLM chain, one step at a time.
+
+    Scheduler (who runs) → BlockManager (where KV goes) → ModelRunner (slot_mapping, block_tables, context_lens)
+    → PagedAttention (write at the slot, read through the table) → Sampler → Sequence update → free finished blocks
+
+With kv_layout="contiguous" the same scheduler and block accounting run, but K/V live in one ContiguousKVCache per
+sequence: the reference twin. Both layouts make identical scheduling decisions, so their tokens can be compared
+step by step, preemptions included.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import torch
+
+from ..addressing import blocks_needed
+from ..block_manager import BlockManager
+from ..config import CacheConfig, SamplingParams, SchedulerConfig
+from ..kv_cache import KVCachePool
+from ..sequence import Sequence
+from .runner import ModelRunner
+from .sampler import make_generator, sample
+from .scheduler import Scheduler
+from .trace import SeqStepState, StepTrace
+
+
+@dataclass
+class RequestOutput:
+    request_id: int
+    prompt_token_ids: list[int]
+    token_ids: list[int]
+    text: str
+    finished: bool
+    finish_reason: str | None = None
+    num_preemptions: int = 0
+    extra: dict = field(default_factory=dict)
+
+
+def default_attn_impl(device: torch.device) -> str:
+    """The fastest correct decode impl for the device (falls back to the teaching 'gather')."""
+    from ..attention import DECODE_IMPLS
+    from .. import kernels  # noqa: F401  (registers faster impls when available)
+
+    if device.type == "cuda" and "triton" in DECODE_IMPLS:
+        return "triton"
+    return "fused" if "fused" in DECODE_IMPLS else "gather"
+
+
+class LLMEngine:
+    def __init__(self, model: torch.nn.Module, tokenizer, cache_config: CacheConfig | None = None,
+                 scheduler_config: SchedulerConfig | None = None, kv_layout: str = "paged",
+                 attn_impl: str | None = None) -> None:
+        self.model, self.tokenizer = model.eval(), tokenizer
+        self.cache_config = cache_config or CacheConfig()
+        self.scheduler_config = scheduler_config or SchedulerConfig()
+        cfg, cc = model.config, self.cache_config
+        param = next(model.parameters())
+        num_blocks = cc.num_blocks
+        if num_blocks is None:
+            per_block = KVCachePool.bytes_per_block(cfg.num_hidden_layers, cc.block_size, cfg.num_key_value_heads,
+                                                    cfg.head_dim, param.dtype)
+            num_blocks = max(1, cc.memory_budget_bytes // per_block)
+        self.block_manager = BlockManager(num_blocks, cc.block_size, cc.watermark, cc.seed)
+        self.scheduler = Scheduler(self.scheduler_config, self.block_manager)
+        impl = attn_impl or default_attn_impl(param.device)
+        self.runner = ModelRunner(model, num_blocks, cc.block_size, kv_layout, impl)
+        self.kv_layout = kv_layout
+        self.requests: dict[int, Sequence] = {}
+        self.step_count = 0
+        self.last_logits: dict[int, torch.Tensor] = {}  # seq_id -> logits of its last step (parity checks)
+        self._next_id = 0
+
+    @property
+    def num_blocks(self) -> int:
+        return self.block_manager.num_blocks
+
+    # --- requests -------------------------------------------------------------------------------------------------
+    def add_request(self, prompt: str | list[int], params: SamplingParams | None = None) -> int:
+        """Queue a prompt (text, or token ids); returns its request id. Raises ValueError for a request that is
+        empty or could never run (longer than the model's positions, or bigger than the whole pool)."""
+        params = params or SamplingParams()
+        if isinstance(prompt, str):
+            if not prompt:
+                raise ValueError("prompt is empty: type some text")
+            token_ids = self.tokenizer.encode(prompt)
+        else:
+            token_ids = [int(t) for t in prompt]
+        if not token_ids:
+            raise ValueError("prompt is empty: give at least one token")
+        cfg, bm = self.model.config, self.block_manager
+        total = len(token_ids) + params.max_tokens
+        if len(token_ids) > cfg.max_position_embeddings or total > cfg.max_position_embeddings:
+            raise ValueError(f"prompt ({len(token_ids)} tokens) + max_tokens ({params.max_tokens}) = {total} exceeds "
+                             f"max_position_embeddings ({cfg.max_position_embeddings}); shorten the prompt or "
+                             "lower max_tokens")
+        need = blocks_needed(total, bm.block_size)
+        if need > bm.num_blocks - bm.watermark_blocks:
+            raise ValueError(f"this request could never fit even in an empty pool: {total} tokens need {need} "
+                             f"blocks of {bm.block_size}, the pool has {bm.num_blocks} (watermark "
+                             f"{bm.watermark_blocks}); raise num_blocks or lower max_tokens")
+        if total > self.scheduler_config.max_num_batched_tokens:
+            raise ValueError(f"{total} tokens exceed max_num_batched_tokens "
+                             f"({self.scheduler_config.max_num_batched_tokens}): a preempted request could not be "
+                             "recomputed in one step")
+        seq = Sequence(self._next_id, token_ids)
+        seq.extra.update(params=params, generator=make_generator(params), preemptions=0)
+        self._next_id += 1
+        self.requests[seq.seq_id] = seq
+        self.scheduler.add(seq)
+        return seq.seq_id
+
+    def _get(self, request_id: int) -> Sequence:
+        if request_id not in self.requests:
+            raise ValueError(f"unknown request id {request_id!r}")
+        return self.requests[request_id]
+
+    def abort(self, request_id: int) -> bool:
+        """Stop a request and free its blocks. Returns False if it had already finished."""
+        seq = self._get(request_id)
+        if seq.is_finished:
+            return False
+        self.scheduler.finish(seq)
+        seq.finish_reason = "abort"
+        self.runner.release(seq.seq_id)
+        return True
+
+    def has_unfinished(self) -> bool:
+        return self.scheduler.has_unfinished()
+
+    def output(self, request_id: int) -> RequestOutput:
+        seq = self._get(request_id)
+        return RequestOutput(seq.seq_id, list(seq.prompt_token_ids), list(seq.generated_token_ids),
+                             self.tokenizer.decode(seq.generated_token_ids), seq.is_finished, seq.finish_reason,
+                             seq.extra.get("preemptions", 0))
+
+    # --- one step ----------------------------------------------------------------------------------------------------
+    def _stop_reason(self, seq: Sequence) -> str | None:
+        params: SamplingParams = seq.extra["params"]
+        if not params.ignore_eos and seq.generated_token_ids[-1] == self.tokenizer.eos_token_id:
+            return "eos"
+        if params.stop:
+            text = self.tokenizer.decode(seq.generated_token_ids)
+            if any(s in text for s in params.stop):
+                return "stop"
+        if len(seq.generated_token_ids) >= params.max_tokens:
+            return "length"
+        return None
+
+    def step(self) -> StepTrace:
+        t0 = time.perf_counter()
+        bm = self.block_manager
+        before = {s.seq_id: list(s.block_table) for s in self.scheduler.running}
+        sched = self.scheduler.schedule()
+        trace = StepTrace(step=self.step_count, phase=sched.phase, reason=sched.reason, kv_layout=self.kv_layout,
+                          block_tables_before=before, blocks_allocated=sched.allocated,
+                          blocks_freed=dict(sched.freed), preempted=sched.preempted, num_blocks=bm.num_blocks)
+        for seq_id in sched.preempted:
+            self.requests[seq_id].extra["preemptions"] += 1
+            self.runner.release(seq_id)
+        self.step_count += 1
+        if sched.phase != "idle":
+            is_prefill = sched.phase == "prefill"
+            seqs = sched.seqs
+            batch = self.runner.prepare(seqs, is_prefill)
+            logits = self.runner.run(seqs, batch)
+            tokens = sample(logits, [s.extra["params"] for s in seqs], [s.extra["generator"] for s in seqs])
+            trace.slot_mapping = batch.slot_mapping.tolist()
+            for i, (seq, tok) in enumerate(zip(seqs, tokens)):
+                start, n = batch.starts[i], batch.query_lens[i]
+                self.last_logits[seq.seq_id] = logits[i]
+                if is_prefill:
+                    seq.on_prefill_done(tok)
+                else:
+                    seq.on_decode_done(tok)
+                reason = self._stop_reason(seq)
+                if reason is not None:
+                    seq.finish_reason = reason
+                    trace.blocks_freed[seq.seq_id] = self.scheduler.finish(seq)
+                    self.runner.release(seq.seq_id)
+                    trace.finished.append(seq.seq_id)
+                trace.seqs.append(SeqStepState(
+                    seq_id=seq.seq_id, tokens_in=batch.input_ids[start:start + n].tolist(),
+                    positions=batch.positions[start:start + n].tolist(),
+                    slots=trace.slot_mapping[start:start + n], context_len=int(batch.context_lens[i]),
+                    token_out=tok, text_out=self.tokenizer.decode([tok]),
+                    cached_token_count=seq.cached_token_count, generated_len=len(seq.generated_token_ids),
+                    finished=seq.is_finished, finish_reason=seq.finish_reason))
+        trace.block_tables_after = {s.seq_id: list(s.block_table) for s in self.scheduler.running}
+        trace.num_free_blocks = bm.num_free_blocks
+        trace.waiting = [s.seq_id for s in self.scheduler.waiting]
+        trace.running = [s.seq_id for s in self.scheduler.running]
+        trace.ownership = bm.ownership()
+        trace.elapsed_ms = (time.perf_counter() - t0) * 1000
+        return trace
+
+    def generate(self, prompts: list[str | list[int]] | str, params: SamplingParams | None = None,
+                 max_steps: int = 100_000) -> list[RequestOutput]:
+        """Add every prompt, step until all finish, return their outputs in prompt order."""
+        if isinstance(prompts, str):
+            prompts = [prompts]
+        ids = [self.add_request(p, params) for p in prompts]
+        for _ in range(max_steps):
+            if not self.has_unfinished():
+                break
+            self.step()
+        else:
+            raise RuntimeError(f"generate did not finish within {max_steps} steps")
+        return [self.output(i) for i in ids]

@@ -1,0 +1,42 @@
+"""The Sampler: logits of each scheduled sequence -> its next token."""
+
+from __future__ import annotations
+
+import random
+
+import torch
+
+from ..config import SamplingParams
+
+
+def make_generator(params: SamplingParams) -> torch.Generator:
+    """A per-request CPU generator: seeded requests sample the same tokens whatever shares their batch."""
+    seed = params.seed if params.seed is not None else random.SystemRandom().randrange(2**63)
+    return torch.Generator().manual_seed(seed)
+
+
+def filter_logits(logits: torch.Tensor, params: SamplingParams) -> torch.Tensor:
+    """Temperature, then top-k, then top-p (nucleus) on one row of logits [vocab]; removed entries become -inf."""
+    logits = logits.float() / params.temperature
+    if params.top_k and params.top_k < logits.numel():
+        kth = torch.topk(logits, params.top_k).values[-1]
+        logits = logits.masked_fill(logits < kth, float("-inf"))
+    if params.top_p < 1.0:
+        sorted_logits, order = torch.sort(logits, descending=True)
+        probs = torch.softmax(sorted_logits, dim=-1)
+        # keep a token if the mass strictly before it is < top_p (so the top token is always kept)
+        drop = (torch.cumsum(probs, dim=-1) - probs) >= params.top_p
+        logits = logits.masked_fill(torch.zeros_like(drop).scatter(0, order, drop), float("-inf"))
+    return logits
+
+
+def sample(logits: torch.Tensor, params: list[SamplingParams], generators: list[torch.Generator]) -> list[int]:
+    """logits [B, vocab] (one row per sequence) -> B token ids. Greedy rows take the argmax."""
+    out = []
+    for row, p, g in zip(logits, params, generators):
+        if p.greedy:
+            out.append(int(torch.argmax(row)))
+        else:
+            probs = torch.softmax(filter_logits(row, p), dim=-1).cpu()
+            out.append(int(torch.multinomial(probs, 1, generator=g)))
+    return out

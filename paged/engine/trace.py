@@ -1,0 +1,73 @@
+"""StepTrace: everything one engine step did, so a UI can replay it without recomputing."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+
+
+@dataclass
+class SeqStepState:
+    """One scheduled sequence within a step."""
+
+    seq_id: int
+    tokens_in: list[int]  # token ids fed this step (whole uncached prompt at prefill, last token at decode)
+    positions: list[int]  # their positions (decode: num_tokens - 1)
+    slots: list[int]  # where their K/V were written (slot_mapping entries)
+    context_len: int  # tokens of history read by attention this step (written ones included)
+    token_out: int | None  # sampled token (None if the step produced none, e.g. aborted)
+    text_out: str = ""
+    cached_token_count: int = 0  # after the step
+    generated_len: int = 0  # after the step
+    finished: bool = False
+    finish_reason: str | None = None
+
+
+@dataclass
+class StepTrace:
+    step: int
+    phase: str  # "prefill", "decode" or "idle"
+    reason: str
+    kv_layout: str
+    seqs: list[SeqStepState] = field(default_factory=list)
+    slot_mapping: list[int] = field(default_factory=list)  # the whole step's, in feed order
+    block_tables_before: dict[int, list[int]] = field(default_factory=dict)
+    block_tables_after: dict[int, list[int]] = field(default_factory=dict)
+    blocks_allocated: dict[int, list[int]] = field(default_factory=dict)
+    blocks_freed: dict[int, list[int]] = field(default_factory=dict)
+    copies: list[tuple[int, int]] = field(default_factory=list)  # copy-on-write (src block, dst block)
+    preempted: list[int] = field(default_factory=list)
+    finished: list[int] = field(default_factory=list)
+    num_free_blocks: int = 0
+    num_blocks: int = 0
+    waiting: list[int] = field(default_factory=list)
+    running: list[int] = field(default_factory=list)
+    ownership: list[int | None] = field(default_factory=list)  # physical block -> seq id (after the step)
+    elapsed_ms: float = 0.0
+
+    @property
+    def scheduled(self) -> list[int]:
+        return [s.seq_id for s in self.seqs]
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        for key in ("block_tables_before", "block_tables_after", "blocks_allocated", "blocks_freed"):
+            d[key] = {str(k): v for k, v in d[key].items()}  # JSON object keys are strings
+        d["scheduled"] = self.scheduled
+        return d
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), ensure_ascii=False)
+
+    def summary(self) -> str:
+        """One line for the CLI."""
+        ids = ",".join(str(s) for s in self.scheduled) or "-"
+        extra = ""
+        if self.blocks_allocated:
+            extra += f" new_blocks={self.blocks_allocated}"
+        if self.preempted:
+            extra += f" preempted={self.preempted}"
+        if self.finished:
+            extra += f" finished={self.finished}"
+        return (f"[step {self.step:3d}] {self.phase:7s} seqs={ids} slots={self.slot_mapping[:8]}"
+                f"{'…' if len(self.slot_mapping) > 8 else ''} free={self.num_free_blocks}/{self.num_blocks}{extra}")
