@@ -18,6 +18,7 @@ import torch
 from ..addressing import blocks_needed
 from ..block_manager import BlockManager
 from ..config import CacheConfig, SamplingParams, SchedulerConfig
+from ..faults import Fault, as_fault
 from ..kv_cache import KVCachePool
 from ..sequence import Sequence
 from .runner import ModelRunner
@@ -51,8 +52,9 @@ def default_attn_impl(device: torch.device) -> str:
 class LLMEngine:
     def __init__(self, model: torch.nn.Module, tokenizer, cache_config: CacheConfig | None = None,
                  scheduler_config: SchedulerConfig | None = None, kv_layout: str = "paged",
-                 attn_impl: str | None = None) -> None:
+                 attn_impl: str | None = None, fault: Fault | str | None = None) -> None:
         self.model, self.tokenizer = model.eval(), tokenizer
+        self.fault = as_fault(fault)  # off unless explicitly given; lives in this engine only
         self.cache_config = cache_config or CacheConfig()
         self.scheduler_config = scheduler_config or SchedulerConfig()
         cfg, cc = model.config, self.cache_config
@@ -65,7 +67,7 @@ class LLMEngine:
         self.block_manager = BlockManager(num_blocks, cc.block_size, cc.watermark, cc.seed)
         self.scheduler = Scheduler(self.scheduler_config, self.block_manager)
         impl = attn_impl or default_attn_impl(param.device)
-        self.runner = ModelRunner(model, num_blocks, cc.block_size, kv_layout, impl)
+        self.runner = ModelRunner(model, num_blocks, cc.block_size, kv_layout, impl, self.fault)
         self.kv_layout = kv_layout
         self.requests: dict[int, Sequence] = {}
         self.step_count = 0

@@ -15,6 +15,7 @@ import torch
 
 from ..addressing import pad_block_tables, slot_mapping, validate_block_table
 from ..attention import attention, gather_kv, paged_attention_decode
+from ..faults import NUM_PAD_ROWS, Fault, writer_block_size
 from ..kv_cache import ContiguousKVCache, KVCachePool, write_kv
 from ..sequence import Sequence
 
@@ -75,18 +76,33 @@ def prepare_inputs(seqs: list[Sequence], block_size: int, is_prefill: bool, devi
 class PagedBackend:
     """Attention over the paged pool: write this step's K/V at their slots, then read history through tables."""
 
-    def __init__(self, pool: KVCachePool, batch: BatchInput, impl: str = "gather") -> None:
-        self.pool, self.batch, self.impl = pool, batch, impl
+    def __init__(self, pool: KVCachePool, batch: BatchInput, impl: str = "gather", fault: Fault | None = None) -> None:
+        self.pool, self.batch, self.impl, self.fault = pool, batch, impl, fault
         self.tables = batch.block_tables.tolist()
         self.lens = batch.context_lens.tolist()
+
+    def _write(self, key_cache, value_cache, k, v) -> None:
+        slots = self.batch.slot_mapping
+        if self.fault is Fault.PAD_NOT_SKIPPED:  # padded rows keep slot -1, and -1 wraps to the last slot
+            pad = torch.full((NUM_PAD_ROWS,), -1, dtype=slots.dtype, device=slots.device)
+            slots = torch.cat([slots, pad]) % self.pool.num_slots
+            k = torch.cat([k, k[:1].expand(NUM_PAD_ROWS, *k.shape[1:])])
+            v = torch.cat([v, v[:1].expand(NUM_PAD_ROWS, *v.shape[1:])])
+        write_kv(key_cache, value_cache, k, v, slots, validate=False)
 
     def __call__(self, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
         """q [N, num_heads, head_dim]; k, v [N, num_kv_heads, head_dim] -> [N, num_heads, head_dim]"""
         key_cache, value_cache = self.pool.layer(layer)
-        write_kv(key_cache, value_cache, k, v, self.batch.slot_mapping, validate=False)
         if not self.batch.is_prefill:
-            return paged_attention_decode(q, key_cache, value_cache, self.batch.block_tables,
-                                          self.batch.context_lens, impl=self.impl, validate=False)
+            read_first = self.fault is Fault.EARLY_INCREMENT  # counted as cached before it was written
+            if not read_first:
+                self._write(key_cache, value_cache, k, v)
+            out = paged_attention_decode(q, key_cache, value_cache, self.batch.block_tables,
+                                         self.batch.context_lens, impl=self.impl, validate=False)
+            if read_first:
+                self._write(key_cache, value_cache, k, v)
+            return out
+        self._write(key_cache, value_cache, k, v)
         out = []
         for start, n, table, ctx in zip(self.batch.starts, self.batch.query_lens, self.tables, self.lens):
             keys, values = gather_kv(key_cache, value_cache, table, ctx)
@@ -113,9 +129,13 @@ class ModelRunner:
     """Owns the KV storage of one layout and runs the model on a scheduled batch."""
 
     def __init__(self, model: torch.nn.Module, num_blocks: int, block_size: int, kv_layout: str = "paged",
-                 attn_impl: str = "gather") -> None:
+                 attn_impl: str = "gather", fault: Fault | None = None) -> None:
         if kv_layout not in ("paged", "contiguous"):
             raise ValueError(f"kv_layout must be 'paged' or 'contiguous', got {kv_layout!r}")
+        if fault is not None and kv_layout != "paged":
+            raise ValueError("faults are injected into the paged layout only; the contiguous twin is the reference")
+        self.fault = fault
+        self._rows: list[list[int]] = []  # USE_AFTER_FREE: the buggy per-row block table cache
         self.model, self.kv_layout, self.attn_impl, self.block_size = model, kv_layout, attn_impl, block_size
         cfg = model.config
         param = next(model.parameters())
@@ -141,16 +161,49 @@ class ModelRunner:
 
     def prepare(self, seqs: list[Sequence], is_prefill: bool) -> BatchInput:
         batch = prepare_inputs(seqs, self.block_size, is_prefill, self.device, paged=self.pool is not None)
+        if self.fault is not None:
+            return self._inject(seqs, batch)  # a fault bypasses the checks so its symptom can be watched
         if self.pool is not None:
             for seq, ctx in zip(seqs, batch.context_lens.tolist()):
                 validate_block_table(seq.block_table, self.num_blocks, self.block_size, ctx)
+        return batch
+
+    def _inject(self, seqs: list[Sequence], batch: BatchInput) -> BatchInput:
+        """Apply this runner's fault to the step's inputs (see paged/faults.py)."""
+        fault, bs, decode = self.fault, self.block_size, not batch.is_prefill
+        if fault is Fault.SLOT_OFF_BY_ONE:
+            batch.slot_mapping = (batch.slot_mapping + 1).clamp_max(self.pool.num_slots - 1)
+        elif fault in (Fault.BLOCK_SIZE_MISMATCH, Fault.ALIASED_BLOCKS):
+            slots, tables = [], []
+            for seq in seqs:
+                table = list(seq.block_table)
+                if fault is Fault.ALIASED_BLOCKS and len(table) >= 2:
+                    table[1] = table[0]
+                tables.append(table)
+                wbs = writer_block_size(bs) if fault is Fault.BLOCK_SIZE_MISMATCH else bs
+                for t in range(seq.cached_token_count, seq.num_tokens):
+                    slots.append(table[min(t // wbs, len(table) - 1)] * wbs + t % wbs)
+            batch.slot_mapping = torch.tensor(slots, dtype=torch.long, device=self.device)
+            if fault is Fault.ALIASED_BLOCKS:
+                batch.block_tables = pad_block_tables(tables).to(self.device)
+        elif fault is Fault.POSITION_OFF_BY_ONE and decode:
+            batch.positions = batch.positions + 1
+        elif fault is Fault.LATE_INCREMENT and decode:
+            batch.context_lens = (batch.context_lens - 1).clamp_min(1)
+        elif fault is Fault.USE_AFTER_FREE and decode:
+            rows = []
+            for i, seq in enumerate(seqs):
+                if i >= len(self._rows) or len(self._rows[i]) < len(seq.block_table):
+                    self._rows[i:i + 1] = [list(seq.block_table)]  # refreshed only when the row grows: the bug
+                rows.append(self._rows[i])
+            batch.block_tables = pad_block_tables(rows).to(self.device)
         return batch
 
     @torch.inference_mode()
     def run(self, seqs: list[Sequence], batch: BatchInput) -> torch.Tensor:
         """Run the model; returns the logits of each sequence's last fed token: [B, vocab]."""
         if self.pool is not None:
-            backend = PagedBackend(self.pool, batch, self.attn_impl)
+            backend = PagedBackend(self.pool, batch, self.attn_impl, self.fault)
         else:
             backend = ContiguousBackend([self._contiguous_cache(s) for s in seqs], batch)
         logits = self.model(batch.input_ids, batch.positions, backend=backend)  # [N, vocab]
