@@ -4,6 +4,15 @@ It owns the free list of physical blocks and every sequence's block table:
 allocate blocks for a prompt (prefill), append one slot per decode step (a new block only when the last one is
 full), and return blocks to the free list when a sequence finishes. Reference counts let blocks be shared later
 (forked tables); a block returns to the free list only when its count drops to zero.
+
+Sharing:
+- Prefix caching: a full block is identified by a chained hash of (parent block's hash, its token ids), so equal
+  hashes mean equal prefixes. A new prompt reuses cached full blocks (token ids compared, so a hash collision can
+  never hand out the wrong K/V). Freed blocks keep their hash on the free list (least recently freed at the head)
+  and lose it only when reused for something else. A prompt that hits in full still computes its last block, so
+  at least one token runs through the model and a shared block is never written.
+- Forking (parallel sampling): children share the parent's blocks (ref counts up); appending into a shared,
+  partly filled last block first copies it (copy-on-write), recorded in `pending_copies` for the engine to carry out.
 """
 
 from __future__ import annotations
@@ -22,7 +31,8 @@ class BlockManager:
     seed: shuffle the free list (deterministically) so demos show scattered physical blocks.
     """
 
-    def __init__(self, num_blocks: int, block_size: int, watermark: float = 0.01, seed: int | None = None) -> None:
+    def __init__(self, num_blocks: int, block_size: int, watermark: float = 0.01, seed: int | None = None,
+                 enable_prefix_caching: bool = False) -> None:
         if isinstance(num_blocks, bool) or not isinstance(num_blocks, int) or num_blocks < 1:
             raise ValueError(f"num_blocks must be an integer >= 1, got {num_blocks!r}")
         check_block_size(block_size)
@@ -37,6 +47,12 @@ class BlockManager:
         self.ref_counts = [0] * num_blocks
         self.tables: dict[int, list[int]] = {}  # seq_id -> its block table (the same list object as seq.block_table)
         self._freed: set[int] = set()
+        self.enable_prefix_caching = enable_prefix_caching
+        self.block_hash: dict[int, int] = {}  # block -> hash of the full prefix ending with it
+        self.block_tokens: dict[int, tuple[int, ...]] = {}  # block -> its token ids (collision check)
+        self.hash_to_block: dict[int, int] = {}
+        self.pending_copies: list[tuple[int, int]] = []  # copy-on-write (src, dst) the engine must carry out
+        self.last_hits: dict[int, list[bool]] = {}  # seq_id -> per logical block: prefix-cache hit at allocation
 
     # --- queries ---------------------------------------------------------------------------------------------
     @property
@@ -47,16 +63,40 @@ class BlockManager:
     def num_used_blocks(self) -> int:
         return self.num_blocks - len(self.free_block_ids)
 
+    def _prefix_hits(self, token_ids: list[int]) -> list[int]:
+        """Cached blocks matching the prompt's leading full blocks, stopping before the block holding its last
+        token (that one is always computed)."""
+        hits, parent, bs = [], None, self.block_size
+        if not self.enable_prefix_caching:
+            return hits
+        for i in range((len(token_ids) - 1) // bs):
+            tokens = tuple(token_ids[i * bs:(i + 1) * bs])
+            parent = hash((parent, tokens))
+            block = self.hash_to_block.get(parent)
+            if block is None or self.block_tokens.get(block) != tokens:
+                break
+            hits.append(block)
+        return hits
+
+    def _blocks_to_take(self, seq: Sequence) -> int:
+        hits = self._prefix_hits(seq.token_ids)
+        fresh = blocks_needed(seq.num_tokens, self.block_size) - len(hits)
+        return fresh + sum(self.ref_counts[b] == 0 for b in hits)  # cached blocks on the free list count too
+
     def can_allocate(self, seq: Sequence) -> bool:
-        """Enough free blocks for all of seq's tokens while keeping the watermark free."""
-        return self.num_free_blocks - blocks_needed(seq.num_tokens, self.block_size) >= self.watermark_blocks
+        """Enough free blocks for all of seq's tokens (less prefix-cache hits) while keeping the watermark free."""
+        return self.num_free_blocks - self._blocks_to_take(seq) >= self.watermark_blocks
 
     def needs_new_block(self, seq: Sequence) -> bool:
         """True when the next token to cache (index cached_token_count) starts a new block."""
         return seq.cached_token_count >= len(seq.block_table) * self.block_size
 
+    def append_needs_block(self, seq: Sequence) -> bool:
+        """The next append takes a free block: a new block, or a copy of a shared, partly filled last block."""
+        return self.needs_new_block(seq) or self.ref_counts[seq.block_table[-1]] > 1
+
     def can_append_slot(self, seq: Sequence) -> bool:
-        return not self.needs_new_block(seq) or self.num_free_blocks >= 1
+        return not self.append_needs_block(seq) or self.num_free_blocks >= 1
 
     def ownership(self) -> list[int | None]:
         """For the UI: physical block -> owning seq id (the first owner if shared), or None when free."""
@@ -73,13 +113,27 @@ class BlockManager:
 
     # --- mutations -------------------------------------------------------------------------------------------
     def _take(self, block_id: int | None = None) -> int:
+        """Take a free block for new contents; a cached block reused this way loses its hash (eviction)."""
         if block_id is None:
             block_id = self.free_block_ids.popleft()
         else:
             self.free_block_ids.remove(block_id)
         assert self.ref_counts[block_id] == 0, f"block {block_id} on the free list with ref count != 0"
         self.ref_counts[block_id] = 1
+        old = self.block_hash.pop(block_id, None)
+        if old is not None:
+            del self.hash_to_block[old]
+            del self.block_tokens[block_id]
         return block_id
+
+    def _register(self, block: int, parent: int | None, tokens: tuple[int, ...]) -> int:
+        """Index a full block under its chained hash (the first block with a given prefix keeps the entry)."""
+        h = hash((parent, tokens))
+        if h not in self.hash_to_block:
+            self.hash_to_block[h] = block
+            self.block_hash[block] = h
+            self.block_tokens[block] = tokens
+        return h
 
     def allocate(self, seq: Sequence, block_ids: list[int] | None = None) -> list[int]:
         """Give `seq` blocks for all its tokens (the prompt at first prefill; prompt + generated after a
@@ -102,27 +156,71 @@ class BlockManager:
             taken = [b for b in block_ids if b not in free]
             if taken:
                 raise ValueError(f"physical block(s) {taken} are not free (pool has blocks 0..{self.num_blocks - 1})")
-        elif needed > self.num_free_blocks:
+        elif self._blocks_to_take(seq) > self.num_free_blocks:
             raise ValueError(f"sequence {seq.seq_id} needs {needed} blocks but only {self.num_free_blocks} of "
                              f"{self.num_blocks} are free")
-        table = [self._take(b) for b in block_ids] if block_ids is not None else [self._take() for _ in range(needed)]
+        if block_ids is not None:
+            table, hits = [self._take(b) for b in block_ids], []
+        else:
+            hits = self._prefix_hits(seq.token_ids)
+            for block in hits:  # shared: one more reference (off the free list if nobody held it)
+                if self.ref_counts[block] == 0:
+                    self.free_block_ids.remove(block)
+                self.ref_counts[block] += 1
+            table = hits + [self._take() for _ in range(needed - len(hits))]
         seq.block_table = table
         self.tables[seq.seq_id] = table
         self._freed.discard(seq.seq_id)
+        self.last_hits[seq.seq_id] = [i < len(hits) for i in range(len(table))]
+        if hits:
+            seq.cached_token_count = len(hits) * self.block_size  # their K/V are already written
+        if self.enable_prefix_caching:
+            parent, bs, tokens = None, self.block_size, seq.token_ids
+            for i in range(len(tokens) // bs):  # index every full block (hits are already indexed)
+                parent = self._register(table[i], parent, tuple(tokens[i * bs:(i + 1) * bs]))
         return table
+
+    def fork(self, parent: Sequence, child: Sequence) -> list[int]:
+        """Give `child` the parent's blocks (shared: ref counts up). Raises ValueError if parent holds none."""
+        if parent.seq_id not in self.tables:
+            raise ValueError(f"cannot fork sequence {parent.seq_id}: it holds no blocks")
+        if child.seq_id in self.tables:
+            raise ValueError(f"sequence {child.seq_id} already holds blocks")
+        child.block_table = list(parent.block_table)
+        for block in child.block_table:
+            self.ref_counts[block] += 1
+        self.tables[child.seq_id] = child.block_table
+        self._freed.discard(child.seq_id)
+        return child.block_table
 
     def append_slot(self, seq: Sequence) -> int:
         """The slot where seq's next token (index cached_token_count) is written; takes a new block from the free
         list only when the last block is full. Raises ValueError if seq holds no blocks or the pool is full."""
         if not seq.block_table or seq.seq_id not in self.tables:
             raise ValueError(f"sequence {seq.seq_id} holds no blocks: allocate (prefill) before append_slot")
+        if self.append_needs_block(seq) and not self.free_block_ids:
+            raise ValueError(f"no free block for sequence {seq.seq_id}'s token {seq.cached_token_count}: "
+                             "the pool is full (the scheduler should preempt)")
         if self.needs_new_block(seq):
-            if not self.free_block_ids:
-                raise ValueError(f"no free block for sequence {seq.seq_id}'s token {seq.cached_token_count}: "
-                                 "the pool is full (the scheduler should preempt)")
+            if self.enable_prefix_caching:  # the last block just filled up: index it for future prompts
+                self._index_full_blocks(seq)
             seq.block_table.append(self._take())
+        elif self.ref_counts[seq.block_table[-1]] > 1:  # copy-on-write: never write into a shared block
+            shared = seq.block_table[-1]
+            self.ref_counts[shared] -= 1
+            seq.block_table[-1] = self._take()
+            self.pending_copies.append((shared, seq.block_table[-1]))
         token_index = seq.cached_token_count
         return seq.block_table[token_index // self.block_size] * self.block_size + token_index % self.block_size
+
+    def _index_full_blocks(self, seq: Sequence) -> None:
+        parent, bs, tokens = None, self.block_size, seq.token_ids
+        for i in range(min(len(seq.block_table), seq.cached_token_count // bs)):
+            parent = self._register(seq.block_table[i], parent, tuple(tokens[i * bs:(i + 1) * bs]))
+
+    def num_shared_saved(self) -> int:
+        """Blocks that sharing saves right now: references held minus distinct blocks in use."""
+        return sum(self.ref_counts) - sum(1 for c in self.ref_counts if c > 0)
 
     def free(self, seq: Sequence) -> list[int]:
         """Drop seq's references; blocks whose count reaches 0 return to the free list. Returns those blocks.
@@ -153,3 +251,6 @@ class BlockManager:
         free = set(self.free_block_ids)
         assert len(free) == len(self.free_block_ids), "a block is on the free list twice"
         assert all((b in free) == (counts[b] == 0) for b in range(self.num_blocks)), "free list != blocks with ref 0"
+        for h, block in self.hash_to_block.items():
+            assert self.block_hash.get(block) == h, f"hash index entry for block {block} is stale"
+        assert set(self.block_hash) == set(self.block_tokens), "block hashes and token records disagree"

@@ -30,6 +30,7 @@ class CacheConfig:
     watermark: float = 0.01
     memory_budget_bytes: int = 64 * 1024 * 1024
     seed: int | None = None  # shuffles the free list so physical blocks come out scattered (deterministically)
+    enable_prefix_caching: bool = False  # reuse cached full blocks of equal prefixes (paged layout only)
 
     def __post_init__(self) -> None:
         _require(isinstance(self.block_size, int) and self.block_size >= 1,

@@ -11,7 +11,7 @@ step by step, preemptions included.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import torch
 
@@ -20,7 +20,7 @@ from ..block_manager import BlockManager
 from ..config import CacheConfig, SamplingParams, SchedulerConfig
 from ..faults import Fault, as_fault
 from ..kv_cache import KVCachePool
-from ..sequence import Sequence
+from ..sequence import Sequence, SequenceStatus
 from .runner import ModelRunner
 from .sampler import make_generator, sample
 from .scheduler import Scheduler
@@ -36,7 +36,8 @@ class RequestOutput:
     finished: bool
     finish_reason: str | None = None
     num_preemptions: int = 0
-    extra: dict = field(default_factory=dict)
+    samples: list[list[int]] = field(default_factory=list)  # every parallel sample's tokens (n > 1); [0] == token_ids
+    sample_texts: list[str] = field(default_factory=list)
 
 
 def default_attn_impl(device: torch.device) -> str:
@@ -64,12 +65,15 @@ class LLMEngine:
             per_block = KVCachePool.bytes_per_block(cfg.num_hidden_layers, cc.block_size, cfg.num_key_value_heads,
                                                     cfg.head_dim, param.dtype)
             num_blocks = max(1, cc.memory_budget_bytes // per_block)
-        self.block_manager = BlockManager(num_blocks, cc.block_size, cc.watermark, cc.seed)
+        self.block_manager = BlockManager(num_blocks, cc.block_size, cc.watermark, cc.seed,
+                                          enable_prefix_caching=cc.enable_prefix_caching and kv_layout == "paged")
         self.scheduler = Scheduler(self.scheduler_config, self.block_manager)
         impl = attn_impl or default_attn_impl(param.device)
         self.runner = ModelRunner(model, num_blocks, cc.block_size, kv_layout, impl, self.fault)
         self.kv_layout = kv_layout
         self.requests: dict[int, Sequence] = {}
+        self.groups: dict[int, list[Sequence]] = {}  # request id -> its sequences (n > 1: parent + forked children)
+        self.sequences: dict[int, Sequence] = {}  # every seq id, children included
         self.step_count = 0
         self.last_logits: dict[int, torch.Tensor] = {}  # seq_id -> logits of its last step (parity checks)
         self._next_id = 0
@@ -102,14 +106,24 @@ class LLMEngine:
             raise ValueError(f"this request could never fit even in an empty pool: {total} tokens need {need} "
                              f"blocks of {bm.block_size}, the pool has {bm.num_blocks} (watermark "
                              f"{bm.watermark_blocks}); raise num_blocks or lower max_tokens")
+        if params.n > 1:
+            shared = len(token_ids) // bm.block_size  # full prompt blocks every sample shares
+            worst = shared + params.n * blocks_needed(len(token_ids) % bm.block_size + params.max_tokens, bm.block_size)
+            if params.n > self.scheduler_config.max_num_seqs or worst > bm.num_blocks - bm.watermark_blocks:
+                raise ValueError(f"n={params.n} parallel samples could never run together: they need up to {worst} "
+                                 f"blocks (pool {bm.num_blocks}) and {params.n} sequence slots (max_num_seqs "
+                                 f"{self.scheduler_config.max_num_seqs}); lower n or max_tokens")
         if total > self.scheduler_config.max_num_batched_tokens:
             raise ValueError(f"{total} tokens exceed max_num_batched_tokens "
                              f"({self.scheduler_config.max_num_batched_tokens}): a preempted request could not be "
                              "recomputed in one step")
         seq = Sequence(self._next_id, token_ids)
-        seq.extra.update(params=params, generator=make_generator(params), preemptions=0)
+        seq.extra.update(params=params, generator=make_generator(params), preemptions=0, n=params.n,
+                         request_id=seq.seq_id, sample_index=0)
         self._next_id += 1
         self.requests[seq.seq_id] = seq
+        self.groups[seq.seq_id] = [seq]
+        self.sequences[seq.seq_id] = seq
         self.scheduler.add(seq)
         return seq.seq_id
 
@@ -118,24 +132,55 @@ class LLMEngine:
             raise ValueError(f"unknown request id {request_id!r}")
         return self.requests[request_id]
 
-    def abort(self, request_id: int) -> bool:
-        """Stop a request and free its blocks. Returns False if it had already finished."""
-        seq = self._get(request_id)
-        if seq.is_finished:
-            return False
-        self.scheduler.finish(seq)
-        seq.finish_reason = "abort"
-        self.runner.release(seq.seq_id)
-        return True
+    def abort(self, request_id: int, sample: int | None = None) -> bool:
+        """Stop a request (every parallel sample, or only sample index `sample`) and free its blocks; shared
+        blocks stay with the siblings that still hold them. Returns False if nothing was left running."""
+        self._get(request_id)
+        group = self.groups[request_id]
+        if sample is not None and not 0 <= sample < len(group):
+            raise ValueError(f"request {request_id} has samples 0..{len(group) - 1}, not {sample}")
+        stopped = False
+        for seq in group if sample is None else [group[sample]]:
+            if not seq.is_finished:
+                self.scheduler.finish(seq)
+                seq.finish_reason = "abort"
+                self.runner.release(seq.seq_id)
+                stopped = True
+        return stopped
 
     def has_unfinished(self) -> bool:
         return self.scheduler.has_unfinished()
 
     def output(self, request_id: int) -> RequestOutput:
         seq = self._get(request_id)
+        group = self.groups[request_id]
+        samples = [list(s.generated_token_ids) for s in group]
         return RequestOutput(seq.seq_id, list(seq.prompt_token_ids), list(seq.generated_token_ids),
-                             self.tokenizer.decode(seq.generated_token_ids), seq.is_finished, seq.finish_reason,
-                             seq.extra.get("preemptions", 0))
+                             self.tokenizer.decode(seq.generated_token_ids), all(s.is_finished for s in group),
+                             seq.finish_reason, sum(s.extra.get("preemptions", 0) for s in group), samples,
+                             [self.tokenizer.decode(t) for t in samples])
+
+    def _fork_samples(self, parent: Sequence, logits_row: torch.Tensor) -> list[Sequence]:
+        """Parallel sampling: after the parent's prefill, n - 1 children share its blocks and each samples its own
+        first token from the same logits."""
+        params: SamplingParams = parent.extra["params"]
+        children = []
+        for i in range(1, params.n):
+            child = Sequence(self._next_id, list(parent.prompt_token_ids))
+            self._next_id += 1
+            child_params = params if params.seed is None else replace(params, seed=params.seed + i)
+            child.extra.update(params=child_params, generator=make_generator(child_params), preemptions=0, n=1,
+                               request_id=parent.seq_id, sample_index=i)
+            self.block_manager.fork(parent, child)
+            self.runner.fork(parent.seq_id, child.seq_id)
+            child.on_prefill_done(sample(logits_row[None], [child_params], [child.extra["generator"]])[0])
+            child.status = SequenceStatus.RUNNING
+            self.scheduler.running.append(child)
+            self.groups[parent.seq_id].append(child)
+            self.sequences[child.seq_id] = child
+            children.append(child)
+        parent.extra["n"] = 1  # forked once; a recompute after preemption must not fork again
+        return children
 
     # --- one step ----------------------------------------------------------------------------------------------------
     def _stop_reason(self, seq: Sequence) -> str | None:
@@ -155,11 +200,14 @@ class LLMEngine:
         bm = self.block_manager
         before = {s.seq_id: list(s.block_table) for s in self.scheduler.running}
         sched = self.scheduler.schedule()
+        copies, bm.pending_copies = bm.pending_copies, []
+        self.runner.copy_blocks(copies)  # copy-on-write happens before anything is written this step
         trace = StepTrace(step=self.step_count, phase=sched.phase, reason=sched.reason, kv_layout=self.kv_layout,
                           block_tables_before=before, blocks_allocated=sched.allocated,
-                          blocks_freed=dict(sched.freed), preempted=sched.preempted, num_blocks=bm.num_blocks)
+                          blocks_freed=dict(sched.freed), preempted=sched.preempted, num_blocks=bm.num_blocks,
+                          copies=copies)
         for seq_id in sched.preempted:
-            self.requests[seq_id].extra["preemptions"] += 1
+            self.sequences[seq_id].extra["preemptions"] += 1
             self.runner.release(seq_id)
         self.step_count += 1
         if sched.phase != "idle":
@@ -171,24 +219,29 @@ class LLMEngine:
             trace.slot_mapping = batch.slot_mapping.tolist()
             for i, (seq, tok) in enumerate(zip(seqs, tokens)):
                 start, n = batch.starts[i], batch.query_lens[i]
-                self.last_logits[seq.seq_id] = logits[i]
                 if is_prefill:
                     seq.on_prefill_done(tok)
+                    if seq.extra.get("n", 1) > 1:
+                        children = self._fork_samples(seq, logits[i])
+                        trace.forked[seq.seq_id] = [c.seq_id for c in children]
                 else:
                     seq.on_decode_done(tok)
-                reason = self._stop_reason(seq)
-                if reason is not None:
-                    seq.finish_reason = reason
-                    trace.blocks_freed[seq.seq_id] = self.scheduler.finish(seq)
-                    self.runner.release(seq.seq_id)
-                    trace.finished.append(seq.seq_id)
-                trace.seqs.append(SeqStepState(
-                    seq_id=seq.seq_id, tokens_in=batch.input_ids[start:start + n].tolist(),
-                    positions=batch.positions[start:start + n].tolist(),
-                    slots=trace.slot_mapping[start:start + n], context_len=int(batch.context_lens[i]),
-                    token_out=tok, text_out=self.tokenizer.decode([tok]),
-                    cached_token_count=seq.cached_token_count, generated_len=len(seq.generated_token_ids),
-                    finished=seq.is_finished, finish_reason=seq.finish_reason))
+                for s in [seq] + [self.sequences[c] for c in trace.forked.get(seq.seq_id, [])]:
+                    reason = self._stop_reason(s)
+                    if reason is not None:
+                        s.finish_reason = reason
+                        trace.blocks_freed[s.seq_id] = self.scheduler.finish(s)
+                        self.runner.release(s.seq_id)
+                        trace.finished.append(s.seq_id)
+                    fed = slice(start, start + n) if s is seq else slice(0, 0)  # children were fed nothing
+                    self.last_logits[s.seq_id] = logits[i]  # children sampled from the parent's logits
+                    trace.seqs.append(SeqStepState(
+                        seq_id=s.seq_id, tokens_in=batch.input_ids[fed].tolist(),
+                        positions=batch.positions[fed].tolist(), slots=trace.slot_mapping[fed],
+                        context_len=int(batch.context_lens[i]), token_out=s.generated_token_ids[-1],
+                        text_out=self.tokenizer.decode([s.generated_token_ids[-1]]),
+                        cached_token_count=s.cached_token_count, generated_len=len(s.generated_token_ids),
+                        finished=s.is_finished, finish_reason=s.finish_reason))
         trace.block_tables_after = {s.seq_id: list(s.block_table) for s in self.scheduler.running}
         trace.num_free_blocks = bm.num_free_blocks
         trace.waiting = [s.seq_id for s in self.scheduler.waiting]

@@ -155,6 +155,24 @@ class ModelRunner:
         cache.truncate(seq.cached_token_count)  # after a preemption the twin forgets its cache too
         return cache
 
+    def fork(self, parent_id: int, child_id: int) -> None:
+        """A child shares its parent's history: the paged pool shares blocks (BlockManager.fork); the contiguous
+        twin has nothing to share, so it copies the parent's cache."""
+        if self.pool is None and parent_id in self.contiguous:
+            parent = self.contiguous[parent_id]
+            child = ContiguousKVCache.__new__(ContiguousKVCache)
+            child.keys, child.values, child.lengths = parent.keys.clone(), parent.values.clone(), list(parent.lengths)
+            self.contiguous[child_id] = child
+
+    def copy_blocks(self, copies: list[tuple[int, int]]) -> None:
+        """Carry out copy-on-write: block src's K/V (every layer) into block dst."""
+        if self.pool is None or not copies:
+            return
+        src = torch.tensor([c[0] for c in copies], device=self.device)
+        dst = torch.tensor([c[1] for c in copies], device=self.device)
+        for cache in (self.pool.key_cache, self.pool.value_cache):
+            cache.index_copy_(1, dst, cache.index_select(1, src))
+
     def release(self, seq_id: int) -> None:
         """Drop a finished sequence's contiguous cache (the paged pool is managed by the BlockManager)."""
         self.contiguous.pop(seq_id, None)

@@ -52,7 +52,8 @@ class Scheduler:
         while self.waiting:
             seq = self.waiting[0]
             n = seq.num_uncached_tokens
-            if len(self.running) + len(batch) >= cfg.max_num_seqs:
+            group = seq.extra.get("n", 1) if not seq.generated_token_ids else 1  # parallel samples fork after prefill
+            if len(self.running) + len(batch) + group > cfg.max_num_seqs:
                 why_stop = f"max_num_seqs {cfg.max_num_seqs} reached"
                 break
             if tokens + n > cfg.max_num_batched_tokens:
@@ -84,7 +85,7 @@ class Scheduler:
         bm = self.block_manager
         preempted, freed = [], {}
         # Make room: while some running sequence needs a block the pool cannot give, preempt the newest.
-        while sum(bm.needs_new_block(s) for s in self.running) > bm.num_free_blocks:
+        while sum(bm.append_needs_block(s) for s in self.running) > bm.num_free_blocks:
             victim = self.running.pop()
             freed[victim.seq_id] = bm.free(victim)
             victim.reset_for_recompute()
@@ -92,13 +93,13 @@ class Scheduler:
             preempted.append(victim.seq_id)
         allocated = {}
         for seq in self.running:
-            before = len(seq.block_table)
+            before = list(seq.block_table)
             bm.append_slot(seq)
-            if len(seq.block_table) > before:
-                allocated[seq.seq_id] = seq.block_table[before:]
+            if seq.block_table != before:  # a new block, or a copy-on-write replacement of the last one
+                allocated[seq.seq_id] = [b for b in seq.block_table if b not in before]
         reason = f"decode {len(self.running)} running sequence(s), one token each"
         if allocated:
-            reason += f"; {len(allocated)} took a new block (last block full)"
+            reason += f"; {len(allocated)} took a new block (last block full or shared)"
         if preempted:
             reason += f"; preempted {preempted} by recompute (pool full)"
         if not self.running:

@@ -36,6 +36,7 @@ class StepTrace:
     blocks_allocated: dict[int, list[int]] = field(default_factory=dict)
     blocks_freed: dict[int, list[int]] = field(default_factory=dict)
     copies: list[tuple[int, int]] = field(default_factory=list)  # copy-on-write (src block, dst block)
+    forked: dict[int, list[int]] = field(default_factory=dict)  # parent seq id -> children made this step (n > 1)
     preempted: list[int] = field(default_factory=list)
     finished: list[int] = field(default_factory=list)
     num_free_blocks: int = 0
@@ -51,7 +52,7 @@ class StepTrace:
 
     def to_dict(self) -> dict:
         d = asdict(self)
-        for key in ("block_tables_before", "block_tables_after", "blocks_allocated", "blocks_freed"):
+        for key in ("block_tables_before", "block_tables_after", "blocks_allocated", "blocks_freed", "forked"):
             d[key] = {str(k): v for k, v in d[key].items()}  # JSON object keys are strings
         d["scheduled"] = self.scheduled
         return d
