@@ -1,0 +1,46 @@
+"""Colours and labels for sequences: colour-blind safe (Okabe–Ito) and stable, so sequence 2 is the same colour on
+every page and at every step."""
+
+from __future__ import annotations
+
+# Okabe & Ito (2008), "Color Universal Design". Black is kept for outlines and text, not for sequences.
+OKABE_ITO = {
+    "orange": "#E69F00",
+    "sky_blue": "#56B4E9",
+    "bluish_green": "#009E73",
+    "yellow": "#F0E442",
+    "blue": "#0072B2",
+    "vermillion": "#D55E00",
+    "reddish_purple": "#CC79A7",
+    "black": "#000000",
+}
+SEQUENCE_COLORS = tuple(c for name, c in OKABE_ITO.items() if name != "black")  # 7 colours, cycled by seq id
+
+FREE_COLOR = "#EEEEEE"      # a free physical block
+RESERVED_ALPHA = 0.35       # a slot owned by a sequence but not written yet (tail of its last block)
+HIGHLIGHT_COLOR = "#000000"  # outline of the cell being read / written
+DIVERGING_SCALE = "RdBu"     # diffs: red below zero, blue above, white at zero
+
+
+def seq_color(seq_id: int) -> str:
+    """The colour of sequence `seq_id` (hex), the same everywhere."""
+    return SEQUENCE_COLORS[seq_id % len(SEQUENCE_COLORS)]
+
+
+def seq_label(seq_id: int) -> str:
+    """A, B, C, … Z, then S26, S27, … (ids 0, 1, 2 are the seed article's sequences A, B, C)."""
+    return chr(ord("A") + seq_id) if 0 <= seq_id < 26 else f"S{seq_id}"
+
+
+def text_color(hex_color: str) -> str:
+    """Black or white, whichever reads better on `hex_color` (relative luminance, WCAG)."""
+    r, g, b = (int(hex_color.lstrip("#")[i:i + 2], 16) / 255 for i in (0, 2, 4))
+    lin = [c / 12.92 if c <= 0.03928 else ((c + 0.055) / 1.055) ** 2.4 for c in (r, g, b)]
+    luminance = 0.2126 * lin[0] + 0.7152 * lin[1] + 0.0722 * lin[2]
+    return "#000000" if luminance > 0.179 else "#FFFFFF"
+
+
+def tint(hex_color: str, alpha: float) -> str:
+    """`hex_color` blended with white (alpha 1 = the colour, 0 = white), as hex."""
+    rgb = [int(hex_color.lstrip("#")[i:i + 2], 16) for i in (0, 2, 4)]
+    return "#" + "".join(f"{round(255 - alpha * (255 - c)):02X}" for c in rgb)

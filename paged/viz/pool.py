@@ -1,0 +1,151 @@
+"""The physical pool as a grid: one row of `block_size` cells per physical block, cells coloured by the sequence
+that owns them, the sequence label and token index printed in the cell, hover showing the whole address chain."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Iterable, Mapping, Sequence
+
+import plotly.graph_objects as go
+
+from .colors import FREE_COLOR, HIGHLIGHT_COLOR, RESERVED_ALPHA, seq_color, seq_label, text_color, tint
+from .figure import make_figure, title_layout
+
+
+@dataclass
+class Cell:
+    """One slot of the pool and who maps to it: (seq_id, token_index) pairs, or only an owner if not written."""
+
+    slot: int
+    physical_block_id: int
+    block_offset: int
+    tokens: list[tuple[int, int]] = field(default_factory=list)  # (seq_id, token_index)
+    owners: list[int] = field(default_factory=list)              # seq ids whose table holds this block
+
+
+def chain_text(seq_id: int, token_index: int, block_size: int, physical_block_id: int) -> str:
+    """The address chain of one token as one line, e.g. 'A token 5 → logical block 1 → physical block 2 →
+    offset 1 → slot 9'."""
+    logical_block_id, block_offset = divmod(token_index, block_size)
+    slot = physical_block_id * block_size + block_offset
+    return (f"{seq_label(seq_id)} token {token_index} → logical block {logical_block_id} → physical block "
+            f"{physical_block_id} → offset {block_offset} → slot {slot}")
+
+
+def pool_cells(num_blocks: int, block_size: int, tables: Mapping[int, Sequence[int]],
+               context_lens: Mapping[int, int]) -> list[Cell]:
+    """Every slot of the pool with the tokens that map to it. Table entries outside [0, num_blocks) are skipped
+    (the caller reports them); two tokens on one slot (a block listed twice) are both kept."""
+    cells = [Cell(b * block_size + o, b, o) for b in range(num_blocks) for o in range(block_size)]
+    for seq_id, table in tables.items():
+        for logical_block_id, block in enumerate(table):
+            if not 0 <= block < num_blocks:
+                continue
+            for offset in range(block_size):
+                cell = cells[block * block_size + offset]
+                if seq_id not in cell.owners:
+                    cell.owners.append(seq_id)
+                token_index = logical_block_id * block_size + offset
+                if token_index < context_lens.get(seq_id, 0):
+                    cell.tokens.append((seq_id, token_index))
+    return cells
+
+
+def grid_columns(num_blocks: int, block_size: int, aspect: float = 2.5) -> int:
+    """How many columns of blocks make the grid about `aspect` times wider than tall."""
+    best, best_cost = 1, math.inf
+    for cols in range(1, num_blocks + 1):
+        rows = math.ceil(num_blocks / cols)
+        cost = abs(math.log((cols * (block_size + 1.6)) / rows / aspect))
+        if cost < best_cost:
+            best, best_cost = cols, cost
+    return best
+
+
+def pool_figure(num_blocks: int, block_size: int, tables: Mapping[int, Sequence[int]],
+                context_lens: Mapping[int, int], highlight: Iterable[int] = (), read: Iterable[int] = (),
+                title: str = "", labels: Mapping[int, str] | None = None, max_width: int = 900) -> go.Figure:
+    """The pool grid.
+
+    tables: seq_id -> block_table; context_lens: seq_id -> tokens written (cells past it in the last block are drawn
+    as reserved, in a light tint). highlight: slots outlined in black (the token being read / just written).
+    read: slots already read (a thin grey outline). labels: seq_id -> text shown in cells (default A, B, C…).
+    Traces: "free", one per sequence (named by its label), "read", "highlight", "block ids".
+    """
+    labels = dict(labels or {})
+    name = lambda s: labels.get(s, seq_label(s))  # noqa: E731
+    cols = grid_columns(num_blocks, block_size)
+    rows = math.ceil(num_blocks / cols)
+    stride = block_size + 1.6  # a gap between block columns holds the block id
+
+    def xy(slot: int) -> tuple[float, int]:
+        block, offset = divmod(slot, block_size)
+        return (block // rows) * stride + offset, block % rows
+
+    cells = pool_cells(num_blocks, block_size, tables, context_lens)
+    groups: dict[int | None, dict[str, list]] = {}
+    for cell in cells:
+        owner = cell.owners[0] if cell.owners else None
+        g = groups.setdefault(owner, {"x": [], "y": [], "text": [], "hover": [], "color": [], "font": []})
+        x, y = xy(cell.slot)
+        g["x"].append(x)
+        g["y"].append(y)
+        where = f"physical block {cell.physical_block_id}, offset {cell.block_offset}, slot {cell.slot}"
+        if owner is None:
+            g["text"].append("")
+            g["hover"].append(f"{where}: free")
+            g["color"].append(FREE_COLOR)
+            g["font"].append("#000000")
+            continue
+        color = seq_color(owner)
+        if not cell.tokens:
+            color = tint(color, RESERVED_ALPHA)
+            g["text"].append("")
+            g["hover"].append(f"{where}: reserved by {', '.join(name(s) for s in cell.owners)}, not written yet")
+        else:
+            clash = len(cell.tokens) > 1
+            first_seq, first_tok = cell.tokens[0]
+            g["text"].append(f"⚠{first_tok}" if clash else f"{name(first_seq)}{first_tok}")
+            lines = [chain_text(s, tok, block_size, cell.physical_block_id).replace(seq_label(s), name(s), 1)
+                     for s, tok in cell.tokens]
+            if clash:
+                lines.append("⚠ these tokens share one slot: the later write overwrites the earlier")
+            g["hover"].append("<br>".join(lines))
+        g["color"].append(color)
+        g["font"].append(text_color(color))
+
+    width = cols * stride + 0.5
+    cell_px = max(12, min(30, int((max_width - 60) / width)))
+    marker_px = cell_px - 3
+    font_px = max(7, min(11, int(cell_px * 0.38)))
+    data = []
+    for owner in [None] + sorted(k for k in groups if k is not None):
+        if owner not in groups:
+            continue
+        g = groups[owner]
+        data.append(dict(
+            type="scatter", x=g["x"], y=g["y"], mode="markers+text", name="free" if owner is None else name(owner),
+            marker=dict(symbol="square", size=marker_px, color=g["color"], line=dict(width=0.5, color="#999999")),
+            text=g["text"], textfont=dict(size=font_px, color=g["font"]), textposition="middle center",
+            hovertext=g["hover"], hoverinfo="text", showlegend=owner is not None))
+    for trace_name, slots, width_px, color in (("read", read, 2, "#555555"),
+                                               ("highlight", highlight, 4, HIGHLIGHT_COLOR)):
+        slots = [s for s in slots if 0 <= s < num_blocks * block_size]
+        pts = [xy(s) for s in slots]
+        data.append(dict(
+            type="scatter", x=[p[0] for p in pts], y=[p[1] for p in pts], mode="markers", name=trace_name,
+            showlegend=False, marker=dict(symbol="square-open", size=marker_px + 2, color=color,
+                                          line=dict(width=width_px, color=color)),
+            customdata=list(slots), hoverinfo="skip"))
+    blocks = list(range(num_blocks))
+    data.append(dict(
+        type="scatter", x=[(b // rows) * stride - 0.95 for b in blocks], y=[b % rows for b in blocks], mode="text",
+        text=[str(b) for b in blocks], textfont=dict(size=font_px, color="#555555"), name="block ids",
+        showlegend=False, hoverinfo="skip"))
+    layout = title_layout(title, int(rows * cell_px + (90 if title else 60)), top=40, bottom=30)
+    layout.update(
+        width=int(width * cell_px + 60), legend=dict(orientation="h", y=-0.02, yanchor="top", x=0),
+        xaxis=dict(visible=False, range=[-1.6, width - 0.9], fixedrange=True),
+        yaxis=dict(visible=False, range=[rows - 0.5, -0.5], fixedrange=True))
+    return make_figure(data, layout)
