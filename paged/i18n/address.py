@@ -1,0 +1,52 @@
+"""Page 1 · Address translation."""
+
+STRINGS = {
+    "title": {"en": "1 · Address translation", "zh": "1 · 地址映射"},
+    "intro": {
+        "en": ("A sequence's tokens are numbered 0, 1, 2, … as if contiguous. The block_table says which physical "
+               "block holds each group of block_size tokens. Edit the table, move the token, follow the chain."),
+        "zh": ("sequence 的 token 编号是 0, 1, 2, …，看起来是连续的。block_table 说明每 block_size 个 token 存在哪个 "
+               "physical block 中。编辑 block table，移动 token，跟着链路走一遍。"),
+    },
+    "table_label": {"en": "block_table (physical block ids, in logical order)",
+                    "zh": "block_table（按逻辑顺序排列的 physical block 编号）"},
+    "table_help": {"en": "Entry i is the physical block that holds logical block i, e.g. 7, 2, 9.",
+                   "zh": "第 i 项是存放 logical block i 的 physical block，例如 7, 2, 9。"},
+    "randomise": {"en": "Randomise", "zh": "随机生成"},
+    "token_label": {"en": "token_index (which token to read)", "zh": "token_index（要读取的 token）"},
+    "token_only_one": {"en": "This table addresses a single token: token_index 0.",
+                       "zh": "这个 block table 只能寻址一个 token：token_index 0。"},
+    "duplicate": {
+        "en": ("Physical block {block} is listed twice (logical blocks {logical}). Tokens {first} and tokens "
+               "{second} map to the same slots: whichever is written later overwrites the other, and reading the "
+               "earlier tokens returns the later ones' K/V. A real block manager never hands out one block twice "
+               "to the same sequence."),
+        "zh": ("physical block {block} 出现了两次（logical block {logical}）。token {first} 和 token {second} "
+               "会映射到同一批 slot：后写入的会覆盖先写入的，读取前面的 token 时拿到的是后面 token 的 K/V。"
+               "真正的 Block Manager 绝不会把同一个 block 两次分给同一个 sequence。"),
+    },
+    "help_token_index": {"en": "The token's position in the sequence (logical).",
+                         "zh": "token 在 sequence 中的位置（逻辑位置）。"},
+    "help_logical_block_id": {"en": "token_index // block_size", "zh": "token_index // block_size"},
+    "help_physical_block_id": {"en": "block_table[logical_block_id]", "zh": "block_table[logical_block_id]"},
+    "help_block_offset": {"en": "token_index % block_size", "zh": "token_index % block_size"},
+    "help_slot": {"en": "physical_block_id * block_size + block_offset: the row in the flat pool",
+                  "zh": "physical_block_id * block_size + block_offset：在展平的 pool 中的行号"},
+    "pool_title": {"en": "Physical pool: {num_blocks} blocks × {block_size} slots (block id on the left)",
+                   "zh": "Physical pool：{num_blocks} 个 block × {block_size} 个 slot（左侧为 block 编号）"},
+    "pool_notice": {
+        "en": ("Token {token_index} is the outlined cell, slot {slot} inside physical block {physical_block_id}. "
+               "The sequence's blocks are not adjacent, yet reading them in block_table order gives tokens "
+               "0, 1, 2, … in order. Grey blocks are free for other sequences. Hover a cell for its chain."),
+        "zh": ("token {token_index} 是加粗边框的格子：physical block {physical_block_id} 中的 slot {slot}。"
+               "这个 sequence 的 block 并不相邻，但按 block_table 的顺序读取，得到的仍是按顺序的 token 0, 1, 2, …。"
+               "灰色 block 空闲，可以给其他 sequence 使用。把鼠标悬停在格子上可以看到完整链路。"),
+    },
+    "table_heading": {"en": "Every token → (physical block, offset)", "zh": "每个 token → (physical block, offset)"},
+    "table_notice": {
+        "en": ("Within a block the offset counts 0 … {block_size}-1 and the slot rises by one; at a block boundary "
+               "the slot jumps to wherever the next physical block is."),
+        "zh": ("在一个 block 内，offset 从 0 数到 {block_size}-1，slot 逐一增加；跨过 block 边界时，slot 会跳到下一个 "
+               "physical block 所在的位置。"),
+    },
+}

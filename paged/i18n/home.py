@@ -1,0 +1,39 @@
+"""Home page strings."""
+
+STRINGS = {
+    "title": {"en": "PagedAttention, on real tensors", "zh": "PagedAttention：在真实张量上看懂它"},
+    "idea": {
+        "en": ("An inference server keeps every sequence's keys and values (the KV cache) so that each new token can "
+               "attend to the whole history. PagedAttention stores that cache in fixed-size **physical blocks** "
+               "scattered through one pool. A sequence still sees a contiguous context: its **block_table** maps "
+               "each logical block to the physical block that holds it.\n\n"
+               "Attention's math does not change; only where K and V are read from. Every page here checks the "
+               "paged result against a contiguous KV cache holding the same data."),
+        "zh": ("推理服务会为每个 sequence 保存 key 和 value（即 KV cache），让每个新 token 都能 attend 到全部历史。"
+               "PagedAttention 把这份 cache 存在固定大小的 **physical block** 里，这些 block 散落在同一个 pool 中。"
+               "sequence 看到的上下文仍然是连续的：它的 **block_table** 把每个 logical block 映射到存放它的 "
+               "physical block。\n\n"
+               "attention 的数学不变，变的只是 K 和 V 从哪里读。这里的每一页都会把 paged 的结果与存放相同数据的"
+               "连续 KV cache 对比。"),
+    },
+    "chain_heading": {"en": "The address chain", "zh": "寻址链路"},
+    "chain_caption": {
+        "en": "block_size {block_size}, block_table {block_table}: where does token {token_index} live?",
+        "zh": "block_size 为 {block_size}，block_table 为 {block_table}：token {token_index} 存在哪里？",
+    },
+    "chain_notice": {
+        "en": ("Two integer operations and one table lookup. The sequence only knows its logical block "
+               "{logical_block_id}; the block_table turns it into physical block {physical_block_id}, so the token's "
+               "K/V sit at key_cache[{physical_block_id}, {block_offset}]."),
+        "zh": ("只需两次整数运算和一次查表。sequence 只知道自己的 logical block {logical_block_id}；block_table "
+               "把它换成 physical block {physical_block_id}，所以这个 token 的 K/V 位于 "
+               "key_cache[{physical_block_id}, {block_offset}]。"),
+    },
+    "walkthrough": {"en": "Walk through it", "zh": "逐步体验"},
+    "link_address": {"en": "1 · Address translation: edit a block table, follow one token",
+                     "zh": "1 · 地址映射：编辑 block table，跟踪一个 token"},
+    "link_gather": {"en": "2 · Gather & attend: read a sequence back token by token, then attend",
+                    "zh": "2 · Gather 与 attention：逐个 token 读回历史，再做 attention"},
+    "link_batch": {"en": "3 · Batch decode: several sequences share one pool, step by step",
+                   "zh": "3 · Batch decode：多个 sequence 共用一个 pool，逐步解码"},
+}
