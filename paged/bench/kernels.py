@@ -1,0 +1,263 @@
+"""`python -m paged.bench kernels [--json] [--quick]`: the decode-attention ladder, same data, one run.
+
+For each case (batch B, context_len, num_heads / num_kv_heads, head_dim; fp32; block_size 16; shuffled block
+tables) random K/V are written into a paged pool through slot_mapping + write_kv, and the same K/V are kept in a
+contiguous [B, num_kv_heads, context_len, head_dim] tensor. Then, in one process:
+
+- every impl's output is checked against `contiguous_attention_decode` (the reference) before it is timed;
+- "sdpa" is `F.scaled_dot_product_attention(enable_gqa=True)` on the contiguous copy: the ceiling to compare to;
+- impls are timed interleaved (rep 1 of each, rep 2 of each, ...) so machine noise hits them alike; medians;
+- KV GB/s = bytes of K and V the attention must read (sum of context_lens * num_kv_heads * head_dim * 2 * itemsize)
+  / time, and % of this machine's read bandwidth measured in the same run (x.sum() over a >= 256 MB tensor).
+
+"loop" (one Python step per token) runs only where B * context_len <= 16k; "triton" only on a CUDA GPU.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+
+import torch
+import torch.nn.functional as F
+
+from ..addressing import slot_mapping
+from ..attention import contiguous_attention_decode, paged_attention_decode
+from ..kv_cache import default_device, write_kv
+
+FULL_GRID = dict(batch=(1, 16, 64), context_len=(512, 2048), num_kv_heads=(8, 2), head_dim=(64, 128))
+QUICK_GRID = dict(batch=(1, 16), context_len=(512,), num_kv_heads=(8, 2), head_dim=(64,))
+LOOP_MAX_TOKENS = 16 * 1024  # B * context_len above which the per-token loop is skipped (7-11 us per token)
+COLUMNS = ("B", "ctx", "heads", "d", "impl", "ok", "ms", "x sdpa", "x gather", "GB/s", "% bw")
+
+
+@dataclass(frozen=True)
+class KernelCase:
+    """One point of the grid."""
+
+    batch: int
+    context_len: int
+    num_heads: int = 8
+    num_kv_heads: int = 8
+    head_dim: int = 64
+    block_size: int = 16
+    dtype: str = "float32"
+
+
+@dataclass
+class ImplResult:
+    """One impl on one case: correctness first, then the median time and what it means."""
+
+    impl: str
+    ok: bool
+    rel_err: float
+    ms: float | None = None
+    x_sdpa: float | None = None
+    x_gather: float | None = None
+    gbps: float | None = None
+    pct_bw: float | None = None
+
+
+@dataclass
+class CaseResult:
+    case: KernelCase
+    kv_bytes: int  # K and V bytes one decode call must read
+    results: list[ImplResult] = field(default_factory=list)
+
+
+@dataclass
+class KernelReport:
+    device: str
+    threads: int
+    read_bw_gbps: float
+    cases: list[CaseResult]
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def cases_from_grid(grid: dict) -> list[KernelCase]:
+    """Every combination of the grid's batch, context_len, num_kv_heads, head_dim (num_heads 8)."""
+    return [KernelCase(b, n, 8, kv, d) for b in grid["batch"] for n in grid["context_len"]
+            for kv in grid["num_kv_heads"] for d in grid["head_dim"]]
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+
+
+def read_bandwidth_gbps(device: torch.device, megabytes: int = 256, reps: int = 5) -> float:
+    """Read bandwidth: bytes / median time of x.sum() over a `megabytes` float32 tensor (pages touched first)."""
+    x = torch.ones(megabytes * (1 << 20) // 4, device=device)
+    x.sum()
+    times = []
+    for _ in range(reps):
+        _sync(device)
+        t0 = time.perf_counter()
+        x.sum()
+        _sync(device)
+        times.append(time.perf_counter() - t0)
+    return x.numel() * 4 / statistics.median(times) / 1e9
+
+
+def make_case_data(case: KernelCase, device: torch.device, seed: int = 0) -> dict:
+    """Random query and K/V for `case`: the K/V written into a shuffled paged pool, and kept contiguous.
+
+    Returns query [B, num_heads, head_dim], key_cache/value_cache [num_blocks, block_size, num_kv_heads, head_dim],
+    block_tables int32 [B, blocks_per_seq], context_lens int64 [B], keys/values [B, num_kv_heads, ctx, head_dim].
+    """
+    gen = torch.Generator().manual_seed(seed)
+    dtype = getattr(torch, case.dtype)
+    b, n, bs = case.batch, case.context_len, case.block_size
+    per_seq = -(-n // bs)
+    shape = (b, n, case.num_kv_heads, case.head_dim)
+    keys = torch.randn(shape, generator=gen, dtype=dtype)
+    values = torch.randn(shape, generator=gen, dtype=dtype)
+    tables = torch.randperm(b * per_seq, generator=gen).view(b, per_seq)
+    key_cache = torch.zeros(b * per_seq, bs, case.num_kv_heads, case.head_dim, dtype=dtype, device=device)
+    value_cache = torch.zeros_like(key_cache)
+    for i in range(b):
+        slots = slot_mapping(tables[i], 0, n, bs, device=device)
+        write_kv(key_cache, value_cache, keys[i].to(device), values[i].to(device), slots)
+    return dict(query=torch.randn(b, case.num_heads, case.head_dim, generator=gen, dtype=dtype).to(device),
+                key_cache=key_cache, value_cache=value_cache,
+                block_tables=tables.to(device=device, dtype=torch.int32),
+                context_lens=torch.full((b,), n, dtype=torch.int64, device=device),
+                keys=keys.transpose(1, 2).contiguous().to(device), values=values.transpose(1, 2).contiguous().to(device))
+
+
+def _callables(data: dict, impls: list[str]) -> dict:
+    q, gqa = data["query"], data["query"].shape[1] != data["key_cache"].shape[2]
+    fns = {"sdpa": lambda: F.scaled_dot_product_attention(q.unsqueeze(2), data["keys"], data["values"],
+                                                          enable_gqa=gqa).squeeze(2)}
+    for impl in impls:
+        fns[impl] = (lambda impl=impl: paged_attention_decode(q, data["key_cache"], data["value_cache"],
+                                                              data["block_tables"], data["context_lens"],
+                                                              impl=impl, validate=False))
+    return fns
+
+
+def _time_interleaved(fns: dict, reps: int, warmup: int, device: torch.device) -> dict[str, float]:
+    """Median ms per callable; each rep runs every callable once, in turn."""
+    for _ in range(warmup):
+        for fn in fns.values():
+            fn()
+    times: dict[str, list[float]] = {name: [] for name in fns}
+    for _ in range(reps):
+        for name, fn in fns.items():
+            _sync(device)
+            t0 = time.perf_counter()
+            fn()
+            _sync(device)
+            times[name].append((time.perf_counter() - t0) * 1e3)
+    return {name: statistics.median(ts) for name, ts in times.items()}
+
+
+def default_impls(device: torch.device) -> list[str]:
+    """loop, gather, fused, and triton where a CUDA GPU and the triton package are present."""
+    from ..kernels import triton_available
+
+    return ["loop", "gather", "fused"] + (["triton"] if device.type == "cuda" and triton_available() else [])
+
+
+def bench_case(case: KernelCase, impls: list[str], device: torch.device, read_bw: float, reps: int = 5,
+               warmup: int = 1, tol: float = 1e-4) -> CaseResult:
+    """Check, then time, every impl (and sdpa) on one case."""
+    data = make_case_data(case, device)
+    kv_bytes = 2 * case.batch * case.context_len * case.num_kv_heads * case.head_dim * data["keys"].element_size()
+    lens = data["context_lens"].tolist()
+    ref = contiguous_attention_decode(data["query"], data["keys"].transpose(1, 2), data["values"].transpose(1, 2),
+                                      lens).double()
+    if case.batch * case.context_len > LOOP_MAX_TOKENS:
+        impls = [i for i in impls if i != "loop"]
+    fns = _callables(data, impls)
+    result = CaseResult(case, kv_bytes)
+    checked = {}
+    for name, fn in fns.items():
+        err = ((fn().double() - ref).abs().max() / ref.abs().max()).item()
+        checked[name] = ImplResult(name, ok=err < tol, rel_err=err)
+    slow = {n: f for n, f in fns.items() if n == "loop"}
+    fast = {n: f for n, f in fns.items() if n != "loop"}
+    ms = _time_interleaved(fast, reps, warmup, device)
+    if slow:
+        ms.update(_time_interleaved(slow, min(reps, 3), 0, device))
+    for name, r in checked.items():
+        r.ms = ms[name]
+        r.x_sdpa = ms[name] / ms["sdpa"]
+        r.x_gather = ms[name] / ms["gather"] if "gather" in ms else None
+        r.gbps = kv_bytes / (ms[name] / 1e3) / 1e9
+        r.pct_bw = 100 * r.gbps / read_bw
+        result.results.append(r)
+    return result
+
+
+def run_kernel_bench(cases: list[KernelCase], impls: list[str] | None = None, device: str | None = None,
+                     reps: int = 5, warmup: int = 1, bandwidth_mb: int = 256, log=None) -> KernelReport:
+    """The whole ladder; `log(line)` (optional) is called after each case."""
+    dev = torch.device(device) if device else default_device()
+    impls = default_impls(dev) if impls is None else impls
+    read_bw = read_bandwidth_gbps(dev, bandwidth_mb)
+    report = KernelReport(str(dev), torch.get_num_threads(), read_bw, [])
+    for case in cases:
+        report.cases.append(bench_case(case, impls, dev, read_bw, reps, warmup))
+        if log:
+            log(format_rows([report.cases[-1]], header=len(report.cases) == 1))
+    return report
+
+
+def _fmt(value, spec: str) -> str:
+    return "-" if value is None else format(value, spec)
+
+
+def table_rows(cases: list[CaseResult]) -> list[tuple[str, ...]]:
+    """One row of strings per (case, impl), in COLUMNS order."""
+    rows = []
+    for c in cases:
+        for r in c.results:
+            rows.append((str(c.case.batch), str(c.case.context_len), f"{c.case.num_heads}/{c.case.num_kv_heads}",
+                         str(c.case.head_dim), r.impl, "✔" if r.ok else "✗", _fmt(r.ms, ".2f"),
+                         _fmt(r.x_sdpa, ".2f"), _fmt(r.x_gather, ".2f"), _fmt(r.gbps, ".1f"),
+                         _fmt(r.pct_bw, ".0f")))
+    return rows
+
+
+def format_rows(cases: list[CaseResult], header: bool = True) -> str:
+    widths = (3, 5, 5, 4, 7, 2, 9, 7, 8, 7, 5)
+    lines = [" ".join(f"{c:>{w}}" for c, w in zip(COLUMNS, widths))] if header else []
+    lines += [" ".join(f"{c:>{w}}" for c, w in zip(row, widths)) for row in table_rows(cases)]
+    return "\n".join(lines)
+
+
+def format_report(report: KernelReport) -> str:
+    """The aligned table with a one-line header about the machine."""
+    head = (f"device {report.device}, {report.threads} threads, read bandwidth {report.read_bw_gbps:.1f} GB/s "
+            f"(x.sum()); fp32, block_size 16, shuffled block tables; ms = median")
+    return head + "\n" + format_rows(report.cases)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m paged.bench kernels", description=__doc__.split("\n")[0])
+    p.add_argument("--json", action="store_true", help="print JSON instead of the table")
+    p.add_argument("--quick", action="store_true", help="a reduced grid (< 30 s): a smoke test")
+    p.add_argument("--impls", default=None, help="comma-separated impls (default: all that apply)")
+    p.add_argument("--reps", type=int, default=None, help="timed reps per impl (default 5, quick 3)")
+    p.add_argument("--device", default=None, help="cpu or cuda (default: cuda when available)")
+    p.add_argument("--threads", type=int, default=None, help="torch.set_num_threads (default: leave as is)")
+    args = p.parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    cases = cases_from_grid(QUICK_GRID if args.quick else FULL_GRID)
+    impls = args.impls.split(",") if args.impls else None
+    reps = args.reps or (3 if args.quick else 5)
+    def log(text: str) -> None:  # progress on stderr, so stdout holds only the table or the JSON
+        print(text, file=sys.stderr, flush=True)
+
+    log(f"threads {torch.get_num_threads()}; measuring read bandwidth, then {len(cases)} cases")
+    report = run_kernel_bench(cases, impls, args.device, reps=reps, log=log)
+    print(json.dumps(report.to_dict(), indent=1) if args.json else format_report(report))
+    return 0 if all(r.ok for c in report.cases for r in c.results) else 1
