@@ -1,0 +1,71 @@
+"""The bug lab: run one prompt set with and without an injected fault, side by side, and locate the drift.
+
+Each fault gets a scenario in which its symptom shows (a use-after-free needs a sequence to finish while others
+run on; a padding write needs the pool's last block to be in use). The faulty side is a paged engine with the fault;
+the reference is its fault-free contiguous twin, stepped in lockstep.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .config import CacheConfig, SamplingParams
+from .engine.twins import TwinRun, run_twins
+from .faults import Fault, as_fault
+
+
+@dataclass(frozen=True)
+class Scenario:
+    prompts: tuple[str, ...]
+    max_tokens: tuple[int, ...]  # one per prompt: different lengths make sequences finish at different steps
+    block_size: int = 4
+    num_blocks: int = 48
+    seed: int = 0  # free-list shuffle
+
+    def params(self) -> list[SamplingParams]:
+        return [SamplingParams(max_tokens=n, ignore_eos=True) for n in self.max_tokens]
+
+    def cache_config(self) -> CacheConfig:
+        return CacheConfig(block_size=self.block_size, num_blocks=self.num_blocks, seed=self.seed, watermark=0.0)
+
+
+DEFAULT = Scenario(prompts=("0 1 2 3 4 5 6 7", "abcdefghijklm", "Hello, paged world!"), max_tokens=(24, 24, 24))
+
+SCENARIOS: dict[Fault, Scenario] = {
+    # A sequence must finish while the others keep decoding, so a stale row gets reused.
+    Fault.USE_AFTER_FREE: Scenario(DEFAULT.prompts, max_tokens=(8, 24, 24)),
+    # Padding wraps to the pool's last slot: a small pool makes sure its last block belongs to someone.
+    Fault.PAD_NOT_SKIPPED: Scenario(DEFAULT.prompts, max_tokens=(24, 24, 24), num_blocks=24),
+}
+
+
+def scenario_for(fault: Fault | str | None) -> Scenario:
+    return SCENARIOS.get(as_fault(fault), DEFAULT)
+
+
+def run_fault(model, tokenizer, fault: Fault | str | None, scenario: Scenario | None = None,
+              attn_impl: str | None = "gather") -> TwinRun:
+    """The scenario through a paged engine with `fault` (None: no fault) and its contiguous twin."""
+    fault = as_fault(fault)
+    scenario = scenario or scenario_for(fault)
+    return run_twins(model, tokenizer, list(scenario.prompts), scenario.params(), scenario.cache_config(),
+                     attn_impl=attn_impl, fault=fault)
+
+
+@dataclass
+class Drift:
+    """Where one request's faulty output parted from the reference."""
+
+    request_id: int
+    first_divergence: int | None  # index into the generated tokens; None = identical
+    faulty_text: str
+    reference_text: str
+    first_bad_step: int | None  # first engine step whose logits differ by more than the tolerance
+
+
+def summarize(run: TwinRun, tol: float = 1e-4) -> list[Drift]:
+    out = []
+    for i, (p, c) in enumerate(zip(run.paged, run.contiguous)):
+        bad = next((k for k, s in enumerate(run.steps) if s.logits_diff.get(p.request_id, 0.0) > tol), None)
+        out.append(Drift(p.request_id, run.first_divergence(i), p.text, c.text, bad))
+    return out
