@@ -1,5 +1,7 @@
 """Bug lab: every classic fault shows its symptom when injected, and the same run is exact without it."""
 
+from functools import lru_cache
+
 import pytest
 import torch
 
@@ -15,12 +17,18 @@ MODEL = TinyLlama(ModelConfig(hidden_size=64, intermediate_size=128, num_hidden_
 TOK = ByteTokenizer()
 
 
+@lru_cache(maxsize=None)
+def clean_run(scenario):
+    """The fault-free run of a scenario (shared by every fault that uses it)."""
+    return run_fault(MODEL, TOK, None, scenario)
+
+
 @pytest.mark.parametrize("fault", list(Fault), ids=lambda f: f.value)
 def test_symptom_appears_with_fault_and_disappears_without(fault):
     """With the fault the paged logits leave the contiguous twin's (> 1e-3); the same scenario without it is exact."""
     scenario = scenario_for(fault)
     faulty = run_fault(MODEL, TOK, fault, scenario)
-    clean = run_fault(MODEL, TOK, None, scenario)
+    clean = clean_run(scenario)
     assert faulty.max_diff > 1e-3, f"{fault.value} left no trace"
     assert clean.max_diff < 1e-4 and clean.identical
     drifts = summarize(faulty, tol=1e-3)
@@ -40,7 +48,7 @@ def test_faults_are_off_by_default_and_scoped_to_one_engine():
     faulty = LLMEngine(MODEL, TOK, cache, fault="slot_off_by_one", attn_impl="gather")
     plain = LLMEngine(MODEL, TOK, cache, attn_impl="gather")
     assert faulty.fault is Fault.SLOT_OFF_BY_ONE and plain.fault is None and plain.runner.fault is None
-    assert run_fault(MODEL, TOK, None, DEFAULT).identical
+    assert clean_run(DEFAULT).identical
 
 
 def test_bad_fault_requests():
