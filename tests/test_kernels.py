@@ -1,0 +1,214 @@
+"""Every decode impl ("loop", "gather", "fused", "triton") equals attention over contiguous K/V holding the same data.
+
+The Triton kernel runs in a subprocess with TRITON_INTERPRET=1 (it must be set before triton is imported, and this
+process must not change how other tests see triton)."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from conftest import rel_err, scattered_tables
+from paged.addressing import slot_mapping
+from paged.attention import contiguous_attention_decode, paged_attention_decode
+from paged.kernels import fused, triton_available
+from paged.kv_cache import write_kv
+
+REPO = Path(__file__).resolve().parents[1]
+HEADS = [(8, 8), (8, 2), (8, 1)]
+HEAD_DIMS = [32, 64, 80, 128]
+BLOCK_SIZES = [1, 4, 16, 32]
+DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
+TOL = {"float32": 1e-5, "float16": 1e-2, "bfloat16": 1e-2}
+
+
+def ragged_lens(block_size: int) -> list[int]:
+    return [1, block_size, block_size + 1, 54, 97]
+
+
+def build(num_heads, num_kv_heads, head_dim, block_size, lens, dtype, seed=0):
+    """Random contiguous K/V per sequence (the source of truth), written through slot_mapping + write_kv into
+    shuffled blocks of a pool whose other blocks hold garbage. Returns query [B, H, D], key_cache, value_cache,
+    -1 padded block tables [B, max_blocks + 1], and the contiguous K/V [B, max_ctx, KVH, D] (NaN past each end)."""
+    gen = torch.Generator().manual_seed(seed)
+    num_blocks = sum(-(-n // block_size) for n in lens) + 5
+    key_cache = torch.randn(num_blocks, block_size, num_kv_heads, head_dim, generator=gen).to(dtype)
+    value_cache = torch.randn(key_cache.shape, generator=gen).to(dtype)
+    tables = scattered_tables(random.Random(seed), num_blocks, lens, block_size)
+    width = max(len(t) for t in tables) + 1  # at least one -1 in every row
+    padded = torch.tensor([t + [-1] * (width - len(t)) for t in tables], dtype=torch.int32)
+    keys = torch.full((len(lens), max(lens), num_kv_heads, head_dim), float("nan"), dtype=torch.float64)
+    values = keys.clone()
+    for b, n in enumerate(lens):
+        k = torch.randn(n, num_kv_heads, head_dim, generator=gen).to(dtype)
+        v = torch.randn(n, num_kv_heads, head_dim, generator=gen).to(dtype)
+        keys[b, :n], values[b, :n] = k.double(), v.double()
+        write_kv(key_cache, value_cache, k, v, slot_mapping(tables[b], 0, n, block_size))
+    query = torch.randn(len(lens), num_heads, head_dim, generator=gen).to(dtype)
+    return query, key_cache, value_cache, padded, keys, values
+
+
+def case_error(impl, dtype_name, num_heads, num_kv_heads, head_dim, block_size, lens) -> float:
+    """Relative error of `impl` against the float64 contiguous reference on one case."""
+    query, kc, vc, tables, keys, values = build(num_heads, num_kv_heads, head_dim, block_size, lens,
+                                                DTYPES[dtype_name])
+    ref = contiguous_attention_decode(query.double(), keys, values, lens)
+    out = paged_attention_decode(query, kc, vc, tables, lens, impl=impl)
+    assert out.dtype == query.dtype and out.shape == query.shape
+    return rel_err(out, ref)
+
+
+def sweep_failures(impl, dtype_name, heads, head_dims, block_sizes, lens_for=ragged_lens) -> list[str]:
+    """Every combination of the sweep; returns a line per case over tolerance (empty when all pass)."""
+    bad = []
+    for num_heads, num_kv_heads in heads:
+        for head_dim in head_dims:
+            for block_size in block_sizes:
+                lens = lens_for(block_size)
+                err = case_error(impl, dtype_name, num_heads, num_kv_heads, head_dim, block_size, lens)
+                if not err < TOL[dtype_name]:
+                    bad.append(f"{impl} {dtype_name} heads {num_heads}/{num_kv_heads} head_dim {head_dim} "
+                               f"block_size {block_size} lens {lens}: rel err {err:.2e}")
+    return bad
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    """These tensors are tiny: a second intra-op thread only adds barriers, which cost milliseconds each when
+    the cores are shared with other work. Restored afterwards."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture
+def tiny_tiles(monkeypatch):
+    """fused tiles of ~16 tokens, so the online softmax rescales across several tiles and masks whole tiles."""
+    monkeypatch.setattr(fused, "tile_blocks", lambda batch, block_size, *rest: max(1, 16 // block_size))
+
+
+@pytest.mark.parametrize("dtype_name", list(DTYPES))
+@pytest.mark.parametrize("impl", ["loop", "gather", "fused"])
+def test_core_parity_sweep(impl, dtype_name, tiny_tiles):
+    """loop/gather/fused match the contiguous reference over heads, head_dim, block_size and ragged lengths."""
+    assert sweep_failures(impl, dtype_name, HEADS, HEAD_DIMS, BLOCK_SIZES) == []
+
+
+@pytest.mark.parametrize("dtype_name", list(DTYPES))
+def test_fused_default_tiles(dtype_name):
+    """fused also matches with its default (multi-block) tile size, where one tile covers every sequence."""
+    assert sweep_failures("fused", dtype_name, HEADS, [64, 80], [4, 16]) == []
+
+
+def test_fused_float64_stays_float64(tiny_tiles):
+    """float64 inputs are computed and returned in float64 (error at float64 rounding level)."""
+    query, kc, vc, tables, keys, values = build(8, 2, 64, 4, [1, 5, 54], torch.float64)
+    ref = contiguous_attention_decode(query, keys, values, [1, 5, 54])
+    out = paged_attention_decode(query, kc, vc, tables, [1, 5, 54], impl="fused")
+    assert out.dtype == torch.float64 and rel_err(out, ref) < 1e-12
+
+
+def test_fused_holds_one_tile_not_the_history(monkeypatch):
+    """fused never materialises a sequence's K/V: its K buffer holds one tile, far less than the whole history."""
+    monkeypatch.setattr(fused, "_buffers", fused._Buffers())
+    monkeypatch.setattr(fused, "TILE_BYTES", 64 * 1024)
+    lens = [1000, 700, 999]
+    query, kc, vc, tables, keys, values = build(4, 2, 32, 16, lens, torch.float32)
+    out = paged_attention_decode(query, kc, vc, tables, lens, impl="fused")
+    assert rel_err(out, contiguous_attention_decode(query.double(), keys, values, lens)) < 1e-5
+    buffers = fused._buffers.buffers
+    k_tile = buffers[("k", torch.float32, kc.device)]
+    held = sum(buf.numel() * buf.element_size() for buf in buffers.values())
+    history = 2 * sum(lens) * 2 * 32 * 4  # K and V bytes of every sequence
+    assert k_tile.numel() * 4 <= 64 * 1024 and held <= 2 * 64 * 1024 < history / 10
+
+
+def test_fused_matches_gather_on_a_bigger_batch():
+    """fused equals gather (fp32, < 1e-5) on a batch spanning several default tiles."""
+    lens = [2048, 1500, 1, 777]
+    query, kc, vc, tables, _, _ = build(8, 8, 64, 16, lens, torch.float32, seed=3)
+    fused_out = paged_attention_decode(query, kc, vc, tables, lens, impl="fused")
+    gather_out = paged_attention_decode(query, kc, vc, tables, lens, impl="gather")
+    assert rel_err(fused_out, gather_out) < 1e-5
+
+
+def test_triton_missing_raises_clear_error(monkeypatch):
+    """Without the triton package, impl='triton' raises RuntimeError saying what to install."""
+    import paged.kernels as kernels
+
+    monkeypatch.setattr(kernels, "triton_available", lambda: False)
+    query, kc, vc, tables, _, _ = build(2, 2, 16, 4, [5], torch.float32)
+    with pytest.raises(RuntimeError, match="pip install triton"):
+        paged_attention_decode(query, kc, vc, tables, [5], impl="triton")
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Triton, in a subprocess under the interpreter (~1 ms per program and block: a reduced sweep)
+# ----------------------------------------------------------------------------------------------------------------
+TRITON_SWEEP = """
+import json, sys
+sys.path[:0] = [{repo!r}, {tests!r}]
+import torch
+from test_kernels import sweep_failures
+torch.set_num_threads(1)
+bad = []
+bad += sweep_failures("triton", "float32", [(8, 2)], [32, 80], [4, 16], lambda bs: [1, bs, bs + 1, 54])
+bad += sweep_failures("triton", "float32", [(8, 8)], [80], [16], lambda bs: [1, bs, bs + 1, 54])
+bad += sweep_failures("triton", "float32", [(8, 1)], [80], [1, 32], lambda bs: [1, bs + 1, 9])
+for dtype in ("float16", "bfloat16"):
+    bad += sweep_failures("triton", dtype, [(8, 2)], [80], [16], lambda bs: [1, bs + 1, 54])
+print(json.dumps(bad))
+"""
+
+TRITON_ERRORS = """
+import sys
+sys.path[:0] = [{repo!r}, {tests!r}]
+import torch
+from test_kernels import build
+from paged.attention import paged_attention_decode
+for block_size in (3, 4):
+    q, kc, vc, tables, _, _ = build(2, 2, 16, block_size, [5], torch.float32)
+    try:
+        paged_attention_decode(q, kc, vc, tables, [5], impl="triton")
+        print("no error")
+    except (ValueError, RuntimeError) as err:
+        print(type(err).__name__, err)
+"""
+
+
+def _run(script: str, interpret: bool) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    if interpret:
+        env["TRITON_INTERPRET"] = "1"
+    code = script.format(repo=str(REPO), tests=str(REPO / "tests"))
+    return subprocess.run([sys.executable, "-c", code], env=env, cwd=REPO, capture_output=True, text=True,
+                          timeout=300)
+
+
+needs_triton = pytest.mark.skipif(not triton_available(), reason="triton is not installed")
+
+
+@needs_triton
+def test_triton_parity_sweep_interpreted():
+    """The Triton kernel (interpreter) matches the reference: GQA and MHA, head_dim 80, block sizes 1-32, ragged."""
+    proc = _run(TRITON_SWEEP, interpret=True)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert json.loads(proc.stdout.strip().splitlines()[-1]) == []
+
+
+@needs_triton
+def test_triton_errors_are_clear():
+    """block_size 3 raises ValueError (power of two needed); CPU tensors without the interpreter raise RuntimeError."""
+    proc = _run(TRITON_ERRORS, interpret=False)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    lines = proc.stdout.strip().splitlines()
+    assert lines[0].startswith("ValueError") and "power of two" in lines[0]
+    assert lines[1].startswith("RuntimeError") and "TRITON_INTERPRET=1" in lines[1]
