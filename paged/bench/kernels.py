@@ -31,6 +31,7 @@ from ..kv_cache import default_device, write_kv
 
 FULL_GRID = dict(batch=(1, 16, 64), context_len=(512, 2048), num_kv_heads=(8, 2), head_dim=(64, 128))
 QUICK_GRID = dict(batch=(1, 16), context_len=(512,), num_kv_heads=(8, 2), head_dim=(64,))
+BANDWIDTH_MB = 256  # size of the x.sum() tensor that measures read bandwidth
 LOOP_MAX_TOKENS = 16 * 1024  # B * context_len above which the per-token loop is skipped (7-11 us per token)
 COLUMNS = ("B", "ctx", "heads", "d", "impl", "ok", "ms", "x sdpa", "x gather", "GB/s", "% bw")
 
@@ -258,6 +259,6 @@ def main(argv: list[str] | None = None) -> int:
         print(text, file=sys.stderr, flush=True)
 
     log(f"threads {torch.get_num_threads()}; measuring read bandwidth, then {len(cases)} cases")
-    report = run_kernel_bench(cases, impls, args.device, reps=reps, log=log)
+    report = run_kernel_bench(cases, impls, args.device, reps=reps, bandwidth_mb=BANDWIDTH_MB, log=log)
     print(json.dumps(report.to_dict(), indent=1) if args.json else format_report(report))
     return 0 if all(r.ok for c in report.cases for r in c.results) else 1

@@ -1,0 +1,99 @@
+"""`python -m paged.bench`: dispatch, the kernel ladder (tiny grid, in-process) and the memory subcommand.
+
+Times are never asserted: only the shape of the output and that every impl was checked against the reference."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+import paged.bench as bench
+from paged.attention import DECODE_IMPLS
+from paged.bench import kernels
+from paged.bench.kernels import COLUMNS, KernelCase, format_report, run_kernel_bench
+
+TINY = [KernelCase(batch=2, context_len=40, num_heads=4, num_kv_heads=2, head_dim=16),
+        KernelCase(batch=1, context_len=33, num_heads=4, num_kv_heads=4, head_dim=16)]
+
+
+@pytest.fixture
+def tiny_bench(monkeypatch):
+    """The quick grid shrunk to two tiny cases and a small bandwidth probe."""
+    monkeypatch.setattr(kernels, "QUICK_GRID", dict(batch=(2,), context_len=(40,), num_kv_heads=(4, 2),
+                                                    head_dim=(16,)))
+    monkeypatch.setattr(kernels, "BANDWIDTH_MB", 8)
+
+
+def test_every_impl_is_checked_then_timed():
+    """Each case has sdpa, loop, gather and fused rows, each checked (✔, tiny error) and timed (ms > 0)."""
+    report = run_kernel_bench(TINY, impls=["loop", "gather", "fused"], device="cpu", reps=1, warmup=0,
+                              bandwidth_mb=8)
+    assert report.read_bw_gbps > 0 and report.threads == torch.get_num_threads()
+    for case in report.cases:
+        assert [r.impl for r in case.results] == ["sdpa", "loop", "gather", "fused"]
+        for r in case.results:
+            assert r.ok and r.rel_err < 1e-5
+            assert r.ms > 0 and r.gbps > 0 and r.pct_bw > 0 and r.x_sdpa > 0
+        assert case.kv_bytes == 2 * case.case.batch * case.case.context_len * case.case.num_kv_heads * 16 * 4
+    table = format_report(report)
+    header = table.splitlines()[1].split()
+    assert header == ["B", "ctx", "heads", "d", "impl", "ok", "ms", "x", "sdpa", "x", "gather", "GB/s", "%", "bw"]
+    assert len(table.splitlines()) == 2 + 4 * len(TINY) and "✗" not in table
+
+
+def test_a_wrong_impl_is_marked_and_fails_the_run(monkeypatch, tiny_bench, capsys):
+    """An impl returning wrong numbers gets ✗ in the table and a non-zero exit status."""
+    monkeypatch.setitem(DECODE_IMPLS, "broken", lambda q, *args: torch.zeros_like(q))
+    assert kernels.main(["--quick", "--impls", "gather,broken", "--reps", "1"]) == 1
+    rows = [line.split() for line in capsys.readouterr().out.splitlines() if " broken " in line]
+    assert len(rows) == 2 and all(row[5] == "✗" for row in rows)
+
+
+def test_loop_is_skipped_on_big_cases():
+    """The per-token loop only runs where B * context_len <= LOOP_MAX_TOKENS."""
+    big = KernelCase(batch=2, context_len=kernels.LOOP_MAX_TOKENS // 2 + 1, num_heads=2, num_kv_heads=1, head_dim=8)
+    report = run_kernel_bench([big], impls=["loop", "gather"], device="cpu", reps=1, warmup=0, bandwidth_mb=8)
+    assert [r.impl for r in report.cases[0].results] == ["sdpa", "gather"]
+
+
+def test_quick_json_through_the_dispatcher(tiny_bench, capsys):
+    """`python -m paged.bench kernels --quick --json` prints JSON with every impl checked, exit status 0."""
+    assert bench.main(["kernels", "--quick", "--json", "--reps", "1"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert set(data) == {"device", "threads", "read_bw_gbps", "cases"} and len(data["cases"]) == 2
+    for case in data["cases"]:
+        impls = [r["impl"] for r in case["results"]]
+        assert impls[0] == "sdpa" and {"gather", "fused"} <= set(impls)
+        assert all(r["ok"] and r["rel_err"] < 1e-4 and r["ms"] > 0 for r in case["results"])
+
+
+def test_full_grid_is_the_stated_ladder():
+    """The full grid is B in {1, 16, 64} x ctx {512, 2048} x kv heads {8, 2} x head_dim {64, 128}, 8 heads."""
+    cases = kernels.cases_from_grid(kernels.FULL_GRID)
+    assert len(cases) == 24 and {c.num_heads for c in cases} == {8} and {c.block_size for c in cases} == {16}
+    assert {(c.batch, c.context_len) for c in cases} == {(b, n) for b in (1, 16, 64) for n in (512, 2048)}
+
+
+def test_memory_subcommand_prints_json_and_table(capsys):
+    """`python -m paged.bench memory` prints the table, and with --json the report as JSON."""
+    assert bench.main(["memory", "--requests", "50"]) == 0
+    assert "paged bs=16" in capsys.readouterr().out
+    assert bench.main(["memory", "--requests", "50", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["spec"]["num_requests"] == 50 and len(data["results"]) == 11
+
+
+def test_dispatch_table_is_extensible_and_errors_are_clear(monkeypatch, capsys):
+    """Unknown or unimportable subcommands exit 2 with a message; a new entry is dispatched with its argv."""
+    assert {"kernels", "memory", "engine", "app"} <= set(bench.SUBCOMMANDS)
+    assert bench.main(["nope"]) == 2 and "unknown bench subcommand" in capsys.readouterr().err
+    monkeypatch.setitem(bench.SUBCOMMANDS, "ghost", "paged.no_such_module:main")
+    assert bench.main(["ghost"]) == 2 and "not available" in capsys.readouterr().err
+    calls = []
+    monkeypatch.setattr(kernels, "fake_main", lambda argv: calls.append(argv) or 3, raising=False)
+    monkeypatch.setitem(bench.SUBCOMMANDS, "fake", "paged.bench.kernels:fake_main")
+    assert bench.main(["fake", "a", "b"]) == 3 and calls == [["a", "b"]]
+    with pytest.raises(ValueError, match="unknown bench subcommand"):
+        bench.resolve("nope")
