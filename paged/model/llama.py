@@ -45,12 +45,15 @@ class RotaryEmbedding(nn.Module):
 
     def __init__(self, head_dim: int, theta: float) -> None:
         super().__init__()
-        inv_freq = 1.0 / (theta ** (torch.arange(0, head_dim, 2, dtype=torch.int64).float() / head_dim))  # [D/2]
-        # Not persistent: derived from the config, so it is not part of the checkpoint (as in transformers).
-        self.register_buffer("inv_freq", inv_freq, persistent=False)
+        # A plain fp32 CPU tensor, not a buffer: it is derived from the config (so not in the checkpoint, as in
+        # transformers) and must stay fp32 when the model is cast to a low-precision dtype.
+        exponents = torch.arange(0, head_dim, 2, dtype=torch.int64, device="cpu").float() / head_dim
+        self.inv_freq = 1.0 / (theta ** exponents)  # [D/2]
 
     def forward(self, positions: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
         """positions [...] -> (cos, sin), each [..., D], in `dtype` (the angles themselves are fp32)."""
+        if self.inv_freq.device != positions.device:  # follow the inputs (model.to() does not move it)
+            self.inv_freq = self.inv_freq.to(positions.device)
         freqs = positions.float()[..., None] * self.inv_freq  # [..., D/2]
         emb = torch.cat((freqs, freqs), dim=-1)  # [..., D]: both halves share a frequency
         return emb.cos().to(dtype), emb.sin().to(dtype)
