@@ -1,0 +1,39 @@
+"""Small render helpers every page reuses: errors with their fix, "what to notice", export trace."""
+
+from __future__ import annotations
+
+import json
+
+import streamlit as st
+
+from .page import PageContext
+
+
+def show_error(ctx: PageContext, what: str, fix: str, where=None) -> None:
+    """st.error with the problem and how to fix it (never a traceback)."""
+    (where or st).error(f"**{what}**  \n{ctx.t('common.fix')} {fix}", icon="🚫")
+
+
+def stop_with_error(ctx: PageContext, what: str, fix: str) -> None:
+    """show_error, then stop this run of the page (the rest would only repeat the error)."""
+    show_error(ctx, what, fix)
+    st.stop()
+
+
+def notice(ctx: PageContext, text: str, where=None) -> None:
+    """The "what to notice" box placed beside a figure."""
+    (where or st).info(f"**{ctx.t('common.notice')}** {text}", icon="👀")
+
+
+def export_button(ctx: PageContext, trace: dict, file_name: str, key: str | None = None, where=None) -> None:
+    """Download `trace` as pretty JSON (no rerun on click)."""
+    data = json.dumps(trace, indent=2, ensure_ascii=False, default=str)
+    (where or st).download_button(ctx.t("common.export"), data, file_name=file_name, mime="application/json",
+                                  key=key, on_click="ignore", icon=":material/download:")
+
+
+def show_figure(fig, key: str, where=None) -> None:
+    """st.plotly_chart without the mode bar; a figure that sets its own width (a grid of fixed-size cells) keeps
+    it, any other stretches to the column."""
+    width = "content" if fig.layout.width else "stretch"
+    (where or st).plotly_chart(fig, key=key, width=width, config={"displayModeBar": False})
