@@ -1,0 +1,89 @@
+"""1 · Address translation: a block table the learner edits, one token followed through the chain."""
+
+import random
+
+import pandas as pd
+import streamlit as st
+
+import ui
+from paged.addressing import address_table, locate
+from paged.viz.chain import chain_figure
+from paged.viz.colors import seq_color, tint
+from paged.viz.pool import pool_figure
+from paged.walkthrough import SEED_BLOCK_SIZE, SEED_BLOCK_TABLE, SEED_NUM_BLOCKS, SEED_TOKEN_INDEX
+
+MAX_TABLE = 32  # block-table entries accepted
+
+ctx = ui.setup_page("address", icon="🧭")
+knobs = ui.Knobs("address")
+st.title(ctx.t("title"))
+st.caption(ctx.t("intro"))
+
+with st.sidebar:
+    st.header(ctx.t("common.settings"))
+    block_size = knobs.slider(ctx.t("common.block_size"), "block_size", SEED_BLOCK_SIZE, 1, 16)
+    num_blocks = knobs.slider(ctx.t("common.num_blocks"), "num_blocks", SEED_NUM_BLOCKS, 1, 64)
+
+
+def randomise(num_blocks: int, count: int) -> None:
+    """Button callback: a fresh table of `count` distinct physical blocks (runs before the widgets exist)."""
+    picked = random.Random().sample(range(num_blocks), min(max(count, 1), num_blocks))
+    st.session_state[knobs.key("table")] = ", ".join(str(b) for b in picked)
+
+
+left, right = st.columns([3, 1], vertical_alignment="bottom")
+table_text = knobs.text(ctx.t("table_label"), "table", ", ".join(map(str, SEED_BLOCK_TABLE)), where=left,
+                        help=ctx.t("table_help"))
+parsed = ui.parse_int_list(table_text, 0, num_blocks - 1, MAX_TABLE)
+right.button(ctx.t("randomise"), key="address.randomise", on_click=randomise,
+             args=(num_blocks, len(parsed.values) or len(SEED_BLOCK_TABLE)), icon=":material/casino:")
+if not parsed.ok:
+    knobs.sync_url(ctx.lang)
+    d = {"lo": 0, "hi": num_blocks - 1, "max_len": MAX_TABLE, **parsed.detail}
+    ui.stop_with_error(ctx, ctx.t(f"common.err_{parsed.error}", **d), ctx.t(f"common.fix_{parsed.error}", **d))
+block_table = parsed.values
+capacity = len(block_table) * block_size  # tokens the table can address
+
+if capacity > 1:
+    token_index = knobs.slider(ctx.t("token_label"), "token", SEED_TOKEN_INDEX, 0, capacity - 1)
+else:
+    token_index = 0
+    st.caption(ctx.t("token_only_one"))
+knobs.sync_url(ctx.lang)
+
+for twice in ui.duplicates(block_table):
+    logical = [i for i, b in enumerate(block_table) if b == twice]
+    st.warning(ctx.t("duplicate", block=twice, logical=", ".join(map(str, logical)),
+                     first=f"{logical[0] * block_size}–{(logical[0] + 1) * block_size - 1}",
+                     second=f"{logical[1] * block_size}–{(logical[1] + 1) * block_size - 1}"), icon="⚠️")
+
+address = locate(token_index, block_table, block_size)
+
+# every link of the chain, with its value
+names = ["token_index", "logical_block_id", "physical_block_id", "block_offset", "slot"]
+for col, name in zip(st.columns(len(names)), names):
+    col.metric(name, getattr(address, name), help=ctx.t(f"help_{name}"))
+ui.show_figure(chain_figure(address, block_size, block_table), "address.chain")
+
+pool = pool_figure(num_blocks, block_size, {0: block_table}, {0: capacity}, highlight=[address.slot],
+                   title=ctx.t("pool_title", num_blocks=num_blocks, block_size=block_size))
+fig_col, note_col = st.columns([3, 1])
+ui.show_figure(pool, "address.pool", where=fig_col)
+ui.notice(ctx, ctx.t("pool_notice", token_index=token_index, slot=address.slot,
+                     physical_block_id=address.physical_block_id), where=note_col)
+
+st.subheader(ctx.t("table_heading"))
+rows = [{"token_index": a.token_index, "logical_block_id": a.logical_block_id,
+         "physical_block_id": a.physical_block_id, "block_offset": a.block_offset, "slot": a.slot}
+        for a in address_table(block_table, capacity, block_size)]
+table_col, table_note = st.columns([3, 1])
+selected_row = tint(seq_color(0), 0.45)
+styled = pd.DataFrame(rows).style.apply(
+    lambda row: [f"background-color: {selected_row}" if row.name == token_index else ""] * len(row), axis=1)
+table_col.dataframe(styled, hide_index=True, height=min(400, 38 + 35 * len(rows)), key="address.table",
+                    on_select="ignore")
+ui.notice(ctx, ctx.t("table_notice", block_size=block_size), where=table_note)
+
+ui.export_button(ctx, {"block_size": block_size, "num_blocks": num_blocks, "block_table": block_table,
+                       "token_index": token_index, "chain": rows[token_index], "address_table": rows},
+                 "address_trace.json", key="address.export")

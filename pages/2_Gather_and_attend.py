@@ -1,0 +1,140 @@
+"""2 · Gather & attend: one sequence read back through its block table, token by token, then plain attention."""
+
+import inspect
+
+import streamlit as st
+
+import ui
+from paged.addressing import blocks_needed
+from paged.attention import gather_kv_loop
+from paged.viz.attention import diverging_figure, kv_strip_figure, mask_figure, weights_figure
+from paged.viz.chain import chain_figure
+from paged.viz.pool import pool_figure
+from paged.walkthrough import DTYPES, MAX_POOL_BLOCKS, GatherConfig, GatherScene
+
+MAX_ROWS = 48  # prefill figures show at most the last 48 queries
+
+ctx = ui.setup_page("gather", icon="🧲")
+knobs = ui.Knobs("gather")
+st.title(ctx.t("title"))
+st.caption(ctx.t("intro"))
+
+with st.sidebar:
+    st.header(ctx.t("common.settings"))
+    num_heads = knobs.select(ctx.t("common.num_heads"), "num_heads", 4, [1, 2, 4, 8, 16])
+    num_kv_heads = knobs.select(ctx.t("common.num_kv_heads"), "num_kv_heads", 2, [1, 2, 4, 8, 16])
+    head_dim = knobs.select(ctx.t("common.head_dim"), "head_dim", 8, [4, 8, 16, 32, 64, 128, 256])
+    context_len = knobs.slider(ctx.t("common.context_len"), "context_len", 10, 1, 512)
+    block_size = knobs.select(ctx.t("common.block_size"), "block_size", 4, [1, 2, 4, 8, 16, 32])
+    dtype = knobs.select(ctx.t("common.dtype"), "dtype", "float32", list(DTYPES))
+    seed = knobs.number(ctx.t("common.seed"), "seed", 0, 0, 9999)
+    ui.device_badge(ctx, dtype)
+
+mode = knobs.radio(ctx.t("mode"), "mode", "decode", ["decode", "prefill"], horizontal=True,
+                   format_func=lambda m: ctx.t(f"mode_{m}"))
+q_len = 1
+if mode == "prefill":
+    q_len = (knobs.slider(ctx.t("q_len"), "q_len", context_len, 1, context_len, help=ctx.t("q_len_help"))
+             if context_len > 1 else 1)
+step = min(knobs.state("step", 0, ui.int_in(0, 512)), context_len)
+
+# friendly refusals before any tensor is made
+if num_heads % num_kv_heads:
+    knobs.sync_url(ctx.lang, step=step)
+    options = ", ".join(str(k) for k in (1, 2, 4, 8, 16) if num_heads % k == 0)
+    ui.stop_with_error(ctx, ctx.t("err_gqa", num_heads=num_heads, num_kv_heads=num_kv_heads),
+                       ctx.t("fix_gqa", num_heads=num_heads, options=options))
+if blocks_needed(context_len, block_size) > MAX_POOL_BLOCKS:
+    knobs.sync_url(ctx.lang, step=step)
+    fits = next((b for b in (1, 2, 4, 8, 16, 32) if blocks_needed(context_len, b) <= MAX_POOL_BLOCKS), 32)
+    ui.stop_with_error(ctx, ctx.t("err_pool", context_len=context_len, block_size=block_size,
+                                  needed=blocks_needed(context_len, block_size), max_blocks=MAX_POOL_BLOCKS),
+                       ctx.t("fix_pool", fits=fits, max_len=MAX_POOL_BLOCKS * block_size))
+
+config = GatherConfig(num_heads, num_kv_heads, head_dim, context_len, block_size, dtype, seed, mode, q_len)
+scene = st.session_state.get("gather.scene")
+if scene is None or scene.config != config:
+    try:
+        scene = GatherScene(config)
+    except ValueError as err:
+        ui.stop_with_error(ctx, ctx.t("common.err_unexpected", message=err), ctx.t("common.fix_unexpected"))
+    st.session_state["gather.scene"] = scene
+
+# --- the teaching loop, one read per click ------------------------------------------------------------------------
+b1, b2, b3, progress = st.columns([1.4, 1.4, 1, 3], vertical_alignment="center")
+if b1.button(ctx.t("next"), key="gather.next", disabled=step >= context_len, icon=":material/skip_next:"):
+    step += 1
+if b2.button(ctx.t("all"), key="gather.all", disabled=step >= context_len, icon=":material/fast_forward:"):
+    step = context_len
+if b3.button(ctx.t("common.reset"), key="gather.reset", icon=":material/restart_alt:"):
+    step = 0
+knobs.set_state("step", step)
+knobs.sync_url(ctx.lang, step=step)
+progress.progress(step / context_len, text=ctx.t("progress", step=step, context_len=context_len))
+
+current = scene.addresses[step - 1] if step else None
+if current:
+    chain = chain_figure(current, block_size, scene.block_table,
+                         title=ctx.t("current_read", step=step, token_index=current.token_index))
+    ui.show_figure(chain, "gather.chain")
+else:
+    st.info(ctx.t("press_next"), icon="👆")
+pool = pool_figure(config.num_blocks, block_size, {0: scene.block_table}, {0: context_len},
+                   highlight=[current.slot] if current else [], read=scene.read_slots(step - 1),
+                   title=ctx.t("pool_title", num_blocks=config.num_blocks, block_table=scene.block_table))
+pool_col, note_col = st.columns([3, 1])
+ui.show_figure(pool, "gather.pool", where=pool_col)
+ui.notice(ctx, ctx.t("pool_notice"), where=note_col)
+
+keys, _ = scene.gathered(step)  # what the loop has produced so far: [step, num_kv_heads, head_dim]
+strip = kv_strip_figure(scene.addresses, step, title=ctx.t("strip_title", shape=list(keys.shape)))
+ui.show_figure(strip, "gather.strip")
+with st.expander(ctx.t("loop_heading")):
+    st.code(inspect.getsource(gather_kv_loop), language="python")
+
+# --- attention over the gathered K/V, checked against the contiguous cache ----------------------------------------
+if step < context_len:
+    st.info(ctx.t("attend_after", remaining=context_len - step), icon="⏳")
+else:
+    result = scene.result()
+    st.subheader(ctx.t("attend_heading"))
+    fig_col, note_col = st.columns([3, 1])
+    if mode == "decode":
+        ui.show_figure(weights_figure(result.weights, title=ctx.t("weights_title")), "gather.weights", where=fig_col)
+        ui.notice(ctx, ctx.t("weights_notice", group=num_heads // num_kv_heads), where=note_col)
+        fig_col, note_col = st.columns([3, 1])
+        output = diverging_figure(result.paged.float(), title=ctx.t("output_title"), x_title="head_dim",
+                                  y_title="head")
+        ui.show_figure(output, "gather.output", where=fig_col)
+        ui.notice(ctx, ctx.t("output_notice"), where=note_col)
+        diff = result.paged.double() - result.reference  # [num_heads, head_dim]
+        diff_rows = [f"h{h}" for h in range(num_heads)]
+    else:
+        rows = min(q_len, MAX_ROWS)
+        first = context_len - rows
+        if rows < q_len:
+            fig_col.caption(ctx.t("rows_cut", rows=rows, q_len=q_len))
+        ui.show_figure(mask_figure(rows, context_len, title=ctx.t("mask_title")), "gather.mask", where=fig_col)
+        ui.notice(ctx, ctx.t("mask_notice", start=context_len - q_len), where=note_col)
+        fig_col, note_col = st.columns([3, 1])
+        head = note_col.selectbox(ctx.t("head"), list(range(num_heads)), key="gather.head")
+        weights = weights_figure(result.weights[head, -rows:], title=ctx.t("prefill_weights_title", head=head),
+                                 y_labels=[f"q{first + i}" for i in range(rows)], y_title="query")
+        ui.show_figure(weights, "gather.weights", where=fig_col)
+        note_col.metric(ctx.t("future_weight"), f"{result.future_weight:.1%}", help=ctx.t("future_help"))
+        ui.notice(ctx, ctx.t("prefill_notice"), where=note_col)
+        diff = (result.paged.double() - result.reference)[-rows:, head]  # [rows, head_dim]
+        diff_rows = [f"q{first + i}" for i in range(rows)]
+
+    st.subheader(ctx.t("common.check"))
+    m1, m2, m3, m4 = st.columns(4)
+    m1.metric(ctx.t("common.max_abs_err"), f"{result.max_abs_err:.2e}")
+    m2.metric(ctx.t("common.rel_err"), f"{result.rel_err:.2e}")
+    m3.metric(ctx.t("common.tolerance", dtype=dtype), f"{result.tolerance:.0e}")
+    m4.metric(ctx.t("verdict"), ctx.t("common.ok") if result.ok else ctx.t("common.not_ok"))
+    fig_col, note_col = st.columns([3, 1])
+    diff_fig = diverging_figure(diff.float(), title=ctx.t("diff_title"), y_labels=diff_rows, x_title="head_dim")
+    ui.show_figure(diff_fig, "gather.diff", where=fig_col)
+    ui.notice(ctx, ctx.t("bitwise_yes" if result.bitwise_equal else "bitwise_no", dtype=dtype), where=note_col)
+
+ui.export_button(ctx, scene.trace(step), "gather_trace.json", key="gather.export")

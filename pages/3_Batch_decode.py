@@ -1,0 +1,118 @@
+"""3 · Batch decode: several sequences, each with its own block table, decoding together in one pool."""
+
+import streamlit as st
+
+import ui
+from paged.batch_demo import MAX_OPS, OP_PATTERN, BatchConfig, BatchDemo
+from paged.playground import tolerance
+from paged.viz.colors import seq_label
+from paged.viz.mapping import mapping_figure
+from paged.viz.pool import pool_figure
+from paged.walkthrough import DTYPES, SEED_BLOCK_SIZE, SEED_NUM_BLOCKS
+
+
+ctx = ui.setup_page("batch", icon="📦")
+knobs = ui.Knobs("batch")
+st.title(ctx.t("title"))
+st.caption(ctx.t("intro"))
+
+with st.sidebar:
+    st.header(ctx.t("common.settings"))
+    block_size = knobs.select(ctx.t("common.block_size"), "block_size", SEED_BLOCK_SIZE, [1, 2, 4, 8, 16])
+    num_blocks = knobs.slider(ctx.t("common.num_blocks"), "num_blocks", SEED_NUM_BLOCKS, 4, 64)
+    num_heads = knobs.select(ctx.t("common.num_heads"), "num_heads", 4, [1, 2, 4, 8, 16])
+    num_kv_heads = knobs.select(ctx.t("common.num_kv_heads"), "num_kv_heads", 2, [1, 2, 4, 8, 16])
+    head_dim = knobs.select(ctx.t("common.head_dim"), "head_dim", 8, [4, 8, 16, 32, 64, 128])
+    dtype = knobs.select(ctx.t("common.dtype"), "dtype", "float32", list(DTYPES))
+    seed = knobs.number(ctx.t("common.seed"), "seed", 0, 0, 9999)
+    ui.device_badge(ctx, dtype)
+
+# the operation log: from the URL on the first visit of the session, then from the demo in session_state
+url_ops = [op for op in ui.read_param("ops", ui.text_max(5 * MAX_OPS), "").split(",") if OP_PATTERN.match(op)]
+if num_heads % num_kv_heads:
+    knobs.sync_url(ctx.lang, ops=",".join(url_ops))
+    ui.stop_with_error(ctx, ctx.t("gather.err_gqa", num_heads=num_heads, num_kv_heads=num_kv_heads),
+                       ctx.t("gather.fix_gqa", num_heads=num_heads,
+                             options=", ".join(str(k) for k in (1, 2, 4, 8, 16) if num_heads % k == 0)))
+
+config = BatchConfig(block_size, num_blocks, num_heads, num_kv_heads, head_dim, dtype, seed)
+demo: BatchDemo | None = st.session_state.get("batch.demo")
+if demo is None or demo.config != config:
+    ops = url_ops if demo is None else []  # a changed setting starts over from the seed batch
+    demo, applied = BatchDemo.replay(config, ops)
+    st.session_state["batch.demo"] = demo
+    if applied < len(ops):
+        st.warning(ctx.t("replay_stopped", applied=applied, total=len(ops)), icon="⚠️")
+
+# --- actions ------------------------------------------------------------------------------------------------------
+running = [s.seq_id for s in demo.playground.running()]
+a1, a2, a3, a4 = st.columns([1.2, 2, 2, 1], vertical_alignment="bottom")
+if a1.button(ctx.t("decode"), key="batch.decode", type="primary", icon=":material/play_arrow:"):
+    demo.apply("d")
+with a2:
+    c_sel, c_btn = st.columns([1, 1], vertical_alignment="bottom")
+    target = c_sel.selectbox(ctx.t("which"), running, format_func=seq_label, key="batch.target",
+                             disabled=not running)
+    if c_btn.button(ctx.t("finish"), key="batch.finish", disabled=not running, icon=":material/stop:"):
+        demo.apply(f"f{target}")
+with a3:
+    c_len, c_btn = st.columns([1, 1], vertical_alignment="bottom")
+    new_len = c_len.number_input(ctx.t("new_len"), 1, 64, 5, key="batch.new_len")
+    if c_btn.button(ctx.t("add"), key="batch.add", icon=":material/add:"):
+        demo.apply(f"a{int(new_len)}")
+if a4.button(ctx.t("common.reset"), key="batch.reset", icon=":material/restart_alt:"):
+    demo = BatchDemo(config)
+    st.session_state["batch.demo"] = demo
+knobs.sync_url(ctx.lang, ops=",".join(demo.ops))
+
+# --- what the last operation did ----------------------------------------------------------------------------------
+event = demo.last_event
+label = seq_label  # 0, 1, 2 -> A, B, C
+if event.kind == "start":
+    st.info(ctx.t("start_seed" if demo.used_seed_tables else "start_free_list"), icon="🏁")
+    if not event.ok:
+        st.warning(ctx.t("start_short", detail=event.detail), icon="⚠️")
+elif not event.ok:
+    st.warning(ctx.t(f"refused_{event.kind}_{event.reason}", detail=event.detail, **event.counts,
+                     seq=label(event.seq_id) if event.seq_id is not None else ""), icon="✋")
+elif event.kind == "decode":
+    writes = ", ".join(f"{label(s)} → slot {slot}" for s, slot in event.written.items())
+    st.success(ctx.t("decoded", step=len(demo.ops), writes=writes), icon="✍️")
+    for s, blocks in event.new_blocks.items():
+        st.info(ctx.t("new_block", seq=label(s), blocks=", ".join(map(str, blocks)),
+                      block_size=block_size), icon="🆕")
+elif event.kind == "finish":
+    st.success(ctx.t("finished", seq=label(event.seq_id), blocks=event.freed), icon="🏁")
+elif event.kind == "add":
+    st.success(ctx.t("added", seq=label(event.seq_id), blocks=event.new_blocks[event.seq_id]), icon="➕")
+
+# --- the pool and the mappings ------------------------------------------------------------------------------------
+tables, lens = demo.tables(), demo.context_lens()
+pg = demo.playground
+written = list(event.written.values()) if event.kind == "decode" and event.ok else []
+pool = pool_figure(num_blocks, block_size, tables, lens, highlight=written,
+                   title=ctx.t("pool_title", free=pg.manager.num_free_blocks, num_blocks=num_blocks))
+fig_col, note_col = st.columns([3, 1])
+ui.show_figure(pool, "batch.pool", where=fig_col)
+with note_col:
+    ui.notice(ctx, ctx.t("pool_notice"))
+    st.markdown(f"**{ctx.t('free_list')}** `{list(pg.manager.free_block_ids)}`")
+new_blocks = event.new_blocks if event.kind == "decode" else {}
+mapping = mapping_figure(tables, lens, block_size, num_blocks, title=ctx.t("mapping_title"), new_blocks=new_blocks)
+fig_col, note_col = st.columns([3, 1])
+ui.show_figure(mapping, "batch.mapping", where=fig_col)
+ui.notice(ctx, ctx.t("mapping_notice"), where=note_col)
+
+# --- paged vs contiguous, per sequence ----------------------------------------------------------------------------
+st.subheader(ctx.t("common.check"))
+rows = [{ctx.t("seq"): label(c.seq_id), "block_table": str(tables[c.seq_id]), "context_len": c.context_len,
+         ctx.t("common.max_abs_err"): f"{c.max_abs_err:.2e}", ctx.t("common.rel_err"): f"{c.rel_err:.2e}",
+         ctx.t("verdict"): ctx.t("common.ok") if c.ok else ctx.t("common.not_ok")} for c in demo.checks]
+table_col, note_col = st.columns([3, 1])
+if rows:
+    table_col.dataframe(rows, hide_index=True, key="batch.checks", on_select="ignore")
+else:
+    table_col.info(ctx.t("nothing_running"))
+ui.notice(ctx, ctx.t("check_notice", tolerance=f"{tolerance(DTYPES[dtype]):.0e}", dtype=dtype), where=note_col)
+
+ui.export_button(ctx, demo.trace(), "batch_trace.json", key="batch.export")
