@@ -38,7 +38,8 @@ STRINGS = {
     "progress": {"en": "gathered {step} of {context_len} tokens", "zh": "已 gather {step} / {context_len} 个 token"},
     "pool_title": {"en": "Physical pool: {num_blocks} blocks; this sequence's block_table is {block_table}",
                    "zh": "Physical pool：{num_blocks} 个 block；这个 sequence 的 block_table 为 {block_table}"},
-    "current_read": {"en": "Read #{token_index}", "zh": "第 {token_index} 次读取"},
+    "current_read": {"en": "Loop iteration {step}: token_index {token_index}",
+                     "zh": "第 {step} 次循环：token_index {token_index}"},
     "press_next": {"en": "Press “Next token” to run one iteration of the loop.",
                    "zh": "点击“下一个 token”执行一次循环。"},
     "pool_notice": {
@@ -47,8 +48,8 @@ STRINGS = {
         "zh": ("循环按逻辑顺序遍历 token，所以会在 physical block 之间跳转：在一个 block 内读取相邻的 slot，"
                "每到 block 边界就跳到 block_table 的下一项。"),
     },
-    "strip_title": {"en": "Logical K/V so far: keys {shape} (cell = physical block:offset it came from)",
-                    "zh": "目前的逻辑 K/V：keys {shape}（格子中是来源的 physical block:offset）"},
+    "strip_title": {"en": "Logical K/V so far: keys {shape}; a cell shows the physical block:offset it came from",
+                    "zh": "目前的逻辑 K/V：keys {shape}；格子中是来源的 physical block:offset"},
     "loop_heading": {"en": "The loop being stepped (paged.attention.gather_kv_loop)",
                      "zh": "正在逐步执行的循环（paged.attention.gather_kv_loop）"},
     "attend_after": {"en": "Attention runs on the whole context: {remaining} token(s) left to gather.",

@@ -89,7 +89,7 @@ def kv_strip_figure(addresses: Sequence, step: int, seq_id: int = 0, title: str 
                  hoverinfo="skip", marker=dict(symbol="square-open", size=cell_px, color=HIGHLIGHT_COLOR,
                                                line=dict(width=3, color=HIGHLIGHT_COLOR)))]
     layout = title_layout(title, 110 if title else 80, bottom=24)
-    layout.update(showlegend=False, width=int(n * cell_px + 80),
+    layout.update(showlegend=False, width=max(640, int(n * cell_px + 80)),
                   xaxis=dict(range=[-0.7, n - 0.3], fixedrange=True, showgrid=False, tickfont=dict(size=9)),
                   yaxis=dict(visible=False, range=[-0.6, 0.6], fixedrange=True))
     return make_figure(data, layout)

@@ -11,7 +11,7 @@ from typing import Sequence
 
 import plotly.graph_objects as go
 
-from .colors import HIGHLIGHT_COLOR, OKABE_ITO, seq_color
+from .colors import HIGHLIGHT_COLOR, OKABE_ITO, seq_color, text_color
 from .figure import make_figure, title_layout
 
 BOX_W, BOX_H, GAP = 1.9, 0.9, 0.55
@@ -42,9 +42,11 @@ def chain_figure(address, block_size: int, block_table: Sequence[int], seq_id: i
         shapes.append(dict(type="rect", x0=x0, x1=x0 + BOX_W, y0=0, y1=BOX_H, line=dict(color="#333333", width=1.5),
                            fillcolor=fill, layer="below"))
         body = f"<b>{value}</b>" if not rule else f"{rule} = <b>{value}</b>"
+        ink = text_color(fill)
         notes.append(dict(x=x0 + BOX_W / 2, y=BOX_H * 0.72, text=f"<i>{name}</i>", showarrow=False,
-                          font=dict(size=12, color="#222222")))
-        notes.append(dict(x=x0 + BOX_W / 2, y=BOX_H * 0.3, text=body, showarrow=False, font=dict(size=15)))
+                          font=dict(size=12, color=ink)))
+        notes.append(dict(x=x0 + BOX_W / 2, y=BOX_H * 0.3, text=body, showarrow=False,
+                          font=dict(size=15, color=ink)))
         if i:
             notes.append(dict(x=x0 - 0.04, y=BOX_H / 2, ax=x0 - GAP + 0.04, ay=BOX_H / 2, xref="x", yref="y",
                               axref="x", ayref="y", text="", showarrow=True, arrowhead=2, arrowsize=1.2,
@@ -69,7 +71,7 @@ def chain_figure(address, block_size: int, block_table: Sequence[int], seq_id: i
                            line=dict(color=HIGHLIGHT_COLOR if used else "#999999", width=3 if used else 1),
                            fillcolor=accent if used else "white"))
         notes.append(dict(x=x_start + (k + 0.5) * cell, y=-0.5, text=str(entry), showarrow=False,
-                          font=dict(size=12)))
+                          font=dict(size=12, color="#000000")))
         notes.append(dict(x=x_start + (k + 0.5) * cell, y=-0.86, text=str(j), showarrow=False,
                           font=dict(size=9, color="#777777")))
     total = len(links) * (BOX_W + GAP) - GAP

@@ -19,7 +19,11 @@ SEQUENCE_COLORS = tuple(c for name, c in OKABE_ITO.items() if name != "black")  
 FREE_COLOR = "#EEEEEE"      # a free physical block
 RESERVED_ALPHA = 0.35       # a slot owned by a sequence but not written yet (tail of its last block)
 HIGHLIGHT_COLOR = "#000000"  # outline of the cell being read / written
-DIVERGING_SCALE = "RdBu"     # diffs: red below zero, blue above, white at zero
+# diffs: red below zero, white at zero, blue above (ColorBrewer RdBu, colour-blind safe). Spelled out, so a
+# renderer's theme cannot swap a named scale for its own.
+DIVERGING_SCALE = [[i / 10, c] for i, c in enumerate(
+    ["#67001F", "#B2182B", "#D6604D", "#F4A582", "#FDDBC7", "#F7F7F7", "#D1E5F0", "#92C5DE", "#4393C3", "#2166AC",
+     "#053061"])]
 
 
 def seq_color(seq_id: int) -> str:

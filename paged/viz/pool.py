@@ -52,7 +52,7 @@ def pool_cells(num_blocks: int, block_size: int, tables: Mapping[int, Sequence[i
     return cells
 
 
-def grid_columns(num_blocks: int, block_size: int, aspect: float = 2.5) -> int:
+def grid_columns(num_blocks: int, block_size: int, aspect: float = 3.5) -> int:
     """How many columns of blocks make the grid about `aspect` times wider than tall."""
     best, best_cost = 1, math.inf
     for cols in range(1, num_blocks + 1):
@@ -65,12 +65,14 @@ def grid_columns(num_blocks: int, block_size: int, aspect: float = 2.5) -> int:
 
 def pool_figure(num_blocks: int, block_size: int, tables: Mapping[int, Sequence[int]],
                 context_lens: Mapping[int, int], highlight: Iterable[int] = (), read: Iterable[int] = (),
-                title: str = "", labels: Mapping[int, str] | None = None, max_width: int = 900) -> go.Figure:
+                title: str = "", labels: Mapping[int, str] | None = None, max_width: int = 820,
+                min_width: int = 620) -> go.Figure:
     """The pool grid.
 
     tables: seq_id -> block_table; context_lens: seq_id -> tokens written (cells past it in the last block are drawn
     as reserved, in a light tint). highlight: slots outlined in black (the token being read / just written).
     read: slots already read (a thin grey outline). labels: seq_id -> text shown in cells (default A, B, C…).
+    Cells are square, at most 36 px; the figure is between min_width and max_width pixels wide.
     Traces: "free", one per sequence (named by its label), "read", "highlight", "block ids".
     """
     labels = dict(labels or {})
@@ -106,7 +108,9 @@ def pool_figure(num_blocks: int, block_size: int, tables: Mapping[int, Sequence[
         else:
             clash = len(cell.tokens) > 1
             first_seq, first_tok = cell.tokens[0]
-            g["text"].append(f"⚠{first_tok}" if clash else f"{name(first_seq)}{first_tok}")
+            # a clash (one block listed twice) prints both tokens, e.g. "4/8"
+            g["text"].append("/".join(str(tok) for _, tok in cell.tokens[:2]) if clash
+                             else f"{name(first_seq)}{first_tok}")
             lines = [chain_text(s, tok, block_size, cell.physical_block_id).replace(seq_label(s), name(s), 1)
                      for s, tok in cell.tokens]
             if clash:
@@ -115,8 +119,12 @@ def pool_figure(num_blocks: int, block_size: int, tables: Mapping[int, Sequence[
         g["color"].append(color)
         g["font"].append(text_color(color))
 
-    width = cols * stride + 0.5
-    cell_px = max(12, min(30, int((max_width - 60) / width)))
+    # Square cells of cell_px pixels: x and y both map one unit to cell_px, the x range is widened (never the cells
+    # stretched) when the figure is made wider than the grid to fit its title.
+    x_min, x_max = -1.6, (cols - 1) * stride + block_size - 0.5
+    cell_px = max(12, min(36, int((max_width - 20) / (x_max - x_min))))
+    fig_width = max(min_width, int((x_max - x_min) * cell_px) + 20)
+    x_max = x_min + (fig_width - 20) / cell_px
     marker_px = cell_px - 3
     font_px = max(7, min(11, int(cell_px * 0.38)))
     data = []
@@ -143,9 +151,10 @@ def pool_figure(num_blocks: int, block_size: int, tables: Mapping[int, Sequence[
         type="scatter", x=[(b // rows) * stride - 0.95 for b in blocks], y=[b % rows for b in blocks], mode="text",
         text=[str(b) for b in blocks], textfont=dict(size=font_px, color="#555555"), name="block ids",
         showlegend=False, hoverinfo="skip"))
-    layout = title_layout(title, int(rows * cell_px + (90 if title else 60)), top=40, bottom=30)
+    top, bottom = (40 if title else 8), 34
+    layout = title_layout(title, rows * cell_px + top + bottom, top=top, bottom=bottom)
     layout.update(
-        width=int(width * cell_px + 60), legend=dict(orientation="h", y=-0.02, yanchor="top", x=0),
-        xaxis=dict(visible=False, range=[-1.6, width - 0.9], fixedrange=True),
+        width=fig_width, legend=dict(orientation="h", y=-0.01, yanchor="top", x=0),
+        xaxis=dict(visible=False, range=[x_min, x_max], fixedrange=True),
         yaxis=dict(visible=False, range=[rows - 0.5, -0.5], fixedrange=True))
     return make_figure(data, layout)
