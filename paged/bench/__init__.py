@@ -3,7 +3,7 @@
     kernels   decode attention: loop / gather / fused / triton vs contiguous SDPA, same data, one run
     memory    KV memory reserved vs needed: contiguous reservation vs paged, per block size
     engine    paged vs contiguous engine throughput (paged.engine.bench)
-    app       the Streamlit app's timings (paged.app_bench), where present
+    app       the Streamlit app's server time per step (ui.bench)
 
 Adding one: put `main(argv: list[str]) -> int` in a module and add "name": "module:function" to SUBCOMMANDS.
 Modules are imported only when their subcommand runs, so a missing optional one breaks nothing else.
@@ -18,7 +18,7 @@ SUBCOMMANDS: dict[str, str] = {
     "kernels": "paged.bench.kernels:main",
     "memory": "paged.bench.memory_cli:main",
     "engine": "paged.engine.bench:main",
-    "app": "paged.app_bench:main",
+    "app": "ui.bench:main",
 }
 
 

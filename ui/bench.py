@@ -1,0 +1,116 @@
+"""Server time of one step of the app, at default sizes: `python -m paged bench app [--clicks N] [--json]`.
+
+For "Next token" on page 2 and "Decode step" on page 3 it reports, as medians over N clicks:
+    script   the page script's own run per click: what the server spends on a step (AppTest runs the page inside a
+             thin wrapper that times it)
+    round    the whole AppTest round trip per click (script + the test harness), an upper bound
+and the paged/ compute alone (no Streamlit, no figures): building the gather scene and attending, and one
+batch-decode step with its paged-vs-contiguous check.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Callable
+
+ROOT = Path(__file__).resolve().parents[1]
+WRAPPER = """\
+import runpy, sys, time
+sys.path.insert(0, {root!r})
+import streamlit as st
+_start = time.perf_counter()
+try:
+    runpy.run_path({page!r}, run_name="__main__")
+finally:
+    st.session_state["_bench_script_ms"] = (time.perf_counter() - _start) * 1000
+"""
+STEPS = {  # page -> (button that steps, how to tell the step can't go on, button that starts over)
+    "pages/2_Gather_and_attend.py": ("gather.next", lambda at: at.session_state["gather.step"] >= 10,
+                                     "gather.reset"),
+    "pages/3_Batch_decode.py": ("batch.decode", lambda at: len(at.session_state["batch.demo"].ops) >= 5,
+                                "batch.reset"),
+}
+
+
+def time_page(page: str, clicks: int) -> dict[str, float]:
+    """Median script time and AppTest round trip (ms) of the page's step button over `clicks` clicks."""
+    from streamlit.testing.v1 import AppTest
+
+    button, exhausted, restart = STEPS[page]
+    with tempfile.TemporaryDirectory() as tmp:
+        wrapper = Path(tmp) / "bench_page.py"
+        wrapper.write_text(WRAPPER.format(root=str(ROOT), page=str(ROOT / page)))
+        at = AppTest.from_file(str(wrapper), default_timeout=60).run()
+        at.button(key=button).click().run()  # warm-up: first imports and first figures
+        script, round_trip = [], []
+        for _ in range(clicks):
+            if exhausted(at):
+                at.button(key=restart).click().run()  # start over (not timed) so every timed click is a real step
+            start = time.perf_counter()
+            at.button(key=button).click().run()
+            round_trip.append((time.perf_counter() - start) * 1000)
+            script.append(at.session_state["_bench_script_ms"])
+            if at.exception:
+                raise RuntimeError(f"{page} raised: {at.exception[0].value}")
+    return {"script_ms": statistics.median(script), "round_trip_ms": statistics.median(round_trip)}
+
+
+def _median_ms(fn: Callable[[], object], repeat: int) -> float:
+    fn()
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - start) * 1000)
+    return statistics.median(times)
+
+
+def time_compute(repeat: int) -> dict[str, float]:
+    """The paged/ work behind each step, without Streamlit or figures (ms, medians)."""
+    from paged.batch_demo import BatchConfig, BatchDemo
+    from paged.walkthrough import GatherConfig, GatherScene
+
+    def decode_step():
+        demo = BatchDemo(BatchConfig())
+        start = time.perf_counter()
+        demo.apply("d")
+        return (time.perf_counter() - start) * 1000
+
+    decode = statistics.median(decode_step() for _ in range(repeat))
+    return {"gather_scene_and_attend_ms": _median_ms(lambda: GatherScene(GatherConfig()).result(), repeat),
+            "batch_decode_step_ms": decode}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m paged bench app", description=__doc__.splitlines()[0])
+    parser.add_argument("--clicks", type=int, default=7, help="timed clicks per page (median reported)")
+    parser.add_argument("--json", action="store_true", help="print the numbers as JSON")
+    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
+    from ui.page import configure_torch
+
+    configure_torch()  # what every page does first
+    pages = {page: time_page(page, max(1, args.clicks)) for page in STEPS}
+    compute = time_compute(max(3, args.clicks))
+    if args.json:
+        print(json.dumps({"pages": pages, "compute": compute}, indent=2))
+        return 0
+    print(f"server time of one step at default sizes (median of {args.clicks} clicks)")
+    for page, t in pages.items():
+        print(f"  {Path(page).stem:<22} {STEPS[page][0]:<14} script {t['script_ms']:6.1f} ms   "
+              f"AppTest round trip {t['round_trip_ms']:6.1f} ms")
+    print("paged compute alone")
+    for name, ms in compute.items():
+        print(f"  {name:<28} {ms:6.2f} ms")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
