@@ -11,12 +11,18 @@ contiguous [B, num_kv_heads, context_len, head_dim] tensor. Then, in one process
   / time, and % of this machine's read bandwidth measured in the same run (x.sum() over a >= 256 MB tensor).
 
 "loop" (one Python step per token) runs only where B * context_len <= 16k; "triton" only on a CUDA GPU.
+
+Shared machines: when the cores are busy with other work (load average above the core count, printed in the
+header), OpenMP's spinning worker threads make impls that run many small ops (loop, fused) look 5-20x slower than
+they are, while one-op SDPA barely notices. `OMP_WAIT_POLICY=passive` in the environment, or `--threads 1`, shows
+the kernels rather than the scheduler; compare ratios within one run only.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import time
@@ -76,6 +82,8 @@ class KernelReport:
     threads: int
     read_bw_gbps: float
     cases: list[CaseResult]
+    load_avg: float | None = None  # 1-minute load average at the start: > cores means shared, noisy timings
+    omp_wait_policy: str | None = None  # OMP_WAIT_POLICY as set in the environment (None: the runtime's default)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -203,7 +211,8 @@ def run_kernel_bench(cases: list[KernelCase], impls: list[str] | None = None, de
     dev = torch.device(device) if device else default_device()
     impls = default_impls(dev) if impls is None else impls
     read_bw = read_bandwidth_gbps(dev, bandwidth_mb)
-    report = KernelReport(str(dev), torch.get_num_threads(), read_bw, [])
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
+    report = KernelReport(str(dev), torch.get_num_threads(), read_bw, [], load, os.environ.get("OMP_WAIT_POLICY"))
     for case in cases:
         report.cases.append(bench_case(case, impls, dev, read_bw, reps, warmup))
         if log:
@@ -238,6 +247,8 @@ def format_report(report: KernelReport) -> str:
     """The aligned table with a one-line header about the machine."""
     head = (f"device {report.device}, {report.threads} threads, read bandwidth {report.read_bw_gbps:.1f} GB/s "
             f"(x.sum()); fp32, block_size 16, shuffled block tables; ms = median")
+    if report.load_avg is not None:
+        head += f"\nload average {report.load_avg:.1f}, OMP_WAIT_POLICY {report.omp_wait_policy or 'unset'}"
     return head + "\n" + format_rows(report.cases)
 
 
