@@ -1,0 +1,286 @@
+"""The bug lab on random tensors: each classic fault acted out on a `Playground` batch, with no model.
+
+A `FaultyPlayground` breaks the same link of the chain as the engine does (paged/engine/runner.py `_inject` and
+`PagedBackend`), so the symptom can be seen without a language model in the way:
+
+    EARLY_INCREMENT      decode reads the newest token's slot before its K/V are written (read-before-write)
+    LATE_INCREMENT       decode reads context_len - 1 tokens: the newest one is left out
+    SLOT_OFF_BY_ONE      the writer puts every token one slot further (clamped to the pool's last slot)
+    BLOCK_SIZE_MISMATCH  the writer computes slots with writer_block_size(block_size)
+    USE_AFTER_FREE       decode reads through a per-row table cache refreshed only when the row's table grows, so
+                         after a finish the next sequence reads through the dead sequence's (freed) table
+    PAD_NOT_SKIPPED      every write carries NUM_PAD_ROWS padding rows of slot -1, which wrap to the last slot
+    ALIASED_BLOCKS       writer and reader both use a table whose logical block 1 maps to logical block 0's block
+    POSITION_OFF_BY_ONE  nothing here: random K/V have no rotary embedding, so a wrong position changes nothing.
+                         Reported honestly as `applies=False`; the symptom needs the model.
+
+Every step reports, per sequence, the relative error of the paged decode output against the contiguous twin, and
+which pool cells were written or read wrongly (for the pool figure). The random draws (K/V, then queries) are the
+same with and without the fault, so the two runs differ only by the bug.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+import torch
+
+from .addressing import slot_mapping
+from .attention import contiguous_attention_decode, paged_attention_decode
+from .faults import NUM_PAD_ROWS, Fault, as_fault, writer_block_size
+from .kv_cache import write_kv
+from .playground import Playground, tolerance
+from .sequence import Sequence
+from .walkthrough import SEED_BATCH
+
+
+@dataclass(frozen=True)
+class TensorScenario:
+    """The batch a fault is acted out on: the seed article's A, B, C by default.
+
+    tables / prompt_lens: each sequence's prefill block table and prompt length. finish_after: (seq_id, step)
+    pairs, the sequence finishing (blocks freed) right after that decode step.
+    """
+
+    tables: tuple[tuple[int, ...], ...] = tuple(t for t, _ in SEED_BATCH)
+    prompt_lens: tuple[int, ...] = tuple(n for _, n in SEED_BATCH)
+    num_steps: int = 6
+    finish_after: tuple[tuple[int, int], ...] = ((0, 3),)  # A finishes after step 3, B and C decode on
+    num_blocks: int = 16
+    block_size: int = 4
+    num_heads: int = 4
+    num_kv_heads: int = 2
+    head_dim: int = 8
+    seed: int = 0
+
+
+DEFAULT_TENSOR = TensorScenario()
+# PAD_NOT_SKIPPED needs the pool's last block in use: C's last block is the pool's block 15, and C's token 15 lands
+# in its last slot (63) at step 1, together with the padding rows.
+TENSOR_SCENARIOS = {Fault.PAD_NOT_SKIPPED: TensorScenario(tables=((7, 2, 9), (4, 1), (8, 5, 3, 15)))}
+
+
+def tensor_scenario_for(fault: Fault | str | None, seed: int = 0) -> TensorScenario:
+    """The scenario in which `fault` shows on random tensors (the same for every fault but padding)."""
+    base = TENSOR_SCENARIOS.get(as_fault(fault), DEFAULT_TENSOR)
+    return base if seed == base.seed else TensorScenario(**{**asdict(base), "seed": seed})
+
+
+@dataclass(frozen=True)
+class BadCell:
+    """One pool cell a fault touched wrongly during a step.
+
+    kind "write": token `token_index` of `seq_id` had its K/V written at `slot` instead of `meant` (a padding row:
+    token_index -1, meant -1, i.e. nowhere). kind "read": attention read `slot` for that token where it should have
+    read `meant` (slot == meant: read before it was written). kind "skipped": the token was not read at all
+    (slot -1).
+    """
+
+    kind: str
+    seq_id: int
+    token_index: int
+    slot: int
+    meant: int
+
+
+@dataclass
+class TensorStep:
+    """One step of the random-tensor run: step 0 is the prefill (writes only), then decode steps 1, 2, …"""
+
+    step: int
+    rel_err: dict[int, float] = field(default_factory=dict)   # seq_id -> paged vs contiguous decode output
+    bad_writes: list[BadCell] = field(default_factory=list)
+    bad_reads: list[BadCell] = field(default_factory=list)
+    tables: dict[int, list[int]] = field(default_factory=dict)  # the block manager's (correct) tables, this step
+    context_lens: dict[int, int] = field(default_factory=dict)  # tokens written per sequence after the step
+    finished: list[int] = field(default_factory=list)            # sequences finished right after this step
+
+    @property
+    def max_rel_err(self) -> float:
+        return max(self.rel_err.values(), default=0.0)
+
+
+@dataclass
+class TensorRun:
+    fault: Fault | None
+    scenario: TensorScenario
+    steps: list[TensorStep]
+    tolerance: float
+
+    @property
+    def applies(self) -> bool:
+        """False when the fault cannot act without a model (a wrong RoPE position on random K/V)."""
+        return self.fault is not Fault.POSITION_OFF_BY_ONE
+
+    @property
+    def max_rel_err(self) -> float:
+        return max((s.max_rel_err for s in self.steps), default=0.0)
+
+    def first_bad_step(self, seq_id: int | None = None) -> int | None:
+        """The first decode step whose relative error (of `seq_id`, default any) exceeds the tolerance."""
+        for s in self.steps:
+            errs = s.rel_err.values() if seq_id is None else [s.rel_err.get(seq_id, 0.0)]
+            if any(e > self.tolerance for e in errs):
+                return s.step
+        return None
+
+    def to_dict(self) -> dict:
+        return {"fault": self.fault.value if self.fault else None, "scenario": asdict(self.scenario),
+                "tolerance": self.tolerance, "applies": self.applies,
+                "steps": [{**asdict(s), "rel_err": {str(k): v for k, v in s.rel_err.items()},
+                           "tables": {str(k): v for k, v in s.tables.items()},
+                           "context_lens": {str(k): v for k, v in s.context_lens.items()}} for s in self.steps]}
+
+
+class FaultyPlayground(Playground):
+    """A Playground whose writer and reader carry one fault (or none): the fault lives in this object only."""
+
+    def __init__(self, scenario: TensorScenario, fault: Fault | str | None = None,
+                 device: str | torch.device | None = None) -> None:
+        s = scenario
+        super().__init__(s.num_blocks, s.block_size, s.num_heads, s.num_kv_heads, s.head_dim, torch.float32, device,
+                         seed=s.seed)
+        self.fault = as_fault(fault)
+        self._rows: list[list[int]] = []  # USE_AFTER_FREE: the runner's per-row table cache
+        self.bad_writes: list[BadCell] = []  # of the step in progress
+
+    # --- the write side -----------------------------------------------------------------------------------------
+    def writer_slots(self, seq: Sequence, start: int, end: int) -> list[int]:
+        """Where this playground's writer puts tokens [start, end) of seq (the fault applied)."""
+        bs, fault = self.block_size, self.fault
+        if fault in (Fault.BLOCK_SIZE_MISMATCH, Fault.ALIASED_BLOCKS):
+            table = self.reader_table(seq) if fault is Fault.ALIASED_BLOCKS else list(seq.block_table)
+            wbs = writer_block_size(bs) if fault is Fault.BLOCK_SIZE_MISMATCH else bs
+            return [table[min(t // wbs, len(table) - 1)] * wbs + t % wbs for t in range(start, end)]
+        slots = slot_mapping(seq.block_table, start, end, bs).tolist()
+        if fault is Fault.SLOT_OFF_BY_ONE:
+            slots = [min(s + 1, self.pool.num_slots - 1) for s in slots]
+        return slots
+
+    def _write_batch(self, spans: list[tuple[Sequence, int, int]]) -> None:
+        """One write call for tokens [start, end) of each listed sequence, as the engine writes a whole step: the
+        pool at the (faulty) writer's slots, the twin in token order; wrong slots recorded in bad_writes."""
+        keys, values, slots = [], [], []
+        for seq, start, end in spans:
+            k, v = self._random_kv(end - start)
+            at = self.writer_slots(seq, start, end)
+            right = slot_mapping(seq.block_table, start, end, self.block_size).tolist()
+            self.twins[seq.seq_id].update(0, torch.arange(start, end), k, v)
+            self.last_write[seq.seq_id] = at
+            self.bad_writes += [BadCell("write", seq.seq_id, t, a, r)
+                                for t, a, r in zip(range(start, end), at, right) if a != r]
+            keys.append(k)
+            values.append(v)
+            slots += at
+        key_cache, value_cache = self.pool.layer(0)
+        write_kv(key_cache, value_cache, torch.cat(keys), torch.cat(values),
+                 torch.tensor(slots, dtype=torch.long, device=self.device), validate=False)
+        if self.fault is Fault.PAD_NOT_SKIPPED:
+            # padded rows keep slot -1 and copy the batch's first row; -1 wraps to the pool's last slot. Written after
+            # the real rows (a separate call) so the collision is deterministic: the padding wins, as it may on a GPU.
+            pad = torch.full((NUM_PAD_ROWS,), -1, dtype=torch.long) % self.pool.num_slots
+            k0, v0 = keys[0][:1], values[0][:1]
+            write_kv(key_cache, value_cache, k0.expand(NUM_PAD_ROWS, *k0.shape[1:]),
+                     v0.expand(NUM_PAD_ROWS, *v0.shape[1:]), pad.to(self.device), validate=False)
+            self.bad_writes.append(BadCell("write", spans[0][0].seq_id, -1, self.pool.num_slots - 1, -1))
+
+    def _write(self, seq: Sequence, start: int, end: int) -> None:
+        """Playground's prefill write, with the fault (add_sequence calls this)."""
+        self._write_batch([(seq, start, end)])
+
+    # --- the read side ------------------------------------------------------------------------------------------
+    def reader_table(self, seq: Sequence) -> list[int]:
+        """The table attention reads seq through (ALIASED_BLOCKS: logical block 1 aliased to block 0's)."""
+        table = list(seq.block_table)
+        if self.fault is Fault.ALIASED_BLOCKS and len(table) >= 2:
+            table[1] = table[0]
+        return table
+
+    def _read_tables(self, seqs: list[Sequence]) -> list[list[int]]:
+        if self.fault is not Fault.USE_AFTER_FREE:
+            return [self.reader_table(s) for s in seqs]
+        for i, seq in enumerate(seqs):  # refreshed only when the row grows: the bug
+            if i >= len(self._rows) or len(self._rows[i]) < len(seq.block_table):
+                self._rows[i:i + 1] = [list(seq.block_table)]
+        return [self._rows[i] for i in range(len(seqs))]
+
+    def _bad_reads(self, seq: Sequence, table: list[int], read_len: int) -> list[BadCell]:
+        bs, newest = self.block_size, seq.cached_token_count  # newest token's index (not yet counted)
+        out = []
+        for t in range(read_len):
+            right = seq.block_table[t // bs] * bs + t % bs
+            slot = table[t // bs] * bs + t % bs if t // bs < len(table) else -1
+            if slot != right or (self.fault is Fault.EARLY_INCREMENT and t == newest):
+                out.append(BadCell("read", seq.seq_id, t, slot, right))
+        if read_len <= newest:  # LATE_INCREMENT: the newest token is not read at all
+            out.append(BadCell("skipped", seq.seq_id, newest, -1, seq.block_table[newest // bs] * bs + newest % bs))
+        return out
+
+    # --- one decode step ----------------------------------------------------------------------------------------
+    def fault_step(self, step: int) -> TensorStep:
+        """Decode every running sequence once with the fault in place; compare each output with its twin."""
+        seqs = self.running()
+        if not self.can_decode([s.seq_id for s in seqs]):
+            raise ValueError(f"step {step}: not enough free blocks for every sequence to append a slot")
+        self.bad_writes = []
+        for seq in seqs:
+            self.manager.append_slot(seq)  # the table grows before the step's inputs are built, as in the engine
+        tables = self._read_tables(seqs)
+        lens = [s.cached_token_count + 1 for s in seqs]  # the newest token included: the state rule
+        read_lens = [max(1, n - 1) for n in lens] if self.fault is Fault.LATE_INCREMENT else lens
+        reads = [c for s, t, n in zip(seqs, tables, read_lens) for c in self._bad_reads(s, t, n)]
+        query = torch.randn(len(seqs), self.num_heads, self.pool.head_dim, generator=self.generator)
+        query = query.to(self.device, self.dtype)
+        spans = [(s, s.cached_token_count, s.cached_token_count + 1) for s in seqs]
+
+        def read() -> torch.Tensor:
+            return paged_attention_decode(query, *self.pool.layer(0), tables, read_lens, validate=False)
+
+        if self.fault is Fault.EARLY_INCREMENT:  # counted as cached before it was written: read, then write
+            out = read()
+            self._write_batch(spans)
+        else:
+            self._write_batch(spans)
+            out = read()
+        result = TensorStep(step, bad_writes=self.bad_writes, bad_reads=reads)
+        for b, seq in enumerate(seqs):
+            seq.on_decode_done(next_token_id=0)
+            keys, values = self.twins[seq.seq_id].get(0)
+            ref = contiguous_attention_decode(query[b:b + 1].double(), keys[None].double(), values[None].double(),
+                                              [lens[b]])[0]
+            err = (out[b].double() - ref).abs().max().item()
+            result.rel_err[seq.seq_id] = err / max(ref.abs().max().item(), 1e-12)
+        return result
+
+    def snapshot(self, result: TensorStep) -> TensorStep:
+        """Fill in the tables and lengths the step ended with (for the pool figure)."""
+        result.tables = {s.seq_id: list(s.block_table) for s in self.running()}
+        result.context_lens = {s.seq_id: s.cached_token_count for s in self.running()}
+        return result
+
+
+def run_tensor_fault(fault: Fault | str | None, scenario: TensorScenario | None = None,
+                     device: str | torch.device | None = None) -> TensorRun:
+    """Prefill the scenario's batch and decode it for `num_steps` with `fault` (None: no fault) on random K/V.
+
+    Returns every step's relative errors and wrong cells. Raises ValueError for a scenario that does not fit its pool.
+    """
+    fault = as_fault(fault)
+    scenario = scenario or tensor_scenario_for(fault)
+    if len(scenario.tables) != len(scenario.prompt_lens):
+        raise ValueError(f"{len(scenario.tables)} tables for {len(scenario.prompt_lens)} prompt lengths")
+    pg = FaultyPlayground(scenario, fault, device)
+    prefill = TensorStep(0)
+    for table, n in zip(scenario.tables, scenario.prompt_lens):
+        pg.add_sequence(n, list(table))
+        prefill.bad_writes += pg.bad_writes
+        pg.bad_writes = []
+    steps = [pg.snapshot(prefill)]
+    for k in range(1, scenario.num_steps + 1):
+        result = pg.snapshot(pg.fault_step(k))
+        for seq_id, after in scenario.finish_after:
+            if after == k and seq_id in pg.twins:  # still running
+                pg.finish(seq_id)
+                result.finished.append(seq_id)
+        steps.append(result)
+    return TensorRun(fault, scenario, steps, tolerance(torch.float32))
