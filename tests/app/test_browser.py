@@ -1,5 +1,6 @@
 """The app in a real browser: one `streamlit run` server and one headless Chromium for the module; every page in
-both languages, one click on its first step button, no exception box; screenshots in artifacts/screenshots/.
+both languages (reached through the sidebar, at the URL path Streamlit derives from its file name), one click on its
+first step button, no exception box; screenshots in artifacts/screenshots/.
 
 Pages are discovered from pages/, so pages added later are visited too. Skips when chromium or playwright is
 missing, unless PAGED_REQUIRE_BROWSER=1 (CI), which turns the skip into a failure.
@@ -115,36 +116,41 @@ IDLE = """() => {
 
 
 def _wait_idle(page, timeout_ms: int = 30000) -> None:
-    """Wait until the script run is over: a title, no 'running' icon, no skeleton, every plotly chart drawn; twice,
-    300 ms apart, since a run may start just after the first look."""
+    """Wait until the script run is over: a title, no 'running' icon, no skeleton, every plotly chart drawn; looked
+    at twice, 250 ms apart, since a rerun may start just after the first look."""
     page.wait_for_selector('[data-testid="stApp"]', timeout=timeout_ms)
-    for _ in range(2):
-        page.wait_for_function(IDLE, timeout=timeout_ms)
-        page.wait_for_timeout(300)
+    page.wait_for_function(IDLE, timeout=timeout_ms)
+    page.wait_for_timeout(250)
+    page.wait_for_function(IDLE, timeout=timeout_ms)
+
+
+def _check(page, what: str) -> None:
+    _wait_idle(page)
+    assert page.locator('[data-testid="stException"]').count() == 0, f"exception box on {what}"
 
 
 @pytest.mark.parametrize("lang", ["en", "zh"])
 def test_every_page_renders_and_steps(server, browser, lang):
-    """Each page loads without an exception box, its first step button can be clicked, and it still has none."""
+    """Open the app with ?lang=, then visit each page through its sidebar link (whose URL path must be the one
+    derived from the file name): no exception box, before and after clicking the page's first step button."""
     SHOTS.mkdir(parents=True, exist_ok=True)
     # a tall viewport: the app scrolls inside its own container, so full_page would show only the top
     context = browser.new_context(viewport={"width": 1400, "height": 2200}, locale="en-US")
     page = context.new_page()
     try:
+        page.goto(f"{server}/?lang={lang}", wait_until="domcontentloaded")
         for path in page_files():
             name = url_path(path)
-            page.goto(f"{server}/{name}?lang={lang}", wait_until="domcontentloaded")
-            _wait_idle(page)
-            assert page.locator('[data-testid="stException"]').count() == 0, f"exception on {path.name} ({lang})"
-            stem = path.stem
-            page.screenshot(path=str(SHOTS / f"{stem}_{lang}.png"), full_page=True)
+            if name:  # the home page is already open; others through the sidebar, as a learner would
+                page.locator(f'[data-testid="stSidebarNav"] a[href$="/{name}"]').click()
+                page.wait_for_url(f"**/{name}**")
+            _check(page, f"{path.name} ({lang})")
+            page.screenshot(path=str(SHOTS / f"{path.stem}_{lang}.png"))
             buttons = page.locator(MAIN_BUTTON)
             if buttons.count():
                 buttons.first.click()
                 page.wait_for_timeout(200)
-                _wait_idle(page)
-                assert page.locator('[data-testid="stException"]').count() == 0, \
-                    f"exception after a click on {path.name} ({lang})"
-                page.screenshot(path=str(SHOTS / f"{stem}_{lang}_step.png"), full_page=True)
+                _check(page, f"{path.name} after a click ({lang})")
+                page.screenshot(path=str(SHOTS / f"{path.stem}_{lang}_step.png"))
     finally:
         context.close()
