@@ -36,8 +36,9 @@ class BatchConfig:
     seed: int = 0
 
     def seed_tables_fit(self) -> bool:
-        """Whether the seed's block tables (A [7,2,9], B [4,1], C [8,5,3,6]) are valid in this pool."""
-        return all(max(t) < self.num_blocks and blocks_needed(n, self.block_size) <= len(t) for t, n in SEED_BATCH)
+        """Whether the seed's block tables (A [7,2,9], B [4,1], C [8,5,3,6]) are exactly right for this pool: every
+        block exists and each table has exactly the blocks its context needs (block_size 4)."""
+        return all(max(t) < self.num_blocks and blocks_needed(n, self.block_size) == len(t) for t, n in SEED_BATCH)
 
     def to_dict(self) -> dict:
         return asdict(self)

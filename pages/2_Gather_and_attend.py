@@ -14,6 +14,12 @@ from paged.walkthrough import DTYPES, MAX_POOL_BLOCKS, GatherConfig, GatherScene
 
 MAX_ROWS = 48  # prefill figures show at most the last 48 queries
 
+
+def short(values: list[int], keep: int = 8) -> str:
+    """[44, 39, 7, …] for a title: the first `keep` entries of a long list."""
+    return str(values) if len(values) <= keep else "[" + ", ".join(map(str, values[:keep])) + ", …]"
+
+
 ctx = ui.setup_page("gather", icon="🧲")
 knobs = ui.Knobs("gather")
 st.title(ctx.t("title"))
@@ -81,7 +87,7 @@ else:
     st.info(ctx.t("press_next"), icon="👆")
 pool = pool_figure(config.num_blocks, block_size, {0: scene.block_table}, {0: context_len},
                    highlight=[current.slot] if current else [], read=scene.read_slots(step - 1),
-                   title=ctx.t("pool_title", num_blocks=config.num_blocks, block_table=scene.block_table))
+                   title=ctx.t("pool_title", num_blocks=config.num_blocks, block_table=short(scene.block_table)))
 pool_col, note_col = st.columns([3, 1])
 ui.show_figure(pool, "gather.pool", where=pool_col)
 ui.notice(ctx, ctx.t("pool_notice"), where=note_col)

@@ -104,7 +104,7 @@ def test_chain_figure_shows_every_link():
 
 def test_chain_figure_windows_a_long_table():
     fig = chain_figure(locate(100, list(range(64)), 2), 2, list(range(64)))
-    assert len(fig.layout.shapes) == 5 + 20
+    assert len(fig.layout.shapes) == 5 + 14
 
 
 def test_diverging_scale_is_symmetric_around_zero():

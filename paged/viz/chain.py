@@ -15,7 +15,7 @@ from .colors import HIGHLIGHT_COLOR, OKABE_ITO, seq_color, text_color
 from .figure import make_figure, title_layout
 
 BOX_W, BOX_H, GAP = 1.9, 0.9, 0.55
-MAX_TABLE = 20  # table entries drawn at most
+MAX_TABLE = 14  # table entries drawn at most
 
 
 def chain_links(token_index: int, block_size: int, block_table: Sequence[int], logical_block_id: int,

@@ -23,6 +23,9 @@ def mapping_figure(tables: Mapping[int, Sequence[int]], context_lens: Mapping[in
     slots = total + max(len(seq_ids) - 1, 0)  # one empty position between sequences
     span = max(num_blocks - 1, 1)
     step = span / max(slots - 1, 1) if slots > 1 else 0
+    # marker sizes shrink with the number of boxes so neighbours never overlap in a ~800 px wide plot
+    phys_px = max(8, min(22, 760 // max(num_blocks, 1) - 2))
+    logical_px = max(8, min(24, int(phys_px * num_blocks / max(slots, 1))))
     data: list[dict] = []
     owner: dict[int, int] = {}
     pos = 0
@@ -30,14 +33,14 @@ def mapping_figure(tables: Mapping[int, Sequence[int]], context_lens: Mapping[in
     for s in seq_ids:
         table, n = tables[s], context_lens.get(s, 0)
         label, color = seq_label(s), seq_color(s)
-        xs, lx, ly, hover, text, widths = [], [], [], [], [], []
+        xs, lx, ly, hover, text = [], [], [], [], []
         for j, block in enumerate(table):
             x = pos * step if slots > 1 else span / 2
             xs.append(x)
             first, last = j * block_size, min((j + 1) * block_size, n) - 1
             tokens = f"tokens {first}–{last}" if last >= first else "no tokens yet"
             hover.append(f"{label} logical block {j} → physical block {block} ({tokens})")
-            text.append(f"{label}{j}")
+            text.append(f"{label}{j}" if logical_px >= 18 else "")
             if 0 <= block < num_blocks:
                 owner.setdefault(block, s)
                 lx += [x, block, None]
@@ -57,14 +60,17 @@ def mapping_figure(tables: Mapping[int, Sequence[int]], context_lens: Mapping[in
                              line=dict(color=color, width=5, dash="dot"), showlegend=False))
         data.append(dict(type="scatter", x=xs, y=[top_y] * len(xs), mode="markers+text", name=label, text=text,
                          hovertext=hover, hoverinfo="text", textfont=dict(size=10, color=text_color(color)),
-                         marker=dict(symbol="square", size=24, color=color, line=dict(width=1, color="#333333"))))
+                         marker=dict(symbol="square", size=logical_px, color=color,
+                                     line=dict(width=1, color="#333333"))))
     colors = [seq_color(owner[b]) if b in owner else FREE_COLOR for b in range(num_blocks)]
     data.append(dict(
         type="scatter", x=list(range(num_blocks)), y=[bottom_y] * num_blocks, mode="markers+text", name="physical",
-        text=[str(b) for b in range(num_blocks)], textfont=dict(size=10, color=[text_color(c) for c in colors]),
+        text=[str(b) if phys_px >= 16 else "" for b in range(num_blocks)],
+        textfont=dict(size=10, color=[text_color(c) for c in colors]),
         hovertext=[f"physical block {b}: " + (seq_label(owner[b]) if b in owner else "free")
                    for b in range(num_blocks)], hoverinfo="text",
-        marker=dict(symbol="square", size=22, color=colors, line=dict(width=1, color="#333333")), showlegend=False))
+        marker=dict(symbol="square", size=phys_px, color=colors, line=dict(width=1, color="#333333")),
+        showlegend=False))
     layout = title_layout(title, 230, bottom=8)
     layout.update(showlegend=False, xaxis=dict(visible=False, range=[-1, num_blocks], fixedrange=True),
                   yaxis=dict(range=[-0.35, 1.3], fixedrange=True, tickvals=[bottom_y, top_y],

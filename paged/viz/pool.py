@@ -127,6 +127,9 @@ def pool_figure(num_blocks: int, block_size: int, tables: Mapping[int, Sequence[
     x_max = x_min + (fig_width - 20) / cell_px
     marker_px = cell_px - 3
     font_px = max(7, min(11, int(cell_px * 0.38)))
+    if cell_px < 22:  # too small to print "A123" legibly: the hover still tells everything
+        for g in groups.values():
+            g["text"] = [""] * len(g["text"])
     data = []
     for owner in [None] + sorted(k for k in groups if k is not None):
         if owner not in groups:
