@@ -53,17 +53,6 @@ def tile_blocks(batch: int, block_size: int, num_kv_heads: int, head_dim: int, i
     return max(1, TILE_BYTES // (batch * block_size * num_kv_heads * head_dim * itemsize))
 
 
-def _tile_tables(block_tables: torch.Tensor, used_blocks: int, blocks_per_tile: int) -> torch.Tensor:
-    """Physical block ids per tile, [num_tiles, B, blocks_per_tile]. -1 entries and the padding past a table's end
-    become block 0: real memory to read, always masked out afterwards."""
-    batch = block_tables.shape[0]
-    num_tiles = -(-used_blocks // blocks_per_tile)
-    tables = torch.zeros(batch, num_tiles * blocks_per_tile, dtype=torch.long, device=block_tables.device)
-    width = min(used_blocks, block_tables.shape[1])
-    tables[:, :width] = block_tables[:, :width].long().clamp_min(0)
-    return tables.view(batch, num_tiles, blocks_per_tile).transpose(0, 1).contiguous()
-
-
 def fused_decode(query: torch.Tensor, key_cache: torch.Tensor, value_cache: torch.Tensor,
                  block_tables: torch.Tensor, context_lens: torch.Tensor, scale: float) -> torch.Tensor:
     """Tiled online-softmax decode over the paged pool; returns [B, num_heads, head_dim] (float32, or float64
@@ -76,23 +65,25 @@ def fused_decode(query: torch.Tensor, key_cache: torch.Tensor, value_cache: torc
     in_place_v = value_cache.dtype == compute  # embedding_bag wants weights and table in one dtype
     key_cache, value_cache = key_cache.contiguous(), value_cache.contiguous()  # no-ops for pool layers
 
-    max_len, min_len = int(context_lens.max()), int(context_lens.min())
+    lens = context_lens.tolist()
+    max_len, min_len = max(lens), min(lens)
     used_blocks = -(-max_len // block_size)
     blocks_per_tile = min(used_blocks, tile_blocks(batch, block_size, num_kv_heads, head_dim,
                                                    key_cache.element_size()))
-    tiles = _tile_tables(block_tables, used_blocks, blocks_per_tile)  # [num_tiles, B, blocks_per_tile]
-    num_tiles, tile_len = tiles.shape[0], blocks_per_tile * block_size
-
-    positions = torch.arange(num_tiles * tile_len, device=device).view(num_tiles, 1, tile_len)
-    valid = positions < context_lens[None, :, None]  # [num_tiles, B, tile_len]
+    num_tiles = -(-used_blocks // blocks_per_tile)
+    tile_len = blocks_per_tile * block_size
+    # Physical block ids [B, num_tiles * blocks_per_tile]. -1 entries and the padding up to whole tiles become
+    # block 0: real memory to read, always masked out below.
+    tables = F.pad(block_tables[:, :used_blocks].long().clamp_min(0), (0, num_tiles * blocks_per_tile - used_blocks))
     if in_place_v:
-        # row of token t for query head h: its slot * num_kv_heads + h's kv head; laid out [num_tiles, B, H, T]
-        slots = (tiles[..., None] * block_size + torch.arange(block_size, device=device)).view(num_tiles, batch, 1, -1)
-        kv_head = torch.arange(num_heads, device=device) // group
-        rows = _buffers.get("rows", (num_tiles, batch, num_heads, tile_len), torch.long, device)
-        torch.add(kv_head[None, None, :, None], slots, alpha=num_kv_heads, out=rows)  # [num_tiles, B, H, T]
+        # V row of token t for query head h: slot(t) * num_kv_heads + kv head of h.  [B, H, num_tiles * tile_len]
+        slots = (tables[:, :, None] * block_size + torch.arange(block_size, device=device)).view(batch, 1, -1)
+        kv_head = torch.arange(num_heads, device=device)[:, None] // group  # [H, 1]
+        rows = _buffers.get("rows", (batch, num_heads, slots.shape[-1]), torch.long, device)
+        torch.add(kv_head, slots, alpha=num_kv_heads, out=rows)
         bag_offsets = torch.arange(0, batch * num_heads * tile_len, tile_len, device=device)
         value_rows = value_cache.view(-1, head_dim)  # [num_blocks * block_size * num_kv_heads, head_dim]
+    token = torch.arange(tile_len, device=device)
 
     flat_k = key_cache.view(key_cache.shape[0], -1)  # one row per physical block
     flat_v = value_cache.view(value_cache.shape[0], -1)
@@ -103,7 +94,8 @@ def fused_decode(query: torch.Tensor, key_cache: torch.Tensor, value_cache: torc
     acc = torch.zeros(batch, num_kv_heads, group, head_dim, dtype=compute, device=device)  # running sum of p * V
 
     for n in range(num_tiles):
-        torch.index_select(flat_k, 0, tiles[n].view(-1), out=k_tile)
+        blocks = tables[:, n * blocks_per_tile:(n + 1) * blocks_per_tile].reshape(-1)  # [B * blocks_per_tile]
+        torch.index_select(flat_k, 0, blocks, out=k_tile)
         keys = k_tile.view(batch, tile_len, num_kv_heads, head_dim)
         # kv-major copy in the compute dtype, so one bmm per (sequence, kv head) scores all `group` query rows
         # against the tile. (A multiply-and-sum on the token-major tile measured no faster, even for group 1.)
@@ -111,18 +103,20 @@ def fused_decode(query: torch.Tensor, key_cache: torch.Tensor, value_cache: torc
         keys_t.copy_(keys.transpose(1, 2))
         scores = torch.matmul(q, keys_t.transpose(-1, -2))  # [B, kv, group, T]
         if (n + 1) * tile_len > min_len:  # some sequence ends inside (or before) this tile
-            scores = scores.masked_fill(~valid[n][:, None, None, :], -math.inf)
+            past_end = (token + n * tile_len) >= context_lens[:, None]  # [B, T]
+            scores = scores.masked_fill(past_end[:, None, None, :], -math.inf)
         m_new = torch.maximum(m, scores.amax(-1, keepdim=True))
         p = torch.exp(scores - m_new)  # [B, kv, group, T]; exactly 0 where masked
         alpha = torch.exp(m - m_new)  # how much the old max overestimated: rescale old sums by it
         l = torch.addcmul(p.sum(-1, keepdim=True), l, alpha)
         if in_place_v:
-            pv = F.embedding_bag(rows[n].view(-1), value_rows, bag_offsets, mode="sum",
+            tile_rows = rows[:, :, n * tile_len:(n + 1) * tile_len].reshape(-1)  # bags in (b, h) order
+            pv = F.embedding_bag(tile_rows, value_rows, bag_offsets, mode="sum",
                                  per_sample_weights=p.reshape(-1))
             pv = pv.view(batch, num_kv_heads, group, head_dim)
         else:
             v_tile = _buffers.get("v", (batch * blocks_per_tile, flat_v.shape[1]), value_cache.dtype, device)
-            torch.index_select(flat_v, 0, tiles[n].view(-1), out=v_tile)
+            torch.index_select(flat_v, 0, blocks, out=v_tile)
             values_t = _buffers.get("vt", (batch, num_kv_heads, tile_len, head_dim), compute, device)
             values_t.copy_(v_tile.view(batch, tile_len, num_kv_heads, head_dim).transpose(1, 2))
             pv = torch.matmul(p, values_t)  # [B, kv, group, head_dim]
