@@ -1,0 +1,117 @@
+"""Bug lab figures: how far the paged side drifts from its contiguous twin per step (log scale, tolerance line),
+and the pool grid with the cells a fault wrote or read wrongly.
+
+Pure builders: numbers in, `go.Figure` out (values as plain lists, so tests can read them back).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from typing import Mapping, Sequence
+
+import plotly.graph_objects as go
+
+from .colors import HIGHLIGHT_COLOR, OKABE_ITO, seq_color, seq_label
+from .figure import make_figure, title_layout
+from .pool import pool_figure
+
+FLOOR = 1e-10  # an exact zero cannot sit on a log axis: drawn here, hover says "0"
+READ_COLOR = OKABE_ITO["blue"]
+
+
+def step_error_figure(steps: Sequence[int], values: Sequence[Mapping[int, float]], tol: float, title: str = "",
+                      x_title: str = "step", y_title: str = "", tol_label: str = "tolerance",
+                      drift_steps: Mapping[int, int | None] | None = None, drift_label: str = "first drift",
+                      labels: Mapping[int, str] | None = None, floor: float = FLOOR) -> go.Figure:
+    """One line per sequence of a per-step error on a log axis, with the tolerance as a dashed line.
+
+    steps[i] is the x of values[i] (seq_id -> error; a sequence absent from a step has no point there). Errors
+    below `floor` (exact zeros) are drawn at `floor`. drift_steps: seq_id -> the step where its output first
+    differs, marked with a star. Traces: one per sequence (named by its label), "tolerance", "first drift".
+    """
+    labels = dict(labels or {})
+    name = lambda s: labels.get(s, seq_label(s))  # noqa: E731
+    seq_ids = sorted({s for row in values for s in row})
+    data, top = [], max(tol, floor)
+    for seq_id in seq_ids:
+        xs = [x for x, row in zip(steps, values) if seq_id in row]
+        ys = [row[seq_id] for row in values if seq_id in row]
+        top = max([top] + ys)
+        data.append(dict(
+            type="scatter", x=xs, y=[max(y, floor) for y in ys], mode="lines+markers", name=name(seq_id),
+            line=dict(color=seq_color(seq_id), width=2), marker=dict(color=seq_color(seq_id), size=6),
+            hovertext=[f"{name(seq_id)}, {x_title} {x}: {y:.2e}" if y > 0 else f"{name(seq_id)}, {x_title} {x}: 0"
+                       for x, y in zip(xs, ys)], hoverinfo="text"))
+    x_lo, x_hi = (min(steps), max(steps)) if steps else (0, 1)
+    data.append(dict(type="scatter", x=[x_lo - 0.5, x_hi + 0.5], y=[tol, tol], mode="lines", name=tol_label,
+                     line=dict(color=HIGHLIGHT_COLOR, width=1.5, dash="dash"), hoverinfo="text",
+                     hovertext=[f"{tol_label}: {tol:.0e}"] * 2))
+    drift = [(s, x) for s, x in (drift_steps or {}).items() if x is not None]
+    at = {(s, x): row[s] for x, row in zip(steps, values) for s in row}
+    data.append(dict(
+        type="scatter", x=[x for _, x in drift], y=[max(at.get((s, x), floor), floor) for s, x in drift],
+        mode="markers", name=drift_label, showlegend=bool(drift), hoverinfo="text",
+        hovertext=[f"{name(s)}: {drift_label} ({x_title} {x})" for s, x in drift],
+        marker=dict(symbol="star", size=15, color=[seq_color(s) for s, _ in drift],
+                    line=dict(width=1.5, color=HIGHLIGHT_COLOR))))
+    layout = title_layout(title, 300, bottom=40)
+    exp_hi = math.ceil(math.log10(top)) + 0.3
+    layout.update(
+        xaxis=dict(title=dict(text=x_title), range=[x_lo - 0.5, x_hi + 0.5], fixedrange=True,
+                   dtick=max(1, (x_hi - x_lo) // 12), showgrid=False),
+        yaxis=dict(title=dict(text=y_title), type="log", exponentformat="power", fixedrange=True,
+                   range=[math.log10(floor) - 0.3, exp_hi], gridcolor="#E5E5E5"),
+        legend=dict(orientation="h", y=1.02, yanchor="bottom", x=1, xanchor="right"))
+    return make_figure(data, layout)
+
+
+def _cell_lines(cells, what: Mapping[str, str]) -> dict[int, list[str]]:
+    """slot -> hover lines for the cells a fault touched (a skipped read is drawn at the slot it should have
+    read)."""
+    lines: dict[int, list[str]] = defaultdict(list)
+    for c in cells:
+        who = (f"{seq_label(c.seq_id)} token {c.token_index}" if c.token_index >= 0
+               else f"padding row (copy of {seq_label(c.seq_id)})")
+        if c.kind == "skipped":
+            lines[c.meant].append(f"{who}: {what['skipped']} (slot {c.meant})")
+        elif c.kind == "read" and c.slot == c.meant:
+            lines[c.slot].append(f"{who}: {what['early']} (slot {c.slot})")
+        else:
+            meant = f"slot {c.meant}" if c.meant >= 0 else "nowhere (slot -1)"
+            lines[c.slot].append(f"{who}: {what[c.kind]} slot {c.slot}, meant {meant}")
+    return lines
+
+
+DEFAULT_WORDS = {"write": "written at", "read": "read from", "skipped": "not read at all",
+                 "early": "read before it was written", "written_wrongly": "written wrongly",
+                 "read_wrongly": "read wrongly"}
+
+
+def bad_cells_figure(num_blocks: int, block_size: int, tables: Mapping[int, Sequence[int]],
+                     context_lens: Mapping[int, int], bad_writes: Sequence = (), bad_reads: Sequence = (),
+                     title: str = "", words: Mapping[str, str] | None = None) -> go.Figure:
+    """The pool grid (cells coloured by the correct owner and token) with a fault's damage on top: a thick black
+    square around each cell written wrongly, a blue circle in each cell read wrongly.
+
+    bad_writes / bad_reads: objects with kind, seq_id, token_index, slot, meant (paged.buglab_tensors.BadCell).
+    words: the hover / legend wording (keys of DEFAULT_WORDS), for translation.
+    Traces: those of pool_figure, with "highlight" renamed words["written_wrongly"] and "read" renamed
+    words["read_wrongly"].
+    """
+    what = {**DEFAULT_WORDS, **(words or {})}
+    write_lines = _cell_lines(bad_writes, what)
+    read_lines = _cell_lines(bad_reads, what)
+    write_slots, read_slots = sorted(write_lines), sorted(s for s in read_lines if s >= 0)
+    fig = pool_figure(num_blocks, block_size, tables, context_lens, highlight=write_slots, read=read_slots,
+                      title=title)
+    size = fig.data[0].marker.size if fig.data and fig.data[0].marker.size else 20
+    fig.update_traces(selector=dict(name="highlight"), name=what["written_wrongly"], showlegend=bool(write_slots),
+                      hovertext=["<br>".join(write_lines[s]) for s in write_slots], hoverinfo="text",
+                      marker=dict(symbol="square-open", color=HIGHLIGHT_COLOR, size=size + 2,
+                                  line=dict(width=4, color=HIGHLIGHT_COLOR)))
+    fig.update_traces(selector=dict(name="read"), name=what["read_wrongly"], showlegend=bool(read_slots),
+                      hovertext=["<br>".join(read_lines[s]) for s in read_slots], hoverinfo="text",
+                      marker=dict(symbol="circle-open", color=READ_COLOR, size=max(6, int(size * 0.8)),
+                                  line=dict(width=2.5, color=READ_COLOR)))
+    return fig
