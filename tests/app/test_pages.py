@@ -30,10 +30,14 @@ def metrics(at) -> dict[str, str]:
 @pytest.mark.parametrize("lang", ["en", "zh"])
 @pytest.mark.parametrize("path", page_files(), ids=lambda p: p.stem)
 def test_page_loads_in_both_languages(path, lang):
-    """Each page (pages added later included) runs without an exception in English and in 简体中文."""
+    """Each page (pages added later included) runs without an exception in English and in 简体中文. A friendly
+    st.error is a legitimate state for a page whose prerequisites are missing (e.g. untrained model weights), so
+    only the walkthrough pages here must also be free of error boxes."""
     at = app_test(path, lang).run()
-    ok(at)
+    assert not at.exception, [e.value for e in at.exception]
     assert at.title, "a page should have a title"
+    if path.relative_to(APP.parent).as_posix() in ("app.py", ADDRESS, GATHER, BATCH):
+        assert not at.error, [e.value for e in at.error]
     assert at.session_state["_lang"] == lang
 
 
