@@ -10,7 +10,8 @@ contiguous [B, num_kv_heads, context_len, head_dim] tensor. Then, in one process
 - KV GB/s = bytes of K and V the attention must read (sum of context_lens * num_kv_heads * head_dim * 2 * itemsize)
   / time, and % of this machine's read bandwidth measured in the same run (x.sum() over a >= 256 MB tensor).
 
-"loop" (one Python step per token) runs only where B * context_len <= 16k; "triton" only on a CUDA GPU.
+"loop" (one Python step per token) runs only where B * context_len <= 16k (--quick: 512); "triton" only on a CUDA
+GPU with the triton package.
 
 Shared machines: when the cores are busy with other work (load average above the core count, printed in the
 header), OpenMP's spinning worker threads make impls that run many small ops (loop, fused) look 5-20x slower than
@@ -39,6 +40,7 @@ FULL_GRID = dict(batch=(1, 16, 64), context_len=(512, 2048), num_kv_heads=(8, 2)
 QUICK_GRID = dict(batch=(1, 16), context_len=(512,), num_kv_heads=(8, 2), head_dim=(64,))
 BANDWIDTH_MB = 256  # size of the x.sum() tensor that measures read bandwidth
 LOOP_MAX_TOKENS = 16 * 1024  # B * context_len above which the per-token loop is skipped (7-11 us per token)
+QUICK_LOOP_MAX_TOKENS = 512  # --quick: the loop only on the B=1 cases
 COLUMNS = ("B", "ctx", "heads", "d", "impl", "ok", "ms", "x sdpa", "x gather", "GB/s", "% bw")
 
 
@@ -175,14 +177,14 @@ def default_impls(device: torch.device) -> list[str]:
 
 
 def bench_case(case: KernelCase, impls: list[str], device: torch.device, read_bw: float, reps: int = 5,
-               warmup: int = 1, tol: float = 1e-4) -> CaseResult:
+               warmup: int = 1, tol: float = 1e-4, loop_max_tokens: int = LOOP_MAX_TOKENS) -> CaseResult:
     """Check, then time, every impl (and sdpa) on one case."""
     data = make_case_data(case, device)
     kv_bytes = 2 * case.batch * case.context_len * case.num_kv_heads * case.head_dim * data["keys"].element_size()
     lens = data["context_lens"].tolist()
     ref = contiguous_attention_decode(data["query"], data["keys"].transpose(1, 2), data["values"].transpose(1, 2),
                                       lens).double()
-    if case.batch * case.context_len > LOOP_MAX_TOKENS:
+    if case.batch * case.context_len > loop_max_tokens:
         impls = [i for i in impls if i != "loop"]
     fns = _callables(data, impls)
     result = CaseResult(case, kv_bytes)
@@ -206,15 +208,16 @@ def bench_case(case: KernelCase, impls: list[str], device: torch.device, read_bw
 
 
 def run_kernel_bench(cases: list[KernelCase], impls: list[str] | None = None, device: str | None = None,
-                     reps: int = 5, warmup: int = 1, bandwidth_mb: int = 256, log=None) -> KernelReport:
-    """The whole ladder; `log(line)` (optional) is called after each case."""
+                     reps: int = 5, warmup: int = 1, bandwidth_mb: int = 256, loop_max_tokens: int = LOOP_MAX_TOKENS,
+                     log=None) -> KernelReport:
+    """The whole ladder; `log(text)` (optional) is called after each case."""
     dev = torch.device(device) if device else default_device()
     impls = default_impls(dev) if impls is None else impls
     read_bw = read_bandwidth_gbps(dev, bandwidth_mb)
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
     report = KernelReport(str(dev), torch.get_num_threads(), read_bw, [], load, os.environ.get("OMP_WAIT_POLICY"))
     for case in cases:
-        report.cases.append(bench_case(case, impls, dev, read_bw, reps, warmup))
+        report.cases.append(bench_case(case, impls, dev, read_bw, reps, warmup, loop_max_tokens=loop_max_tokens))
         if log:
             log(format_rows([report.cases[-1]], header=len(report.cases) == 1))
     return report
@@ -270,6 +273,8 @@ def main(argv: list[str] | None = None) -> int:
         print(text, file=sys.stderr, flush=True)
 
     log(f"threads {torch.get_num_threads()}; measuring read bandwidth, then {len(cases)} cases")
-    report = run_kernel_bench(cases, impls, args.device, reps=reps, bandwidth_mb=BANDWIDTH_MB, log=log)
+    loop_max = QUICK_LOOP_MAX_TOKENS if args.quick else LOOP_MAX_TOKENS
+    report = run_kernel_bench(cases, impls, args.device, reps=reps, bandwidth_mb=BANDWIDTH_MB,
+                              loop_max_tokens=loop_max, log=log)
     print(json.dumps(report.to_dict(), indent=1) if args.json else format_report(report))
     return 0 if all(r.ok for c in report.cases for r in c.results) else 1
