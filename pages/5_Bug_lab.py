@@ -1,0 +1,195 @@
+"""5 · Bug lab: inject one classic paged-KV-cache bug, watch the output drift from a correct twin, and see which
+cells of the pool it damages."""
+
+import html
+from dataclasses import asdict
+
+import streamlit as st
+
+import ui
+from paged.buglab import run_fault, summarize
+from paged.buglab_tensors import TASKS, model_scenario, run_tensor_fault, tensor_scenario_for
+from paged.faults import Fault
+from paged.kv_cache import default_device
+from paged.viz.buglab import bad_cells_figure, step_error_figure
+from paged.viz.colors import OKABE_ITO, seq_label
+
+LOGITS_TOL = 1e-4  # paged.buglab.summarize's tolerance for "this step's logits differ"
+MAX_CACHED_RUNS = 24  # per session: every fault × on/off of one scenario, with room to spare
+DRIFT, SAME = OKABE_ITO["vermillion"], OKABE_ITO["bluish_green"]
+
+
+@st.cache_resource(show_spinner=False)
+def shipped_model():
+    """The shipped tiny Llama and its tokenizer: immutable, shared by every session."""
+    from paged.model import load_model
+    return load_model(device=default_device())
+
+
+def cached(store: str, key, compute):
+    """compute() once per session for `key` (the newest MAX_CACHED_RUNS kept)."""
+    runs = st.session_state.setdefault(store, {})
+    if key not in runs:
+        runs[key] = compute()
+        while len(runs) > MAX_CACHED_RUNS:
+            runs.pop(next(iter(runs)))
+    return runs[key]
+
+
+ctx = ui.setup_page("faults", icon="🐞")
+knobs = ui.Knobs("buglab")
+st.title(ctx.t("title"))
+st.caption(ctx.t("intro"))
+
+FAULT_NAMES = [f.value for f in Fault]
+with st.sidebar:
+    st.header(ctx.t("common.settings"))
+    fault = Fault(knobs.select(ctx.t("fault"), "fault", FAULT_NAMES[0], FAULT_NAMES,
+                               format_func=lambda v: ctx.t(f"title_{v}")))
+    if "buglab.off_widget" not in st.session_state:  # a toggle that round-trips through ?off=0/1
+        st.session_state["buglab.off_widget"] = bool(knobs.state("off", 0, ui.one_of([0, 1])))
+    off = st.toggle(ctx.t("fault_off"), key="buglab.off_widget", help=ctx.t("fault_off_help"))
+    knobs.set_state("off", int(off))
+    task = knobs.radio(ctx.t("scenario"), "task", TASKS[0], TASKS, format_func=lambda v: ctx.t(f"task_{v}"))
+    block_size = knobs.select(ctx.t("common.block_size"), "block_size", 4, [2, 4, 8, 16])
+    seed = knobs.number(ctx.t("seed"), "seed", 0, 0, 999)
+    ui.device_badge(ctx, "float32")
+active = None if off else fault  # the fault lives only in the engine / playground built for this run
+
+# --- the fault's card ---------------------------------------------------------------------------------------------
+st.subheader(ctx.t(f"title_{fault.value}"))
+for col, field in zip(st.columns(4), ("what", "where", "symptom", "caught_by")):
+    with col.container(border=True):
+        st.markdown(f"**{ctx.t(f'card_{field}')}**  \n{ctx.t(f'{field}_{fault.value}')}")
+if off:
+    st.success(ctx.t("off_banner"), icon="🩹")
+
+
+# --- the model, with and without the bug --------------------------------------------------------------------------
+def render_ids(tok, ids) -> str:
+    """Token ids as escaped HTML text; special tokens as ⟨BOS⟩ / ⟨SEP⟩ / ⟨EOS⟩, spaces kept."""
+    names = {getattr(tok, a, None): n for a, n in (("bos_token_id", "BOS"), ("sep_token_id", "SEP"),
+                                                    ("eos_token_id", "EOS"))}
+    out, run = [], []
+    for i in list(ids) + [None]:
+        if i is None or i in names:
+            if run:
+                out.append(html.escape(tok.decode(run)))
+                run = []
+            if i is not None:
+                out.append(f"<span style='color:#777'>⟨{names[i]}⟩</span>")
+        else:
+            run.append(i)
+    return "".join(out)
+
+
+def marked_output(tok, ids, k: int | None, color: str, arrow: str) -> str:
+    """The output as HTML, token k boxed in `color` (with a visible stand-in for a space) and what follows tinted."""
+    if k is None:
+        return render_ids(tok, ids)
+    token = render_ids(tok, ids[k:k + 1]).replace(" ", "␣").replace("\n", "⏎") or "∅"
+    return (f"{render_ids(tok, ids[:k])}<mark class='bl-marker' title='{html.escape(ctx.t('marker_title'))}' "
+            f"style='background:{color};color:#fff;border-radius:3px;padding:0 2px'>{arrow}{token}</mark>"
+            f"<span style='color:{color};text-decoration:underline dotted'>{render_ids(tok, ids[k + 1:])}</span>")
+
+
+st.subheader(ctx.t("model_header"))
+try:
+    model, tok = shipped_model()
+except (FileNotFoundError, ValueError) as err:
+    model = tok = None
+    ui.show_error(ctx, ctx.t("err_no_model", detail=str(err)), ctx.t("fix_no_model"))
+
+run = scenario = None
+if model is not None:
+    scenario = model_scenario(fault, task, tok, block_size, seed)
+    try:
+        with st.spinner(ctx.t("running")):
+            run = cached("buglab.model_runs", (active, scenario), lambda: run_fault(model, tok, active, scenario))
+    except ValueError as err:
+        ui.show_error(ctx, ctx.t("err_run", message=str(err)), ctx.t("fix_run"))
+
+if run is not None:
+    drifts = summarize(run, LOGITS_TOL)
+    st.session_state["buglab.drifts"] = drifts  # what the tests read back
+    token_step = {d.request_id: next((k for k, s in enumerate(run.steps) if s.same_tokens.get(d.request_id) is False),
+                                     None) for d in drifts}
+    drifted = sum(d.first_divergence is not None for d in drifts)
+    if drifted:
+        st.warning(ctx.t("status_drift", count=drifted, total=len(drifts)), icon="🐞")
+    elif run.max_diff > LOGITS_TOL:
+        st.warning(ctx.t("status_hidden", diff=f"{run.max_diff:.1e}"), icon="🔍")
+    else:
+        st.success(ctx.t("status_identical", total=len(drifts)), icon="✅")
+    side = ctx.t("paged_clean") if off else ctx.t("faulty")
+    for d, p, c in zip(drifts, run.paged, run.contiguous):
+        k = d.first_divergence
+        with st.container(border=True):
+            verdict = (f"<span style='color:{SAME}'>{ctx.t('same')}</span>" if k is None else
+                       f"<span style='color:{DRIFT}'>{ctx.t('drift_at', index=k, step=token_step[d.request_id])}"
+                       "</span>")
+            mono = "font-family:monospace;white-space:pre-wrap"
+            st.markdown(
+                f"<b>{ctx.t('request', label=seq_label(d.request_id))}</b> · {verdict}<br>"
+                f"<span style='color:#555'>{ctx.t('prompt')}:</span> "
+                f"<span style='{mono}'>{render_ids(tok, p.prompt_token_ids)}</span><br>"
+                f"<span style='color:#555'>{ctx.t('reference')}:</span> "
+                f"<span style='{mono}'>{marked_output(tok, c.token_ids, k, SAME, '')}</span><br>"
+                f"<span style='color:#555'>{side}:</span> "
+                f"<span style='{mono}'>{marked_output(tok, p.token_ids, k, DRIFT, '▶')}</span>",
+                unsafe_allow_html=True)
+    fig = step_error_figure(list(range(len(run.steps))), [s.logits_diff for s in run.steps], LOGITS_TOL,
+                            title=ctx.t("logits_title"), x_title=ctx.t("engine_step"), y_title=ctx.t("logits_y"),
+                            tol_label=ctx.t("tolerance"), drift_steps=token_step, drift_label=ctx.t("first_drift"))
+    fig_col, note_col = st.columns([3, 1])
+    ui.show_figure(fig, "buglab.logits", where=fig_col)
+    ui.notice(ctx, ctx.t("logits_notice"), where=note_col)
+
+# --- the same bug on random tensors -------------------------------------------------------------------------------
+st.subheader(ctx.t("tensor_header"))
+tscenario = tensor_scenario_for(fault, seed)
+trun = cached("buglab.tensor_runs", (active, tscenario), lambda: run_tensor_fault(active, tscenario))
+intro = ctx.t("tensor_intro", steps=tscenario.num_steps, num_blocks=tscenario.num_blocks)
+if tscenario.tables[-1][-1] == tscenario.num_blocks - 1:
+    intro += " " + ctx.t("tensor_intro_pad", last=tscenario.num_blocks - 1)
+st.caption(intro)
+if fault is Fault.POSITION_OFF_BY_ONE:
+    st.info(ctx.t("no_symptom"), icon="🧭")
+
+decode_steps = trun.steps[1:]
+fig = step_error_figure([s.step for s in decode_steps], [s.rel_err for s in decode_steps], trun.tolerance,
+                        title=ctx.t("rel_title"), x_title=ctx.t("decode_step"), y_title=ctx.t("rel_y"),
+                        tol_label=ctx.t("tolerance"), drift_label=ctx.t("first_drift"),
+                        drift_steps={s: trun.first_bad_step(s) for s in trun.steps[0].context_lens})
+fig_col, note_col = st.columns([3, 1])
+ui.show_figure(fig, "buglab.rel_err", where=fig_col)
+ui.notice(ctx, ctx.t(f"notice_{fault.value}"), where=note_col)
+
+# the pool step follows the fault: a new fault starts at its first bad step (a link's ?step= wins on arrival)
+faulty_run = cached("buglab.tensor_runs", (fault, tscenario), lambda: run_tensor_fault(fault, tscenario))
+if st.session_state.get("buglab.step_fault", fault) != fault:
+    st.session_state["buglab.step"] = faulty_run.first_bad_step() or 1
+st.session_state["buglab.step_fault"] = fault
+step = knobs.slider(ctx.t("pool_step"), "step", faulty_run.first_bad_step() or 1, 0, tscenario.num_steps,
+                    help=ctx.t("pool_step_help"))
+knobs.sync_url(ctx.lang)
+
+shown = trun.steps[step]
+words = {w: ctx.t(f"w_{w}") for w in ("write", "read", "skipped", "early", "written_wrongly", "read_wrongly")}
+writes = trun.writes_until(step)
+pool = bad_cells_figure(tscenario.num_blocks, tscenario.block_size, shown.tables, shown.context_lens, writes,
+                        shown.bad_reads, title=ctx.t("pool_title", step=step), words=words)
+fig_col, note_col = st.columns([3, 1])
+ui.show_figure(pool, "buglab.pool", where=fig_col)
+with note_col:
+    ui.notice(ctx, ctx.t("pool_notice"))
+    st.caption(ctx.t("damage", writes=len({c.slot for c in writes}), reads=len(shown.bad_reads), step=step))
+    for s in trun.steps[1:step + 1]:
+        if s.finished:
+            st.caption(ctx.t("finished_note", seqs=", ".join(map(seq_label, s.finished)), step=s.step))
+
+export = {"fault": fault.value, "fault_off": off, "tensor": trun.to_dict()}
+if run is not None:
+    export.update(scenario=asdict(scenario), drift=[asdict(d) for d in drifts],
+                  steps=[s.to_dict() for s in run.steps])
+ui.export_button(ctx, export, f"buglab_{fault.value}{'_off' if off else ''}.json", key="buglab.export")
