@@ -139,7 +139,8 @@ def make_case_data(case: KernelCase, device: torch.device, seed: int = 0) -> dic
                 key_cache=key_cache, value_cache=value_cache,
                 block_tables=tables.to(device=device, dtype=torch.int32),
                 context_lens=torch.full((b,), n, dtype=torch.int64, device=device),
-                keys=keys.transpose(1, 2).contiguous().to(device), values=values.transpose(1, 2).contiguous().to(device))
+                keys=keys.transpose(1, 2).contiguous().to(device),
+                values=values.transpose(1, 2).contiguous().to(device))
 
 
 def _callables(data: dict, impls: list[str]) -> dict:

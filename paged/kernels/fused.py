@@ -72,14 +72,15 @@ def fused_decode(query: torch.Tensor, key_cache: torch.Tensor, value_cache: torc
                                                    key_cache.element_size()))
     num_tiles = -(-used_blocks // blocks_per_tile)
     tile_len = blocks_per_tile * block_size
-    # Physical block ids [B, num_tiles * blocks_per_tile]. -1 entries and the padding up to whole tiles become
-    # block 0: real memory to read, always masked out below.
+    # Physical block ids per tile [num_tiles, B, blocks_per_tile]. -1 entries and the padding up to whole tiles
+    # become block 0: real memory to read, always masked out below.
     tables = F.pad(block_tables[:, :used_blocks].long().clamp_min(0), (0, num_tiles * blocks_per_tile - used_blocks))
+    tiles = tables.view(batch, num_tiles, blocks_per_tile).transpose(0, 1).contiguous()
     if in_place_v:
-        # V row of token t for query head h: slot(t) * num_kv_heads + kv head of h.  [B, H, num_tiles * tile_len]
-        slots = (tables[:, :, None] * block_size + torch.arange(block_size, device=device)).view(batch, 1, -1)
+        # V row of token t for query head h: slot(t) * num_kv_heads + kv head of h.  [num_tiles, B, H, tile_len]
+        slots = (tiles[..., None] * block_size + torch.arange(block_size, device=device)).view(num_tiles, batch, 1, -1)
         kv_head = torch.arange(num_heads, device=device)[:, None] // group  # [H, 1]
-        rows = _buffers.get("rows", (batch, num_heads, slots.shape[-1]), torch.long, device)
+        rows = _buffers.get("rows", (num_tiles, batch, num_heads, tile_len), torch.long, device)
         torch.add(kv_head, slots, alpha=num_kv_heads, out=rows)
         bag_offsets = torch.arange(0, batch * num_heads * tile_len, tile_len, device=device)
         value_rows = value_cache.view(-1, head_dim)  # [num_blocks * block_size * num_kv_heads, head_dim]
@@ -88,20 +89,21 @@ def fused_decode(query: torch.Tensor, key_cache: torch.Tensor, value_cache: torc
     flat_k = key_cache.view(key_cache.shape[0], -1)  # one row per physical block
     flat_v = value_cache.view(value_cache.shape[0], -1)
     k_tile = _buffers.get("k", (batch * blocks_per_tile, flat_k.shape[1]), key_cache.dtype, device)
-    q = (query.to(compute) * scale).view(batch, num_kv_heads, group, head_dim)
+    q = (query.to(compute) * scale).view(batch * num_kv_heads, group, head_dim)
     m = torch.full((batch, num_kv_heads, group, 1), -math.inf, dtype=compute, device=device)  # running max
     l = torch.zeros_like(m)  # running sum of exp(score - m)
     acc = torch.zeros(batch, num_kv_heads, group, head_dim, dtype=compute, device=device)  # running sum of p * V
 
     for n in range(num_tiles):
-        blocks = tables[:, n * blocks_per_tile:(n + 1) * blocks_per_tile].reshape(-1)  # [B * blocks_per_tile]
+        blocks = tiles[n].view(-1)  # [B * blocks_per_tile]
         torch.index_select(flat_k, 0, blocks, out=k_tile)
         keys = k_tile.view(batch, tile_len, num_kv_heads, head_dim)
         # kv-major copy in the compute dtype, so one bmm per (sequence, kv head) scores all `group` query rows
         # against the tile. (A multiply-and-sum on the token-major tile measured no faster, even for group 1.)
         keys_t = _buffers.get("kt", (batch, num_kv_heads, tile_len, head_dim), compute, device)
         keys_t.copy_(keys.transpose(1, 2))
-        scores = torch.matmul(q, keys_t.transpose(-1, -2))  # [B, kv, group, T]
+        scores = torch.bmm(q, keys_t.view(-1, tile_len, head_dim).transpose(1, 2))  # [B * kv, group, T]
+        scores = scores.view(batch, num_kv_heads, group, tile_len)
         if (n + 1) * tile_len > min_len:  # some sequence ends inside (or before) this tile
             past_end = (token + n * tile_len) >= context_lens[:, None]  # [B, T]
             scores = scores.masked_fill(past_end[:, None, None, :], -math.inf)
@@ -110,8 +112,7 @@ def fused_decode(query: torch.Tensor, key_cache: torch.Tensor, value_cache: torc
         alpha = torch.exp(m - m_new)  # how much the old max overestimated: rescale old sums by it
         l = torch.addcmul(p.sum(-1, keepdim=True), l, alpha)
         if in_place_v:
-            tile_rows = rows[:, :, n * tile_len:(n + 1) * tile_len].reshape(-1)  # bags in (b, h) order
-            pv = F.embedding_bag(tile_rows, value_rows, bag_offsets, mode="sum",
+            pv = F.embedding_bag(rows[n].view(-1), value_rows, bag_offsets, mode="sum",  # bags in (b, h) order
                                  per_sample_weights=p.reshape(-1))
             pv = pv.view(batch, num_kv_heads, group, head_dim)
         else:
@@ -119,7 +120,8 @@ def fused_decode(query: torch.Tensor, key_cache: torch.Tensor, value_cache: torc
             torch.index_select(flat_v, 0, blocks, out=v_tile)
             values_t = _buffers.get("vt", (batch, num_kv_heads, tile_len, head_dim), compute, device)
             values_t.copy_(v_tile.view(batch, tile_len, num_kv_heads, head_dim).transpose(1, 2))
-            pv = torch.matmul(p, values_t)  # [B, kv, group, head_dim]
+            pv = torch.bmm(p.view(-1, group, tile_len), values_t.view(-1, tile_len, head_dim))
+            pv = pv.view(acc.shape)  # [B, kv, group, head_dim]
         acc = torch.addcmul(pv, acc, alpha)
         m = m_new
     return (acc / l).view(batch, num_heads, head_dim)
