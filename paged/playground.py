@@ -45,7 +45,8 @@ class Playground:
         self.pool = KVCachePool(1, num_blocks, block_size, num_kv_heads, head_dim, dtype, device)
         self.manager = BlockManager(num_blocks, block_size, watermark=0.0, seed=seed if shuffle else None)
         self.num_heads, self.dtype, self.device = num_heads, dtype, self.pool.device
-        self.generator = torch.Generator().manual_seed(seed)
+        self.generator = torch.Generator().manual_seed(seed)  # K/V values
+        self.query_generator = torch.Generator().manual_seed(seed + 1)  # check() queries: never shift the K/V stream
         self.sequences: dict[int, Sequence] = {}
         self.twins: dict[int, ContiguousKVCache] = {}
         self.last_write: dict[int, list[int]] = {}  # seq_id -> slots written by the latest step
@@ -124,8 +125,8 @@ class Playground:
         if not seqs:
             return []
         head_dim = self.pool.head_dim
-        query = torch.randn(len(seqs), self.num_heads, head_dim, generator=self.generator).to(self.device,
-                                                                                              self.dtype)
+        query = torch.randn(len(seqs), self.num_heads, head_dim, generator=self.query_generator).to(
+            self.device, self.dtype)
         lens = [s.cached_token_count for s in seqs]
         paged = paged_attention_decode(query, *self.pool.layer(0), [s.block_table for s in seqs], lens, impl=impl)
         out = []
