@@ -7,8 +7,8 @@ Operations are short strings, so a whole session fits in a URL and replays exact
     "a<n>"   add a sequence with a prompt of n tokens (blocks from the free list)
 
 Each successful operation is followed by one `Playground.check()` (paged vs contiguous for every running sequence).
-`check` draws its random query from the playground's generator, so replaying the same log performs the same draws
-in the same order and reproduces the state bit for bit. An operation the pool cannot fit changes nothing and is not
+The playground's seeded generators (one for K/V, one for check queries) make replaying the same log perform the
+same draws in the same order, reproducing the state bit for bit. An operation the pool cannot fit changes nothing and is not
 logged: it returns an `Event` with ok=False and a reason.
 """
 
