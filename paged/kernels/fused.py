@@ -15,7 +15,10 @@ How K and V are read (the expensive part on a CPU, where decode attention is bou
 
 Shapes: query [B, num_heads, head_dim]; key_cache/value_cache [num_blocks, block_size, num_kv_heads, head_dim];
 block_tables int [B, max_blocks] (-1 padded); context_lens int64 [B]. GQA: query head h = kv_head * group + g
-reads kv head h // group; the query is viewed as [B, num_kv_heads, group, head_dim], nothing is repeated.
+reads kv head h // group; the query is viewed as [B * num_kv_heads, group, head_dim], nothing is repeated.
+
+Why it still trails SDPA on contiguous K/V: that reads each byte once, in one op. Here each K byte is read from
+memory, written to the tile, copied kv-major and read again, and every tile costs a dozen op dispatches.
 """
 
 from __future__ import annotations
