@@ -159,7 +159,7 @@ if fault is Fault.POSITION_OFF_BY_ONE:
 decode_steps = trun.steps[1:]
 fig = step_error_figure([s.step for s in decode_steps], [s.rel_err for s in decode_steps], trun.tolerance,
                         title=ctx.t("rel_title"), x_title=ctx.t("decode_step"), y_title=ctx.t("rel_y"),
-                        tol_label=ctx.t("tolerance"), drift_label=ctx.t("first_drift"),
+                        tol_label=ctx.t("tolerance"), drift_label=ctx.t("first_bad"),
                         drift_steps={s: trun.first_bad_step(s) for s in trun.steps[0].context_lens})
 fig_col, note_col = st.columns([3, 1])
 ui.show_figure(fig, "buglab.rel_err", where=fig_col)

@@ -168,6 +168,7 @@ STRINGS = {
     "engine_step": {"en": "engine step", "zh": "engine step"},
     "tolerance": {"en": "tolerance", "zh": "容差"},
     "first_drift": {"en": "first different token", "zh": "第一个不同的 token"},
+    "first_bad": {"en": "first step over the tolerance", "zh": "第一次超出容差"},
     "logits_notice": {
         "en": ("Below the dashed line the two sides agree to float rounding. A bug shows as a jump of many orders of "
                "magnitude; the star marks the step whose sampled token first differs. After that the two sides feed "

@@ -55,14 +55,14 @@ def step_error_figure(steps: Sequence[int], values: Sequence[Mapping[int, float]
         hovertext=[f"{name(s)}: {drift_label} ({x_title} {x})" for s, x in drift],
         marker=dict(symbol="star", size=15, color=[seq_color(s) for s, _ in drift],
                     line=dict(width=1.5, color=HIGHLIGHT_COLOR))))
-    layout = title_layout(title, 300, bottom=40)
+    layout = title_layout(title, 330, bottom=70)
     exp_hi = math.ceil(math.log10(top)) + 0.3
     layout.update(
         xaxis=dict(title=dict(text=x_title), range=[x_lo - 0.5, x_hi + 0.5], fixedrange=True,
                    dtick=max(1, (x_hi - x_lo) // 12), showgrid=False),
         yaxis=dict(title=dict(text=y_title), type="log", exponentformat="power", fixedrange=True,
                    range=[math.log10(floor) - 0.3, exp_hi], gridcolor="#E5E5E5"),
-        legend=dict(orientation="h", y=1.02, yanchor="bottom", x=1, xanchor="right"))
+        legend=dict(orientation="h", y=-0.22, yanchor="top", x=0))  # below the axis: clear of the title
     return make_figure(data, layout)
 
 
@@ -91,8 +91,8 @@ DEFAULT_WORDS = {"write": "written at", "read": "read from", "skipped": "not rea
 def bad_cells_figure(num_blocks: int, block_size: int, tables: Mapping[int, Sequence[int]],
                      context_lens: Mapping[int, int], bad_writes: Sequence = (), bad_reads: Sequence = (),
                      title: str = "", words: Mapping[str, str] | None = None) -> go.Figure:
-    """The pool grid (cells coloured by the correct owner and token) with a fault's damage on top: a thick black
-    square around each cell written wrongly, a blue circle in each cell read wrongly.
+    """The pool grid (cells coloured by the correct owner and token) with a fault's damage on top: a black square
+    inside each cell written wrongly, a blue circle in each cell read wrongly.
 
     bad_writes / bad_reads: objects with kind, seq_id, token_index, slot, meant (paged.buglab_tensors.BadCell).
     words: the hover / legend wording (keys of DEFAULT_WORDS), for translation.
@@ -108,8 +108,8 @@ def bad_cells_figure(num_blocks: int, block_size: int, tables: Mapping[int, Sequ
     size = fig.data[0].marker.size if fig.data and fig.data[0].marker.size else 20
     fig.update_traces(selector=dict(name="highlight"), name=what["written_wrongly"], showlegend=bool(write_slots),
                       hovertext=["<br>".join(write_lines[s]) for s in write_slots], hoverinfo="text",
-                      marker=dict(symbol="square-open", color=HIGHLIGHT_COLOR, size=size + 2,
-                                  line=dict(width=4, color=HIGHLIGHT_COLOR)))
+                      marker=dict(symbol="square-open", color=HIGHLIGHT_COLOR, size=max(6, size - 3),
+                                  line=dict(width=3, color=HIGHLIGHT_COLOR)))  # inset: neighbours stay apart
     fig.update_traces(selector=dict(name="read"), name=what["read_wrongly"], showlegend=bool(read_slots),
                       hovertext=["<br>".join(read_lines[s]) for s in read_slots], hoverinfo="text",
                       marker=dict(symbol="circle-open", color=READ_COLOR, size=max(6, int(size * 0.8)),
