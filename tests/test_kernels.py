@@ -119,7 +119,7 @@ def test_fused_float64_stays_float64(tiny_tiles):
 def test_fused_holds_one_tile_not_the_history(monkeypatch):
     """fused never materialises a sequence's K/V: its K/V buffers hold one tile, far less than the whole history."""
     monkeypatch.setattr(fused, "_buffers", fused._Buffers())
-    monkeypatch.setattr(fused, "TILE_BYTES", 64 * 1024)
+    monkeypatch.setattr(fused, "TILE_BYTES_PER_THREAD", 64 * 1024)  # this module runs 1 thread
     lens = [1000, 700, 999]
     query, kc, vc, tables, keys, values = build(4, 2, 32, 16, lens, torch.float32)
     out = paged_attention_decode(query, kc, vc, tables, lens, impl="fused")

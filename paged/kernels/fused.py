@@ -7,8 +7,8 @@ accumulator `acc`. When a tile raises the max from m to m', everything summed so
 
 How K and V are read (the expensive part on a CPU, where decode attention is bound by memory traffic):
 - K: one `index_select` per tile copies whole physical blocks (block_size * num_kv_heads * head_dim values each)
-  into a small reused buffer (~TILE_BYTES, so it is still in cache when it is read again), then a kv-major copy
-  lets one batched matmul score the tile for every query head of a kv head.
+  into a small reused buffer (a few MB, so it is still in cache when it is read again), then a kv-major copy lets
+  one batched matmul score the tile for every query head of a kv head.
 - V: `embedding_bag(mode="sum", per_sample_weights=p)` computes sum_t p_t * V[row_t] straight out of the pool, so
   V is never copied. Rows are (slot, kv head) pairs: row = slot * num_kv_heads + kv_head. Used for float32/64;
   other dtypes gather V like K and convert to float32, so every sum is accumulated in float32.
@@ -29,7 +29,9 @@ import threading
 import torch
 import torch.nn.functional as F
 
-TILE_BYTES = 2 << 20  # K bytes gathered per tile for the whole batch; ~2 MB measured best on a 2-core EPYC
+# K bytes gathered per tile (whole batch), per intra-op thread: on a 2-core EPYC (512 KB L2 per core, 32 MB L3)
+# 2 MB was fastest with 1 thread and 4 MB with 2; 1 MB and 8-16 MB were slower.
+TILE_BYTES_PER_THREAD = 2 << 20
 
 
 class _Buffers(threading.local):
@@ -52,8 +54,10 @@ _buffers = _Buffers()
 
 
 def tile_blocks(batch: int, block_size: int, num_kv_heads: int, head_dim: int, itemsize: int) -> int:
-    """Blocks per sequence in one tile, so that one K tile for the whole batch is about TILE_BYTES."""
-    return max(1, TILE_BYTES // (batch * block_size * num_kv_heads * head_dim * itemsize))
+    """Blocks per sequence in one tile, so that one K tile for the whole batch is about TILE_BYTES_PER_THREAD
+    times the number of intra-op threads."""
+    budget = TILE_BYTES_PER_THREAD * torch.get_num_threads()
+    return max(1, budget // (batch * block_size * num_kv_heads * head_dim * itemsize))
 
 
 def fused_decode(query: torch.Tensor, key_cache: torch.Tensor, value_cache: torch.Tensor,
