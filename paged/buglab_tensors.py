@@ -234,7 +234,7 @@ class FaultyPlayground(Playground):
         lens = [s.cached_token_count + 1 for s in seqs]  # the newest token included: the state rule
         read_lens = [max(1, n - 1) for n in lens] if self.fault is Fault.LATE_INCREMENT else lens
         reads = [c for s, t, n in zip(seqs, tables, read_lens) for c in self._bad_reads(s, t, n)]
-        query = torch.randn(len(seqs), self.num_heads, self.pool.head_dim, generator=self.generator)
+        query = torch.randn(len(seqs), self.num_heads, self.pool.head_dim, generator=self.query_generator)
         query = query.to(self.device, self.dtype)
         spans = [(s, s.cached_token_count, s.cached_token_count + 1) for s in seqs]
 
