@@ -1,0 +1,380 @@
+"""The engine and sharing pages' state: twin engines (paged + contiguous) and the log that rebuilt them.
+
+A session is three things, small enough for a URL:
+
+    config     DemoConfig: block_size, num_blocks, watermark, the scheduler budgets, prefix caching on / off
+    requests   RequestSpec each: prompt text, task, sampling knobs, and at_step (steps run when it arrived)
+    steps      how many engine steps have run
+
+Replaying them gives the same state bit for bit (greedy or seeded sampling, a seeded free list), so a shared link
+lands on the exact step. Tasks: "recall" feeds BOS text SEP (the shipped model then copies the text and stops),
+"continue" feeds BOS text (counting, alphabets). A request the engine refuses raises `RequestError` and changes
+nothing; one arriving later that is refused is dropped and kept in `rejected`.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Mapping
+
+from .config import CacheConfig, SamplingParams, SchedulerConfig
+from .engine.twins import TwinEngines, TwinStep
+from .model.tokenizer import SEP
+
+TASKS = ("recall", "continue")
+MAX_PROMPT_CHARS = 200
+MAX_REQUESTS = 8
+MAX_STEPS = 600
+TOLERANCE = 1e-4  # max |Δlogits| between the twins, fp32
+BOUNDS = {"max_tokens": (1, 128), "temperature": (0.0, 2.0), "seed": (0, 9999), "n": (1, 4),
+          "at_step": (0, MAX_STEPS)}
+
+
+class RequestError(ValueError):
+    """A request refused before it reached the engine ("empty", "too_long") or by it ("rejected", message)."""
+
+    def __init__(self, code: str, message: str, **detail) -> None:
+        super().__init__(message)
+        self.code, self.detail = code, detail
+
+
+@dataclass(frozen=True)
+class DemoConfig:
+    block_size: int = 8
+    num_blocks: int = 48
+    watermark: float = 0.0
+    max_num_batched_tokens: int = 512
+    max_num_seqs: int = 8
+    enable_prefix_caching: bool = False
+    seed: int = 0  # shuffles the free list, so physical blocks come out scattered (deterministically)
+
+    def cache_config(self) -> CacheConfig:
+        return CacheConfig(block_size=self.block_size, num_blocks=self.num_blocks, watermark=self.watermark,
+                           seed=self.seed, enable_prefix_caching=self.enable_prefix_caching)
+
+    def scheduler_config(self) -> SchedulerConfig:
+        return SchedulerConfig(self.max_num_batched_tokens, self.max_num_seqs)
+
+
+@dataclass(frozen=True)
+class RequestSpec:
+    prompt: str
+    task: str = "recall"
+    max_tokens: int = 64
+    temperature: float = 0.0
+    seed: int = 0
+    n: int = 1
+    at_step: int = 0
+
+    def check(self) -> None:
+        """Raise RequestError for an empty or too long prompt, or an unknown task."""
+        if not self.prompt.strip():
+            raise RequestError("empty", "the prompt is empty")
+        if len(self.prompt) > MAX_PROMPT_CHARS:
+            raise RequestError("too_long", f"the prompt has {len(self.prompt)} characters, at most "
+                               f"{MAX_PROMPT_CHARS}", chars=len(self.prompt), max_chars=MAX_PROMPT_CHARS)
+        if self.task not in TASKS:
+            raise RequestError("rejected", f"task must be one of {TASKS}, got {self.task!r}")
+
+    def token_ids(self, tokenizer) -> list[int]:
+        """BOS text SEP (recall) or BOS text (continue)."""
+        ids = tokenizer.encode(self.prompt)
+        return ids + [SEP] if self.task == "recall" else ids
+
+    def params(self) -> SamplingParams:
+        return SamplingParams(max_tokens=self.max_tokens, temperature=self.temperature, seed=self.seed, n=self.n)
+
+    def shown(self) -> str:
+        """The prompt as the model reads it, special tokens spelled out."""
+        return f"{self.prompt} ⟨SEP⟩" if self.task == "recall" else self.prompt
+
+
+# --- the URL form of a request list ---------------------------------------------------------------------------------
+_SHORT = {"prompt": "p", "task": "k", "max_tokens": "m", "temperature": "T", "seed": "s", "n": "n", "at_step": "a"}
+
+
+def encode_requests(specs: list[RequestSpec]) -> str:
+    """Compact JSON for the URL."""
+    return json.dumps([{_SHORT[k]: v for k, v in asdict(s).items()} for s in specs], ensure_ascii=False,
+                      separators=(",", ":"))
+
+
+def decode_requests(text: str) -> list[RequestSpec] | None:
+    """The inverse of encode_requests, from untrusted text: numbers clamped to their bounds, prompts cut to
+    MAX_PROMPT_CHARS, malformed items skipped, at most MAX_REQUESTS. None when `text` is not a JSON list."""
+    try:
+        raw = json.loads(text)
+    except (ValueError, TypeError):
+        return None
+    if not isinstance(raw, list):
+        return None
+    specs = []
+    for item in raw[:MAX_REQUESTS]:
+        if not isinstance(item, dict) or not isinstance(item.get("p"), str):
+            continue
+        values: dict = {"prompt": item["p"][:MAX_PROMPT_CHARS]}
+        if item.get("k") in TASKS:
+            values["task"] = item["k"]
+        for name, (lo, hi) in BOUNDS.items():
+            v = item.get(_SHORT[name])
+            if isinstance(v, (int, float)) and not isinstance(v, bool) and v == v:
+                v = min(hi, max(lo, v))
+                values[name] = float(v) if name == "temperature" else int(v)
+        specs.append(RequestSpec(**values))
+    return specs
+
+
+# --- what the pages draw ---------------------------------------------------------------------------------------------
+@dataclass
+class Snapshot:
+    """The engine after a step (step 0 = before any): per running or finished sequence (cached_token_count,
+    generated length), blocks held (distinct) and blocks listed in tables (what no sharing would hold)."""
+
+    step: int
+    seqs: dict[int, tuple[int, int]]
+    held_blocks: int
+    table_blocks: int
+
+
+@dataclass
+class Allocation:
+    """A prompt's blocks when a prefill step allocated them: the table and, per logical block, a prefix-cache hit."""
+
+    step: int
+    seq_id: int
+    table: list[int]
+    hits: list[bool]
+
+
+@dataclass
+class SeqRow:
+    seq_id: int
+    request_id: int
+    sample_index: int
+    prompt: str
+    text: str
+    status: str
+    finish_reason: str | None
+    prompt_len: int
+    cached_token_count: int
+    generated_len: int
+    preemptions: int
+
+
+def step_export(step: TwinStep) -> dict:
+    """One step for the export: the paged engine's StepTrace and the comparison with its contiguous twin (whose own
+    trace repeats the same schedule, so only what could differ is kept)."""
+    tc = step.contiguous
+    return {"paged": step.paged.to_dict(),
+            "contiguous": {"phase": tc.phase, "scheduled": tc.scheduled, "tokens_out": [s.token_out for s in tc.seqs]},
+            "logits_diff": {str(k): v for k, v in step.logits_diff.items()},
+            "same_tokens": {str(k): v for k, v in step.same_tokens.items()}, "same_schedule": step.same_schedule}
+
+
+class EngineDemo:
+    """TwinEngines driven by logged requests and steps (see the module docstring)."""
+
+    def __init__(self, config: DemoConfig, model, tokenizer, attn_impl: str | None = None) -> None:
+        self.config, self.tokenizer = config, tokenizer
+        self.twins = TwinEngines(model, tokenizer, config.cache_config(), config.scheduler_config(), attn_impl)
+        self.requests: list[RequestSpec] = []       # accepted, in arrival order (request ids in `request_ids`)
+        self.request_ids: list[int] = []
+        self.arrivals: list[RequestSpec] = []       # every arrival in order, refused ones included
+        self.pending: list[RequestSpec] = []        # arriving after a later step
+        self.rejected: list[tuple[RequestSpec, RequestError]] = []  # arrivals of a replay the engine refused
+        self.steps: list[TwinStep] = []
+        self.step_dicts: list[dict] = []            # each step's export, made once
+        self.history: list[Snapshot] = []
+        self.allocations: list[Allocation] = []
+        self._snapshot()
+
+    @property
+    def engine(self):
+        """The paged engine (the one the pages draw)."""
+        return self.twins.paged
+
+    # --- actions ------------------------------------------------------------------------------------------------
+    def add(self, spec: RequestSpec) -> int | None:
+        """Add a request now (at_step <= steps run) or queue it for later. Returns its request id (None if queued).
+        Raises RequestError (nothing changed) for a bad prompt, or one the engine refuses, or when full."""
+        spec.check()
+        if len(self.arrivals) + len(self.pending) >= MAX_REQUESTS:
+            raise RequestError("too_many", f"at most {MAX_REQUESTS} requests", max_requests=MAX_REQUESTS)
+        if spec.at_step > len(self.steps):
+            self.pending.append(spec)
+            return None
+        try:
+            rid = self.twins.add_request(spec.token_ids(self.tokenizer), spec.params())
+        except ValueError as err:
+            raise RequestError("rejected", str(err)) from err
+        self.requests.append(spec)
+        self.request_ids.append(rid)
+        self.arrivals.append(spec)
+        return rid
+
+    def _arrive(self, spec: RequestSpec) -> None:
+        """A logged request arrives (replay, or a later step): refused ones are kept, so the link keeps them and a
+        better configuration runs them."""
+        try:
+            self.add(spec)
+        except RequestError as err:
+            self.rejected.append((spec, err))
+            if err.code == "rejected" and spec.at_step <= len(self.steps):  # refused by this config, not malformed
+                self.arrivals.append(spec)
+
+    def can_step(self) -> bool:
+        return (self.twins.has_unfinished() or bool(self.pending)) and len(self.steps) < MAX_STEPS
+
+    def step(self) -> TwinStep | None:
+        """One engine step of both twins (None when there is nothing left to do), then the arrivals it was waiting
+        for."""
+        if not self.can_step():
+            return None
+        step = self.twins.step()
+        self.steps.append(step)
+        self.step_dicts.append(step_export(step))
+        bm = self.engine.block_manager
+        if step.paged.phase == "prefill":
+            for seq_id, table in step.paged.blocks_allocated.items():
+                hits = bm.last_hits.get(seq_id, [False] * len(table))
+                self.allocations.append(Allocation(len(self.steps), seq_id, list(table), list(hits)))
+        self._snapshot()
+        arrived = [s for s in self.pending if s.at_step <= len(self.steps)]
+        self.pending = [s for s in self.pending if s.at_step > len(self.steps)]
+        for spec in arrived:
+            self._arrive(spec)
+        return step
+
+    def run_to_end(self) -> int:
+        """Step until every request finished (at most MAX_STEPS in all); returns the steps run."""
+        n = 0
+        while self.step() is not None:
+            n += 1
+        return n
+
+    @classmethod
+    def replay(cls, config: DemoConfig, specs: list[RequestSpec], steps: int, model, tokenizer,
+               attn_impl: str | None = None) -> "EngineDemo":
+        """A fresh demo with `specs` added (in at_step order) and `steps` steps run. Refused requests are listed in
+        `rejected` and kept in `all_specs()`."""
+        demo = cls(config, model, tokenizer, attn_impl)
+        for spec in sorted(specs, key=lambda s: s.at_step)[:MAX_REQUESTS]:
+            demo._arrive(spec)
+        for _ in range(min(steps, MAX_STEPS)):
+            if demo.step() is None:
+                break
+        return demo
+
+    def all_specs(self) -> list[RequestSpec]:
+        """Every request that arrived (refused ones included) or will arrive: what a URL needs to replay this
+        session."""
+        return self.arrivals + self.pending
+
+    # --- views --------------------------------------------------------------------------------------------------
+    @property
+    def last(self) -> TwinStep | None:
+        return self.steps[-1] if self.steps else None
+
+    def _snapshot(self) -> None:
+        eng, bm = self.engine, self.engine.block_manager
+        seqs = {sid: (s.cached_token_count, len(s.generated_token_ids)) for sid, s in eng.sequences.items()}
+        self.history.append(Snapshot(len(self.steps), seqs, bm.num_used_blocks, sum(bm.ref_counts)))
+
+    def queues(self) -> tuple[list[int], list[int], list[int]]:
+        """(waiting, running, finished) seq ids of the paged engine."""
+        eng = self.engine
+        waiting = [s.seq_id for s in eng.scheduler.waiting]
+        running = [s.seq_id for s in eng.scheduler.running]
+        finished = [sid for sid, s in eng.sequences.items() if s.is_finished]
+        return waiting, running, finished
+
+    def rows(self) -> list[SeqRow]:
+        """One row per sequence (parallel samples included), in id order."""
+        eng, tok = self.engine, self.tokenizer
+        spec_of = dict(zip(self.request_ids, self.requests))
+        out = []
+        for sid, s in sorted(eng.sequences.items()):
+            rid = s.extra.get("request_id", sid)
+            spec = spec_of.get(rid)
+            out.append(SeqRow(sid, rid, s.extra.get("sample_index", 0), spec.shown() if spec else "",
+                              tok.decode(s.generated_token_ids), s.status.value, s.finish_reason, s.prompt_len,
+                              s.cached_token_count, len(s.generated_token_ids), s.extra.get("preemptions", 0)))
+        return out
+
+    def cache_series(self) -> dict[int, dict[str, list[int]]]:
+        """seq_id -> {"step", "cached", "rule"} over the steps it existed: cached_token_count and
+        prompt_len + generated − 1 (the state rule; equal once a step has run it, 0 vs rule when preempted)."""
+        prompt_len = {sid: s.prompt_len for sid, s in self.engine.sequences.items()}
+        series: dict[int, dict[str, list[int]]] = {}
+        for snap in self.history:
+            for sid, (cached, generated) in snap.seqs.items():
+                if generated == 0 and cached == 0:
+                    continue  # still waiting for its first prefill
+                d = series.setdefault(sid, {"step": [], "cached": [], "rule": []})
+                d["step"].append(snap.step)
+                d["cached"].append(cached)
+                d["rule"].append(prompt_len[sid] + generated - 1)
+        return series
+
+    def twin_summary(self) -> tuple[float, bool]:
+        """(max |Δlogits| over all steps, every step's tokens and schedule agreed)."""
+        worst = max((s.max_diff for s in self.steps), default=0.0)
+        agree = all(all(s.same_tokens.values()) and s.same_schedule for s in self.steps)
+        return worst, agree
+
+    def trace(self) -> dict:
+        """Everything for the export: config, requests, every step of both twins, the outputs."""
+        paged, contiguous = self.twins.outputs()
+        return {"config": asdict(self.config), "requests": [asdict(s) for s in self.all_specs()],
+                "steps_run": len(self.steps), "steps": self.step_dicts,
+                "outputs": {"paged": [asdict(o) for o in paged], "contiguous": [asdict(o) for o in contiguous]},
+                "rejected": [{"request": asdict(s), "error": str(e)} for s, e in self.rejected]}
+
+
+def table_changes(before: Mapping[int, list[int]], after: Mapping[int, list[int]]
+                  ) -> list[tuple[int, list[int], list[int], list[int]]]:
+    """Block tables across one step: (seq_id, before, after, blocks in after that were not in before), for every
+    sequence in either (a finished or preempted one has an empty `after`)."""
+    out = []
+    for sid in sorted(set(before) | set(after)):
+        b, a = list(before.get(sid, [])), list(after.get(sid, []))
+        out.append((sid, b, a, [x for x in a if x not in b]))
+    return out
+
+
+# --- scenarios: a configuration and its requests, picked from a menu ------------------------------------------------
+@dataclass(frozen=True)
+class Scenario:
+    config: DemoConfig
+    requests: tuple[RequestSpec, ...] = field(default_factory=tuple)
+
+
+PROMPT_PRESETS = {  # name -> (task, text): what the shipped model was trained on
+    "recall_fox": ("recall", "The quick brown fox jumps over the lazy dog."),
+    "recall_paged": ("recall", "PagedAttention maps logical blocks to physical blocks."),
+    "recall_code": ("recall", "x = pool[table[i // 8] * 8 + i % 8]"),
+    "count": ("continue", "1 2 3 4 5 6 7"),
+    "alphabet": ("continue", "abcdefg"),
+}
+
+_FOX, _PAGED, _CODE = (PROMPT_PRESETS[k][1] for k in ("recall_fox", "recall_paged", "recall_code"))
+ENGINE_SCENARIOS = {
+    "three": Scenario(DemoConfig(), (RequestSpec(_FOX), RequestSpec("1 2 3 4 5 6 7", "continue", max_tokens=24),
+                                     RequestSpec(_CODE))),
+    # 3 prompts of ~6 blocks each fit at first; growing to ~11 blocks each, they cannot all stay
+    "tiny_pool": Scenario(DemoConfig(block_size=8, num_blocks=20),
+                          (RequestSpec(_FOX), RequestSpec(_PAGED), RequestSpec(_CODE))),
+    "empty": Scenario(DemoConfig()),
+}
+
+SHARED_PREFIX = "Blocks are shared: every request reads this same long system prompt. "
+SAME_PROMPT = "Prefix caching reuses full blocks of equal prompts"  # BOS + 50 chars + SEP = 52 = 13 blocks of 4
+SHARING_SCENARIOS = {
+    "prefix": Scenario(DemoConfig(block_size=8, num_blocks=64, enable_prefix_caching=True),
+                       (RequestSpec(SHARED_PREFIX + "Q1"), RequestSpec(SHARED_PREFIX + "Q22", at_step=1))),
+    "same": Scenario(DemoConfig(block_size=4, num_blocks=64, enable_prefix_caching=True),
+                     (RequestSpec(SAME_PROMPT), RequestSpec(SAME_PROMPT, at_step=1))),
+    "samples": Scenario(DemoConfig(block_size=8, num_blocks=64, enable_prefix_caching=True),
+                        (RequestSpec("0 1 2 3 4 5 6 7 8", "continue", max_tokens=24, temperature=1.0, seed=3, n=3),)),
+}

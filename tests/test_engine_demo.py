@@ -1,0 +1,160 @@
+"""The engine / sharing pages' replayable state: requests + steps rebuild the exact engine state, URL text is bounded,
+bad requests raise RequestError with a code and change nothing, late arrivals join at their step, and the views
+(state-rule series, table changes, memory snapshots) say what the engine did."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from paged.config import ModelConfig
+from paged.engine_demo import (MAX_PROMPT_CHARS, MAX_REQUESTS, DemoConfig, EngineDemo, RequestError, RequestSpec,
+                               decode_requests, encode_requests, table_changes)
+from paged.model import ByteTokenizer, TinyLlama
+from paged.model.tokenizer import BOS, SEP
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    """A small random model: fast, and its outputs depend on every cached K/V. One torch thread, as the app runs
+    (a thread pool costs more than these tiny ops)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    torch.manual_seed(0)
+    cfg = ModelConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+                      num_key_value_heads=2, max_position_embeddings=256)
+    yield TinyLlama(cfg).eval(), ByteTokenizer()
+    torch.set_num_threads(threads)
+
+
+SPECS = [RequestSpec("hello paged world", max_tokens=12), RequestSpec("1 2 3", "continue", max_tokens=8),
+         RequestSpec("abc", max_tokens=6, temperature=1.0, seed=5, at_step=3)]
+
+
+def outputs(demo):
+    return [(r.seq_id, r.text, r.status, r.cached_token_count) for r in demo.rows()]
+
+
+def test_replay_reproduces_live_session(tiny):
+    """Adding and stepping live, then replaying (config, requests, steps), gives identical sequences and traces."""
+    model, tok = tiny
+    live = EngineDemo(DemoConfig(block_size=4, num_blocks=40), model, tok)
+    for spec in SPECS:
+        live.add(spec)
+    assert len(live.requests) == 2 and len(live.pending) == 1, "the third request arrives after step 3"
+    for _ in range(7):
+        live.step()
+    again = EngineDemo.replay(live.config, live.all_specs(), 7, model, tok)
+    assert outputs(again) == outputs(live)
+    slots = lambda demo: [s["paged"]["slot_mapping"] for s in demo.step_dicts]  # noqa: E731
+    assert slots(again) == slots(live)
+    assert live.twin_summary()[1] and live.twin_summary()[0] < 1e-4
+
+
+def test_late_arrival_joins_after_its_step(tiny):
+    """A request with at_step=3 is in the waiting queue right after step 3, not before."""
+    model, tok = tiny
+    demo = EngineDemo.replay(DemoConfig(block_size=4, num_blocks=40), SPECS, 2, model, tok)
+    assert len(demo.engine.sequences) == 2
+    demo.step()
+    waiting, _, _ = demo.queues()
+    assert len(demo.engine.sequences) == 3 and 2 in waiting
+
+
+def test_request_errors_have_codes_and_change_nothing(tiny):
+    model, tok = tiny
+    demo = EngineDemo(DemoConfig(block_size=4, num_blocks=8), model, tok)
+    for spec, code in ((RequestSpec("   "), "empty"), (RequestSpec("x" * (MAX_PROMPT_CHARS + 1)), "too_long"),
+                       (RequestSpec("y" * 60, max_tokens=64), "rejected")):  # 126 tokens > 8 blocks of 4
+        with pytest.raises(RequestError) as info:
+            demo.add(spec)
+        assert info.value.code == code
+    assert demo.all_specs() == [] and not demo.engine.sequences
+    assert "never fit" in str(info.value)
+
+
+def test_replay_keeps_requests_this_config_refuses(tiny):
+    """A replayed request the pool cannot hold is reported and kept (the link keeps it); a bigger pool runs it.
+    A malformed one (empty prompt) is reported and dropped."""
+    model, tok = tiny
+    specs = [RequestSpec("y" * 40, max_tokens=30), RequestSpec(" "), RequestSpec("ok", max_tokens=2)]
+    small = EngineDemo.replay(DemoConfig(block_size=4, num_blocks=8), specs, 0, model, tok)
+    assert [e.code for _, e in small.rejected] == ["rejected", "empty"]
+    assert small.all_specs() == [specs[0], specs[2]] and small.requests == [specs[2]]
+    big = EngineDemo.replay(DemoConfig(block_size=4, num_blocks=64), small.all_specs(), 0, model, tok)
+    assert not big.rejected and big.requests == [specs[0], specs[2]]
+
+
+def test_at_most_max_requests(tiny):
+    model, tok = tiny
+    demo = EngineDemo(DemoConfig(num_blocks=200), model, tok)
+    for _ in range(MAX_REQUESTS):
+        demo.add(RequestSpec("a", max_tokens=2))
+    with pytest.raises(RequestError) as info:
+        demo.add(RequestSpec("a", max_tokens=2))
+    assert info.value.code == "too_many"
+
+
+def test_url_round_trip_and_bounds():
+    """encode → decode is the identity; hostile text is clamped, cut, or skipped, never raised."""
+    assert decode_requests(encode_requests(SPECS)) == SPECS
+    got = decode_requests('[{"p":"' + "z" * 999 + '","k":"recall","m":100000,"T":-3,"n":99,"a":-1},'
+                          '{"m":3},"junk",{"p":"ok","k":"nope","m":true}]')
+    assert got[0].prompt == "z" * MAX_PROMPT_CHARS and got[0].max_tokens == 128 and got[0].temperature == 0.0
+    assert got[0].n == 4 and got[0].at_step == 0
+    assert got[1] == RequestSpec("ok")
+    assert decode_requests("not json") is None and decode_requests('{"p": 1}') is None
+    assert len(decode_requests(encode_requests([RequestSpec("a")] * 20))) == MAX_REQUESTS
+
+
+def test_recall_prompt_ends_with_sep():
+    tok = ByteTokenizer()
+    assert RequestSpec("hi").token_ids(tok) == [BOS, ord("h"), ord("i"), SEP]
+    assert RequestSpec("hi", "continue").token_ids(tok) == [BOS, ord("h"), ord("i")]
+
+
+def test_cache_series_follows_the_state_rule_and_shows_preemption(tiny):
+    """cached_token_count == prompt_len + generated − 1 after each step that ran a sequence; a tiny pool preempts,
+    and the preempted sequence's cached count drops to 0 in the series."""
+    model, tok = tiny
+    specs = [RequestSpec("abcdefgh" * 2, "continue", max_tokens=24) for _ in range(3)]
+    demo = EngineDemo.replay(DemoConfig(block_size=4, num_blocks=16), specs, 0, model, tok)
+    demo.run_to_end()
+    preempted = {s for step in demo.steps for s in step.paged.preempted}
+    assert preempted, "16 blocks of 4 cannot hold three 17 + 24 token sequences"
+    series = demo.cache_series()
+    victim = series[min(preempted)]
+    assert 0 in victim["cached"]
+    ran = {(i + 1, s.seq_id) for i, step in enumerate(demo.steps) for s in step.paged.seqs}
+    for sid, d in series.items():
+        for step, cached, rule in zip(d["step"], d["cached"], d["rule"]):
+            if (step, sid) in ran:
+                assert cached == rule
+    assert demo.twin_summary() == (pytest.approx(demo.twin_summary()[0]), True)
+
+
+def test_sharing_views(tiny):
+    """Prefix caching: the second equal prompt hits every full block but the last; n=2 forks share blocks and the
+    history records held < table blocks."""
+    model, tok = tiny
+    cfg = DemoConfig(block_size=4, num_blocks=64, enable_prefix_caching=True)
+    text = "x" * 14  # BOS + 14 + SEP = 16 tokens = 4 full blocks
+    demo = EngineDemo.replay(cfg, [RequestSpec(text, max_tokens=4), RequestSpec(text, max_tokens=4, at_step=1)],
+                             2, model, tok)
+    assert [a.hits for a in demo.allocations] == [[False] * 4, [True, True, True, False]]
+    assert demo.history[-1].held_blocks < demo.history[-1].table_blocks
+    fork = EngineDemo.replay(cfg, [RequestSpec("abcde", max_tokens=6, temperature=1.0, seed=1, n=2)], 2, model, tok)
+    assert fork.steps[0].paged.forked == {0: [1]} and fork.steps[1].paged.copies
+
+
+def test_table_changes():
+    assert table_changes({0: [3, 1], 1: [4]}, {0: [3, 1, 7], 2: [5]}) == [
+        (0, [3, 1], [3, 1, 7], [7]), (1, [4], [], []), (2, [], [5], [5])]
+
+
+def test_export_is_json_ready(tiny):
+    import json
+    model, tok = tiny
+    demo = EngineDemo.replay(DemoConfig(), SPECS[:1], 2, model, tok)
+    data = json.loads(json.dumps(demo.trace()))
+    assert data["steps_run"] == 2 and len(data["steps"]) == 2 and data["steps"][0]["paged"]["phase"] == "prefill"
