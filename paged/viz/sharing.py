@@ -1,0 +1,168 @@
+"""Sharing figures: the pool block by block with reference counts, prefix-cache hits per logical block, and the
+memory that sharing saves. Colours and labels per sequence as everywhere (colors.seq_color / seq_label)."""
+
+from __future__ import annotations
+
+import math
+from typing import Iterable, Mapping, Sequence
+
+import plotly.graph_objects as go
+
+from .colors import FREE_COLOR, OKABE_ITO, seq_color, seq_label, text_color, tint
+from .engine import integer_dtick
+from .figure import make_figure, title_layout
+
+CACHED_FREE_COLOR = "#D9D9D9"  # free, but still holding a hashed full block a new prompt can reuse
+HIT_COLOR = OKABE_ITO["blue"]
+MISS_COLOR = OKABE_ITO["orange"]
+COPY_COLOR = OKABE_ITO["vermillion"]
+
+
+def refcount_pool_figure(num_blocks: int, block_size: int, tables: Mapping[int, Sequence[int]],
+                         context_lens: Mapping[int, int], ref_counts: Sequence[int], cached: Iterable[int] = (),
+                         copies: Sequence[tuple[int, int]] = (), title: str = "", cols: int | None = None,
+                         max_width: int = 680) -> go.Figure:
+    """One square per physical block, coloured by its first holder, its ref count printed large (0 on free blocks
+    is left blank) and its id small in the corner. Shared blocks (ref count > 1) get a thick black outline and one
+    dot per holder in the holder's colour. `cached`: free blocks that keep a prefix-cache hash (grey, "♻").
+    `copies`: copy-on-write (src, dst) of the latest step, outlined in vermillion with an arrow src → dst.
+    tables: seq_id -> block_table (every holder); context_lens: seq_id -> cached_token_count (for the fill).
+    Square cells of at most 46 px, the figure at most `max_width` px wide.
+    Traces: "blocks", "block ids", "shared", "holders", "copy-on-write"."""
+    cols = cols or min(num_blocks, 16)
+    cell_px = max(24, min(46, (max_width - 20) // cols))
+    rows = math.ceil(num_blocks / cols)
+    xy = lambda b: (b % cols, b // cols)  # noqa: E731
+    holders: list[list[tuple[int, int]]] = [[] for _ in range(num_blocks)]
+    fill = [0] * num_blocks
+    for seq_id, table in tables.items():
+        n = context_lens.get(seq_id, 0)
+        for logical, block in enumerate(table):
+            if 0 <= block < num_blocks:
+                holders[block].append((seq_id, logical))
+                fill[block] = max(fill[block], min(block_size, max(0, n - logical * block_size)))
+    cached = set(cached)
+    colors, text, fonts, hover = [], [], [], []
+    for b in range(num_blocks):
+        ref = ref_counts[b]
+        if ref > 0 and holders[b]:
+            color = seq_color(holders[b][0][0])
+            if fill[b] < block_size:
+                color = tint(color, 0.6)  # a last block still filling up
+            held = ", ".join(f"{seq_label(s)} (logical block {j})" for s, j in holders[b])
+            hover.append(f"physical block {b}: ref count {ref} · held by {held} · {fill[b]}/{block_size} slots "
+                         "written" + (" · hashed: a prompt with this prefix reuses it" if b in cached else ""))
+            text.append(f"<b>{ref}</b>")
+        elif b in cached:
+            color = CACHED_FREE_COLOR
+            hover.append(f"physical block {b}: free (ref count 0), but it keeps its prefix-cache hash: a prompt "
+                         "with this prefix takes it back without recomputing")
+            text.append("♻")
+        else:
+            color = FREE_COLOR
+            hover.append(f"physical block {b}: free (ref count 0)")
+            text.append("")
+        colors.append(color)
+        fonts.append(text_color(color))
+    pts = [xy(b) for b in range(num_blocks)]
+    size = cell_px - 4
+    data = [dict(type="scatter", name="blocks", x=[p[0] for p in pts], y=[p[1] for p in pts], mode="markers+text",
+                 text=text, textfont=dict(size=max(10, cell_px // 3), color=fonts), hovertext=hover, hoverinfo="text",
+                 marker=dict(symbol="square", size=size, color=colors, line=dict(width=0.5, color="#999999")),
+                 showlegend=False),
+            dict(type="scatter", name="block ids", x=[p[0] - 0.3 for p in pts], y=[p[1] - 0.3 for p in pts],
+                 mode="text", text=[str(b) for b in range(num_blocks)],
+                 textfont=dict(size=8, color=[("#333333" if f == "#000000" else "#F0F0F0") for f in fonts]),
+                 hoverinfo="skip", showlegend=False)]
+    shared = [b for b in range(num_blocks) if ref_counts[b] > 1]
+    data.append(dict(type="scatter", name="shared", x=[xy(b)[0] for b in shared], y=[xy(b)[1] for b in shared],
+                     mode="markers", customdata=shared, hoverinfo="skip", showlegend=False,
+                     marker=dict(symbol="square-open", size=size, color="#000000", line=dict(width=4))))
+    dx, dy, dc = [], [], []
+    for b in shared:
+        x, y = xy(b)
+        owners = holders[b][:6]
+        for i, (s, _) in enumerate(owners):
+            dx.append(x + (i - (len(owners) - 1) / 2) * 0.17)
+            dy.append(y + 0.3)
+            dc.append(seq_color(s))
+    data.append(dict(type="scatter", name="holders", x=dx, y=dy, mode="markers", hoverinfo="skip", showlegend=False,
+                     marker=dict(symbol="circle", size=max(4, cell_px // 6), color=dc,
+                                 line=dict(width=1, color="#000000"))))
+    copy_blocks = [b for pair in copies for b in pair if 0 <= b < num_blocks]
+    data.append(dict(type="scatter", name="copy-on-write", x=[xy(b)[0] for b in copy_blocks],
+                     y=[xy(b)[1] for b in copy_blocks], mode="markers", customdata=copy_blocks, hoverinfo="skip",
+                     showlegend=False, marker=dict(symbol="square-open", size=size + 4, color=COPY_COLOR,
+                                                   line=dict(width=3))))
+    annotations = []
+    for src, dst in copies:
+        if 0 <= src < num_blocks and 0 <= dst < num_blocks:
+            (x0, y0), (x1, y1) = xy(src), xy(dst)
+            annotations.append(dict(x=x1, y=y1, ax=x0, ay=y0, xref="x", yref="y", axref="x", ayref="y", text="",
+                                    showarrow=True, arrowhead=3, arrowsize=1.2, arrowwidth=2.5,
+                                    arrowcolor=COPY_COLOR, standoff=size / 2, startstandoff=size / 2))
+    top, bottom = (40 if title else 8), 8
+    width = max(cols * cell_px + 20, 360)
+    layout = title_layout(title, rows * cell_px + top + bottom, top=top, bottom=bottom)
+    layout.update(width=width, showlegend=False, annotations=annotations,
+                  xaxis=dict(visible=False, range=[-0.5, -0.5 + (width - 20) / cell_px], fixedrange=True),
+                  yaxis=dict(visible=False, range=[rows - 0.5, -0.5], fixedrange=True))
+    return make_figure(data, layout)
+
+
+def hits_figure(allocations: Sequence[tuple[int, int, Sequence[int], Sequence[bool]]], title: str = "",
+                hit_name: str = "hit", miss_name: str = "computed", max_cols: int = 20) -> go.Figure:
+    """Prefix-cache hits of prompts at allocation, newest first: one row per (step, seq_id, block_table, hits),
+    one cell per logical block, blue "hit" (reused cached K/V) or orange "computed", the physical block printed.
+    Rows longer than `max_cols` blocks show their first max_cols. Traces: "hit", "computed"."""
+    cells = {True: {"x": [], "y": [], "text": [], "hover": []}, False: {"x": [], "y": [], "text": [], "hover": []}}
+    ticks = []
+    widest = 1
+    for row, (step, seq_id, table, hits) in enumerate(allocations):
+        label = seq_label(seq_id)
+        ticks.append(f"{label} · step {step}")
+        widest = max(widest, min(len(table), max_cols))
+        for j, (block, hit) in enumerate(list(zip(table, hits))[:max_cols]):
+            c = cells[bool(hit)]
+            c["x"].append(j)
+            c["y"].append(row)
+            c["text"].append(str(block))
+            c["hover"].append(f"{label} logical block {j} → physical block {block}: "
+                              + ("prefix-cache hit, K/V reused" if hit else "computed at prefill"))
+    data = []
+    for hit, name, color in ((True, hit_name, HIT_COLOR), (False, miss_name, MISS_COLOR)):
+        c = cells[hit]
+        data.append(dict(type="scatter", name=name, x=c["x"], y=c["y"], mode="markers+text", text=c["text"],
+                         textfont=dict(size=10, color=text_color(color)), hovertext=c["hover"], hoverinfo="text",
+                         marker=dict(symbol="square", size=26, color=color, line=dict(width=0.5, color="#333333"))))
+    rows = max(len(allocations), 1)
+    top = 40 if title else 8
+    layout = title_layout(title, top + 32 * rows + 40, top=top, bottom=40)
+    layout.update(legend=dict(orientation="h", y=-0.02, yanchor="top", x=0),
+                  xaxis=dict(range=[-0.6, max(widest, 8) - 0.4], fixedrange=True, showgrid=False, zeroline=False,
+                             tickvals=list(range(max(widest, 8))), side="top", tickfont=dict(size=9)),
+                  yaxis=dict(range=[rows - 0.5, -0.5], fixedrange=True, tickvals=list(range(len(ticks))),
+                             ticktext=ticks, showgrid=False, zeroline=False))
+    return make_figure(data, layout)
+
+
+def memory_figure(steps: Sequence[int], held: Sequence[int], without: Sequence[int], num_blocks: int,
+                  title: str = "", held_name: str = "blocks held (with sharing)",
+                  without_name: str = "blocks in block tables (no sharing)", x_title: str = "step",
+                  y_title: str = "blocks") -> go.Figure:
+    """Blocks held with sharing vs the sum of every table's length (what copying instead of sharing would hold),
+    per step, the gap shaded; a dashed line at num_blocks. Traces: without_name, held_name, "num_blocks"."""
+    xs = list(steps)
+    data = [dict(type="scatter", name=without_name, x=xs, y=list(without), mode="lines",
+                 line=dict(color=OKABE_ITO["vermillion"], width=2, dash="dot")),
+            dict(type="scatter", name=held_name, x=xs, y=list(held), mode="lines", fill="tonexty",
+                 fillcolor="rgba(0,158,115,0.18)", line=dict(color=OKABE_ITO["bluish_green"], width=2.5)),
+            dict(type="scatter", name="num_blocks", x=[xs[0] if xs else 0, xs[-1] if xs else 1],
+                 y=[num_blocks, num_blocks], mode="lines", line=dict(color="#777777", width=1, dash="dash"),
+                 hoverinfo="skip", showlegend=False)]
+    layout = title_layout(title, 280, bottom=40)
+    layout.update(legend=dict(orientation="h", y=1.0, yanchor="bottom", x=1, xanchor="right"),
+                  hovermode="x unified",
+                  xaxis=dict(title=dict(text=x_title), gridcolor="#E5E5E5", dtick=integer_dtick(max(xs + [5]))),
+                  yaxis=dict(title=dict(text=y_title), gridcolor="#E5E5E5", rangemode="tozero"))
+    return make_figure(data, layout)

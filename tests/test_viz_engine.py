@@ -1,0 +1,104 @@
+"""Engine and sharing figure builders: the right traces, one stable colour per sequence, labels and slots printed,
+the state rule drawn next to the cached counts, twin diffs judged against the tolerance, ref counts printed per
+block with shared blocks outlined, copy-on-write arrows, hits per logical block. Built with plotly's validation on."""
+
+from __future__ import annotations
+
+import pytest
+
+from paged.viz.colors import FREE_COLOR, OKABE_ITO, seq_color
+from paged.viz.engine import cache_rule_figure, queues_figure, slot_mapping_figure, twin_diff_figure
+from paged.viz.sharing import (CACHED_FREE_COLOR, COPY_COLOR, HIT_COLOR, MISS_COLOR, hits_figure, memory_figure,
+                               refcount_pool_figure)
+
+
+@pytest.fixture(autouse=True)
+def _validate_figures(monkeypatch):
+    monkeypatch.setenv("PAGED_VALIDATE_FIGURES", "1")
+
+
+def trace(fig, name):
+    found = [t for t in fig.data if t.name == name]
+    assert found, f"no trace named {name!r} in {[t.name for t in fig.data]}"
+    return found[0]
+
+
+def test_queues_figure_lanes_labels_and_colours():
+    """Each lane lists its sequences by label in their own colour; scheduled and preempted are outlined."""
+    fig = queues_figure([2], [0, 3], [1], preempted=[2], scheduled=[0, 3], title="q")
+    assert list(trace(fig, "waiting").text) == ["C"] and list(trace(fig, "running").text) == ["A", "D"]
+    assert list(trace(fig, "running").marker.color) == [seq_color(0), seq_color(3)]
+    assert list(trace(fig, "finished").marker.color) == [seq_color(1)]
+    assert list(trace(fig, "scheduled").y) == [1, 1] and list(trace(fig, "preempted").y) == [0]
+    # the same sequence keeps its colour wherever it is
+    again = queues_figure([], [], [0, 1, 2, 3])
+    assert list(trace(again, "finished").marker.color) == [seq_color(s) for s in range(4)]
+
+
+def test_slot_mapping_figure_prints_slots_and_wraps():
+    """One cell per fed token with its slot; a long prefill wraps onto more rows; hover holds the address chain."""
+    positions = list(range(40))
+    slots = [(7 if p < 4 else 2) * 4 + p % 4 for p in positions]
+    fig = slot_mapping_figure([(0, positions, slots), (1, [5], [13])], block_size=4, max_cols=32)
+    a, b = trace(fig, "A"), trace(fig, "B")
+    assert list(a.text)[:5] == ["28", "29", "30", "31", "8"]
+    assert max(a.y) == 1 and list(b.y) == [2], "A's 40 tokens take two rows of 32, B starts on the third"
+    assert "A token 4 → logical block 1, offset 0 → slot 8 (physical block 2, offset 0)" == a.hovertext[4]
+    assert a.marker.color == seq_color(0) and b.marker.color == seq_color(1)
+    assert list(fig.layout.yaxis.ticktext) == ["A", "B"]
+
+
+def test_cache_rule_figure_has_cached_and_rule_per_sequence():
+    series = {0: {"step": [1, 2, 3], "cached": [5, 6, 0], "rule": [5, 6, 7]},
+              2: {"step": [1, 2], "cached": [3, 4], "rule": [3, 4]}}
+    fig = cache_rule_figure(series, "t")
+    assert list(trace(fig, "A cached").y) == [5, 6, 0] and list(trace(fig, "A rule").y) == [5, 6, 7]
+    assert trace(fig, "C rule").line.color == seq_color(2) == trace(fig, "C cached").line.color
+    assert trace(fig, "A rule").line.dash == "dot"
+
+
+def test_twin_diff_figure_marks_disagreement_and_tolerance():
+    fig = twin_diff_figure([1, 2, 3], [0.0, 3e-7, 5e-3], [True, True, True], tolerance=1e-4)
+    bars = trace(fig, "max diff")
+    assert list(bars.marker.color) == [OKABE_ITO["blue"], OKABE_ITO["blue"], OKABE_ITO["vermillion"]]
+    assert bars.y[0] > 0, "an exact 0 is drawn at the floor of the log axis"
+    assert list(trace(fig, "tolerance").y) == [1e-4, 1e-4] and fig.layout.yaxis.type == "log"
+    flipped = twin_diff_figure([1], [1e-7], [False], tolerance=1e-4)
+    assert list(trace(flipped, "max diff").marker.color) == [OKABE_ITO["vermillion"]]
+
+
+def test_refcount_pool_figure_prints_ref_counts_and_outlines_shared():
+    """Block 5 held by A, B and C shows "3" and is outlined with three holder dots; a cached free block shows ♻;
+    a copy-on-write pair is outlined and joined by an arrow."""
+    tables = {0: [5, 1], 1: [5, 2], 2: [5]}
+    refs = [0] * 8
+    for t in tables.values():
+        for b in t:
+            refs[b] += 1
+    fig = refcount_pool_figure(8, 4, tables, {0: 6, 1: 5, 2: 4}, refs, cached=[5, 6], copies=[(1, 2)], cols=4)
+    blocks = trace(fig, "blocks")
+    assert blocks.text[5] == "<b>3</b>" and blocks.text[1] == "<b>1</b>"
+    assert blocks.text[6] == "♻" and blocks.marker.color[6] == CACHED_FREE_COLOR
+    assert blocks.text[7] == "" and blocks.marker.color[7] == FREE_COLOR
+    assert blocks.marker.color[5] == seq_color(0), "a shared block takes its first holder's colour"
+    assert "ref count 3" in blocks.hovertext[5] and "C (logical block 0)" in blocks.hovertext[5]
+    assert list(trace(fig, "shared").customdata) == [5]
+    assert list(trace(fig, "holders").marker.color) == [seq_color(0), seq_color(1), seq_color(2)]
+    assert list(trace(fig, "copy-on-write").customdata) == [1, 2]
+    (arrow,) = fig.layout.annotations
+    assert (arrow.ax, arrow.ay, arrow.x, arrow.y) == (1, 0, 2, 0) and arrow.arrowcolor == COPY_COLOR
+    assert list(trace(fig, "block ids").text) == [str(b) for b in range(8)]
+
+
+def test_hits_figure_splits_hits_and_computed():
+    fig = hits_figure([(2, 1, [9, 4, 7], [True, True, False]), (1, 0, [9, 4, 3], [False, False, False])])
+    hit, miss = trace(fig, "hit"), trace(fig, "computed")
+    assert list(hit.text) == ["9", "4"] and list(hit.y) == [0, 0] and hit.marker.color == HIT_COLOR
+    assert list(miss.text) == ["7", "9", "4", "3"] and miss.marker.color == MISS_COLOR
+    assert list(fig.layout.yaxis.ticktext) == ["B · step 2", "A · step 1"]
+
+
+def test_memory_figure_shades_the_saving():
+    fig = memory_figure([0, 1, 2], [0, 10, 12], [0, 10, 20], 64, held_name="held", without_name="tables")
+    assert list(trace(fig, "held").y) == [0, 10, 12] and trace(fig, "held").fill == "tonexty"
+    assert list(trace(fig, "tables").y) == [0, 10, 20] and list(trace(fig, "num_blocks").y) == [64, 64]
