@@ -1,0 +1,168 @@
+"""Page 4 · Engine (several keys are reused by page 6 · Sharing as "engine.<key>")."""
+
+STRINGS = {
+    "title": {"en": "4 · Engine", "zh": "4 · Engine"},
+    "intro": {
+        "en": ("The whole mini vLLM on the shipped tiny Llama, one step at a time: the Scheduler picks who runs "
+               "(prefill or decode) within its budgets, the Block Manager hands out blocks, the model runner builds "
+               "the slot_mapping and block tables, PagedAttention writes and reads K/V through them, and the sampler "
+               "picks each next token. A contiguous-cache twin runs the same steps, so every token can be checked."),
+        "zh": ("在自带的 tiny Llama 上一步一步运行整个 mini vLLM：Scheduler 在预算内决定谁运行（prefill 或 decode），"
+               "Block Manager 分配 block，model runner 构造 slot_mapping 和 block table，PagedAttention 通过它们写入和"
+               "读取 K/V，sampler 选出下一个 token。一个使用连续 cache 的孪生引擎执行同样的步骤，每个 token 都可以核对。"),
+    },
+    "err_model": {"en": "The shipped model could not be loaded: {detail}",
+                  "zh": "无法加载自带的模型：{detail}"},
+    "fix_model": {"en": "Train it once with `python -m paged.model.train` (about 10 minutes on a CPU), then reload.",
+                  "zh": "先运行一次 `python -m paged.model.train` 训练模型（CPU 上约 10 分钟），然后刷新页面。"},
+    "scenario": {"en": "Scenario", "zh": "场景"},
+    "scenario_placeholder": {"en": "Load a scenario…", "zh": "加载一个场景…"},
+    "scenario_three": {"en": "Three prompts (default)", "zh": "三个 prompt（默认）"},
+    "scenario_tiny_pool": {"en": "Tiny pool: preemption and recompute", "zh": "很小的 pool：抢占与重算"},
+    "scenario_empty": {"en": "Empty: add your own requests", "zh": "空：自己添加请求"},
+    "watermark": {"en": "watermark (fraction of blocks kept free at admission)",
+                  "zh": "watermark（接纳新请求时保留的空闲 block 比例）"},
+    "max_num_batched_tokens": {"en": "max_num_batched_tokens (tokens per step)",
+                               "zh": "max_num_batched_tokens（每步最多 token 数）"},
+    "max_num_seqs": {"en": "max_num_seqs (sequences running at once)", "zh": "max_num_seqs（同时运行的 sequence 数）"},
+    "restarted": {"en": "Settings changed: the same requests start again from step 0.",
+                  "zh": "设置已更改：同样的请求从第 0 步重新开始。"},
+    # request errors: err_<code> / fix_<code> (codes from paged.engine_demo.RequestError)
+    "err_empty": {"en": "The prompt is empty.", "zh": "prompt 是空的。"},
+    "fix_empty": {"en": "Type some text, or pick a preset prompt.", "zh": "输入一些文字，或选择一个预设 prompt。"},
+    "err_too_long": {"en": "The prompt has {chars} characters; this page takes at most {max_chars}.",
+                     "zh": "prompt 有 {chars} 个字符；本页最多接受 {max_chars} 个。"},
+    "fix_too_long": {"en": "Shorten the prompt to {max_chars} characters or fewer.",
+                     "zh": "把 prompt 缩短到 {max_chars} 个字符以内。"},
+    "err_rejected": {"en": "The engine refused this request: {message}", "zh": "引擎拒绝了这个请求：{message}"},
+    "fix_rejected": {"en": "Do what the message says: raise num_blocks or max_num_batched_tokens, or lower max_tokens "
+                           "or the prompt length.",
+                     "zh": "按消息提示操作：调大 num_blocks 或 max_num_batched_tokens，或减小 max_tokens 或 prompt 长度。"},
+    "err_too_many": {"en": "This page keeps at most {max_requests} requests.", "zh": "本页最多保留 {max_requests} 个请求。"},
+    "fix_too_many": {"en": "Press Reset or load a scenario to start over.", "zh": "点击“重置”或加载一个场景重新开始。"},
+    # a new request
+    "add_header": {"en": "Add a request", "zh": "添加请求"},
+    "preset": {"en": "Preset prompt", "zh": "预设 prompt"},
+    "preset_recall_fox": {"en": "recall: the quick brown fox", "zh": "复述：the quick brown fox"},
+    "preset_recall_paged": {"en": "recall: PagedAttention", "zh": "复述：PagedAttention"},
+    "preset_recall_code": {"en": "recall: a line of code", "zh": "复述：一行代码"},
+    "preset_count": {"en": "continue: counting", "zh": "续写：数数"},
+    "preset_alphabet": {"en": "continue: the alphabet", "zh": "续写：字母表"},
+    "prompt": {"en": "Prompt", "zh": "Prompt"},
+    "task": {"en": "Task", "zh": "任务"},
+    "task_recall": {"en": "recall", "zh": "复述"},
+    "task_continue": {"en": "continue", "zh": "续写"},
+    "task_help": {
+        "en": ("The shipped model was trained on two things: recall (BOS text SEP → it copies the text, then stops "
+               "with EOS) and simple continuations (counting, alphabets). Other text gives odd but harmless output."),
+        "zh": ("自带模型只训练了两件事：复述（BOS 文本 SEP → 复制文本，然后以 EOS 结束）和简单的续写（数数、字母表）。"
+               "其他文本会得到奇怪但无害的输出。"),
+    },
+    "max_tokens": {"en": "max_tokens", "zh": "max_tokens"},
+    "temperature": {"en": "temperature (0 = greedy)", "zh": "temperature（0 = 贪心）"},
+    "seed": {"en": "seed (sampling)", "zh": "seed（采样）"},
+    "add": {"en": "Add request", "zh": "添加请求"},
+    "added": {"en": "Request {seq} joined the waiting queue.", "zh": "请求 {seq} 进入了等待队列。"},
+    # actions
+    "step": {"en": "Step", "zh": "单步"},
+    "run": {"en": "Run to end", "zh": "运行到结束"},
+    "running": {"en": "Stepping both twins…", "zh": "两个孪生引擎运行中…"},
+    "step_count": {"en": "**{steps}** steps run.", "zh": "已运行 **{steps}** 步。"},
+    "no_step_yet": {"en": "No step yet: the requests wait in the queue. Press “Step”.",
+                    "zh": "还没有运行任何一步：请求在队列中等待。点击“单步”。"},
+    "step_info": {"en": "**Step {step} · {phase}.** Why: {reason}.", "zh": "**第 {step} 步 · {phase}。** 原因：{reason}。"},
+    "budget_tokens": {"en": "tokens fed / budget", "zh": "输入 token / 上限"},
+    "budget_seqs": {"en": "sequences run / budget", "zh": "运行的 sequence / 上限"},
+    "budget_blocks": {"en": "free blocks / pool", "zh": "空闲 block / pool"},
+    "step_time": {"en": "step time (paged)", "zh": "单步耗时（paged）"},
+    "preempted_msg": {
+        "en": ("Preempted by recompute: {seqs}. The pool had no free block for every running sequence's next "
+               "token, so the newest sequence gave all its blocks back and returned to the front of the waiting "
+               "queue; its cached_token_count is 0 until a later prefill recomputes prompt + generated tokens."),
+        "zh": ("被抢占（recompute）：{seqs}。pool 中没有足够的空闲 block 给每个运行中的 sequence 写下一个 token，所以最新的 "
+               "sequence 归还了它全部的 block，回到等待队列的最前面；它的 cached_token_count 变为 0，直到之后的 prefill "
+               "重新计算 prompt 和已生成的 token。"),
+    },
+    "finished_msg": {"en": "Finished: {seqs}. Their blocks went back to the free list.",
+                     "zh": "已结束：{seqs}。它们的 block 回到了 free list。"},
+    "pending": {"en": "{count} request(s) will arrive after step(s) {steps}.",
+                "zh": "{count} 个请求将在第 {steps} 步之后到达。"},
+    "all_done": {"en": "Every request has finished. Add a request, press Reset, or load a scenario.",
+                 "zh": "所有请求都已完成。可以添加请求、点击“重置”或加载场景。"},
+    # figures
+    "queues_title": {"en": "The Scheduler's queues (outlined: scheduled this step; ring: preempted)",
+                     "zh": "Scheduler 的队列（粗框：本步被调度；圆环：被抢占）"},
+    "lane_waiting": {"en": "waiting", "zh": "waiting"},
+    "lane_running": {"en": "running", "zh": "running"},
+    "lane_finished": {"en": "finished", "zh": "finished"},
+    "queues_notice": {
+        "en": ("A step is either prefill (waiting prompts, first come first served, while they fit the token, "
+               "sequence and block budgets) or decode (one token for every running sequence). Prefill goes first "
+               "whenever a waiting prompt fits."),
+        "zh": ("每一步要么是 prefill（按先来先服务处理等待中的 prompt，直到超出 token、sequence 或 block 预算），要么是 "
+               "decode（每个运行中的 sequence 生成一个 token）。只要有等待的 prompt 放得下，就先做 prefill。"),
+    },
+    "pool_title": {"en": "Physical pool: {free} of {num_blocks} blocks free (cell = sequence + token_index)",
+                   "zh": "Physical pool：{num_blocks} 个 block 中有 {free} 个空闲（格子 = sequence + token_index）"},
+    "pool_notice": {
+        "en": ("Outlined cells are the slots written this step. A sequence's blocks are scattered over the pool, "
+               "and a new one is taken only when its last block is full; pale cells are reserved but not written."),
+        "zh": ("加粗边框的格子是本步写入的 slot。一个 sequence 的 block 分散在 pool 中，只有最后一个 block 写满时才会取新 "
+               "block；浅色格子是已预留但尚未写入的 slot。"),
+    },
+    "slots_title": {"en": "This step's slot_mapping ({phase}): one cell per fed token, the slot it is written to",
+                    "zh": "本步的 slot_mapping（{phase}）：每个输入 token 一格，格中是它写入的 slot"},
+    "slots_notice": {
+        "en": ("Prefill feeds the whole prompt (after a preemption: prompt + generated tokens); decode feeds one "
+               "token per sequence, at position cached_token_count. slot = physical_block_id × block_size + "
+               "block_offset."),
+        "zh": ("prefill 输入整个 prompt（被抢占后：prompt 加已生成的 token）；decode 每个 sequence 只输入一个 token，"
+               "位置是 cached_token_count。slot = physical_block_id × block_size + block_offset。"),
+    },
+    "tables_title": {"en": "block_table before → after this step (new blocks in bold)",
+                     "zh": "本步前后的 block_table（新 block 加粗）"},
+    "no_tables": {"en": "No sequence held blocks this step.", "zh": "本步没有 sequence 持有 block。"},
+    "tables_notice": {
+        "en": "A table grows by one block only when a decode crosses a block boundary; — means the sequence gave its "
+              "blocks back (finished or preempted).",
+        "zh": "只有 decode 跨过 block 边界时，block table 才会增加一个 block；— 表示该 sequence 归还了 block（结束或被抢占）。",
+    },
+    "col_seq": {"en": "sequence", "zh": "sequence"},
+    "col_before": {"en": "before", "zh": "之前"},
+    "col_after": {"en": "after", "zh": "之后"},
+    "text_header": {"en": "The text as it grows", "zh": "逐步生成的文本"},
+    "col_prompt": {"en": "prompt", "zh": "prompt"},
+    "col_output": {"en": "output so far", "zh": "目前的输出"},
+    "col_newest": {"en": "this step's token", "zh": "本步的 token"},
+    "col_status": {"en": "status", "zh": "状态"},
+    "col_generated": {"en": "generated", "zh": "已生成"},
+    "col_preemptions": {"en": "preemptions", "zh": "被抢占次数"},
+    "no_requests": {"en": "No requests yet: add one above or load a scenario.",
+                    "zh": "还没有请求：在上方添加一个，或加载一个场景。"},
+    "cache_title": {"en": "cached_token_count (dots) against the rule prompt_len + generated − 1 (dotted line)",
+                    "zh": "cached_token_count（圆点）与规则 prompt_len + generated − 1（虚线）"},
+    "rule_name": {"en": "prompt_len + generated − 1", "zh": "prompt_len + generated − 1"},
+    "axis_step": {"en": "step", "zh": "步"},
+    "axis_tokens": {"en": "tokens", "zh": "token 数"},
+    "cache_notice": {
+        "en": ("After every step that ran a sequence, its dots sit on its dotted line: the newest token is known but "
+               "not yet cached, so cached_token_count = prompt_len + generated − 1. A preempted sequence drops to 0 "
+               "and rejoins the line at its recompute."),
+        "zh": ("每次运行过某个 sequence 之后，它的圆点都落在虚线上：最新的 token 已知但还没有写入 cache，所以 "
+               "cached_token_count = prompt_len + generated − 1。被抢占的 sequence 降到 0，重算之后回到虚线上。"),
+    },
+    "twins_header": {"en": "Paged vs contiguous twin, token by token", "zh": "paged 与连续 cache 孪生引擎逐 token 对比"},
+    "twins_ok": {"en": "✔ The twins agree: same schedule and same tokens at every step; max |Δlogits| = {worst} "
+                       "(tolerance {tol}).",
+                 "zh": "✔ 两个孪生引擎一致：每一步调度相同、token 相同；最大 |Δlogits| = {worst}（容差 {tol}）。"},
+    "twins_bad": {"en": "✗ The twins differ: max |Δlogits| = {worst} (tolerance {tol}) or a token / schedule differs.",
+                  "zh": "✗ 两个孪生引擎不一致：最大 |Δlogits| = {worst}（容差 {tol}），或某个 token / 调度不同。"},
+    "twins_title": {"en": "max |paged − contiguous| logits per step", "zh": "每一步 paged 与连续 cache 的最大 logits 差"},
+    "twins_none": {"en": "Run a step to compare the twins.", "zh": "运行一步以对比两个孪生引擎。"},
+    "twins_notice": {
+        "en": ("The contiguous twin keeps each sequence's K/V in one array, with the same scheduler decisions. Only "
+               "where K/V live differs, so the logits agree to float rounding (~1e-7) and the tokens are identical."),
+        "zh": ("连续 cache 孪生引擎把每个 sequence 的 K/V 存在一个数组中，调度决策完全相同。只有 K/V 的存放位置不同，"
+               "所以 logits 只差浮点舍入（约 1e-7），token 完全相同。"),
+    },
+}
