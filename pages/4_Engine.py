@@ -1,0 +1,237 @@
+"""4 · Engine: the mini vLLM on the shipped model, one step at a time, with its contiguous twin alongside."""
+
+import streamlit as st
+
+import ui
+from paged.engine_demo import (ENGINE_SCENARIOS, MAX_PROMPT_CHARS, MAX_STEPS, PROMPT_PRESETS, TASKS, TOLERANCE,
+                               DemoConfig, EngineDemo, RequestError, RequestSpec, decode_requests, encode_requests,
+                               table_changes)
+from paged.kv_cache import default_device
+from paged.model import load_model
+from paged.viz.colors import seq_label
+from paged.viz.engine import cache_rule_figure, queues_figure, slot_mapping_figure, twin_diff_figure
+from paged.viz.pool import pool_figure
+
+ctx = ui.setup_page("engine", icon="🚂")
+knobs = ui.Knobs("engine")
+st.title(ctx.t("title"))
+st.caption(ctx.t("intro"))
+
+
+@st.cache_resource(show_spinner=False)
+def shipped_model():
+    """The shipped tiny Llama and its tokenizer, loaded once per process (read-only)."""
+    return load_model(device=default_device())
+
+
+try:
+    model, tokenizer = shipped_model()
+except (FileNotFoundError, ValueError) as err:
+    ui.stop_with_error(ctx, ctx.t("err_model", detail=str(err)), ctx.t("fix_model"))
+
+CONFIG_KNOBS = ("block_size", "num_blocks", "watermark", "max_num_batched_tokens", "max_num_seqs")
+
+
+def load_scenario() -> None:
+    """Scenario menu callback: its knobs into the widgets, its requests into the next replay."""
+    name = st.session_state.get("engine.scenario")
+    if name is None:
+        return
+    scenario = ENGINE_SCENARIOS[name]
+    for field in CONFIG_KNOBS:
+        st.session_state[knobs.key(field)] = getattr(scenario.config, field)
+    st.session_state["engine.load"] = list(scenario.requests)
+    st.session_state["engine.scenario"] = None
+
+
+with st.sidebar:
+    st.header(ctx.t("common.settings"))
+    st.selectbox(ctx.t("scenario"), list(ENGINE_SCENARIOS), index=None, key="engine.scenario",
+                 placeholder=ctx.t("scenario_placeholder"), format_func=lambda n: ctx.t(f"scenario_{n}"),
+                 on_change=load_scenario)
+    d = DemoConfig()
+    block_size = knobs.select(ctx.t("common.block_size"), "block_size", d.block_size, [1, 2, 4, 8, 16, 32])
+    num_blocks = knobs.slider(ctx.t("common.num_blocks"), "num_blocks", d.num_blocks, 4, 256)
+    watermark = knobs.select(ctx.t("watermark"), "watermark", d.watermark, [0.0, 0.01, 0.05, 0.1, 0.2])
+    max_tokens_step = knobs.select(ctx.t("max_num_batched_tokens"), "max_num_batched_tokens",
+                                   d.max_num_batched_tokens, [64, 128, 256, 512, 1024, 2048])
+    max_num_seqs = knobs.slider(ctx.t("max_num_seqs"), "max_num_seqs", d.max_num_seqs, 1, 16)
+    ui.device_badge(ctx, "float32")
+
+config = DemoConfig(block_size, num_blocks, watermark, max_tokens_step, max_num_seqs)
+
+
+def replay(specs: list[RequestSpec], steps: int) -> EngineDemo:
+    new = EngineDemo.replay(config, specs, steps, model, tokenizer)
+    st.session_state["engine.demo"] = new
+    return new
+
+
+demo: EngineDemo | None = st.session_state.get("engine.demo")
+if "engine.load" in st.session_state:  # a scenario was picked
+    demo = replay(st.session_state.pop("engine.load"), 0)
+elif demo is None:  # first visit of the session: the URL's requests and step, else the default scenario
+    url_specs = decode_requests(ui.read_param("reqs", ui.text_max(4000), ""))
+    specs = url_specs if url_specs is not None else list(ENGINE_SCENARIOS["three"].requests)
+    demo = replay(specs, ui.read_param("steps", ui.int_in(0, MAX_STEPS), 0))
+elif demo.config != config:  # a changed setting replays the same requests from step 0
+    demo = replay(demo.all_specs(), 0)
+    st.toast(ctx.t("restarted"), icon="🔁")
+
+
+def show_request_error(err: RequestError) -> None:
+    ui.show_error(ctx, ctx.t(f"err_{err.code}", message=str(err), **err.detail),
+                  ctx.t(f"fix_{err.code}", **err.detail))
+
+
+# --- a new request ------------------------------------------------------------------------------------------------
+def use_preset() -> None:
+    task, text = PROMPT_PRESETS[st.session_state["engine.preset"]]
+    st.session_state["engine.new_text"], st.session_state["engine.new_task"] = text, task
+
+
+with st.expander(ctx.t("add_header"), expanded=not demo.all_specs()):
+    c1, c2, c3 = st.columns([1.2, 3, 1.2])
+    c1.selectbox(ctx.t("preset"), list(PROMPT_PRESETS), key="engine.preset", on_change=use_preset,
+                 format_func=lambda n: ctx.t(f"preset_{n}"))
+    st.session_state.setdefault("engine.new_task", PROMPT_PRESETS["recall_fox"][0])
+    st.session_state.setdefault("engine.new_text", PROMPT_PRESETS["recall_fox"][1])
+    text = c2.text_input(ctx.t("prompt"), max_chars=MAX_PROMPT_CHARS, key="engine.new_text")
+    task = c3.radio(ctx.t("task"), TASKS, key="engine.new_task", format_func=lambda k: ctx.t(f"task_{k}"),
+                    horizontal=True)
+    c1, c2, c3, c4 = st.columns([2, 2, 1, 1.2], vertical_alignment="bottom")
+    max_tokens = c1.slider(ctx.t("max_tokens"), 1, 128, 64, key="engine.new_max_tokens")
+    temperature = c2.slider(ctx.t("temperature"), 0.0, 2.0, 0.0, 0.1, key="engine.new_temperature")
+    seed = c3.number_input(ctx.t("seed"), 0, 9999, 0, key="engine.new_seed")
+    if c4.button(ctx.t("add"), key="engine.add", icon=":material/add:"):
+        spec = RequestSpec(text, task, int(max_tokens), float(temperature), int(seed), 1, len(demo.steps))
+        try:
+            rid = demo.add(spec)
+            st.success(ctx.t("added", seq=seq_label(rid)), icon="➕")
+        except RequestError as err:
+            show_request_error(err)
+    st.caption(ctx.t("task_help"))
+
+# --- actions (callbacks: they run before the page is drawn, so every widget below sees the new state) ----------
+def do_step() -> None:
+    st.session_state["engine.demo"].step()
+
+
+def do_run() -> None:
+    with st.spinner(ctx.t("running")):
+        st.session_state["engine.demo"].run_to_end()
+
+
+def do_reset() -> None:
+    st.session_state["engine.load"] = st.session_state["engine.demo"].all_specs()
+
+
+a1, a2, a3, a4 = st.columns([1, 1.3, 1, 3], vertical_alignment="center")
+a1.button(ctx.t("step"), key="engine.step", type="primary", icon=":material/skip_next:", on_click=do_step,
+          disabled=not demo.can_step())
+a2.button(ctx.t("run"), key="engine.run", icon=":material/fast_forward:", on_click=do_run,
+          disabled=not demo.can_step())
+a3.button(ctx.t("common.reset"), key="engine.reset", icon=":material/restart_alt:", on_click=do_reset)
+a4.markdown(ctx.t("step_count", steps=len(demo.steps)) + " · " + ctx.t("common.share_hint"))
+knobs.sync_url(ctx.lang, reqs=encode_requests(demo.all_specs()), steps=len(demo.steps))
+
+for spec, err in demo.rejected:
+    show_request_error(err)
+
+# --- the scheduler's decision -------------------------------------------------------------------------------------
+last = demo.last
+trace = last.paged if last else None
+waiting, running, finished = demo.queues()
+if trace is None:
+    st.info(ctx.t("no_step_yet"), icon="🏁")
+else:
+    st.info(ctx.t("step_info", step=len(demo.steps), phase=trace.phase, reason=trace.reason), icon="🧭")
+    m1, m2, m3, m4 = st.columns(4)
+    m1.metric(ctx.t("budget_tokens"), f"{len(trace.slot_mapping)} / {config.max_num_batched_tokens}",
+              help="max_num_batched_tokens")
+    m2.metric(ctx.t("budget_seqs"), f"{len(trace.scheduled)} / {config.max_num_seqs}", help="max_num_seqs")
+    m3.metric(ctx.t("budget_blocks"), f"{trace.num_free_blocks} / {trace.num_blocks}", help="num_blocks")
+    m4.metric(ctx.t("step_time"), f"{trace.elapsed_ms:.1f} ms")
+    labels = lambda ids: ", ".join(seq_label(s) for s in ids)  # noqa: E731
+    if trace.preempted:
+        st.warning(ctx.t("preempted_msg", seqs=labels(trace.preempted)), icon="♻️")
+    if trace.finished:
+        st.success(ctx.t("finished_msg", seqs=labels(trace.finished)), icon="🏁")
+if demo.pending:
+    st.caption(ctx.t("pending", count=len(demo.pending), steps=", ".join(str(s.at_step) for s in demo.pending)))
+if not demo.can_step() and demo.steps:
+    st.caption(ctx.t("all_done"))
+
+fig_col, note_col = st.columns([3, 1])
+ui.show_figure(queues_figure(waiting, running, finished, trace.preempted if trace else (),
+                             trace.scheduled if trace else (), title=ctx.t("queues_title"),
+                             lane_names=[ctx.t("lane_waiting"), ctx.t("lane_running"), ctx.t("lane_finished")]),
+               "engine.queues", where=fig_col)
+ui.notice(ctx, ctx.t("queues_notice"), where=note_col)
+
+# --- this step's addresses ----------------------------------------------------------------------------------------
+bm = demo.engine.block_manager
+lens = {sid: demo.engine.sequences[sid].cached_token_count for sid in bm.tables}
+pool = pool_figure(bm.num_blocks, bm.block_size, bm.tables, lens, highlight=trace.slot_mapping if trace else [],
+                   title=ctx.t("pool_title", free=bm.num_free_blocks, num_blocks=bm.num_blocks))
+fig_col, note_col = st.columns([3, 1])
+ui.show_figure(pool, "engine.pool", where=fig_col)
+ui.notice(ctx, ctx.t("pool_notice"), where=note_col)
+
+if trace is not None and trace.seqs:
+    entries = [(s.seq_id, s.positions, s.slots) for s in trace.seqs if s.slots]
+    fig_col, note_col = st.columns([3, 1])
+    ui.show_figure(slot_mapping_figure(entries, bm.block_size, title=ctx.t("slots_title", phase=trace.phase)),
+                   "engine.slots", where=fig_col)
+    ui.notice(ctx, ctx.t("slots_notice"), where=note_col)
+if trace is not None:
+    changes = table_changes(trace.block_tables_before, trace.block_tables_after)
+    bold = lambda table, new: "[" + ", ".join(f"**{b}**" if b in new else str(b) for b in table) + "]"  # noqa: E731
+    lines = [f"| {ctx.t('col_seq')} | {ctx.t('col_before')} | {ctx.t('col_after')} |", "|---|---|---|"]
+    lines += [f"| {seq_label(sid)} | {before} | {bold(after, new) if after else '—'} |"
+              for sid, before, after, new in changes]
+    table_col, note_col = st.columns([3, 1])
+    table_col.markdown(f"**{ctx.t('tables_title')}**")
+    table_col.markdown("\n".join(lines) if changes else ctx.t("no_tables"))
+    ui.notice(ctx, ctx.t("tables_notice"), where=note_col)
+
+# --- text and the state rule --------------------------------------------------------------------------------------
+st.subheader(ctx.t("text_header"))
+newest = {s.seq_id: s.text_out for s in trace.seqs} if trace else {}
+rows = [{ctx.t("col_seq"): seq_label(r.seq_id), ctx.t("col_prompt"): r.prompt, ctx.t("col_output"): r.text,
+         ctx.t("col_newest"): repr(newest[r.seq_id]) if r.seq_id in newest else "",
+         ctx.t("col_status"): r.status + (f" ({r.finish_reason})" if r.finish_reason else ""),
+         "cached_token_count": r.cached_token_count, ctx.t("col_generated"): r.generated_len,
+         ctx.t("col_preemptions"): r.preemptions} for r in demo.rows()]
+if rows:
+    st.dataframe(rows, hide_index=True, key="engine.text", on_select="ignore", column_config={
+        ctx.t("col_prompt"): st.column_config.TextColumn(width="medium"),
+        ctx.t("col_output"): st.column_config.TextColumn(width="medium")})
+else:
+    st.info(ctx.t("no_requests"))
+
+series = demo.cache_series()
+if series:
+    fig_col, note_col = st.columns([3, 1])
+    ui.show_figure(cache_rule_figure(series, ctx.t("cache_title"), rule_name=ctx.t("rule_name"),
+                                     x_title=ctx.t("axis_step"), y_title=ctx.t("axis_tokens")),
+                   "engine.cache", where=fig_col)
+    ui.notice(ctx, ctx.t("cache_notice"), where=note_col)
+
+# --- the twins ----------------------------------------------------------------------------------------------------
+st.subheader(ctx.t("twins_header"))
+worst, agree = demo.twin_summary()
+verdict = agree and worst <= TOLERANCE
+fig_col, note_col = st.columns([3, 1])
+if demo.steps:
+    fig_col.markdown(ctx.t("twins_ok" if verdict else "twins_bad", worst=f"{worst:.2e}", tol=f"{TOLERANCE:.0e}"))
+    steps = list(range(1, len(demo.steps) + 1))
+    ui.show_figure(twin_diff_figure(steps, [s.max_diff for s in demo.steps],
+                                    [all(s.same_tokens.values()) and s.same_schedule for s in demo.steps],
+                                    TOLERANCE, ctx.t("twins_title"), x_title=ctx.t("axis_step")),
+                   "engine.twins", where=fig_col)
+else:
+    fig_col.info(ctx.t("twins_none"))
+ui.notice(ctx, ctx.t("twins_notice"), where=note_col)
+
+ui.export_button(ctx, demo.trace(), "engine_trace.json", key="engine.export")

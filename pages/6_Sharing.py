@@ -1,0 +1,204 @@
+"""6 · Sharing: prefix caching and parallel sampling share physical blocks through reference counts."""
+
+import streamlit as st
+
+import ui
+from paged.engine_demo import (MAX_PROMPT_CHARS, MAX_STEPS, SHARING_SCENARIOS, TASKS, TOLERANCE, DemoConfig,
+                               EngineDemo, RequestError, RequestSpec, decode_requests, encode_requests)
+from paged.kv_cache import default_device
+from paged.model import load_model
+from paged.viz.colors import seq_label
+from paged.viz.sharing import hits_figure, memory_figure, refcount_pool_figure
+
+ctx = ui.setup_page("sharing", icon="🔗")
+knobs = ui.Knobs("sharing")
+st.title(ctx.t("title"))
+st.caption(ctx.t("intro"))
+
+
+@st.cache_resource(show_spinner=False)
+def shipped_model():
+    """The shipped tiny Llama and its tokenizer, loaded once per process (read-only)."""
+    return load_model(device=default_device())
+
+
+try:
+    model, tokenizer = shipped_model()
+except (FileNotFoundError, ValueError) as err:
+    ui.stop_with_error(ctx, ctx.t("engine.err_model", detail=str(err)), ctx.t("engine.fix_model"))
+
+
+def load_scenario() -> None:
+    """Scenario menu callback: its knobs into the widgets, its requests into the next replay."""
+    name = st.session_state.get("sharing.scenario")
+    if name is None:
+        return
+    scenario = SHARING_SCENARIOS[name]
+    for field in ("block_size", "num_blocks"):
+        st.session_state[knobs.key(field)] = getattr(scenario.config, field)
+    st.session_state["sharing.load"] = list(scenario.requests)
+    st.session_state["sharing.scenario"] = None
+
+
+DEFAULT = SHARING_SCENARIOS["prefix"]
+with st.sidebar:
+    st.header(ctx.t("common.settings"))
+    st.selectbox(ctx.t("engine.scenario"), list(SHARING_SCENARIOS), index=None, key="sharing.scenario",
+                 placeholder=ctx.t("engine.scenario_placeholder"), format_func=lambda n: ctx.t(f"scenario_{n}"),
+                 on_change=load_scenario)
+    block_size = knobs.select(ctx.t("common.block_size"), "block_size", DEFAULT.config.block_size, [1, 2, 4, 8, 16])
+    num_blocks = knobs.slider(ctx.t("common.num_blocks"), "num_blocks", DEFAULT.config.num_blocks, 8, 128)
+    st.caption(ctx.t("caching_on"))
+    ui.device_badge(ctx, "float32")
+
+config = DemoConfig(block_size=block_size, num_blocks=num_blocks, enable_prefix_caching=True)
+
+
+def replay(specs: list[RequestSpec], steps: int) -> EngineDemo:
+    new = EngineDemo.replay(config, specs, steps, model, tokenizer)
+    st.session_state["sharing.demo"] = new
+    return new
+
+
+demo: EngineDemo | None = st.session_state.get("sharing.demo")
+if "sharing.load" in st.session_state:
+    demo = replay(st.session_state.pop("sharing.load"), 0)
+elif demo is None:
+    url_specs = decode_requests(ui.read_param("reqs", ui.text_max(4000), ""))
+    demo = replay(url_specs if url_specs is not None else list(DEFAULT.requests),
+                  ui.read_param("steps", ui.int_in(0, MAX_STEPS), 0))
+elif demo.config != config:
+    demo = replay(demo.all_specs(), 0)
+    st.toast(ctx.t("engine.restarted"), icon="🔁")
+
+
+def show_request_error(err: RequestError) -> None:
+    ui.show_error(ctx, ctx.t(f"engine.err_{err.code}", message=str(err), **err.detail),
+                  ctx.t(f"engine.fix_{err.code}", **err.detail))
+
+
+# --- a new request ------------------------------------------------------------------------------------------------
+with st.expander(ctx.t("engine.add_header")):
+    c1, c2 = st.columns([4, 1.2])
+    st.session_state.setdefault("sharing.new_text", SHARING_SCENARIOS["prefix"].requests[0].prompt)
+    text = c1.text_input(ctx.t("engine.prompt"), max_chars=MAX_PROMPT_CHARS, key="sharing.new_text")
+    task = c2.radio(ctx.t("engine.task"), TASKS, key="sharing.new_task", horizontal=True,
+                    format_func=lambda k: ctx.t(f"engine.task_{k}"))
+    c1, c2, c3, c4, c5 = st.columns([2, 2, 1, 1, 1.2], vertical_alignment="bottom")
+    max_tokens = c1.slider(ctx.t("engine.max_tokens"), 1, 128, 32, key="sharing.new_max_tokens")
+    temperature = c2.slider(ctx.t("engine.temperature"), 0.0, 2.0, 0.8, 0.1, key="sharing.new_temperature")
+    seed = c3.number_input(ctx.t("engine.seed"), 0, 9999, 0, key="sharing.new_seed")
+    n = c4.number_input(ctx.t("n"), 1, 4, 1, key="sharing.new_n")
+    if c5.button(ctx.t("engine.add"), key="sharing.add", icon=":material/add:"):
+        try:
+            rid = demo.add(RequestSpec(text, task, int(max_tokens), float(temperature), int(seed), int(n),
+                                       len(demo.steps)))
+            st.success(ctx.t("engine.added", seq=seq_label(rid)), icon="➕")
+        except RequestError as err:
+            show_request_error(err)
+
+# --- actions (callbacks: they run before the page is drawn, so every widget below sees the new state) ----------
+def do_step() -> None:
+    st.session_state["sharing.demo"].step()
+
+
+def do_run() -> None:
+    with st.spinner(ctx.t("engine.running")):
+        st.session_state["sharing.demo"].run_to_end()
+
+
+def do_reset() -> None:
+    st.session_state["sharing.load"] = st.session_state["sharing.demo"].all_specs()
+
+
+a1, a2, a3, a4 = st.columns([1, 1.3, 1, 3], vertical_alignment="center")
+a1.button(ctx.t("engine.step"), key="sharing.step", type="primary", icon=":material/skip_next:", on_click=do_step,
+          disabled=not demo.can_step())
+a2.button(ctx.t("engine.run"), key="sharing.run", icon=":material/fast_forward:", on_click=do_run,
+          disabled=not demo.can_step())
+a3.button(ctx.t("common.reset"), key="sharing.reset", icon=":material/restart_alt:", on_click=do_reset)
+a4.markdown(ctx.t("engine.step_count", steps=len(demo.steps)) + " · " + ctx.t("common.share_hint"))
+knobs.sync_url(ctx.lang, reqs=encode_requests(demo.all_specs()), steps=len(demo.steps))
+
+for spec, err in demo.rejected:
+    show_request_error(err)
+
+# --- what this step shared ----------------------------------------------------------------------------------------
+trace = demo.last.paged if demo.last else None
+bm = demo.engine.block_manager
+if trace is None:
+    st.info(ctx.t("no_step_yet"), icon="🏁")
+else:
+    st.info(ctx.t("engine.step_info", step=len(demo.steps), phase=trace.phase, reason=trace.reason), icon="🧭")
+    for a in (a for a in demo.allocations if a.step == len(demo.steps)):
+        hits = [b for b, h in zip(a.table, a.hits) if h]
+        key = "hits_msg" if hits else "miss_msg"
+        st.success(ctx.t(key, seq=seq_label(a.seq_id), hits=len(hits), blocks=len(a.table),
+                         hit_blocks=hits, computed=len(a.table) - len(hits)), icon="🎯" if hits else "🧮")
+    for parent, children in trace.forked.items():
+        st.info(ctx.t("fork_msg", seq=seq_label(parent), children=", ".join(seq_label(c) for c in children),
+                      blocks=len(bm.tables.get(parent, [])), ref=len(children) + 1), icon="🍴")
+    owner_of = {b: s for s, blocks in trace.blocks_allocated.items() for b in blocks}
+    for src, dst in trace.copies:
+        st.warning(ctx.t("cow_msg", src=src, dst=dst, seq=seq_label(owner_of[dst]) if dst in owner_of else "?"),
+                   icon="📝")
+
+held, in_tables = bm.num_used_blocks, sum(bm.ref_counts)
+m1, m2, m3, m4 = st.columns(4)
+m1.metric(ctx.t("metric_held"), held)
+m2.metric(ctx.t("metric_tables"), in_tables)
+m3.metric(ctx.t("metric_saved"), bm.num_shared_saved())
+m4.metric(ctx.t("metric_shared"), sum(1 for c in bm.ref_counts if c > 1))
+
+lens = {sid: demo.engine.sequences[sid].cached_token_count for sid in bm.tables}
+cached = list(bm.block_hash)
+pool = refcount_pool_figure(bm.num_blocks, bm.block_size, bm.tables, lens, bm.ref_counts, cached,
+                            trace.copies if trace else (),
+                            title=ctx.t("pool_title", free=bm.num_free_blocks, num_blocks=bm.num_blocks))
+fig_col, note_col = st.columns([3, 1])
+ui.show_figure(pool, "sharing.pool", where=fig_col)
+ui.notice(ctx, ctx.t("pool_notice"), where=note_col)
+
+if demo.allocations:
+    rows = [(a.step, a.seq_id, a.table, a.hits) for a in reversed(demo.allocations)][:6]
+    fig_col, note_col = st.columns([3, 1])
+    ui.show_figure(hits_figure(rows, ctx.t("hits_title"), hit_name=ctx.t("hit"), miss_name=ctx.t("computed")),
+                   "sharing.hits", where=fig_col)
+    ui.notice(ctx, ctx.t("hits_notice"), where=note_col)
+
+# --- parallel samples ---------------------------------------------------------------------------------------------
+groups = {rid: g for rid, g in demo.engine.groups.items() if len(g) > 1}
+for rid, group in groups.items():
+    st.subheader(ctx.t("samples_header", seq=seq_label(rid), n=len(group)))
+    for col, seq in zip(st.columns(len(group)), group):
+        with col.container(border=True):
+            st.markdown(ctx.t("sample_title", seq=seq_label(seq.seq_id), i=seq.extra.get("sample_index", 0)))
+            st.code(tokenizer.decode(seq.generated_token_ids) or " ", language=None, wrap_lines=True)
+            st.caption(ctx.t("sample_caption", table=list(seq.block_table) or "—", status=seq.status.value))
+
+fig_col, note_col = st.columns([3, 1])
+hist = demo.history
+ui.show_figure(memory_figure([h.step for h in hist], [h.held_blocks for h in hist], [h.table_blocks for h in hist],
+                             bm.num_blocks, ctx.t("memory_title"), held_name=ctx.t("held_name"),
+                             without_name=ctx.t("without_name"), x_title=ctx.t("engine.axis_step"),
+                             y_title=ctx.t("axis_blocks")), "sharing.memory", where=fig_col)
+ui.notice(ctx, ctx.t("memory_notice"), where=note_col)
+
+# --- every sequence and the twin check ----------------------------------------------------------------------------
+st.subheader(ctx.t("engine.text_header"))
+rows = [{ctx.t("engine.col_seq"): seq_label(r.seq_id), ctx.t("col_request"): seq_label(r.request_id),
+         ctx.t("engine.col_prompt"): r.prompt, ctx.t("engine.col_output"): r.text,
+         ctx.t("engine.col_status"): r.status + (f" ({r.finish_reason})" if r.finish_reason else ""),
+         "cached_token_count": r.cached_token_count, ctx.t("engine.col_generated"): r.generated_len}
+        for r in demo.rows()]
+if rows:
+    st.dataframe(rows, hide_index=True, key="sharing.text", on_select="ignore", column_config={
+        ctx.t("engine.col_prompt"): st.column_config.TextColumn(width="medium"),
+        ctx.t("engine.col_output"): st.column_config.TextColumn(width="medium")})
+worst, agree = demo.twin_summary()
+if demo.steps:
+    ok = agree and worst <= TOLERANCE
+    st.markdown(ctx.t("twins_line") + " " + ctx.t("engine.twins_ok" if ok else "engine.twins_bad",
+                                                   worst=f"{worst:.2e}", tol=f"{TOLERANCE:.0e}"))
+
+ui.export_button(ctx, demo.trace(), "sharing_trace.json", key="sharing.export")

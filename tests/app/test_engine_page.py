@@ -1,0 +1,108 @@
+"""Page 4 · Engine through AppTest: loads in 简体中文, one step is a prefill of the scheduled prompts, the twins agree,
+the tiny-pool scenario preempts, bad requests give an error box (never an exception), and the URL replays a session
+to the exact step."""
+
+from __future__ import annotations
+
+from paged.engine_demo import MAX_PROMPT_CHARS
+from paged.i18n import t
+
+from .conftest import app_test
+
+ENGINE = "pages/4_Engine.py"
+
+
+def no_exception(at) -> None:
+    assert not at.exception, [e.value for e in at.exception]
+
+
+def demo(at):
+    return at.session_state["engine.demo"]
+
+
+def test_loads_in_chinese_with_the_default_requests():
+    at = app_test(ENGINE, "zh").run()
+    no_exception(at)
+    assert not at.error, [e.value for e in at.error]
+    assert at.title[0].value == t("engine.title", "zh")
+    assert len(demo(at).requests) == 3 and not demo(at).steps
+    assert at.query_params["steps"] == "0"
+
+
+def test_one_step_is_a_prefill_then_running_to_the_end_the_twins_agree():
+    """Step 1 prefills A, B and C (named in the decision box); the URL counts the step; after "Run to end" every
+    request finished and the paged and contiguous twins agreed at every step (max |Δlogits| < 1e-4)."""
+    at = app_test(ENGINE).run()
+    at.button(key="engine.step").click().run()
+    no_exception(at)
+    last = demo(at).last.paged
+    assert last.phase == "prefill" and last.scheduled == [0, 1, 2]
+    assert any("Step 1 · prefill" in i.value and "3 waiting prompt(s)" in i.value for i in at.info)
+    assert at.query_params["steps"] == "1"
+    at.button(key="engine.run").click().run()
+    no_exception(at)
+    d = demo(at)
+    waiting, running, finished = d.queues()
+    assert not waiting and not running and finished == [0, 1, 2]
+    worst, agree = d.twin_summary()
+    assert agree and worst < 1e-4
+    assert any(m.value.startswith("✔") for m in at.markdown)
+    assert at.button(key="engine.step").disabled
+
+
+def test_tiny_pool_scenario_preempts_and_recomputes():
+    """The tiny-pool scenario sets num_blocks 20; within 40 steps some sequence is preempted (warning shown at that
+    step), and it later finishes with the same tokens as its contiguous twin."""
+    at = app_test(ENGINE).run()
+    at.selectbox(key="engine.scenario").set_value("tiny_pool").run()
+    assert at.slider(key="engine.num_blocks").value == 20
+    for _ in range(40):
+        at.button(key="engine.step").click().run()
+        if demo(at).last.paged.preempted:
+            break
+    no_exception(at)
+    assert demo(at).last.paged.preempted, "no preemption within 40 steps"
+    assert any("Preempted by recompute" in w.value for w in at.warning)
+    at.button(key="engine.run").click().run()
+    rows = demo(at).rows()
+    assert any(r.preemptions for r in rows) and all(r.status == "finished" for r in rows)
+    assert demo(at).twin_summary()[1]
+
+
+def test_bad_requests_show_errors_not_exceptions():
+    """An empty prompt, a long prompt over the step's token budget, and requests the pool can never hold: each an
+    error box with its fix, no exception, and no request added."""
+    at = app_test(ENGINE).run()
+    count = len(demo(at).all_specs())
+    at.text_input(key="engine.new_text").set_value("").run()
+    at.button(key="engine.add").click().run()
+    no_exception(at)
+    assert at.error and at.error[0].value.startswith(f"**{t('engine.err_empty', 'en')}**")
+    at.selectbox(key="engine.max_num_batched_tokens").set_value(128).run()
+    at.text_input(key="engine.new_text").set_value("x" * MAX_PROMPT_CHARS).run()  # 202 + 64 tokens > 128
+    at.button(key="engine.add").click().run()
+    no_exception(at)
+    assert at.error and "max_num_batched_tokens" in at.error[0].value and t("common.fix", "en") in at.error[0].value
+    assert len(demo(at).all_specs()) == count
+    at.slider(key="engine.num_blocks").set_value(4).run()  # now the pool is too small for every default request
+    no_exception(at)
+    assert len(at.error) == count and all("never fit" in e.value for e in at.error)
+    at.slider(key="engine.num_blocks").set_value(48).run()  # the link kept them: a big pool runs them again
+    no_exception(at)
+    assert not at.error and len(demo(at).requests) == count
+
+
+def test_query_params_replay_to_the_exact_step():
+    """A link with the requests and steps=5 lands on step 5 with the same state as clicking Step five times."""
+    at = app_test(ENGINE).run()
+    for _ in range(5):
+        at.button(key="engine.step").click().run()
+    params = dict(at.query_params)
+    assert params["steps"] == "5"
+    shared = app_test(ENGINE, params={k: v for k, v in params.items() if k != "lang"}).run()
+    no_exception(shared)
+    a, b = demo(at), demo(shared)
+    assert len(b.steps) == 5
+    assert [(r.seq_id, r.text, r.cached_token_count) for r in b.rows()] == \
+        [(r.seq_id, r.text, r.cached_token_count) for r in a.rows()]
+    assert b.last.paged.slot_mapping == a.last.paged.slot_mapping
