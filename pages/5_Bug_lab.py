@@ -175,7 +175,8 @@ step = knobs.slider(ctx.t("pool_step"), "step", faulty_run.first_bad_step() or 1
 knobs.sync_url(ctx.lang)
 
 shown = trun.steps[step]
-words = {w: ctx.t(f"w_{w}") for w in ("write", "read", "skipped", "early", "written_wrongly", "read_wrongly")}
+words = {w: ctx.t(f"w_{w}") for w in ("write", "read", "skipped", "early", "written_wrongly", "read_wrongly",
+                                       "meant", "nowhere", "padding")}  # w_padding's {seq}: filled by the figure
 writes = trun.writes_until(step)
 pool = bad_cells_figure(tscenario.num_blocks, tscenario.block_size, shown.tables, shown.context_lens, writes,
                         shown.bad_reads, title=ctx.t("pool_title", step=step), words=words)

@@ -222,6 +222,9 @@ STRINGS = {
     "w_early": {"en": "read before it was written", "zh": "在写入之前就被读取"},
     "w_written_wrongly": {"en": "written wrongly", "zh": "写错"},
     "w_read_wrongly": {"en": "read wrongly", "zh": "读错"},
+    "w_meant": {"en": "meant", "zh": "本应是"},
+    "w_nowhere": {"en": "nowhere (slot −1)", "zh": "不写入任何位置（slot −1）"},
+    "w_padding": {"en": "padding row (a copy of {seq}'s row)", "zh": "padding 行（复制自 {seq} 的那一行）"},
     "export_name": {"en": "bug lab run", "zh": "bug 实验室运行记录"},
 }
 for _fault, _info in FAULTS.items():

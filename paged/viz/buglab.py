@@ -72,20 +72,21 @@ def _cell_lines(cells, what: Mapping[str, str]) -> dict[int, list[str]]:
     lines: dict[int, list[str]] = defaultdict(list)
     for c in cells:
         who = (f"{seq_label(c.seq_id)} token {c.token_index}" if c.token_index >= 0
-               else f"padding row (copy of {seq_label(c.seq_id)})")
+               else what["padding"].format(seq=seq_label(c.seq_id)))
         if c.kind == "skipped":
             lines[c.meant].append(f"{who}: {what['skipped']} (slot {c.meant})")
         elif c.kind == "read" and c.slot == c.meant:
             lines[c.slot].append(f"{who}: {what['early']} (slot {c.slot})")
         else:
-            meant = f"slot {c.meant}" if c.meant >= 0 else "nowhere (slot -1)"
-            lines[c.slot].append(f"{who}: {what[c.kind]} slot {c.slot}, meant {meant}")
+            meant = f"slot {c.meant}" if c.meant >= 0 else what["nowhere"]
+            lines[c.slot].append(f"{who}: {what[c.kind]} slot {c.slot}, {what['meant']} {meant}")
     return lines
 
 
 DEFAULT_WORDS = {"write": "written at", "read": "read from", "skipped": "not read at all",
                  "early": "read before it was written", "written_wrongly": "written wrongly",
-                 "read_wrongly": "read wrongly"}
+                 "read_wrongly": "read wrongly", "meant": "meant", "nowhere": "nowhere (slot -1)",
+                 "padding": "padding row (a copy of {seq}'s row)"}
 
 
 def bad_cells_figure(num_blocks: int, block_size: int, tables: Mapping[int, Sequence[int]],
