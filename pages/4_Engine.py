@@ -206,7 +206,8 @@ rows = [{ctx.t("col_seq"): seq_label(r.seq_id), ctx.t("col_prompt"): r.prompt, c
 if rows:
     st.dataframe(rows, hide_index=True, key="engine.text", on_select="ignore", column_config={
         ctx.t("col_prompt"): st.column_config.TextColumn(width="medium"),
-        ctx.t("col_output"): st.column_config.TextColumn(width="medium")})
+        ctx.t("col_output"): st.column_config.TextColumn(width="large"),
+        ctx.t("col_newest"): st.column_config.TextColumn(width="small")})
 else:
     st.info(ctx.t("no_requests"))
 

@@ -161,8 +161,9 @@ STRINGS = {
     "twins_none": {"en": "Run a step to compare the twins.", "zh": "运行一步以对比两个孪生引擎。"},
     "twins_notice": {
         "en": ("The contiguous twin keeps each sequence's K/V in one array, with the same scheduler decisions. Only "
-               "where K/V live differs, so the logits agree to float rounding (~1e-7) and the tokens are identical."),
+               "where K/V live differs, so the logits agree up to float rounding (far below the 1e-4 tolerance) and the "
+               "tokens are identical."),
         "zh": ("连续 cache 孪生引擎把每个 sequence 的 K/V 存在一个数组中，调度决策完全相同。只有 K/V 的存放位置不同，"
-               "所以 logits 只差浮点舍入（约 1e-7），token 完全相同。"),
+               "所以 logits 只差浮点舍入（远小于 1e-4 的容差），token 完全相同。"),
     },
 }

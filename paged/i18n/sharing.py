@@ -43,7 +43,7 @@ STRINGS = {
                "{seq} 的 block table 改为指向它（见 pool 中的箭头）。"),
     },
     "metric_held": {"en": "blocks held (with sharing)", "zh": "占用的 block（共享）"},
-    "metric_tables": {"en": "blocks in all tables (no sharing)", "zh": "所有 block table 的 block 总数（不共享）"},
+    "metric_tables": {"en": "blocks in all tables (no sharing)", "zh": "所有表中的 block（不共享）"},
     "metric_saved": {"en": "blocks saved: num_shared_saved()", "zh": "节省的 block：num_shared_saved()"},
     "metric_shared": {"en": "shared blocks (ref count > 1)", "zh": "共享 block（ref count > 1）"},
     "pool_title": {"en": "Physical pool by block: ref count in each cell · {free} of {num_blocks} free",

@@ -38,7 +38,7 @@ def queues_figure(waiting: Sequence[int], running: Sequence[int], finished: Sequ
                          marker=dict(symbol="square", size=26, color=colors, line=dict(width=1, color="#333333")),
                          showlegend=False))
     for name, ids, symbol, width in (("scheduled", scheduled, "square-open", 3),
-                                     ("preempted", preempted, "circle-open-dot", 2)):
+                                     ("preempted", preempted, "circle-open", 2)):
         pts = [pos[s] for s in ids if s in pos]
         data.append(dict(type="scatter", name=name, x=[p[0] for p in pts], y=[p[1] for p in pts], mode="markers",
                          marker=dict(symbol=symbol, size=34, color="#000000", line=dict(width=width)),
@@ -53,7 +53,7 @@ def queues_figure(waiting: Sequence[int], running: Sequence[int], finished: Sequ
 
 
 def slot_mapping_figure(entries: Sequence[tuple[int, Sequence[int], Sequence[int]]], block_size: int,
-                        title: str = "", max_cols: int = 32) -> go.Figure:
+                        title: str = "", max_cols: int = 24, min_width: int = 660) -> go.Figure:
     """One step's slot_mapping: entries are (seq_id, positions, slots) in feed order; each fed token is a cell
     coloured by its sequence with its slot printed (-1 = skipped), rows of at most `max_cols` cells per sequence.
     Hover: token position → logical block, offset → slot → physical block. Traces: one per sequence (its label)."""
@@ -81,9 +81,10 @@ def slot_mapping_figure(entries: Sequence[tuple[int, Sequence[int], Sequence[int
         row += n_rows
     rows = max(row, 1)
     top = 36 if title else 8
+    width = max(min_width, 60 + 27 * widest)  # wide enough for the title; the x range grows, never the cells
     layout = title_layout(title, top + 30 * rows + 12, top=top)
-    layout.update(width=max(420, 60 + 27 * max(widest, 10)), showlegend=False,
-                  xaxis=dict(visible=False, range=[-0.6, max(widest, 10) - 0.4], fixedrange=True),
+    layout.update(width=width, showlegend=False,
+                  xaxis=dict(visible=False, range=[-0.6, -0.6 + (width - 60) / 27], fixedrange=True),
                   yaxis=dict(range=[rows - 0.5, -0.5], fixedrange=True, tickvals=ticks, ticktext=labels,
                              showgrid=False, zeroline=False))
     return make_figure(data, layout)
@@ -107,8 +108,8 @@ def cache_rule_figure(series: Mapping[int, Mapping[str, Sequence[int]]], title: 
                          marker=dict(size=6, color=color, symbol="circle"),
                          hovertemplate=f"{label} step %{{x}}: {cached_name} = %{{y}}<extra></extra>"))
     last = max((max(d["step"], default=0) for d in series.values()), default=0)
-    layout = title_layout(title, 300, bottom=40)
-    layout.update(legend=dict(orientation="h", y=1.0, yanchor="bottom", x=1, xanchor="right"),
+    layout = title_layout(title, 330, bottom=75)
+    layout.update(legend=dict(orientation="h", y=-0.3, yanchor="top", x=0),
                   xaxis=dict(title=dict(text=x_title), gridcolor="#E5E5E5", range=[-0.3, max(last, 5) + 0.3],
                              dtick=integer_dtick(max(last, 5))),
                   yaxis=dict(title=dict(text=y_title), gridcolor="#E5E5E5", rangemode="tozero"))

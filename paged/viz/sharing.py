@@ -160,8 +160,8 @@ def memory_figure(steps: Sequence[int], held: Sequence[int], without: Sequence[i
             dict(type="scatter", name="num_blocks", x=[xs[0] if xs else 0, xs[-1] if xs else 1],
                  y=[num_blocks, num_blocks], mode="lines", line=dict(color="#777777", width=1, dash="dash"),
                  hoverinfo="skip", showlegend=False)]
-    layout = title_layout(title, 280, bottom=40)
-    layout.update(legend=dict(orientation="h", y=1.0, yanchor="bottom", x=1, xanchor="right"),
+    layout = title_layout(title, 320, bottom=75)
+    layout.update(legend=dict(orientation="h", y=-0.3, yanchor="top", x=0),
                   hovermode="x unified",
                   xaxis=dict(title=dict(text=x_title), gridcolor="#E5E5E5", dtick=integer_dtick(max(xs + [5]))),
                   yaxis=dict(title=dict(text=y_title), gridcolor="#E5E5E5", rangemode="tozero"))
