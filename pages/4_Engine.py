@@ -62,7 +62,12 @@ config = DemoConfig(block_size, num_blocks, watermark, max_tokens_step, max_num_
 
 
 def replay(specs: list[RequestSpec], steps: int) -> EngineDemo:
-    new = EngineDemo.replay(config, specs, steps, model, tokenizer)
+    """The session rebuilt from its log; if the engine refuses a step, it starts again at step 0 (error shown)."""
+    try:
+        new = EngineDemo.replay(config, specs, steps, model, tokenizer)
+    except (RuntimeError, ValueError) as err:
+        st.session_state["engine.failure"] = str(err)
+        new = EngineDemo.replay(config, specs, 0, model, tokenizer)
     st.session_state["engine.demo"] = new
     return new
 
@@ -71,7 +76,7 @@ demo: EngineDemo | None = st.session_state.get("engine.demo")
 if "engine.load" in st.session_state:  # a scenario was picked
     demo = replay(st.session_state.pop("engine.load"), 0)
 elif demo is None:  # first visit of the session: the URL's requests and step, else the default scenario
-    url_specs = decode_requests(ui.read_param("reqs", ui.text_max(4000), ""))
+    url_specs = decode_requests(ui.read_param("reqs", ui.text_max(8000), ""))
     specs = url_specs if url_specs is not None else list(ENGINE_SCENARIOS["three"].requests)
     demo = replay(specs, ui.read_param("steps", ui.int_in(0, MAX_STEPS), 0))
 elif demo.config != config:  # a changed setting replays the same requests from step 0
@@ -113,13 +118,21 @@ with st.expander(ctx.t("add_header"), expanded=not demo.all_specs()):
     st.caption(ctx.t("task_help"))
 
 # --- actions (callbacks: they run before the page is drawn, so every widget below sees the new state) ----------
+def guarded(action) -> None:
+    """Run an engine action; an engine refusal is kept for an error box instead of a traceback."""
+    try:
+        action()
+    except (RuntimeError, ValueError) as err:
+        st.session_state["engine.failure"] = str(err)
+
+
 def do_step() -> None:
-    st.session_state["engine.demo"].step()
+    guarded(st.session_state["engine.demo"].step)
 
 
 def do_run() -> None:
     with st.spinner(ctx.t("running")):
-        st.session_state["engine.demo"].run_to_end()
+        guarded(st.session_state["engine.demo"].run_to_end)
 
 
 def do_reset() -> None:
@@ -137,6 +150,9 @@ knobs.sync_url(ctx.lang, reqs=encode_requests(demo.all_specs()), steps=len(demo.
 
 for spec, err in demo.rejected:
     show_request_error(err)
+if "engine.failure" in st.session_state:
+    ui.show_error(ctx, ctx.t("common.err_unexpected", message=st.session_state.pop("engine.failure")),
+                  ctx.t("common.fix_unexpected"))
 
 # --- the scheduler's decision -------------------------------------------------------------------------------------
 last = demo.last

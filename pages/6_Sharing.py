@@ -55,7 +55,12 @@ config = DemoConfig(block_size=block_size, num_blocks=num_blocks, enable_prefix_
 
 
 def replay(specs: list[RequestSpec], steps: int) -> EngineDemo:
-    new = EngineDemo.replay(config, specs, steps, model, tokenizer)
+    """The session rebuilt from its log; if the engine refuses a step, it starts again at step 0 (error shown)."""
+    try:
+        new = EngineDemo.replay(config, specs, steps, model, tokenizer)
+    except (RuntimeError, ValueError) as err:
+        st.session_state["sharing.failure"] = str(err)
+        new = EngineDemo.replay(config, specs, 0, model, tokenizer)
     st.session_state["sharing.demo"] = new
     return new
 
@@ -64,7 +69,7 @@ demo: EngineDemo | None = st.session_state.get("sharing.demo")
 if "sharing.load" in st.session_state:
     demo = replay(st.session_state.pop("sharing.load"), 0)
 elif demo is None:
-    url_specs = decode_requests(ui.read_param("reqs", ui.text_max(4000), ""))
+    url_specs = decode_requests(ui.read_param("reqs", ui.text_max(8000), ""))
     demo = replay(url_specs if url_specs is not None else list(DEFAULT.requests),
                   ui.read_param("steps", ui.int_in(0, MAX_STEPS), 0))
 elif demo.config != config:
@@ -98,13 +103,21 @@ with st.expander(ctx.t("engine.add_header")):
             show_request_error(err)
 
 # --- actions (callbacks: they run before the page is drawn, so every widget below sees the new state) ----------
+def guarded(action) -> None:
+    """Run an engine action; an engine refusal is kept for an error box instead of a traceback."""
+    try:
+        action()
+    except (RuntimeError, ValueError) as err:
+        st.session_state["sharing.failure"] = str(err)
+
+
 def do_step() -> None:
-    st.session_state["sharing.demo"].step()
+    guarded(st.session_state["sharing.demo"].step)
 
 
 def do_run() -> None:
     with st.spinner(ctx.t("engine.running")):
-        st.session_state["sharing.demo"].run_to_end()
+        guarded(st.session_state["sharing.demo"].run_to_end)
 
 
 def do_reset() -> None:
@@ -122,6 +135,9 @@ knobs.sync_url(ctx.lang, reqs=encode_requests(demo.all_specs()), steps=len(demo.
 
 for spec, err in demo.rejected:
     show_request_error(err)
+if "sharing.failure" in st.session_state:
+    ui.show_error(ctx, ctx.t("common.err_unexpected", message=st.session_state.pop("sharing.failure")),
+                  ctx.t("common.fix_unexpected"))
 
 # --- what this step shared ----------------------------------------------------------------------------------------
 trace = demo.last.paged if demo.last else None

@@ -106,3 +106,18 @@ def test_query_params_replay_to_the_exact_step():
     assert [(r.seq_id, r.text, r.cached_token_count) for r in b.rows()] == \
         [(r.seq_id, r.text, r.cached_token_count) for r in a.rows()]
     assert b.last.paged.slot_mapping == a.last.paged.slot_mapping
+
+
+def test_an_engine_failure_is_an_error_box(monkeypatch):
+    """Should the engine ever raise during a step, the learner sees an error box with a fix, not a traceback."""
+    from paged.engine_demo import EngineDemo
+
+    at = app_test(ENGINE).run()
+
+    def boom(self):
+        raise RuntimeError("scheduler stuck: test")
+
+    monkeypatch.setattr(EngineDemo, "step", boom)
+    at.button(key="engine.step").click().run()
+    no_exception(at)
+    assert at.error and "scheduler stuck: test" in at.error[0].value
