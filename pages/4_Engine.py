@@ -89,34 +89,6 @@ def show_request_error(err: RequestError) -> None:
                   ctx.t(f"fix_{err.code}", **err.detail))
 
 
-# --- a new request ------------------------------------------------------------------------------------------------
-def use_preset() -> None:
-    task, text = PROMPT_PRESETS[st.session_state["engine.preset"]]
-    st.session_state["engine.new_text"], st.session_state["engine.new_task"] = text, task
-
-
-with st.expander(ctx.t("add_header"), expanded=not demo.all_specs()):
-    c1, c2, c3 = st.columns([1.2, 3, 1.2])
-    c1.selectbox(ctx.t("preset"), list(PROMPT_PRESETS), key="engine.preset", on_change=use_preset,
-                 format_func=lambda n: ctx.t(f"preset_{n}"))
-    st.session_state.setdefault("engine.new_task", PROMPT_PRESETS["recall_fox"][0])
-    st.session_state.setdefault("engine.new_text", PROMPT_PRESETS["recall_fox"][1])
-    text = c2.text_input(ctx.t("prompt"), max_chars=MAX_PROMPT_CHARS, key="engine.new_text")
-    task = c3.radio(ctx.t("task"), TASKS, key="engine.new_task", format_func=lambda k: ctx.t(f"task_{k}"),
-                    horizontal=True)
-    c1, c2, c3, c4 = st.columns([2, 2, 1, 1.2], vertical_alignment="bottom")
-    max_tokens = c1.slider(ctx.t("max_tokens"), 1, 128, 64, key="engine.new_max_tokens")
-    temperature = c2.slider(ctx.t("temperature"), 0.0, 2.0, 0.0, 0.1, key="engine.new_temperature")
-    seed = c3.number_input(ctx.t("seed"), 0, 9999, 0, key="engine.new_seed")
-    if c4.button(ctx.t("add"), key="engine.add", icon=":material/add:"):
-        spec = RequestSpec(text, task, int(max_tokens), float(temperature), int(seed), 1, len(demo.steps))
-        try:
-            rid = demo.add(spec)
-            st.success(ctx.t("added", seq=seq_label(rid)), icon="➕")
-        except RequestError as err:
-            show_request_error(err)
-    st.caption(ctx.t("task_help"))
-
 # --- actions (callbacks: they run before the page is drawn, so every widget below sees the new state) ----------
 def guarded(action) -> None:
     """Run an engine action; an engine refusal is kept for an error box instead of a traceback."""
@@ -139,6 +111,24 @@ def do_reset() -> None:
     st.session_state["engine.load"] = st.session_state["engine.demo"].all_specs()
 
 
+def do_add() -> None:
+    """Add the request described by the form; the outcome is shown under the buttons."""
+    get = st.session_state.get
+    live = st.session_state["engine.demo"]
+    spec = RequestSpec(get("engine.new_text", ""), get("engine.new_task", "recall"),
+                       int(get("engine.new_max_tokens", 64)), float(get("engine.new_temperature", 0.0)),
+                       int(get("engine.new_seed", 0)), 1, len(live.steps))
+    try:
+        st.session_state["engine.added"] = live.add(spec)
+    except RequestError as err:
+        st.session_state["engine.add_error"] = err
+
+
+def use_preset() -> None:
+    task, text = PROMPT_PRESETS[st.session_state["engine.preset"]]
+    st.session_state["engine.new_text"], st.session_state["engine.new_task"] = text, task
+
+
 a1, a2, a3, a4 = st.columns([1, 1.3, 1, 3], vertical_alignment="center")
 a1.button(ctx.t("step"), key="engine.step", type="primary", icon=":material/skip_next:", on_click=do_step,
           disabled=not demo.can_step())
@@ -146,6 +136,26 @@ a2.button(ctx.t("run"), key="engine.run", icon=":material/fast_forward:", on_cli
           disabled=not demo.can_step())
 a3.button(ctx.t("common.reset"), key="engine.reset", icon=":material/restart_alt:", on_click=do_reset)
 a4.markdown(ctx.t("step_count", steps=len(demo.steps)) + " · " + ctx.t("common.share_hint"))
+
+# --- a new request ------------------------------------------------------------------------------------------------
+with st.expander(ctx.t("add_header"), expanded=not demo.all_specs()):
+    c1, c2, c3 = st.columns([1.2, 3, 1.2])
+    c1.selectbox(ctx.t("preset"), list(PROMPT_PRESETS), key="engine.preset", on_change=use_preset,
+                 format_func=lambda n: ctx.t(f"preset_{n}"))
+    st.session_state.setdefault("engine.new_task", PROMPT_PRESETS["recall_fox"][0])
+    st.session_state.setdefault("engine.new_text", PROMPT_PRESETS["recall_fox"][1])
+    c2.text_input(ctx.t("prompt"), max_chars=MAX_PROMPT_CHARS, key="engine.new_text")
+    c3.radio(ctx.t("task"), TASKS, key="engine.new_task", format_func=lambda k: ctx.t(f"task_{k}"), horizontal=True)
+    c1, c2, c3, c4 = st.columns([2, 2, 1, 1.2], vertical_alignment="bottom")
+    c1.slider(ctx.t("max_tokens"), 1, 128, 64, key="engine.new_max_tokens")
+    c2.slider(ctx.t("temperature"), 0.0, 2.0, 0.0, 0.1, key="engine.new_temperature")
+    c3.number_input(ctx.t("seed"), 0, 9999, 0, key="engine.new_seed")
+    c4.button(ctx.t("add"), key="engine.add", icon=":material/add:", on_click=do_add)
+    st.caption(ctx.t("task_help"))
+if "engine.added" in st.session_state:
+    st.success(ctx.t("added", seq=seq_label(st.session_state.pop("engine.added"))), icon="➕")
+if "engine.add_error" in st.session_state:
+    show_request_error(st.session_state.pop("engine.add_error"))
 knobs.sync_url(ctx.lang, reqs=encode_requests(demo.all_specs()), steps=len(demo.steps))
 
 for spec, err in demo.rejected:

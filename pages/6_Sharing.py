@@ -82,26 +82,6 @@ def show_request_error(err: RequestError) -> None:
                   ctx.t(f"engine.fix_{err.code}", **err.detail))
 
 
-# --- a new request ------------------------------------------------------------------------------------------------
-with st.expander(ctx.t("engine.add_header")):
-    c1, c2 = st.columns([4, 1.2])
-    st.session_state.setdefault("sharing.new_text", SHARING_SCENARIOS["prefix"].requests[0].prompt)
-    text = c1.text_input(ctx.t("engine.prompt"), max_chars=MAX_PROMPT_CHARS, key="sharing.new_text")
-    task = c2.radio(ctx.t("engine.task"), TASKS, key="sharing.new_task", horizontal=True,
-                    format_func=lambda k: ctx.t(f"engine.task_{k}"))
-    c1, c2, c3, c4, c5 = st.columns([2, 2, 1, 1, 1.2], vertical_alignment="bottom")
-    max_tokens = c1.slider(ctx.t("engine.max_tokens"), 1, 128, 32, key="sharing.new_max_tokens")
-    temperature = c2.slider(ctx.t("engine.temperature"), 0.0, 2.0, 0.8, 0.1, key="sharing.new_temperature")
-    seed = c3.number_input(ctx.t("engine.seed"), 0, 9999, 0, key="sharing.new_seed")
-    n = c4.number_input(ctx.t("n"), 1, 4, 1, key="sharing.new_n")
-    if c5.button(ctx.t("engine.add"), key="sharing.add", icon=":material/add:"):
-        try:
-            rid = demo.add(RequestSpec(text, task, int(max_tokens), float(temperature), int(seed), int(n),
-                                       len(demo.steps)))
-            st.success(ctx.t("engine.added", seq=seq_label(rid)), icon="➕")
-        except RequestError as err:
-            show_request_error(err)
-
 # --- actions (callbacks: they run before the page is drawn, so every widget below sees the new state) ----------
 def guarded(action) -> None:
     """Run an engine action; an engine refusal is kept for an error box instead of a traceback."""
@@ -124,6 +104,19 @@ def do_reset() -> None:
     st.session_state["sharing.load"] = st.session_state["sharing.demo"].all_specs()
 
 
+def do_add() -> None:
+    """Add the request described by the form; the outcome is shown under the buttons."""
+    get = st.session_state.get
+    live = st.session_state["sharing.demo"]
+    spec = RequestSpec(get("sharing.new_text", ""), get("sharing.new_task", "recall"),
+                       int(get("sharing.new_max_tokens", 32)), float(get("sharing.new_temperature", 0.8)),
+                       int(get("sharing.new_seed", 0)), int(get("sharing.new_n", 1)), len(live.steps))
+    try:
+        st.session_state["sharing.added"] = live.add(spec)
+    except RequestError as err:
+        st.session_state["sharing.add_error"] = err
+
+
 a1, a2, a3, a4 = st.columns([1, 1.3, 1, 3], vertical_alignment="center")
 a1.button(ctx.t("engine.step"), key="sharing.step", type="primary", icon=":material/skip_next:", on_click=do_step,
           disabled=not demo.can_step())
@@ -131,6 +124,24 @@ a2.button(ctx.t("engine.run"), key="sharing.run", icon=":material/fast_forward:"
           disabled=not demo.can_step())
 a3.button(ctx.t("common.reset"), key="sharing.reset", icon=":material/restart_alt:", on_click=do_reset)
 a4.markdown(ctx.t("engine.step_count", steps=len(demo.steps)) + " · " + ctx.t("common.share_hint"))
+
+# --- a new request ------------------------------------------------------------------------------------------------
+with st.expander(ctx.t("engine.add_header")):
+    c1, c2 = st.columns([4, 1.2])
+    st.session_state.setdefault("sharing.new_text", SHARING_SCENARIOS["prefix"].requests[0].prompt)
+    c1.text_input(ctx.t("engine.prompt"), max_chars=MAX_PROMPT_CHARS, key="sharing.new_text")
+    c2.radio(ctx.t("engine.task"), TASKS, key="sharing.new_task", horizontal=True,
+             format_func=lambda k: ctx.t(f"engine.task_{k}"))
+    c1, c2, c3, c4, c5 = st.columns([2, 2, 1, 1, 1.2], vertical_alignment="bottom")
+    c1.slider(ctx.t("engine.max_tokens"), 1, 128, 32, key="sharing.new_max_tokens")
+    c2.slider(ctx.t("engine.temperature"), 0.0, 2.0, 0.8, 0.1, key="sharing.new_temperature")
+    c3.number_input(ctx.t("engine.seed"), 0, 9999, 0, key="sharing.new_seed")
+    c4.number_input(ctx.t("n"), 1, 4, 1, key="sharing.new_n")
+    c5.button(ctx.t("engine.add"), key="sharing.add", icon=":material/add:", on_click=do_add)
+if "sharing.added" in st.session_state:
+    st.success(ctx.t("engine.added", seq=seq_label(st.session_state.pop("sharing.added"))), icon="➕")
+if "sharing.add_error" in st.session_state:
+    show_request_error(st.session_state.pop("sharing.add_error"))
 knobs.sync_url(ctx.lang, reqs=encode_requests(demo.all_specs()), steps=len(demo.steps))
 
 for spec, err in demo.rejected:
