@@ -83,14 +83,17 @@ def render_ids(tok, ids) -> str:
     return "".join(out)
 
 
-def marked_output(tok, ids, k: int | None, color: str, arrow: str) -> str:
-    """The output as HTML, token k boxed in `color` (with a visible stand-in for a space) and what follows tinted."""
+def marked_output(tok, ids, k: int | None, color: str, arrow: str = "", drifted: bool = False) -> str:
+    """The output as HTML, token k boxed in `color` (with a visible stand-in for a space); with `drifted`, what
+    follows is tinted and underlined too (the faulty side: everything after the first difference is suspect)."""
     if k is None:
         return render_ids(tok, ids)
     token = render_ids(tok, ids[k:k + 1]).replace(" ", "␣").replace("\n", "⏎") or "∅"
+    rest = render_ids(tok, ids[k + 1:])
+    if drifted:
+        rest = f"<span style='color:{color};text-decoration:underline dotted'>{rest}</span>"
     return (f"{render_ids(tok, ids[:k])}<mark class='bl-marker' title='{html.escape(ctx.t('marker_title'))}' "
-            f"style='background:{color};color:#fff;border-radius:3px;padding:0 2px'>{arrow}{token}</mark>"
-            f"<span style='color:{color};text-decoration:underline dotted'>{render_ids(tok, ids[k + 1:])}</span>")
+            f"style='background:{color};color:#fff;border-radius:3px;padding:0 2px'>{arrow}{token}</mark>{rest}")
 
 
 st.subheader(ctx.t("model_header"))
@@ -134,9 +137,9 @@ if run is not None:
                 f"<span style='color:#555'>{ctx.t('prompt')}:</span> "
                 f"<span style='{mono}'>{render_ids(tok, p.prompt_token_ids)}</span><br>"
                 f"<span style='color:#555'>{ctx.t('reference')}:</span> "
-                f"<span style='{mono}'>{marked_output(tok, c.token_ids, k, SAME, '')}</span><br>"
+                f"<span style='{mono}'>{marked_output(tok, c.token_ids, k, SAME)}</span><br>"
                 f"<span style='color:#555'>{side}:</span> "
-                f"<span style='{mono}'>{marked_output(tok, p.token_ids, k, DRIFT, '▶')}</span>",
+                f"<span style='{mono}'>{marked_output(tok, p.token_ids, k, DRIFT, '▶', drifted=True)}</span>",
                 unsafe_allow_html=True)
     fig = step_error_figure(list(range(len(run.steps))), [s.logits_diff for s in run.steps], LOGITS_TOL,
                             title=ctx.t("logits_title"), x_title=ctx.t("engine_step"), y_title=ctx.t("logits_y"),

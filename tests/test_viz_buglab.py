@@ -25,16 +25,18 @@ def trace(fig, name):
 
 
 def test_step_error_lines_log_axis_tolerance_and_stars():
-    """One line per sequence in its colour; zeros drawn at the floor (hover says 0); a sequence absent from a step
-    has no point there; the tolerance is a dashed line across all steps; a star at each first drift."""
-    values = [{0: 0.0, 1: 1e-7}, {0: 2e-7, 1: 0.5}, {1: 0.9}]
-    fig = step_error_figure([1, 2, 3], values, 1e-5, drift_steps={1: 2, 0: None}, tol_label="tol")
+    """One line per sequence in its colour; zeros drawn at the floor (hover says 0); a step a sequence sat out is a
+    gap, and its line ends at its last step; the tolerance is a dashed line across all steps; a star at each first
+    drift."""
+    values = [{0: 0.0, 1: 1e-7}, {0: 2e-7, 1: 0.5}, {1: 0.9}, {0: 0.3, 1: 0.9}, {1: 0.8}]
+    fig = step_error_figure([1, 2, 3, 4, 5], values, 1e-5, drift_steps={1: 2, 0: None}, tol_label="tol")
     assert fig.layout.yaxis.type == "log"
     a, b = trace(fig, "A"), trace(fig, "B")
-    assert list(a.x) == [1, 2] and list(a.y) == [FLOOR, 2e-7] and a.hovertext[0].endswith(": 0")
-    assert list(b.x) == [1, 2, 3] and b.line.color == seq_color(1)
+    assert list(a.x) == [1, 2, 3, 4] and list(a.y) == [FLOOR, 2e-7, None, 0.3] and not a.connectgaps
+    assert a.hovertext[0].endswith(": 0") and a.hovertext[2].endswith("—")  # A sat out step 3 (preempted)
+    assert list(b.x) == [1, 2, 3, 4, 5] and b.line.color == seq_color(1)
     tol = trace(fig, "tol")
-    assert list(tol.y) == [1e-5, 1e-5] and tol.line.dash == "dash" and tol.x[0] < 1 and tol.x[1] > 3
+    assert list(tol.y) == [1e-5, 1e-5] and tol.line.dash == "dash" and tol.x[0] < 1 and tol.x[1] > 5
     star = trace(fig, "first drift")
     assert list(star.x) == [2] and list(star.y) == [0.5] and star.marker.symbol == "star"
     assert fig.layout.yaxis.range[1] > 0  # the top of the axis clears the largest error (0.9)

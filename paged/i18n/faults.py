@@ -172,9 +172,11 @@ STRINGS = {
     "logits_notice": {
         "en": ("Below the dashed line the two sides agree to float rounding. A bug shows as a jump of many orders of "
                "magnitude; the star marks the step whose sampled token first differs. After that the two sides feed "
-               "different tokens, so their logits no longer compare like with like."),
+               "different tokens, so their logits no longer compare like with like. A gap in a line: that request "
+               "did not run in that step (waiting, or preempted because the pool was full)."),
         "zh": ("虚线以下，两边只差浮点舍入误差。bug 表现为跳升好几个数量级；星号标出采样 token 第一次不同的那一步。"
-               "在那之后，两边输入的 token 已经不同，logits 也就不再是同一件事的比较。"),
+               "在那之后，两边输入的 token 已经不同，logits 也就不再是同一件事的比较。线上的空缺表示该请求在那一步没有"
+               "运行（在等待，或者因为 pool 满了被抢占）。"),
     },
     # --- random tensors ---
     "tensor_header": {"en": "The same bug on random tensors (no model)", "zh": "同一个 bug，在随机张量上（没有模型）"},

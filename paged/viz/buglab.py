@@ -26,7 +26,7 @@ def step_error_figure(steps: Sequence[int], values: Sequence[Mapping[int, float]
                       labels: Mapping[int, str] | None = None, floor: float = FLOOR) -> go.Figure:
     """One line per sequence of a per-step error on a log axis, with the tolerance as a dashed line.
 
-    steps[i] is the x of values[i] (seq_id -> error; a sequence absent from a step has no point there). Errors
+    steps[i] is the x of values[i] (seq_id -> error; a sequence absent from a step leaves a gap). Errors
     below `floor` (exact zeros) are drawn at `floor`. drift_steps: seq_id -> the step where its output first
     differs, marked with a star. Traces: one per sequence (named by its label), "tolerance", "first drift".
     """
@@ -35,14 +35,18 @@ def step_error_figure(steps: Sequence[int], values: Sequence[Mapping[int, float]
     seq_ids = sorted({s for row in values for s in row})
     data, top = [], max(tol, floor)
     for seq_id in seq_ids:
-        xs = [x for x, row in zip(steps, values) if seq_id in row]
-        ys = [row[seq_id] for row in values if seq_id in row]
-        top = max([top] + ys)
+        # from its first to its last step; a step it sat out (waiting, preempted) is a gap in the line
+        present = [i for i, row in enumerate(values) if seq_id in row]
+        span = range(present[0], present[-1] + 1)
+        xs = [steps[i] for i in span]
+        ys = [values[i].get(seq_id) for i in span]
+        top = max([top] + [y for y in ys if y is not None])
         data.append(dict(
-            type="scatter", x=xs, y=[max(y, floor) for y in ys], mode="lines+markers", name=name(seq_id),
-            line=dict(color=seq_color(seq_id), width=2), marker=dict(color=seq_color(seq_id), size=6),
-            hovertext=[f"{name(seq_id)}, {x_title} {x}: {y:.2e}" if y > 0 else f"{name(seq_id)}, {x_title} {x}: 0"
-                       for x, y in zip(xs, ys)], hoverinfo="text"))
+            type="scatter", x=xs, y=[None if y is None else max(y, floor) for y in ys], mode="lines+markers",
+            name=name(seq_id), connectgaps=False, line=dict(color=seq_color(seq_id), width=2),
+            marker=dict(color=seq_color(seq_id), size=6), hoverinfo="text",
+            hovertext=[f"{name(seq_id)}, {x_title} {x}: " + ("—" if y is None else f"{y:.2e}" if y > 0 else "0")
+                       for x, y in zip(xs, ys)]))
     x_lo, x_hi = (min(steps), max(steps)) if steps else (0, 1)
     data.append(dict(type="scatter", x=[x_lo - 0.5, x_hi + 0.5], y=[tol, tol], mode="lines", name=tol_label,
                      line=dict(color=HIGHLIGHT_COLOR, width=1.5, dash="dash"), hoverinfo="text",
