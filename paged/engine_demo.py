@@ -42,7 +42,7 @@ class RequestError(ValueError):
 @dataclass(frozen=True)
 class DemoConfig:
     block_size: int = 8
-    num_blocks: int = 48
+    num_blocks: int = 32
     watermark: float = 0.0
     max_num_batched_tokens: int = 512
     max_num_seqs: int = 8

@@ -198,7 +198,10 @@ ui.notice(ctx, ctx.t("queues_notice"), where=note_col)
 # --- this step's addresses ----------------------------------------------------------------------------------------
 bm = demo.engine.block_manager
 lens = {sid: demo.engine.sequences[sid].cached_token_count for sid in bm.tables}
-pool = pool_figure(bm.num_blocks, bm.block_size, bm.tables, lens, highlight=trace.slot_mapping if trace else [],
+written = trace.slot_mapping if trace else []
+decode = trace is not None and trace.phase == "decode"  # a prefill writes whole prompts: a thin outline reads better
+pool = pool_figure(bm.num_blocks, bm.block_size, bm.tables, lens, highlight=written if decode else [],
+                   read=[] if decode else written, max_width=680,
                    title=ctx.t("pool_title", free=bm.num_free_blocks, num_blocks=bm.num_blocks))
 fig_col, note_col = st.columns([3, 1])
 ui.show_figure(pool, "engine.pool", where=fig_col)

@@ -87,7 +87,7 @@ def test_bad_requests_show_errors_not_exceptions():
     at.slider(key="engine.num_blocks").set_value(4).run()  # now the pool is too small for every default request
     no_exception(at)
     assert len(at.error) == count and all("never fit" in e.value for e in at.error)
-    at.slider(key="engine.num_blocks").set_value(48).run()  # the link kept them: a big pool runs them again
+    at.slider(key="engine.num_blocks").set_value(32).run()  # the link kept them: a big pool runs them again
     no_exception(at)
     assert not at.error and len(demo(at).requests) == count
 
