@@ -5,6 +5,7 @@ Times are never asserted: only the shape of the output and that every impl was c
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 import torch
@@ -98,3 +99,12 @@ def test_dispatch_table_is_extensible_and_errors_are_clear(monkeypatch, capsys):
     assert bench.main(["fake", "a", "b"]) == 3 and calls == [["a", "b"]]
     with pytest.raises(ValueError, match="unknown bench subcommand"):
         bench.resolve("nope")
+
+
+def test_oversubscribed_machine_is_flagged():
+    """The header warns when the load average exceeds the cores and OpenMP threads may spin; not otherwise."""
+    busy = kernels.KernelReport("cpu", 2, 10.0, [], load_avg=100.0 + (os.cpu_count() or 1))
+    assert "warning: load" in format_report(busy) and "OMP_WAIT_POLICY=passive" in format_report(busy)
+    busy.omp_wait_policy = "passive"
+    assert "warning" not in format_report(busy)
+    assert "warning" not in format_report(kernels.KernelReport("cpu", 2, 10.0, [], load_avg=0.0))

@@ -248,11 +248,15 @@ def format_rows(cases: list[CaseResult], header: bool = True) -> str:
 
 
 def format_report(report: KernelReport) -> str:
-    """The aligned table with a one-line header about the machine."""
+    """The aligned table under a header about the machine (and a warning when its cores were oversubscribed)."""
     head = (f"device {report.device}, {report.threads} threads, read bandwidth {report.read_bw_gbps:.1f} GB/s "
             f"(x.sum()); fp32, block_size 16, shuffled block tables; ms = median")
     if report.load_avg is not None:
         head += f"\nload average {report.load_avg:.1f}, OMP_WAIT_POLICY {report.omp_wait_policy or 'unset'}"
+        cores = os.cpu_count() or 1
+        if report.device == "cpu" and report.threads > 1 and report.load_avg > cores and not report.omp_wait_policy:
+            head += (f"\nwarning: load {report.load_avg:.1f} > {cores} cores: spinning OpenMP threads inflate impls "
+                     "that run many ops (fused, loop); rerun with OMP_WAIT_POLICY=passive or --threads 1")
     return head + "\n" + format_rows(report.cases)
 
 
