@@ -16,7 +16,7 @@ st.title(ctx.t("title"))
 st.caption(ctx.t("intro"))
 
 
-@st.cache_resource(show_spinner=False)
+@st.cache_resource(show_spinner=ctx.t("engine.loading_model"))
 def shipped_model():
     """The shipped tiny Llama and its tokenizer, loaded once per process (read-only)."""
     return load_model(device=default_device())
