@@ -165,7 +165,8 @@ class _Workspace(threading.local):
         self.buffers: dict[tuple, torch.Tensor] = {}
 
     def get(self, name: str, numel: int, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
-        key = (name, dtype, device)
+        # Tensors made under inference_mode cannot be written outside it (and vice versa): keep them apart.
+        key = (name, dtype, device, torch.is_inference_mode_enabled())
         buf = self.buffers.get(key)
         if buf is None or buf.numel() < numel:
             buf = torch.empty(numel, dtype=dtype, device=device)

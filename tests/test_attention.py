@@ -174,3 +174,13 @@ def test_bad_decode_input_raises(case, msg):
     with pytest.raises(ValueError, match=msg):
         paged_attention_decode(query, kc, vc, tables, lens, impl=impl)
     assert torch.equal(kc, before)
+
+
+@pytest.mark.parametrize("impl", ["gather", "fused"])
+def test_reused_buffers_survive_inference_mode_switches(impl):
+    """A call under torch.inference_mode (as the engine makes) does not break a later call outside it."""
+    query, kc, vc, tables, keys, values = build_case(8, 2, 32, 4, [9, 5])
+    with torch.inference_mode():
+        inside = paged_attention_decode(query, kc, vc, tables, [9, 5], impl=impl)
+    outside = paged_attention_decode(query, kc, vc, tables, [9, 5], impl=impl)
+    assert torch.equal(inside, outside)

@@ -82,13 +82,11 @@ class PagedBackend:
         self.lens = batch.context_lens.tolist()
 
     def _write(self, key_cache, value_cache, k, v) -> None:
-        slots = self.batch.slot_mapping
-        if self.fault is Fault.PAD_NOT_SKIPPED:  # padded rows keep slot -1, and -1 wraps to the last slot
-            pad = torch.full((NUM_PAD_ROWS,), -1, dtype=slots.dtype, device=slots.device)
-            slots = torch.cat([slots, pad]) % self.pool.num_slots
-            k = torch.cat([k, k[:1].expand(NUM_PAD_ROWS, *k.shape[1:])])
-            v = torch.cat([v, v[:1].expand(NUM_PAD_ROWS, *v.shape[1:])])
-        write_kv(key_cache, value_cache, k, v, slots, validate=False)
+        write_kv(key_cache, value_cache, k, v, self.batch.slot_mapping, validate=False)
+        if self.fault is Fault.PAD_NOT_SKIPPED:  # padded rows keep slot -1, and -1 wraps to the pool's last slot
+            last = torch.full((NUM_PAD_ROWS,), self.pool.num_slots - 1, dtype=torch.long, device=k.device)
+            pad_k, pad_v = k[:1].expand(NUM_PAD_ROWS, *k.shape[1:]), v[:1].expand(NUM_PAD_ROWS, *v.shape[1:])
+            write_kv(key_cache, value_cache, pad_k.contiguous(), pad_v.contiguous(), last, validate=False)
 
     def __call__(self, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
         """q [N, num_heads, head_dim]; k, v [N, num_kv_heads, head_dim] -> [N, num_heads, head_dim]"""

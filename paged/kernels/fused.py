@@ -42,7 +42,8 @@ class _Buffers(threading.local):
 
     def get(self, name: str, shape: tuple[int, ...], dtype: torch.dtype, device: torch.device) -> torch.Tensor:
         numel = math.prod(shape)
-        key = (name, dtype, device)
+        # Tensors made under inference_mode cannot be written outside it (and vice versa): keep them apart.
+        key = (name, dtype, device, torch.is_inference_mode_enabled())
         buf = self.buffers.get(key)
         if buf is None or buf.numel() < numel:
             buf = torch.empty(numel, dtype=dtype, device=device)
