@@ -107,6 +107,8 @@ def browser():
 
 
 IDLE = """() => {
+    const app = document.querySelector('[data-testid="stApp"]');
+    if (!app || app.getAttribute('data-test-script-state') !== 'notRunning') return false;  // script still running
     const running = document.querySelector('[data-testid="stStatusWidgetRunningIcon"]');
     const charts = Array.from(document.querySelectorAll('[data-testid="stPlotlyChart"]'));
     const loading = document.querySelector('[data-testid="stSkeleton"]');
@@ -116,8 +118,9 @@ IDLE = """() => {
 
 
 def _wait_idle(page, timeout_ms: int = 30000) -> None:
-    """Wait until the script run is over: a title, no 'running' icon, no skeleton, every plotly chart drawn; looked
-    at twice, 250 ms apart, since a rerun may start just after the first look."""
+    """Wait until the script run is over: the app's script state is notRunning, a title, no 'running' icon, no
+    skeleton, every plotly chart drawn; looked at twice, 250 ms apart, since a rerun may start just after the
+    first look."""
     page.wait_for_selector('[data-testid="stApp"]', timeout=timeout_ms)
     page.wait_for_function(IDLE, timeout=timeout_ms)
     page.wait_for_timeout(250)
