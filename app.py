@@ -27,6 +27,10 @@ WALKTHROUGH = [  # (page file, i18n key of its link, icon); a missing file is sk
     ("pages/1_Address_translation.py", "link_address", "🧭"),
     ("pages/2_Gather_and_attend.py", "link_gather", "🧲"),
     ("pages/3_Batch_decode.py", "link_batch", "📦"),
+    ("pages/4_Engine.py", "link_engine", "⚙️"),
+    ("pages/5_Bug_lab.py", "link_buglab", "🐞"),
+    ("pages/6_Sharing.py", "link_sharing", "🔗"),
+    ("pages/7_Correct_to_fast.py", "link_fast", "🚀"),
 ]
 for path, key, icon in WALKTHROUGH:
     if (HERE / path).exists():

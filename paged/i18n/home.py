@@ -36,4 +36,12 @@ STRINGS = {
                     "zh": "2 · Gather 与 attention：逐个 token 读回历史，再做 attention"},
     "link_batch": {"en": "3 · Batch decode: several sequences share one pool, step by step",
                    "zh": "3 · Batch decode：多个 sequence 共用一个 pool，逐步解码"},
+    "link_engine": {"en": "4 · Engine: a mini vLLM on a real tiny Llama, checked against a contiguous twin",
+                    "zh": "4 · Engine：在真实的小型 Llama 上运行的迷你 vLLM，并与连续 cache 的孪生引擎对照"},
+    "link_buglab": {"en": "5 · Bug lab: inject a classic paged-cache bug and watch the output drift",
+                    "zh": "5 · Bug lab：注入一个经典的分页 cache 错误，观察输出如何漂移"},
+    "link_sharing": {"en": "6 · Sharing: prefix caching, parallel sampling, reference counts, copy-on-write",
+                     "zh": "6 · 共享：prefix caching、并行采样、引用计数与 copy-on-write"},
+    "link_fast": {"en": "7 · Correct → fast: from the teaching loop to fused kernels, and the memory saved",
+                  "zh": "7 · 从正确到高效：从教学循环到融合 kernel，以及节省的显存"},
 }
