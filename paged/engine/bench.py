@@ -75,12 +75,21 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--block-size", type=int, default=16)
     p.add_argument("--reps", type=int, default=3)
     p.add_argument("--impl", default=None, help="decode impl (default: fastest for the device)")
+    p.add_argument("--threads", type=int, default=1,
+                   help="torch intra-op threads (default 1: the tiny model's ops are too small to share, and a "
+                        "second thread that has to wait for a busy core costs far more than it gives)")
     p.add_argument("--json", action="store_true")
     args = p.parse_args(argv)
     torch.manual_seed(0)
+    torch.set_num_threads(args.threads)
     rows = bench_engine(tuple(int(b) for b in args.batches.split(",")), args.max_tokens, args.block_size, args.reps,
                         args.impl)
-    print(json.dumps(rows, indent=1) if args.json else format_table(rows))
+    if args.json:
+        print(json.dumps(rows, indent=1))
+    else:
+        print(f"shipped model, greedy, block_size {args.block_size}, threads {args.threads}, impl "
+              f"{args.impl or 'default'}, median of {args.reps} interleaved runs")
+        print(format_table(rows))
     return 0 if all(r["identical"] for r in rows) else 1
 
 
