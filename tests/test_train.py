@@ -11,7 +11,7 @@ from paged.model import ByteTokenizer, TinyLlama, load_model
 from paged.model.data import (IGNORE, PRINTABLE, batches, greedy_continue, make_batch, recall_accuracy,
                               recall_example)
 from paged.model.tokenizer import BOS, EOS, SEP
-from paged.model.train import lr_at, main, train
+from paged.model.train import lr_at, main, text_len_cap, train
 
 TINY = ModelConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
                    num_key_value_heads=2)
@@ -47,6 +47,16 @@ def test_length_grouped_batches_are_reproducible_and_less_padded():
     random_padding = sum((x == EOS).sum().item() / x.numel()
                          for x, _ in (make_batch(random.Random(i), 16) for i in range(8))) / 8
     assert padding < random_padding
+
+
+def test_curriculum_grows_the_recall_text_length():
+    """Recall texts start at most 40 bytes and reach max_len after ramp_steps; batches() obeys the cap."""
+    assert [text_len_cap(s, 500, 120) for s in (0, 250, 500, 5000)] == [40, 80, 120, 120]
+    assert text_len_cap(0, 500, 24) == 24
+    data = batches(random.Random(0), 8, max_len_at=lambda step: 30, recall_fraction=1.0)
+    for _ in range(8):
+        input_ids, _ = next(data)
+        assert input_ids.shape[1] <= 2 * 30 + 2
 
 
 def test_lr_schedule_warms_up_then_decays():

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import random
 import string
+from typing import Callable, Iterator
 
 import torch
 import torch.nn.functional as F
@@ -44,8 +45,8 @@ def recall_example(rng: random.Random, min_len: int = 20, max_len: int = 120) ->
 def structured_text(rng: random.Random, max_len: int = 200) -> str:
     """One simple continuation: counting, an alphabet run, or a repeated word."""
     kind = rng.randrange(3)
-    if kind == 0:  # "7 8 9 10 11 ..."
-        start = rng.randint(0, 500)
+    if kind == 0:  # "7 8 9 10 11 ..."; half of them from a small number, so "1 2 3" prompts continue too
+        start = rng.randint(0, 10) if rng.random() < 0.5 else rng.randint(0, 500)
         parts = [str(n) for n in range(start, start + 200)]
     elif kind == 1:  # "defghij..." (lower or upper case, wrapping around)
         letters = rng.choice((string.ascii_lowercase, string.ascii_uppercase))
@@ -64,7 +65,7 @@ def structured_example(rng: random.Random, max_len: int = 200) -> tuple[list[int
     return tokens, [False] + [True] * (len(tokens) - 1)
 
 
-def random_example(rng: random.Random, recall_fraction: float = 0.8, min_len: int = 20,
+def random_example(rng: random.Random, recall_fraction: float = 0.9, min_len: int = 20,
                    max_len: int = 120) -> tuple[list[int], list[bool]]:
     """A recall example with probability recall_fraction, otherwise a structured one."""
     if rng.random() < recall_fraction:
@@ -92,19 +93,23 @@ def make_batch(rng: random.Random, batch_size: int, **kwargs) -> tuple[torch.Ten
     return collate([random_example(rng, **kwargs) for _ in range(batch_size)])
 
 
-def batches(rng: random.Random, batch_size: int, group: int = 8, **kwargs):
+def batches(rng: random.Random, batch_size: int, max_len_at: Callable[[int], int] = lambda step: 120,
+            group: int = 8, **kwargs) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
     """Endless training batches, grouped by length to waste less compute on padding.
 
-    Draws group * batch_size examples, sorts them by length, cuts them into `group` batches and yields those in
-    random order. The examples are exactly those of `group` independent make_batch calls; only their grouping
-    differs, and each batch pads only to its own longest row (recall lengths vary 2x, attention cost 4x).
+    Draws group * batch_size examples (recall texts at most max_len_at(step) bytes), sorts them by length, cuts
+    them into `group` batches and yields those in random order. The examples are those of `group` independent
+    make_batch calls; only their grouping differs, so each batch pads only to its own longest row.
     """
+    step = 0
     while True:
-        examples = sorted((random_example(rng, **kwargs) for _ in range(group * batch_size)),
-                          key=lambda e: len(e[0]))
+        examples = sorted((random_example(rng, max_len=max_len_at(step), **kwargs)
+                           for _ in range(group * batch_size)), key=lambda e: len(e[0]))
         chunks = [examples[i * batch_size:(i + 1) * batch_size] for i in range(group)]
         rng.shuffle(chunks)
-        yield from (collate(chunk) for chunk in chunks)
+        for chunk in chunks:
+            yield collate(chunk)
+            step += 1
 
 
 class BatchCache:
