@@ -146,6 +146,16 @@ def test_transformers_loads_what_we_save(tmp_path):
     assert (ours(ids) - theirs(input_ids=ids).logits).abs().max() < 1e-4
 
 
+@torch.no_grad()
+def test_transformers_agrees_on_the_shipped_model():
+    """The shipped weights give the same logits in transformers as in TinyLlama (a real checkpoint, not random)."""
+    transformers = pytest.importorskip("transformers")
+    ours, tokenizer = load_model()
+    theirs = transformers.LlamaForCausalLM.from_pretrained(DEFAULT_DIR, attn_implementation="eager").eval()
+    ids = torch.tensor([tokenizer.encode("PagedAttention, 分页 1 2 3")])
+    assert (ours(ids) - theirs(input_ids=ids).logits).abs().max() < 1e-4
+
+
 @pytest.mark.parametrize("tied", [False, True])
 @torch.no_grad()
 def test_save_load_round_trip(tmp_path, tied):

@@ -45,7 +45,6 @@ def config_to_hf_dict(config: ModelConfig) -> dict:
         "rope_scaling": None,
         "rope_parameters": {"rope_type": "default", "rope_theta": config.rope_theta},  # transformers >= 5
         "initializer_range": 0.02,
-        "torch_dtype": "float32",
     }
 
 
@@ -85,7 +84,9 @@ def save_model(model: TinyLlama, path: str | Path, tokenizer=None) -> Path:
     """Write `model` as an HF-style directory (created if needed); also the tokenizer's file if it has one."""
     path = Path(path)
     path.mkdir(parents=True, exist_ok=True)
-    (path / CONFIG_NAME).write_text(json.dumps(config_to_hf_dict(model.config), indent=2) + "\n")
+    raw = {**config_to_hf_dict(model.config),
+           "torch_dtype": str(next(model.parameters()).dtype).removeprefix("torch.")}  # what the file holds
+    (path / CONFIG_NAME).write_text(json.dumps(raw, indent=2) + "\n")
     state = {name: t.detach().contiguous().cpu() for name, t in model.state_dict().items()}
     if model.config.tie_word_embeddings:
         state.pop("lm_head.weight")  # shared with embed_tokens; safetensors refuses aliased tensors
