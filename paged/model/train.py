@@ -47,8 +47,8 @@ def _progress(step: int, steps: int, loss: float, started: float) -> None:
 def text_len_cap(step: int, ramp_steps: int, max_len: int, start: int = 40) -> int:
     """Curriculum: the longest recall text grows linearly from `start` to max_len over ramp_steps steps.
 
-    Short texts first make the copy "click" (an induction head forms) hundreds of steps earlier than training on
-    the full 20-120 range from the start; measured on this model: ~700 steps instead of ~1250.
+    Short texts first make the copy "click" (an induction head forms) much earlier. In our runs of this model:
+    ~650 steps with this ramp; without it, still no click by step 750 (same settings otherwise).
     """
     start = min(start, max_len)
     return int(min(max_len, start + (max_len - start) * step / max(1, ramp_steps)))
