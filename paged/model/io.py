@@ -163,8 +163,9 @@ def load_model(path: str | Path | None = None, device: str | torch.device | None
         raise FileNotFoundError(f"{path}: model directory does not exist")
     config = _read_config(path)
     tensors = _read_tensors(path)
-    with torch.device("meta"):
-        model = TinyLlama(config)  # no memory and no random init: every tensor is about to be replaced
+    # Built on the CPU, not on "meta": random init of a tiny model takes milliseconds, while the first init on meta
+    # imports torch._dynamo (seconds). assign=True below then swaps the loaded tensors in without a copy.
+    model = TinyLlama(config)
     _check_tensors(model, tensors, path)
     model.load_state_dict(tensors, strict=False, assign=True)
     if config.tie_word_embeddings:
