@@ -26,16 +26,6 @@ def shipped_model():
     return load_model(device=default_device())
 
 
-def cached(store: str, key, compute):
-    """compute() once per session for `key` (the newest MAX_CACHED_RUNS kept)."""
-    runs = st.session_state.setdefault(store, {})
-    if key not in runs:
-        runs[key] = compute()
-        while len(runs) > MAX_CACHED_RUNS:
-            runs.pop(next(iter(runs)))
-    return runs[key]
-
-
 ctx = ui.setup_page("faults", icon="🐞")
 knobs = ui.Knobs("buglab")
 st.title(ctx.t("title"))
@@ -108,7 +98,8 @@ if model is not None:
     scenario = model_scenario(fault, task, tok, block_size, seed)
     try:
         with st.spinner(ctx.t("running")):
-            run = cached("buglab.model_runs", (active, scenario), lambda: run_fault(model, tok, active, scenario))
+            run = ui.session_cached("buglab.model_runs", (active, scenario),
+                                    lambda: run_fault(model, tok, active, scenario), MAX_CACHED_RUNS)
     except ValueError as err:
         ui.show_error(ctx, ctx.t("err_run", message=str(err)), ctx.t("fix_run"))
 
@@ -151,7 +142,8 @@ if run is not None:
 # --- the same bug on random tensors -------------------------------------------------------------------------------
 st.subheader(ctx.t("tensor_header"))
 tscenario = tensor_scenario_for(fault, seed)
-trun = cached("buglab.tensor_runs", (active, tscenario), lambda: run_tensor_fault(active, tscenario))
+trun = ui.session_cached("buglab.tensor_runs", (active, tscenario),
+                         lambda: run_tensor_fault(active, tscenario), MAX_CACHED_RUNS)
 intro = ctx.t("tensor_intro", steps=tscenario.num_steps, num_blocks=tscenario.num_blocks)
 if tscenario.tables[-1][-1] == tscenario.num_blocks - 1:
     intro += " " + ctx.t("tensor_intro_pad", last=tscenario.num_blocks - 1)
@@ -169,7 +161,8 @@ ui.show_figure(fig, "buglab.rel_err", where=fig_col)
 ui.notice(ctx, ctx.t(f"notice_{fault.value}"), where=note_col)
 
 # the pool step follows the fault: a new fault starts at its first bad step (a link's ?step= wins on arrival)
-faulty_run = cached("buglab.tensor_runs", (fault, tscenario), lambda: run_tensor_fault(fault, tscenario))
+faulty_run = ui.session_cached("buglab.tensor_runs", (fault, tscenario),
+                               lambda: run_tensor_fault(fault, tscenario), MAX_CACHED_RUNS)
 if st.session_state.get("buglab.step_fault", fault) != fault:
     st.session_state["buglab.step"] = faulty_run.first_bad_step() or 1
 st.session_state["buglab.step_fault"] = fault

@@ -17,16 +17,6 @@ BUDGETS = [16384, 32768, 65536, 131072]
 HIGHLIGHT_BS = 16  # vLLM's default block_size, named in the metrics
 
 
-def cached(store: str, key, compute):
-    """compute() once per session for `key` (the newest MAX_CACHED_RUNS kept)."""
-    runs = st.session_state.setdefault(store, {})
-    if key not in runs:
-        runs[key] = compute()
-        while len(runs) > MAX_CACHED_RUNS:
-            runs.pop(next(iter(runs)))
-    return runs[key]
-
-
 ctx = ui.setup_page("fast", icon="🏎️")
 knobs = ui.Knobs("fast")
 st.title(ctx.t("title"))
@@ -159,8 +149,10 @@ except ValueError as err:
     ui.show_error(ctx, ctx.t("err_trace", message=str(err)), ctx.t("fix_trace"))
 else:
     with st.spinner(ctx.t("computing_memory")):
-        report = cached("fast.memory", (spec, budget), lambda: simulate(spec, BLOCK_SIZES, budget))
-        final_lens = cached("fast.traces", spec, lambda: [r.final_len for r in make_trace(spec)])
+        report = ui.session_cached("fast.memory", (spec, budget),
+                                   lambda: simulate(spec, BLOCK_SIZES, budget), MAX_CACHED_RUNS)
+        final_lens = ui.session_cached("fast.traces", spec,
+                                       lambda: [r.final_len for r in make_trace(spec)], MAX_CACHED_RUNS)
     fields = {k: getattr(spec, k) for k in ("num_requests", "seed", "prompt_median", "prompt_sigma", "prompt_min",
                                             "prompt_max", "output_median", "output_sigma", "output_min",
                                             "output_max")}

@@ -1,4 +1,5 @@
-"""Small render helpers every page reuses: errors with their fix, "what to notice", export trace."""
+"""Small render helpers every page reuses: errors with their fix, "what to notice", export trace, and a
+per-session cache of expensive runs."""
 
 from __future__ import annotations
 
@@ -37,3 +38,15 @@ def show_figure(fig, key: str, where=None) -> None:
     it, any other stretches to the column."""
     width = "content" if fig.layout.width else "stretch"
     (where or st).plotly_chart(fig, key=key, width=width, config={"displayModeBar": False})
+
+
+def session_cached(store: str, key, compute, max_items: int):
+    """compute() once per session for `key`, kept in st.session_state[store] (the newest `max_items` kept).
+
+    Per session, not st.cache_data: results depend on what this user ran, and sessions must not share them."""
+    runs = st.session_state.setdefault(store, {})
+    if key not in runs:
+        runs[key] = compute()
+        while len(runs) > max_items:
+            runs.pop(next(iter(runs)))  # dicts keep insertion order: the first is the oldest
+    return runs[key]
