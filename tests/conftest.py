@@ -52,6 +52,12 @@ def rng() -> random.Random:
     return random.Random(1234)
 
 
+@pytest.fixture
+def validate_figures(monkeypatch):
+    """Build figures with plotly's validation on (off in the app, for speed): an invalid property fails the test."""
+    monkeypatch.setenv("PAGED_VALIDATE_FIGURES", "1")
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
     """In CI (CI=true) every dependency is installed, so a skipped test means something is missing: fail it."""

@@ -13,20 +13,12 @@ from paged.viz.chain import chain_figure
 from paged.viz.colors import FREE_COLOR, OKABE_ITO, seq_color, seq_label, text_color, tint
 from paged.viz.mapping import mapping_figure
 from paged.viz.pool import pool_figure
+from viz_util import trace
+
+pytestmark = pytest.mark.usefixtures("validate_figures")  # conftest: plotly validation on
 
 SEED_TABLES = {0: [7, 2, 9], 1: [4, 1], 2: [8, 5, 3, 6]}
 SEED_LENS = {0: 10, 1: 6, 2: 15}
-
-
-@pytest.fixture(autouse=True)
-def _validate_figures(monkeypatch):
-    monkeypatch.setenv("PAGED_VALIDATE_FIGURES", "1")
-
-
-def trace(fig, name):
-    found = [t for t in fig.data if t.name == name]
-    assert found, f"no trace named {name!r} in {[t.name for t in fig.data]}"
-    return found[0]
 
 
 def cell_of(fig, text):

@@ -8,20 +8,12 @@ import pytest
 from paged.buglab_tensors import BadCell
 from paged.viz.buglab import FLOOR, READ_COLOR, bad_cells_figure, step_error_figure
 from paged.viz.colors import HIGHLIGHT_COLOR, seq_color
+from viz_util import trace
+
+pytestmark = pytest.mark.usefixtures("validate_figures")  # conftest: plotly validation on
 
 TABLES = {0: [7, 2, 9], 1: [4, 1], 2: [8, 5, 3, 6]}
 LENS = {0: 10, 1: 6, 2: 15}
-
-
-@pytest.fixture(autouse=True)
-def _validate_figures(monkeypatch):
-    monkeypatch.setenv("PAGED_VALIDATE_FIGURES", "1")
-
-
-def trace(fig, name):
-    found = [t for t in fig.data if t.name == name]
-    assert found, f"no trace named {name!r} in {[t.name for t in fig.data]}"
-    return found[0]
 
 
 def test_step_error_lines_log_axis_tolerance_and_stars():

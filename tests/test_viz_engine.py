@@ -10,17 +10,9 @@ from paged.viz.colors import FREE_COLOR, OKABE_ITO, seq_color
 from paged.viz.engine import cache_rule_figure, queues_figure, slot_mapping_figure, twin_diff_figure
 from paged.viz.sharing import (CACHED_FREE_COLOR, COPY_COLOR, HIT_COLOR, MISS_COLOR, hits_figure, memory_figure,
                                refcount_pool_figure)
+from viz_util import trace
 
-
-@pytest.fixture(autouse=True)
-def _validate_figures(monkeypatch):
-    monkeypatch.setenv("PAGED_VALIDATE_FIGURES", "1")
-
-
-def trace(fig, name):
-    found = [t for t in fig.data if t.name == name]
-    assert found, f"no trace named {name!r} in {[t.name for t in fig.data]}"
-    return found[0]
+pytestmark = pytest.mark.usefixtures("validate_figures")  # conftest: plotly validation on
 
 
 def test_queues_figure_lanes_labels_and_colours():

@@ -10,17 +10,9 @@ from paged.bench.ladder import LOOP_MAX_TOKENS, LadderConfig, series
 from paged.viz.colors import HIGHLIGHT_COLOR, OKABE_ITO
 from paged.viz.fast import (IMPL_STYLE, fit_figure, fragmentation_figure, ladder_figure, sweep_figure,
                             trace_figure, waste_figure)
+from viz_util import trace
 
-
-@pytest.fixture(autouse=True)
-def _validate_figures(monkeypatch):
-    monkeypatch.setenv("PAGED_VALIDATE_FIGURES", "1")
-
-
-def trace(fig, name):
-    found = [t for t in fig.data if t.name == name]
-    assert found, f"no trace named {name!r} in {[t.name for t in fig.data]}"
-    return found[0]
+pytestmark = pytest.mark.usefixtures("validate_figures")  # conftest: plotly validation on
 
 
 def test_ladder_bars_in_order_with_verdict_time_and_ratio():

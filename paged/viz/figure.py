@@ -2,7 +2,7 @@
 
 Plotly validates every property on construction, which is ~90% of the cost of building these figures (~20 ms for
 the pool grid vs ~2 ms without) and would dominate a page's server time. The builders are tested with validation on
-(PAGED_VALIDATE_FIGURES=1, as tests/test_viz.py sets it), so the app builds them without it.
+(PAGED_VALIDATE_FIGURES=1, as the figure tests set it), so the app builds them without it.
 """
 
 from __future__ import annotations
