@@ -3,9 +3,9 @@
 import streamlit as st
 
 import ui
-from paged.engine_demo import (ENGINE_SCENARIOS, MAX_PROMPT_CHARS, MAX_STEPS, PROMPT_PRESETS, TASKS, TOLERANCE,
-                               DemoConfig, EngineDemo, RequestError, RequestSpec, decode_requests, encode_requests,
-                               table_changes)
+from ui.engine_actions import EngineSession
+from paged.engine_demo import (ENGINE_SCENARIOS, MAX_PROMPT_CHARS, PROMPT_PRESETS, TASKS, TOLERANCE, DemoConfig,
+                               encode_requests, table_changes)
 from paged.kv_cache import default_device
 from paged.model import load_model
 from paged.viz.colors import seq_label
@@ -60,68 +60,8 @@ with st.sidebar:
 
 config = DemoConfig(block_size, num_blocks, watermark, max_tokens_step, max_num_seqs)
 
-
-def replay(specs: list[RequestSpec], steps: int) -> EngineDemo:
-    """The session rebuilt from its log; if the engine refuses a step, it starts again at step 0 (error shown)."""
-    try:
-        new = EngineDemo.replay(config, specs, steps, model, tokenizer)
-    except (RuntimeError, ValueError) as err:
-        st.session_state["engine.failure"] = str(err)
-        new = EngineDemo.replay(config, specs, 0, model, tokenizer)
-    st.session_state["engine.demo"] = new
-    return new
-
-
-demo: EngineDemo | None = st.session_state.get("engine.demo")
-if "engine.load" in st.session_state:  # a scenario was picked
-    demo = replay(st.session_state.pop("engine.load"), 0)
-elif demo is None:  # first visit of the session: the URL's requests and step, else the default scenario
-    url_specs = decode_requests(ui.read_param("reqs", ui.text_max(8000), ""))
-    specs = url_specs if url_specs is not None else list(ENGINE_SCENARIOS["three"].requests)
-    demo = replay(specs, ui.read_param("steps", ui.int_in(0, MAX_STEPS), 0))
-elif demo.config != config:  # a changed setting replays the same requests from step 0
-    demo = replay(demo.all_specs(), 0)
-    st.toast(ctx.t("restarted"), icon="🔁")
-
-
-def show_request_error(err: RequestError) -> None:
-    ui.show_error(ctx, ctx.t(f"err_{err.code}", message=str(err), **err.detail),
-                  ctx.t(f"fix_{err.code}", **err.detail))
-
-
-# --- actions (callbacks: they run before the page is drawn, so every widget below sees the new state) ----------
-def guarded(action) -> None:
-    """Run an engine action; an engine refusal is kept for an error box instead of a traceback."""
-    try:
-        action()
-    except (RuntimeError, ValueError) as err:
-        st.session_state["engine.failure"] = str(err)
-
-
-def do_step() -> None:
-    guarded(st.session_state["engine.demo"].step)
-
-
-def do_run() -> None:
-    with st.spinner(ctx.t("running")):
-        guarded(st.session_state["engine.demo"].run_to_end)
-
-
-def do_reset() -> None:
-    st.session_state["engine.load"] = st.session_state["engine.demo"].all_specs()
-
-
-def do_add() -> None:
-    """Add the request described by the form; the outcome is shown under the buttons."""
-    get = st.session_state.get
-    live = st.session_state["engine.demo"]
-    spec = RequestSpec(get("engine.new_text", ""), get("engine.new_task", "recall"),
-                       int(get("engine.new_max_tokens", 64)), float(get("engine.new_temperature", 0.0)),
-                       int(get("engine.new_seed", 0)), 1, len(live.steps))
-    try:
-        st.session_state["engine.added"] = live.add(spec)
-    except RequestError as err:
-        st.session_state["engine.add_error"] = err
+session = EngineSession(ctx, "engine", config, model, tokenizer)
+demo = session.current(list(ENGINE_SCENARIOS["three"].requests))
 
 
 def use_preset() -> None:
@@ -130,11 +70,11 @@ def use_preset() -> None:
 
 
 a1, a2, a3, a4 = st.columns([1, 1.3, 1, 3], vertical_alignment="center")
-a1.button(ctx.t("step"), key="engine.step", type="primary", icon=":material/skip_next:", on_click=do_step,
+a1.button(ctx.t("step"), key="engine.step", type="primary", icon=":material/skip_next:", on_click=session.do_step,
           disabled=not demo.can_step())
-a2.button(ctx.t("run"), key="engine.run", icon=":material/fast_forward:", on_click=do_run,
+a2.button(ctx.t("run"), key="engine.run", icon=":material/fast_forward:", on_click=session.do_run,
           disabled=not demo.can_step())
-a3.button(ctx.t("common.reset"), key="engine.reset", icon=":material/restart_alt:", on_click=do_reset)
+a3.button(ctx.t("common.reset"), key="engine.reset", icon=":material/restart_alt:", on_click=session.do_reset)
 a4.markdown(ctx.t("step_count", steps=len(demo.steps)) + " · " + ctx.t("common.share_hint"))
 
 # --- a new request ------------------------------------------------------------------------------------------------
@@ -150,19 +90,11 @@ with st.expander(ctx.t("add_header"), expanded=not demo.all_specs()):
     c1.slider(ctx.t("max_tokens"), 1, 128, 64, key="engine.new_max_tokens")
     c2.slider(ctx.t("temperature"), 0.0, 2.0, 0.0, 0.1, key="engine.new_temperature")
     c3.number_input(ctx.t("seed"), 0, 9999, 0, key="engine.new_seed")
-    c4.button(ctx.t("add"), key="engine.add", icon=":material/add:", on_click=do_add)
+    c4.button(ctx.t("add"), key="engine.add", icon=":material/add:", on_click=session.do_add,
+              kwargs=dict(max_tokens=64, temperature=0.0))
     st.caption(ctx.t("task_help"))
-if "engine.added" in st.session_state:
-    st.success(ctx.t("added", seq=seq_label(st.session_state.pop("engine.added"))), icon="➕")
-if "engine.add_error" in st.session_state:
-    show_request_error(st.session_state.pop("engine.add_error"))
 knobs.sync_url(ctx.lang, reqs=encode_requests(demo.all_specs()), steps=len(demo.steps))
-
-for spec, err in demo.rejected:
-    show_request_error(err)
-if "engine.failure" in st.session_state:
-    ui.show_error(ctx, ctx.t("common.err_unexpected", message=st.session_state.pop("engine.failure")),
-                  ctx.t("common.fix_unexpected"))
+session.show_messages(demo)
 
 # --- the scheduler's decision -------------------------------------------------------------------------------------
 last = demo.last

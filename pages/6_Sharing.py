@@ -3,8 +3,8 @@
 import streamlit as st
 
 import ui
-from paged.engine_demo import (MAX_PROMPT_CHARS, MAX_STEPS, SHARING_SCENARIOS, TASKS, TOLERANCE, DemoConfig,
-                               EngineDemo, RequestError, RequestSpec, decode_requests, encode_requests)
+from ui.engine_actions import EngineSession
+from paged.engine_demo import MAX_PROMPT_CHARS, SHARING_SCENARIOS, TASKS, TOLERANCE, DemoConfig, encode_requests
 from paged.kv_cache import default_device
 from paged.model import load_model
 from paged.viz.colors import seq_label
@@ -53,76 +53,15 @@ with st.sidebar:
 
 config = DemoConfig(block_size=block_size, num_blocks=num_blocks, enable_prefix_caching=True)
 
-
-def replay(specs: list[RequestSpec], steps: int) -> EngineDemo:
-    """The session rebuilt from its log; if the engine refuses a step, it starts again at step 0 (error shown)."""
-    try:
-        new = EngineDemo.replay(config, specs, steps, model, tokenizer)
-    except (RuntimeError, ValueError) as err:
-        st.session_state["sharing.failure"] = str(err)
-        new = EngineDemo.replay(config, specs, 0, model, tokenizer)
-    st.session_state["sharing.demo"] = new
-    return new
-
-
-demo: EngineDemo | None = st.session_state.get("sharing.demo")
-if "sharing.load" in st.session_state:
-    demo = replay(st.session_state.pop("sharing.load"), 0)
-elif demo is None:
-    url_specs = decode_requests(ui.read_param("reqs", ui.text_max(8000), ""))
-    demo = replay(url_specs if url_specs is not None else list(DEFAULT.requests),
-                  ui.read_param("steps", ui.int_in(0, MAX_STEPS), 0))
-elif demo.config != config:
-    demo = replay(demo.all_specs(), 0)
-    st.toast(ctx.t("engine.restarted"), icon="🔁")
-
-
-def show_request_error(err: RequestError) -> None:
-    ui.show_error(ctx, ctx.t(f"engine.err_{err.code}", message=str(err), **err.detail),
-                  ctx.t(f"engine.fix_{err.code}", **err.detail))
-
-
-# --- actions (callbacks: they run before the page is drawn, so every widget below sees the new state) ----------
-def guarded(action) -> None:
-    """Run an engine action; an engine refusal is kept for an error box instead of a traceback."""
-    try:
-        action()
-    except (RuntimeError, ValueError) as err:
-        st.session_state["sharing.failure"] = str(err)
-
-
-def do_step() -> None:
-    guarded(st.session_state["sharing.demo"].step)
-
-
-def do_run() -> None:
-    with st.spinner(ctx.t("engine.running")):
-        guarded(st.session_state["sharing.demo"].run_to_end)
-
-
-def do_reset() -> None:
-    st.session_state["sharing.load"] = st.session_state["sharing.demo"].all_specs()
-
-
-def do_add() -> None:
-    """Add the request described by the form; the outcome is shown under the buttons."""
-    get = st.session_state.get
-    live = st.session_state["sharing.demo"]
-    spec = RequestSpec(get("sharing.new_text", ""), get("sharing.new_task", "recall"),
-                       int(get("sharing.new_max_tokens", 32)), float(get("sharing.new_temperature", 0.8)),
-                       int(get("sharing.new_seed", 0)), int(get("sharing.new_n", 1)), len(live.steps))
-    try:
-        st.session_state["sharing.added"] = live.add(spec)
-    except RequestError as err:
-        st.session_state["sharing.add_error"] = err
-
+session = EngineSession(ctx, "sharing", config, model, tokenizer)
+demo = session.current(list(DEFAULT.requests))
 
 a1, a2, a3, a4 = st.columns([1, 1.3, 1, 3], vertical_alignment="center")
-a1.button(ctx.t("engine.step"), key="sharing.step", type="primary", icon=":material/skip_next:", on_click=do_step,
+a1.button(ctx.t("engine.step"), key="sharing.step", type="primary", icon=":material/skip_next:",
+          on_click=session.do_step, disabled=not demo.can_step())
+a2.button(ctx.t("engine.run"), key="sharing.run", icon=":material/fast_forward:", on_click=session.do_run,
           disabled=not demo.can_step())
-a2.button(ctx.t("engine.run"), key="sharing.run", icon=":material/fast_forward:", on_click=do_run,
-          disabled=not demo.can_step())
-a3.button(ctx.t("common.reset"), key="sharing.reset", icon=":material/restart_alt:", on_click=do_reset)
+a3.button(ctx.t("common.reset"), key="sharing.reset", icon=":material/restart_alt:", on_click=session.do_reset)
 a4.markdown(ctx.t("engine.step_count", steps=len(demo.steps)) + " · " + ctx.t("common.share_hint"))
 
 # --- a new request ------------------------------------------------------------------------------------------------
@@ -137,18 +76,10 @@ with st.expander(ctx.t("engine.add_header")):
     c2.slider(ctx.t("engine.temperature"), 0.0, 2.0, 0.8, 0.1, key="sharing.new_temperature")
     c3.number_input(ctx.t("engine.seed"), 0, 9999, 0, key="sharing.new_seed")
     c4.number_input(ctx.t("n"), 1, 4, 1, key="sharing.new_n")
-    c5.button(ctx.t("engine.add"), key="sharing.add", icon=":material/add:", on_click=do_add)
-if "sharing.added" in st.session_state:
-    st.success(ctx.t("engine.added", seq=seq_label(st.session_state.pop("sharing.added"))), icon="➕")
-if "sharing.add_error" in st.session_state:
-    show_request_error(st.session_state.pop("sharing.add_error"))
+    c5.button(ctx.t("engine.add"), key="sharing.add", icon=":material/add:", on_click=session.do_add,
+              kwargs=dict(max_tokens=32, temperature=0.8))
 knobs.sync_url(ctx.lang, reqs=encode_requests(demo.all_specs()), steps=len(demo.steps))
-
-for spec, err in demo.rejected:
-    show_request_error(err)
-if "sharing.failure" in st.session_state:
-    ui.show_error(ctx, ctx.t("common.err_unexpected", message=st.session_state.pop("sharing.failure")),
-                  ctx.t("common.fix_unexpected"))
+session.show_messages(demo)
 
 # --- what this step shared ----------------------------------------------------------------------------------------
 trace = demo.last.paged if demo.last else None

@@ -8,6 +8,8 @@
     show_figure(fig, "page.key", where=col)   # plotly without mode bar; fixed-width grids keep their width
     session_cached("page.runs", key, compute, max_items=8)   # compute() once per session, newest kept
     knobs.sync_url(ctx.lang, step=3)       # last: write the configuration back to the URL
+
+ui.engine_actions.EngineSession: the engine demo of pages 4 and 6 (replay, step/run/reset/add, their messages).
 """
 
 from .page import PageContext, current_lang, device_badge, device_info, language_switch, setup_page

@@ -1,0 +1,106 @@
+"""The engine demo a page keeps in st.session_state, and its action buttons (pages 4 · Engine and 6 · Sharing).
+
+    session = EngineSession(ctx, "engine", config, model, tokenizer)
+    demo = session.current(default_specs)   # after a scenario pick, on first visit (the URL's log), on a new config
+    a1.button(…, on_click=session.do_step)  # do_step · do_run · do_reset · do_add(max_tokens=…, temperature=…)
+    session.show_messages(demo)             # the last add's outcome, rejected requests, an engine refusal
+
+Every key lives under the page's prefix ("engine.demo", "engine.new_text", …), so the two pages never share state.
+"""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from paged.engine_demo import MAX_STEPS, DemoConfig, EngineDemo, RequestError, RequestSpec, decode_requests
+from paged.viz.colors import seq_label
+
+from .page import PageContext
+from .params import int_in, read_param, text_max
+from .widgets import show_error
+
+
+class EngineSession:
+    """One page's EngineDemo in st.session_state[f"{prefix}.demo"], rebuilt from its request log when needed."""
+
+    def __init__(self, ctx: PageContext, prefix: str, config: DemoConfig, model, tokenizer):
+        self.ctx, self.prefix, self.config, self.model, self.tokenizer = ctx, prefix, config, model, tokenizer
+
+    def key(self, name: str) -> str:
+        return f"{self.prefix}.{name}"
+
+    def replay(self, specs: list[RequestSpec], steps: int) -> EngineDemo:
+        """The session rebuilt from its log; if the engine refuses a step, it starts again at step 0 (error shown)."""
+        try:
+            new = EngineDemo.replay(self.config, specs, steps, self.model, self.tokenizer)
+        except (RuntimeError, ValueError) as err:
+            st.session_state[self.key("failure")] = str(err)
+            new = EngineDemo.replay(self.config, specs, 0, self.model, self.tokenizer)
+        st.session_state[self.key("demo")] = new
+        return new
+
+    def current(self, default_specs: list[RequestSpec]) -> EngineDemo:
+        """This run's demo: a picked scenario (or reset) from step 0; on the session's first visit the URL's requests
+        and step, else `default_specs`; a changed config replays the same requests from step 0."""
+        demo: EngineDemo | None = st.session_state.get(self.key("demo"))
+        if self.key("load") in st.session_state:
+            return self.replay(st.session_state.pop(self.key("load")), 0)
+        if demo is None:
+            url_specs = decode_requests(read_param("reqs", text_max(8000), ""))
+            return self.replay(url_specs if url_specs is not None else default_specs,
+                               read_param("steps", int_in(0, MAX_STEPS), 0))
+        if demo.config != self.config:
+            demo = self.replay(demo.all_specs(), 0)
+            st.toast(self.ctx.t("engine.restarted"), icon="🔁")
+        return demo
+
+    # --- actions (callbacks: they run before the page is drawn, so every widget below sees the new state) ------
+    def guarded(self, action) -> None:
+        """Run an engine action; an engine refusal is kept for an error box instead of a traceback."""
+        try:
+            action()
+        except (RuntimeError, ValueError) as err:
+            st.session_state[self.key("failure")] = str(err)
+
+    def do_step(self) -> None:
+        self.guarded(st.session_state[self.key("demo")].step)
+
+    def do_run(self) -> None:
+        with st.spinner(self.ctx.t("engine.running")):
+            self.guarded(st.session_state[self.key("demo")].run_to_end)
+
+    def do_reset(self) -> None:
+        st.session_state[self.key("load")] = st.session_state[self.key("demo")].all_specs()
+
+    def do_add(self, max_tokens: int, temperature: float) -> None:
+        """Add the request described by the form (`max_tokens`, `temperature`: the form's defaults); the outcome is
+        shown by show_messages."""
+        get, key = st.session_state.get, self.key
+        live = st.session_state[key("demo")]
+        spec = RequestSpec(get(key("new_text"), ""), get(key("new_task"), "recall"),
+                           int(get(key("new_max_tokens"), max_tokens)),
+                           float(get(key("new_temperature"), temperature)),
+                           int(get(key("new_seed"), 0)), int(get(key("new_n"), 1)), len(live.steps))
+        try:
+            st.session_state[key("added")] = live.add(spec)
+        except RequestError as err:
+            st.session_state[key("add_error")] = err
+
+    # --- messages -------------------------------------------------------------------------------------------------
+    def show_request_error(self, err: RequestError) -> None:
+        t = self.ctx.t
+        show_error(self.ctx, t(f"engine.err_{err.code}", message=str(err), **err.detail),
+                   t(f"engine.fix_{err.code}", **err.detail))
+
+    def show_messages(self, demo: EngineDemo) -> None:
+        """The last add's outcome, every request the engine rejected, and an engine refusal (then forgotten)."""
+        state, t = st.session_state, self.ctx.t
+        if self.key("added") in state:
+            st.success(t("engine.added", seq=seq_label(state.pop(self.key("added")))), icon="➕")
+        if self.key("add_error") in state:
+            self.show_request_error(state.pop(self.key("add_error")))
+        for _spec, err in demo.rejected:
+            self.show_request_error(err)
+        if self.key("failure") in state:
+            show_error(self.ctx, t("common.err_unexpected", message=state.pop(self.key("failure"))),
+                       t("common.fix_unexpected"))
