@@ -4,8 +4,9 @@ import streamlit as st
 
 import ui
 from ui.engine_actions import EngineSession
-from paged.engine_demo import (ENGINE_SCENARIOS, MAX_PROMPT_CHARS, PROMPT_PRESETS, TASKS, TOLERANCE, DemoConfig,
-                               encode_requests, table_changes)
+from paged.engine_demo import TOLERANCE, table_changes
+from paged.engine_requests import (ENGINE_SCENARIOS, MAX_PROMPT_CHARS, PROMPT_PRESETS, TASKS, DemoConfig,
+                                   encode_requests)
 from paged.kv_cache import default_device
 from paged.model import load_model
 from paged.viz.colors import seq_label

@@ -4,7 +4,8 @@ import streamlit as st
 
 import ui
 from ui.engine_actions import EngineSession
-from paged.engine_demo import MAX_PROMPT_CHARS, SHARING_SCENARIOS, TASKS, TOLERANCE, DemoConfig, encode_requests
+from paged.engine_demo import TOLERANCE
+from paged.engine_requests import MAX_PROMPT_CHARS, SHARING_SCENARIOS, TASKS, DemoConfig, encode_requests
 from paged.kv_cache import default_device
 from paged.model import load_model
 from paged.viz.colors import seq_label

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import streamlit as st
 
-from paged.engine_demo import MAX_STEPS, DemoConfig, EngineDemo, RequestError, RequestSpec, decode_requests
+from paged.engine_demo import EngineDemo
+from paged.engine_requests import MAX_STEPS, DemoConfig, RequestError, RequestSpec, decode_requests
 from paged.viz.colors import seq_label
 
 from .page import PageContext

@@ -28,7 +28,7 @@ STRINGS = {
     "max_num_seqs": {"en": "max_num_seqs (sequences running at once)", "zh": "max_num_seqs（同时运行的 sequence 数）"},
     "restarted": {"en": "Settings changed: the same requests start again from step 0.",
                   "zh": "设置已更改：同样的请求从第 0 步重新开始。"},
-    # request errors: err_<code> / fix_<code> (codes from paged.engine_demo.RequestError)
+    # request errors: err_<code> / fix_<code> (codes from paged.engine_requests.RequestError)
     "err_empty": {"en": "The prompt is empty.", "zh": "prompt 是空的。"},
     "fix_empty": {"en": "Type some text, or pick a preset prompt.", "zh": "输入一些文字，或选择一个预设 prompt。"},
     "err_too_long": {"en": "The prompt has {chars} characters; this page takes at most {max_chars}.",

@@ -4,7 +4,7 @@ to the exact step."""
 
 from __future__ import annotations
 
-from paged.engine_demo import MAX_PROMPT_CHARS
+from paged.engine_requests import MAX_PROMPT_CHARS
 from paged.i18n import t
 
 from .conftest import app_test
