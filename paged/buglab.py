@@ -2,7 +2,8 @@
 
 Each fault gets a scenario in which its symptom shows (a use-after-free needs a sequence to finish while others
 run on; a padding write needs the pool's last block to be in use). The faulty side is a paged engine with the fault;
-the reference is its fault-free contiguous twin, stepped in lockstep.
+the reference is its fault-free contiguous twin, stepped in lockstep. The page picks its scenario with
+`model_scenario`: the same per-fault structure, with a recall task and a block_size knob.
 """
 
 from __future__ import annotations
@@ -41,6 +42,45 @@ SCENARIOS: dict[Fault, Scenario] = {
 
 def scenario_for(fault: Fault | str | None) -> Scenario:
     return SCENARIOS.get(as_fault(fault), DEFAULT)
+
+
+# --- the bug lab page's scenarios: the per-fault ones above, with a recall task and a block_size knob ---------------
+TASKS = ("recall", "continue")
+RECALL_TEXTS = ("The quick brown fox jumps over the lazy dog.", "paged attention, block by block",
+                "0 1 2 3 4 5 6 7 8 9 10")
+
+
+def model_scenario(fault: Fault | str | None, task: str = "recall", tokenizer=None, block_size: int = 4,
+                   seed: int = 0) -> Scenario:
+    """The bug lab's scenario for `fault` with the model.
+
+    task "continue": scenario_for(fault) (plain text continuations). task "recall": three texts, each
+    followed by SEP, so the shipped model copies them (max_tokens = copy + EOS): a drift is a visible typo.
+    Either way the fault's structure is kept: for USE_AFTER_FREE the first request (the longest) stops early while
+    its block table is the widest, so its successor inherits a stale row; for PAD_NOT_SKIPPED the pool is smaller
+    than the batch needs, so every block, the last one included, gets used. The pool is sized in slots, so a
+    different block_size keeps the same pressure. Raises ValueError for an unknown task.
+    """
+    fault = as_fault(fault)
+    if task not in TASKS:
+        raise ValueError(f"unknown task {task!r}; choose one of {TASKS}")
+    base = scenario_for(fault)
+    if task == "continue":
+        prompts, max_tokens = base.prompts, base.max_tokens
+    else:
+        if tokenizer is None:
+            raise ValueError("the recall task needs the model's tokenizer (for its SEP token)")
+        prompts = tuple(tuple(tokenizer.encode(t) + [tokenizer.sep_token_id]) for t in RECALL_TEXTS)
+        max_tokens = tuple(len(t.encode()) + 1 for t in RECALL_TEXTS)
+        if fault is Fault.USE_AFTER_FREE:
+            max_tokens = (8,) + max_tokens[1:]
+    lengths = [(len(p.encode()) + 1 if isinstance(p, str) else len(p)) + n for p, n in zip(prompts, max_tokens)]  # BOS
+    need = sum(-(-n // block_size) for n in lengths)  # blocks if every request ran to the end at once
+    if fault is Fault.PAD_NOT_SKIPPED:
+        num_blocks = max(max(-(-n // block_size) for n in lengths), need * 3 // 4)
+    else:
+        num_blocks = need + max(4, need // 4)
+    return Scenario(prompts, max_tokens, block_size=block_size, num_blocks=num_blocks, seed=seed)
 
 
 def run_fault(model, tokenizer, fault: Fault | str | None, scenario: Scenario | None = None,

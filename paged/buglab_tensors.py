@@ -27,7 +27,6 @@ import torch
 
 from .addressing import slot_mapping
 from .attention import contiguous_attention_decode, paged_attention_decode
-from .buglab import Scenario, scenario_for
 from .faults import NUM_PAD_ROWS, Fault, as_fault, writer_block_size
 from .kv_cache import write_kv
 from .playground import Playground, tolerance
@@ -292,44 +291,3 @@ def run_tensor_fault(fault: Fault | str | None, scenario: TensorScenario | None 
                 result.finished.append(seq_id)
         steps.append(result)
     return TensorRun(fault, scenario, steps, tolerance(torch.float32))
-
-
-# --- the bug lab page's model scenarios ----------------------------------------------------------------------------
-# (Model-side, not random tensors: they extend paged.buglab's per-fault scenarios with a recall task and a block_size
-# knob, and would sit naturally in paged/buglab.py.)
-TASKS = ("recall", "continue")
-RECALL_TEXTS = ("The quick brown fox jumps over the lazy dog.", "paged attention, block by block",
-                "0 1 2 3 4 5 6 7 8 9 10")
-
-
-def model_scenario(fault: Fault | str | None, task: str = "recall", tokenizer=None, block_size: int = 4,
-                   seed: int = 0) -> Scenario:
-    """The bug lab's scenario for `fault` with the model.
-
-    task "continue": paged.buglab's scenario_for(fault) (plain text continuations). task "recall": three texts, each
-    followed by SEP, so the shipped model copies them (max_tokens = copy + EOS): a drift is a visible typo.
-    Either way the fault's structure is kept: for USE_AFTER_FREE the first request (the longest) stops early while
-    its block table is the widest, so its successor inherits a stale row; for PAD_NOT_SKIPPED the pool is smaller
-    than the batch needs, so every block, the last one included, gets used. The pool is sized in slots, so a
-    different block_size keeps the same pressure. Raises ValueError for an unknown task.
-    """
-    fault = as_fault(fault)
-    if task not in TASKS:
-        raise ValueError(f"unknown task {task!r}; choose one of {TASKS}")
-    base = scenario_for(fault)
-    if task == "continue":
-        prompts, max_tokens = base.prompts, base.max_tokens
-    else:
-        if tokenizer is None:
-            raise ValueError("the recall task needs the model's tokenizer (for its SEP token)")
-        prompts = tuple(tuple(tokenizer.encode(t) + [tokenizer.sep_token_id]) for t in RECALL_TEXTS)
-        max_tokens = tuple(len(t.encode()) + 1 for t in RECALL_TEXTS)
-        if fault is Fault.USE_AFTER_FREE:
-            max_tokens = (8,) + max_tokens[1:]
-    lengths = [(len(p.encode()) + 1 if isinstance(p, str) else len(p)) + n for p, n in zip(prompts, max_tokens)]  # BOS
-    need = sum(-(-n // block_size) for n in lengths)  # blocks if every request ran to the end at once
-    if fault is Fault.PAD_NOT_SKIPPED:
-        num_blocks = max(max(-(-n // block_size) for n in lengths), need * 3 // 4)
-    else:
-        num_blocks = need + max(4, need // 4)
-    return Scenario(prompts, max_tokens, block_size=block_size, num_blocks=num_blocks, seed=seed)

@@ -7,8 +7,8 @@ from dataclasses import asdict
 import streamlit as st
 
 import ui
-from paged.buglab import run_fault, summarize
-from paged.buglab_tensors import TASKS, model_scenario, run_tensor_fault, tensor_scenario_for
+from paged.buglab import TASKS, model_scenario, run_fault, summarize
+from paged.buglab_tensors import run_tensor_fault, tensor_scenario_for
 from paged.faults import Fault
 from paged.kv_cache import default_device
 from paged.viz.buglab import bad_cells_figure, step_error_figure

@@ -4,11 +4,8 @@ from functools import lru_cache
 
 import pytest
 
-from paged.buglab import scenario_for
-from paged.buglab_tensors import (DEFAULT_TENSOR, RECALL_TEXTS, BadCell, TensorScenario, model_scenario,
-                                  run_tensor_fault, tensor_scenario_for)
+from paged.buglab_tensors import DEFAULT_TENSOR, BadCell, TensorScenario, run_tensor_fault, tensor_scenario_for
 from paged.faults import Fault
-from paged.model import SEP, ByteTokenizer
 
 
 @lru_cache(maxsize=None)
@@ -70,27 +67,3 @@ def test_bad_scenario_is_refused():
     with pytest.raises(ValueError, match="tables"):
         run_tensor_fault(None, TensorScenario(tables=((1,),), prompt_lens=(2, 3)))
     assert tensor_scenario_for("aliased_blocks", seed=3).seed == 3
-
-
-def test_model_scenarios_keep_each_faults_structure():
-    """Recall prompts end with SEP and ask for the copy + EOS; USE_AFTER_FREE stops the first (longest) request
-    early; PAD_NOT_SKIPPED gets a pool smaller than the batch needs (so its last block is used), the same in slots
-    for any block_size; an unknown task is refused."""
-    tok = ByteTokenizer()
-    recall = model_scenario(None, "recall", tok)
-    assert all(p[-1] == SEP for p in recall.prompts)
-    assert recall.max_tokens == tuple(len(t) + 1 for t in RECALL_TEXTS)
-    uaf = model_scenario(Fault.USE_AFTER_FREE, "recall", tok)
-    assert uaf.max_tokens[0] < min(uaf.max_tokens[1:]) and len(uaf.prompts[0]) == max(map(len, uaf.prompts))
-
-    def need(s):
-        return sum(-(-(len(p) + n) // s.block_size) for p, n in zip(s.prompts, s.max_tokens))
-
-    for bs in (2, 4, 8, 16):
-        pad = model_scenario(Fault.PAD_NOT_SKIPPED, "recall", tok, block_size=bs)
-        assert pad.block_size == bs and pad.num_blocks < need(pad)
-        roomy = model_scenario(Fault.ALIASED_BLOCKS, "recall", tok, block_size=bs, seed=5)
-        assert roomy.num_blocks >= need(roomy) and roomy.seed == 5
-    assert model_scenario(Fault.USE_AFTER_FREE, "continue").prompts == scenario_for(Fault.USE_AFTER_FREE).prompts
-    with pytest.raises(ValueError, match="unknown task"):
-        model_scenario(None, "poetry", tok)

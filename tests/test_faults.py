@@ -5,11 +5,11 @@ from functools import lru_cache
 import pytest
 import torch
 
-from paged.buglab import DEFAULT, run_fault, scenario_for, summarize
+from paged.buglab import DEFAULT, RECALL_TEXTS, model_scenario, run_fault, scenario_for, summarize
 from paged.config import CacheConfig, ModelConfig
 from paged.engine import LLMEngine
 from paged.faults import FAULTS, Fault
-from paged.model import ByteTokenizer, TinyLlama
+from paged.model import SEP, ByteTokenizer, TinyLlama
 
 torch.manual_seed(0)
 MODEL = TinyLlama(ModelConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
@@ -57,3 +57,27 @@ def test_bad_fault_requests():
         LLMEngine(MODEL, TOK, CacheConfig(block_size=4, num_blocks=8), fault="cosmic_ray")
     with pytest.raises(ValueError, match="paged layout only"):
         LLMEngine(MODEL, TOK, CacheConfig(block_size=4, num_blocks=8), kv_layout="contiguous", fault="late_increment")
+
+
+def test_model_scenarios_keep_each_faults_structure():
+    """Recall prompts end with SEP and ask for the copy + EOS; USE_AFTER_FREE stops the first (longest) request
+    early; PAD_NOT_SKIPPED gets a pool smaller than the batch needs (so its last block is used), the same in slots
+    for any block_size; an unknown task is refused."""
+    tok = ByteTokenizer()
+    recall = model_scenario(None, "recall", tok)
+    assert all(p[-1] == SEP for p in recall.prompts)
+    assert recall.max_tokens == tuple(len(t) + 1 for t in RECALL_TEXTS)
+    uaf = model_scenario(Fault.USE_AFTER_FREE, "recall", tok)
+    assert uaf.max_tokens[0] < min(uaf.max_tokens[1:]) and len(uaf.prompts[0]) == max(map(len, uaf.prompts))
+
+    def need(s):
+        return sum(-(-(len(p) + n) // s.block_size) for p, n in zip(s.prompts, s.max_tokens))
+
+    for bs in (2, 4, 8, 16):
+        pad = model_scenario(Fault.PAD_NOT_SKIPPED, "recall", tok, block_size=bs)
+        assert pad.block_size == bs and pad.num_blocks < need(pad)
+        roomy = model_scenario(Fault.ALIASED_BLOCKS, "recall", tok, block_size=bs, seed=5)
+        assert roomy.num_blocks >= need(roomy) and roomy.seed == 5
+    assert model_scenario(Fault.USE_AFTER_FREE, "continue").prompts == scenario_for(Fault.USE_AFTER_FREE).prompts
+    with pytest.raises(ValueError, match="unknown task"):
+        model_scenario(None, "poetry", tok)
