@@ -13,7 +13,7 @@ import torch
 import paged.bench as bench
 from paged.attention import DECODE_IMPLS
 from paged.bench import kernels
-from paged.bench.kernels import COLUMNS, KernelCase, format_report, run_kernel_bench
+from paged.bench.kernels import KernelCase, format_report, run_kernel_bench
 
 TINY = [KernelCase(batch=2, context_len=40, num_heads=4, num_kv_heads=2, head_dim=16),
         KernelCase(batch=1, context_len=33, num_heads=4, num_kv_heads=4, head_dim=16)]

@@ -1,6 +1,5 @@
 """Property test: random add / step / abort never leaks a block and keeps the state rule."""
 
-import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
