@@ -168,6 +168,12 @@ class ContiguousKVCache:
     def length(self) -> int:
         return min(self.lengths)
 
+    def clone(self) -> "ContiguousKVCache":
+        """An independent copy (a forked sequence's twin starts from its parent's history)."""
+        twin = object.__new__(ContiguousKVCache)
+        twin.keys, twin.values, twin.lengths = self.keys.clone(), self.values.clone(), list(self.lengths)
+        return twin
+
     def truncate(self, length: int) -> None:
         """Forget every token at position >= length (used when a sequence is preempted and recomputed)."""
         self.lengths = [min(n, length) for n in self.lengths]

@@ -88,3 +88,14 @@ def test_contiguous_cache_appends_in_token_order_and_grows():
     assert cache.lengths == [7, 0] and cache.length == 0
     cache.truncate(3)
     assert cache.get(0)[0].shape[0] == 3
+
+
+def test_contiguous_cache_clone_is_independent():
+    """A clone holds the same history, and writing to it leaves the original untouched."""
+    cache = ContiguousKVCache(1, 1, 4, device="cpu")
+    k = torch.randn(3, 1, 4)
+    cache.update(0, torch.arange(3), k, k)
+    twin = cache.clone()
+    twin.update(0, torch.tensor([3]), torch.ones(1, 1, 4), torch.ones(1, 1, 4))
+    assert torch.equal(twin.get(0)[0][:3], k) and twin.lengths == [4]
+    assert cache.lengths == [3] and torch.equal(cache.get(0)[0], k)

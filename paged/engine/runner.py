@@ -157,10 +157,7 @@ class ModelRunner:
         """A child shares its parent's history: the paged pool shares blocks (BlockManager.fork); the contiguous
         twin has nothing to share, so it copies the parent's cache."""
         if self.pool is None and parent_id in self.contiguous:
-            parent = self.contiguous[parent_id]
-            child = ContiguousKVCache.__new__(ContiguousKVCache)
-            child.keys, child.values, child.lengths = parent.keys.clone(), parent.values.clone(), list(parent.lengths)
-            self.contiguous[child_id] = child
+            self.contiguous[child_id] = self.contiguous[parent_id].clone()
 
     def copy_blocks(self, copies: list[tuple[int, int]]) -> None:
         """Carry out copy-on-write: block src's K/V (every layer) into block dst."""
