@@ -1,4 +1,4 @@
-"""Every decode impl ("loop", "gather", "fused", "triton") equals attention over contiguous K/V holding the same data.
+"""Every decode impl ("loop", "gather", "fused", "native", "triton") equals attention over contiguous K/V holding the same data.
 
 The Triton kernel runs in a subprocess with TRITON_INTERPRET=1 (it must be set before triton is imported, and this
 process must not change how other tests see triton)."""
@@ -96,9 +96,9 @@ def tiny_tiles(monkeypatch):
 
 
 @pytest.mark.parametrize("dtype_name", list(DTYPES))
-@pytest.mark.parametrize("impl", ["loop", "gather", "fused"])
+@pytest.mark.parametrize("impl", ["loop", "gather", "fused", "native"])
 def test_core_parity_sweep(impl, dtype_name, tiny_tiles):
-    """loop/gather/fused match the contiguous reference over heads, head_dim, block_size and ragged lengths."""
+    """loop/gather/fused/native match the contiguous reference over heads, head_dim, block_size and ragged lengths."""
     assert sweep_failures(impl, dtype_name, HEADS, HEAD_DIMS, BLOCK_SIZES) == []
 
 

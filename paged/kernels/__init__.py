@@ -2,6 +2,8 @@
 
 Importing this package registers:
 - "fused":  tiled online-softmax decode in plain PyTorch (paged/kernels/fused.py); runs anywhere.
+- "native": the same algorithm as a C kernel (paged/kernels/native.py), built with the system's C compiler on the
+  first call; CPU only. Without a compiler the call raises RuntimeError saying so.
 - "triton": a Triton kernel (paged/kernels/triton_decode.py). Registered lazily: triton is imported on the first
   call, so `import paged` never needs it. Without triton the call raises RuntimeError saying what to install.
 """
@@ -14,6 +16,7 @@ import torch
 
 from ..attention import register_decode_impl
 from .fused import fused_decode
+from .native import native_available, native_decode
 
 
 def triton_available() -> bool:
@@ -33,4 +36,5 @@ def _triton_decode(query: torch.Tensor, key_cache: torch.Tensor, value_cache: to
 
 
 register_decode_impl("fused", fused_decode)
+register_decode_impl("native", native_decode)
 register_decode_impl("triton", _triton_decode)

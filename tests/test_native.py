@@ -1,0 +1,119 @@
+"""impl="native" (the C kernel): beyond the Core parity sweep in test_kernels.py, the cases C makes risky.
+
+Threads and work splitting, the plain (no AVX2, pthread) build, head_dims that are no multiple of 8, float64, and
+memory safety: with validation off (as the bug lab runs), a bad block id or context_len must raise, not read
+foreign memory."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from conftest import rel_err
+from paged.attention import contiguous_attention_decode, paged_attention_decode
+from paged.kernels import native
+from test_kernels import build, sweep_failures
+
+
+@pytest.fixture
+def threads():
+    """Set torch's intra-op threads (the C kernel uses as many); restored afterwards."""
+    before = torch.get_num_threads()
+    yield torch.set_num_threads
+    torch.set_num_threads(before)
+
+
+@pytest.fixture
+def fresh_native(monkeypatch, tmp_path):
+    """A native module that has loaded nothing yet and builds into an empty cache folder."""
+    monkeypatch.setattr(native, "_state", {})
+    monkeypatch.setenv("PAGED_CACHE_DIR", str(tmp_path))
+    return tmp_path
+
+
+def reference(query, keys, values, lens):
+    return contiguous_attention_decode(query.double(), keys, values, lens)
+
+
+@pytest.mark.parametrize("num_threads", [1, 2, 3])
+@pytest.mark.parametrize("lens", [[97], [1, 2048, 300, 17, 64, 1000, 5]])
+def test_threads_and_head_chunks(threads, num_threads, lens):
+    """Any thread count gives the reference result: one sequence is split by kv heads across threads, a batch is
+    shared out a sequence at a time; prefetching crosses many blocks."""
+    threads(num_threads)
+    query, kc, vc, tables, keys, values = build(8, 4, 64, 16, lens, torch.float32, seed=num_threads)
+    out = paged_attention_decode(query, kc, vc, tables, lens, impl="native")
+    assert rel_err(out, reference(query, keys, values, lens)) < 1e-5
+
+
+@pytest.mark.parametrize("head_dim", [4, 20, 36])
+def test_head_dims_off_the_vector_width(head_dim):
+    """head_dim not a multiple of 8 takes the portable loops instead of the AVX2 ones, and still matches."""
+    lens = [1, 5, 33, 70]
+    query, kc, vc, tables, keys, values = build(6, 2, head_dim, 4, lens, torch.float32)
+    out = paged_attention_decode(query, kc, vc, tables, lens, impl="native")
+    assert rel_err(out, reference(query, keys, values, lens)) < 1e-5
+
+
+def test_float64_is_computed_in_float64():
+    """A float64 pool is summed in float64: the error is at float64 rounding level."""
+    lens = [1, 5, 54]
+    query, kc, vc, tables, keys, values = build(8, 2, 64, 4, lens, torch.float64)
+    out = paged_attention_decode(query, kc, vc, tables, lens, impl="native")
+    assert out.dtype == torch.float64 and rel_err(out, reference(query, keys, values, lens)) < 1e-12
+
+
+def test_plain_build_without_avx2_or_openmp(fresh_native, monkeypatch, threads):
+    """The fallback build (no -march=native, pthreads instead of OpenMP) passes the parity sweep too."""
+    monkeypatch.setattr(native, "FLAG_SETS", (("-O3", "-pthread", "-shared", "-fPIC"),))
+    threads(2)
+    assert sweep_failures("native", "float32", [(8, 2), (4, 4)], [32, 20], [1, 16]) == []
+    assert sweep_failures("native", "bfloat16", [(8, 2)], [32], [16]) == []
+    assert len(list(fresh_native.glob("native_decode-*.so"))) == 1
+
+
+def test_bad_block_id_raises_instead_of_reading(monkeypatch):
+    """validate=False skips the Python checks, yet a block id outside the pool is refused by the kernel."""
+    lens = [5, 40]
+    query, kc, vc, tables, _, _ = build(4, 2, 32, 16, lens, torch.float32)
+    for bad_id in (kc.shape[0], 10**9, -1):
+        broken = tables.clone()
+        broken[1, 1] = bad_id
+        with pytest.raises(ValueError, match="sequence 1.*outside the pool"):
+            paged_attention_decode(query, kc, vc, broken, lens, impl="native", validate=False)
+
+
+@pytest.mark.parametrize("lens", [[5, 0], [5, 10**6]])
+def test_context_len_out_of_range_raises(lens):
+    """context_len 0 (nothing to attend to) or past the table's end raises ValueError, even with validate=False."""
+    query, kc, vc, tables, _, _ = build(4, 2, 32, 16, [5, 7], torch.float32)
+    with pytest.raises(ValueError, match="context_len must be in 1"):
+        paged_attention_decode(query, kc, vc, tables, lens, impl="native", validate=False)
+
+
+def test_shape_and_device_errors():
+    """Mismatched shapes, non-CPU tensors and unsupported dtypes raise ValueError naming the problem."""
+    query, kc, vc, tables, _, _ = build(4, 2, 32, 16, [5], torch.float32)
+    with pytest.raises(ValueError, match="disagree"):
+        paged_attention_decode(query[..., :16], kc, vc, tables, [5], impl="native", validate=False)
+    with pytest.raises(ValueError, match="CPU tensors"):
+        native.native_decode(query.to("meta"), kc, vc, tables, torch.tensor([5]), 1.0)
+    with pytest.raises(ValueError, match="one dtype"):
+        native.native_decode(query, kc.int(), vc.int(), tables, torch.tensor([5]), 1.0)
+
+
+def test_no_compiler_is_a_clear_error(fresh_native, monkeypatch):
+    """Without a C compiler native_available() is False and the impl raises RuntimeError saying what to install."""
+    monkeypatch.setattr(native, "compiler", lambda: None)
+    assert not native.native_available()
+    query, kc, vc, tables, _, _ = build(4, 2, 32, 16, [5], torch.float32)
+    with pytest.raises(RuntimeError, match="needs a C compiler"):
+        paged_attention_decode(query, kc, vc, tables, [5], impl="native")
+    assert list(fresh_native.iterdir()) == []
+
+
+def test_failed_build_is_reported(fresh_native, monkeypatch):
+    """A compiler that rejects every flag set gives RuntimeError with its message, not a crash."""
+    monkeypatch.setattr(native, "FLAG_SETS", (("--no-such-flag-for-sure",),))
+    with pytest.raises(RuntimeError, match="could not be built"):
+        native._load()
