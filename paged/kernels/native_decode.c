@@ -3,13 +3,16 @@
  * The algorithm of impl="fused", without its costs: no tile copies and no op dispatch per tile. A work item is one
  * sequence and a range of its kv heads (the whole range unless the batch is too small to keep every thread busy).
  * Worker threads take items from a shared counter. An item walks its block table one physical block at a time:
- *   - while it works on block j it asks the CPU to prefetch block j+1, whose address the table already knows
- *     (the hardware prefetcher cannot guess it: consecutive logical blocks sit anywhere in the pool);
+ *   - while it reads rows t..t+7 of block j it asks the CPU to prefetch the same rows of block j+1, whose address
+ *     the table already knows (the hardware prefetcher cannot guess it: logical neighbours sit anywhere in the
+ *     pool). Measured on a 2-core EPYC at 2048 tokens: up to 1.3x faster at head_dim 64, no clear change at 128;
  *   - every K and V row is read once, in place, straight out of the pool;
  *   - an online softmax per query head: m running max, l running sum of exp(score - m), acc running sum of p * V,
  *     rescaled by exp(m_old - m_new) whenever a block raises the max.
- * Four tokens are scored at a time (four independent sums) and added into acc together, so the vector units are
- * not waiting on one long chain of dependent additions.
+ * Several tokens are scored at a time (independent sums: 8 in the AVX2 path, which also sums their lanes in one
+ * shuffle tree and exponentiates 8 scores at once; 4 in the portable path) and added into acc together, so the
+ * vector units are not waiting on one long chain of dependent additions.
+ * Threads: OpenMP when built with it (then torch's own thread pool, see native.py), else pthreads.
  *
  * Shapes (all contiguous):
  *   query        [batch, num_heads, head_dim]                        compute type, already multiplied by scale
