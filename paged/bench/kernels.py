@@ -10,8 +10,8 @@ contiguous [B, num_kv_heads, context_len, head_dim] tensor. Then, in one process
 - KV GB/s = bytes of K and V the attention must read (sum of context_lens * num_kv_heads * head_dim * 2 * itemsize)
   / time, and % of this machine's read bandwidth measured in the same run (x.sum() over a >= 256 MB tensor).
 
-"loop" (one Python step per token) runs only where B * context_len <= 16k (--quick: 512); "triton" only on a CUDA
-GPU with the triton package.
+"loop" (one Python step per token) runs only where B * context_len <= 16k (--quick: 512); "native" (the C kernel)
+only on a CPU with a C compiler; "triton" only on a CUDA GPU with the triton package.
 
 Shared machines: when the cores are busy with other work (load average above the core count, printed in the
 header), OpenMP's spinning worker threads make impls that run many small ops (loop, fused) look 5-20x slower than
@@ -171,10 +171,12 @@ def _time_interleaved(fns: dict, reps: int, warmup: int, device: torch.device) -
 
 
 def default_impls(device: torch.device) -> list[str]:
-    """loop, gather, fused, and triton where a CUDA GPU and the triton package are present."""
-    from ..kernels import triton_available
+    """loop, gather, fused; then native on a CPU that can build it, or triton on a CUDA GPU with triton."""
+    from ..kernels import native_available, triton_available
 
-    return ["loop", "gather", "fused"] + (["triton"] if device.type == "cuda" and triton_available() else [])
+    if device.type == "cuda":
+        return ["loop", "gather", "fused"] + (["triton"] if triton_available() else [])
+    return ["loop", "gather", "fused"] + (["native"] if native_available() else [])
 
 
 def bench_case(case: KernelCase, impls: list[str], device: torch.device, read_bw: float, reps: int = 5,

@@ -3,7 +3,7 @@
 Built only from `paged.bench.kernels` (same data, same check against the contiguous reference, same interleaved
 median timing, same KV GB/s), at sizes a shared CPU answers in a few seconds:
 
-- the configuration itself: every rung (loop, gather, fused, triton on CUDA) and contiguous SDPA;
+- the configuration itself: every rung (loop, gather, fused, native on CPU or triton on CUDA) and contiguous SDPA;
 - a context sweep (SWEEP_CONTEXT_LENS, plus the configuration's own context_len) at its batch, heads, block_size;
 - a block_size sweep (SWEEP_BLOCK_SIZES, plus its own) at its context_len.
 
@@ -26,7 +26,7 @@ import torch
 from ..kv_cache import default_device
 from .kernels import CaseResult, ImplResult, KernelCase, bench_case, default_impls, read_bandwidth_gbps
 
-RUNGS = ("loop", "gather", "fused", "triton", "sdpa")  # the ladder, from the teaching loop to the bound
+RUNGS = ("loop", "gather", "fused", "native", "triton", "sdpa")  # the ladder, from the teaching loop to the bound
 SWEEP_CONTEXT_LENS = (128, 256, 512, 1024, 2048)
 SWEEP_BLOCK_SIZES = (1, 2, 4, 8, 16, 32, 64)
 LOOP_MAX_TOKENS = 4096  # batch * context_len above which the per-token loop is skipped
@@ -108,7 +108,7 @@ def run_ladder(config: LadderConfig, device: str | None = None, main_reps: int =
     point. Raises ValueError for a bad configuration (from LadderConfig) and whatever a kernel raises."""
     start = time.perf_counter()
     dev = torch.device(device) if device else default_device()
-    impls = default_impls(dev)  # loop, gather, fused (+ triton on CUDA); bench_case adds sdpa
+    impls = default_impls(dev)  # loop, gather, fused, native (CPU) or triton (CUDA); bench_case adds sdpa
     read_bw = read_bandwidth_gbps(dev, BANDWIDTH_MB)
     ctx_points = sorted(set(SWEEP_CONTEXT_LENS) | {config.context_len}) if sweeps else []
     bs_points = sorted(set(SWEEP_BLOCK_SIZES) | {config.block_size}) if sweeps else []

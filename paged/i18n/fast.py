@@ -18,8 +18,9 @@ STRINGS = {
     "rung_loop": {"en": "① loop", "zh": "① loop"},
     "rung_gather": {"en": "② gather", "zh": "② gather"},
     "rung_fused": {"en": "③ fused", "zh": "③ fused"},
-    "rung_triton": {"en": "④ triton (GPU)", "zh": "④ triton（GPU）"},
-    "rung_sdpa": {"en": "⑤ contiguous SDPA", "zh": "⑤ 连续 SDPA"},
+    "rung_native": {"en": "④ native (CPU)", "zh": "④ native（CPU）"},
+    "rung_triton": {"en": "⑤ triton (GPU)", "zh": "⑤ triton（GPU）"},
+    "rung_sdpa": {"en": "⑥ contiguous SDPA", "zh": "⑥ 连续 SDPA"},
     "does_loop": {
         "en": ("A Python loop over tokens: for each one, logical_block_id → physical_block_id → block_offset, then "
                "copy one row. **Costs:** interpreter work and indexing overhead per token."),
@@ -39,6 +40,23 @@ STRINGS = {
         "zh": ("**去掉了**物化的副本：按 block table 一次走一个 tile 的 block，用 online softmax（running max、running "
                "sum），直接从 pool 读取每个 block。"),
     },
+    "does_native": {
+        "en": ("**Removes** what fused still pays for PyTorch's ops: the tile copies and a dozen op calls per tile. "
+               "The same online softmax as one C loop (built on first use), reading every K and V row once, in "
+               "place, 8 tokens at a time with vector instructions, while it prefetches the next block: its "
+               "address is in the block table, so the CPU need not guess it."),
+        "zh": ("**去掉了** fused 仍要为 PyTorch 算子付出的代价：tile 的复制，以及每个 tile 十几次算子调用。同样的 online "
+               "softmax 写成一个 C 循环（首次使用时编译），每行 K、V 只原地读一次，用向量指令一次处理 8 个 token，同时"
+               "预取下一个 block：它的地址就在 block table 里，CPU 不必去猜。"),
+    },
+    "native_missing_note": {
+        "en": "Not run here: {reason}",
+        "zh": "这里没有运行：{reason}",
+    },
+    "native_gpu_note": {
+        "en": "A CPU kernel: on this GPU, triton plays its part.",
+        "zh": "这是 CPU kernel：在 GPU 上由 triton 担任这一角色。",
+    },
     "does_triton": {
         "en": ("**Removes** the host-side tiling loop: one GPU program per sequence × kv-head group walks its own "
                "block table, one physical block at a time, all in parallel."),
@@ -46,9 +64,12 @@ STRINGS = {
                "逐个 physical block 读取，全部并行。"),
     },
     "does_sdpa": {
-        "en": ("**The bound:** the same K/V already stored contiguously, no indirection at all. A paged kernel can "
-               "at best match it."),
-        "zh": "**上限**：同样的 K/V 本来就连续存放，完全没有间接寻址。paged kernel 最多只能追平它。",
+        "en": ("**The yardstick:** the same K/V already stored contiguously, no indirection at all, read by "
+               "PyTorch's general-purpose attention. The true bound is memory bandwidth (the GB/s chart): a kernel "
+               "shaped for decode, like native, can beat SDPA and still pay for its block table."),
+        "zh": ("**标尺**：同样的 K/V 本来就连续存放，完全没有间接寻址，由 PyTorch 的通用 attention 读取。真正的上限是内存"
+               "带宽（见 GB/s 图）：像 native 这样为 decode 定制的 kernel 可以比 SDPA 还快，同时照样付出查 block table "
+               "的代价。"),
     },
     "triton_cpu_note": {
         "en": ("No CUDA GPU here, so triton is not timed on this page: it runs on a GPU, and is tested on CPU "
@@ -90,9 +111,9 @@ STRINGS = {
     "some_bad": {"en": "At least one rung differs from the contiguous reference: its time means nothing until fixed.",
                  "zh": "至少有一级与连续 cache 的参考结果不一致：修好之前它的时间没有意义。"},
     "noisy": {
-        "en": ("{rungs} ran faster than contiguous SDPA in this run. A paged kernel does at least the same work, so "
-               "this is the machine (other processes, caches), not the kernel: press “Run the ladder” again."),
-        "zh": ("本次运行中 {rungs} 比连续 SDPA 还快。paged kernel 的工作量至少不比它少，所以这是机器的原因（别的进程、"
+        "en": ("{rungs} ran faster than contiguous SDPA in this run, although it does all of SDPA's work plus a "
+               "copy. That is the machine (other processes, caches), not the kernel: press “Run the ladder” again."),
+        "zh": ("本次运行中 {rungs} 比连续 SDPA 还快，但它做了 SDPA 的全部工作外加一次复制。这是机器的原因（别的进程、"
                "cache），不是 kernel 的原因：请再点一次“运行阶梯”。"),
     },
     "col_rung": {"en": "rung", "zh": "级"},
@@ -108,10 +129,12 @@ STRINGS = {
     "ms_x": {"en": "milliseconds per decode call", "zh": "每次 decode 调用的毫秒数"},
     "ladder_notice": {
         "en": ("the time axis is logarithmic: 1 → 10 → 100 ms are equal steps. The loop is usually one to two orders "
-               "of magnitude behind; gather and fused sit within a small factor of contiguous SDPA. That last factor "
-               "is the whole price of paging."),
+               "of magnitude behind; gather and fused sit within a small factor of contiguous SDPA. native, the "
+               "same math in C, usually lands at or below SDPA: what the middle rungs lost was not the paging, but "
+               "the extra passes and op calls around it."),
         "zh": ("时间轴是对数坐标：1 → 10 → 100 ms 是等距的。loop 通常慢一到两个数量级；gather 和 fused 与连续 SDPA 只差一个"
-               "小倍数——这个倍数就是分页的全部代价。"),
+               "小倍数。native 是同样的数学写成 C，通常与 SDPA 持平或更快：中间几级慢下来的原因不是分页本身，而是分页"
+               "周围多出来的读写遍数和算子调用。"),
     },
     "sweep_header": {"en": "Sweeps", "zh": "扫描"},
     "ctx_ms_title": {"en": "Time vs context_len (batch {batch}, block_size {block_size})",

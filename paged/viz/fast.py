@@ -20,6 +20,7 @@ IMPL_STYLE = {
     "loop": (OKABE_ITO["vermillion"], "dot", "x"),
     "gather": (OKABE_ITO["orange"], "dash", "square"),
     "fused": (OKABE_ITO["bluish_green"], "solid", "circle"),
+    "native": (OKABE_ITO["sky_blue"], "longdashdot", "star"),
     "triton": (OKABE_ITO["reddish_purple"], "dashdot", "diamond"),
     "sdpa": (OKABE_ITO["blue"], "longdash", "triangle-up"),
 }

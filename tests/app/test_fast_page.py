@@ -58,15 +58,16 @@ def test_loads_in_both_languages_and_waits_for_run(lang, counted_runs):
 
 
 def test_run_checks_every_rung_and_is_kept_for_the_session(counted_runs):
-    """Clicking run at tiny sizes: a ✔ row for loop, gather, fused and contiguous SDPA, the ladder and sweep charts;
-    a rerun for an unrelated knob (the trace seed) shows the same result without measuring again."""
+    """Clicking run at tiny sizes: a ✔ row for loop, gather, fused, native and contiguous SDPA, the ladder and sweep
+    charts; a rerun for an unrelated knob (the trace seed) shows the same result without measuring again."""
     at = app_test(PAGE, params=TINY).run()
     at.button(key="fast.run").click().run()
     ok(at)
     assert len(counted_runs) == 1
     rows = at.session_state["fast.rows"]
     check = t("fast.col_check", "en")
-    assert [r[t("fast.col_rung", "en")] for r in rows] == ["loop", "gather", "fused", t("fast.impl_sdpa", "en")]
+    assert [r[t("fast.col_rung", "en")] for r in rows] == ["loop", "gather", "fused", "native",
+                                                           t("fast.impl_sdpa", "en")]
     assert all(r[check] == t("common.ok", "en") for r in rows)
     assert at.success[0].value == t("fast.all_ok", "en")
     assert len(at.get("plotly_chart")) == LADDER_CHARTS + MEMORY_CHARTS
@@ -74,6 +75,20 @@ def test_run_checks_every_rung_and_is_kept_for_the_session(counted_runs):
     ok(at)
     assert len(counted_runs) == 1 and len(at.get("plotly_chart")) == LADDER_CHARTS + MEMORY_CHARTS
     assert at.query_params["seed"] == "5"
+
+
+def test_without_the_c_kernel_the_page_says_why_and_runs_the_rest(counted_runs, monkeypatch):
+    """When native cannot be built, its card says why and the ladder runs without it (no error)."""
+    from paged.kernels import native
+
+    monkeypatch.setattr(native, "_state", {"error": "impl='native' needs a C compiler (test)"})
+    at = app_test(PAGE, params=TINY).run()
+    ok(at)
+    assert any("needs a C compiler (test)" in c.value for c in at.caption)
+    at.button(key="fast.run").click().run()
+    ok(at)
+    rungs = [r[t("fast.col_rung", "en")] for r in at.session_state["fast.rows"]]
+    assert rungs == ["loop", "gather", "fused", t("fast.impl_sdpa", "en")]
 
 
 def test_url_restores_the_configuration():
