@@ -67,8 +67,20 @@ def test_quick_json_through_the_dispatcher(tiny_bench, capsys):
     assert {"device", "threads", "read_bw_gbps", "cases", "load_avg"} <= set(data) and len(data["cases"]) == 2
     for case in data["cases"]:
         impls = [r["impl"] for r in case["results"]]
-        assert impls[0] == "sdpa" and {"gather", "fused"} <= set(impls)
+        assert impls[0] == "sdpa" and {"gather", "fused", "native"} <= set(impls)
         assert all(r["ok"] and r["rel_err"] < 1e-4 and r["ms"] > 0 for r in case["results"])
+
+
+def test_grid_can_be_narrowed_from_the_command_line(tiny_bench, capsys):
+    """--batch/--context-len/--num-kv-heads/--head-dim pick points of the grid; a non-integer is a usage error."""
+    assert kernels.main(["--quick", "--json", "--reps", "1", "--impls", "gather", "--batch", "1,3",
+                         "--head-dim", "8", "--num-kv-heads", "1"]) == 0
+    cases = [c["case"] for c in json.loads(capsys.readouterr().out)["cases"]]
+    assert [(c["batch"], c["context_len"], c["num_kv_heads"], c["head_dim"]) for c in cases] == [(1, 40, 1, 8),
+                                                                                                 (3, 40, 1, 8)]
+    with pytest.raises(SystemExit):
+        kernels.main(["--batch", "sixteen"])
+    assert "comma-separated integers" in capsys.readouterr().err
 
 
 def test_full_grid_is_the_stated_ladder():

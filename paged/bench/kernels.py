@@ -278,10 +278,20 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--reps", type=int, default=None, help="timed reps per impl (default 5, quick 3)")
     p.add_argument("--device", default=None, help="cpu or cuda (default: cuda when available)")
     p.add_argument("--threads", type=int, default=None, help="torch.set_num_threads (default: leave as is)")
+    for name in ("batch", "context_len", "num_kv_heads", "head_dim"):
+        p.add_argument(f"--{name.replace('_', '-')}", default=None, metavar="N[,N...]",
+                       help=f"only these {name} values (default: the grid's)")
     args = p.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
-    cases = cases_from_grid(QUICK_GRID if args.quick else FULL_GRID)
+    grid = dict(QUICK_GRID if args.quick else FULL_GRID)
+    for name in grid:
+        if getattr(args, name) is not None:
+            try:
+                grid[name] = tuple(int(x) for x in getattr(args, name).split(","))
+            except ValueError:
+                p.error(f"--{name.replace('_', '-')} takes comma-separated integers, got {getattr(args, name)!r}")
+    cases = cases_from_grid(grid)
     impls = args.impls.split(",") if args.impls else None
     reps = args.reps or (3 if args.quick else 5)
     def log(text: str) -> None:  # progress on stderr, so stdout holds only the table or the JSON
