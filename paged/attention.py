@@ -178,32 +178,37 @@ _workspace = _Workspace()
 
 
 def gather_batch(key_cache, value_cache, block_tables, context_lens, max_ctx: int | None = None):
-    """Vectorised gather for a whole batch: K/V [B, max_ctx, num_kv_heads, head_dim] (rows past a sequence's
-    context_len hold slot 0's data and must be masked) and the validity mask [B, max_ctx]. Buffers are reused."""
-    batch = block_tables.shape[0]
-    _, block_size, num_kv_heads, head_dim = key_cache.shape
+    """Vectorised gather for a whole batch, a whole block at a time: K/V [B, max_ctx, num_kv_heads, head_dim] and
+    the validity mask [B, max_ctx]. Rows past a sequence's context_len hold other data (block 0, or the rest of
+    its last block) and must be masked. Buffers are reused (views into a per-thread workspace)."""
+    batch, width = block_tables.shape
+    num_blocks, block_size, num_kv_heads, head_dim = key_cache.shape
     max_ctx = int(context_lens.max()) if max_ctx is None else max_ctx
     device = key_cache.device
-    token_index = torch.arange(max_ctx, device=device)
-    valid = token_index[None, :] < context_lens[:, None]  # [B, max_ctx]
-    logical = (token_index // block_size).clamp_max(block_tables.shape[1] - 1)
-    physical = block_tables.long()[:, logical]  # [B, max_ctx]
-    slots = torch.where(valid, physical * block_size + token_index % block_size, 0).reshape(-1)
-    row = num_kv_heads * head_dim
-    out_k = _workspace.get("k", batch * max_ctx * row, key_cache.dtype, device).view(-1, num_kv_heads, head_dim)
-    out_v = _workspace.get("v", batch * max_ctx * row, key_cache.dtype, device).view(-1, num_kv_heads, head_dim)
-    torch.index_select(key_cache.reshape(-1, num_kv_heads, head_dim), 0, slots, out=out_k)
-    torch.index_select(value_cache.reshape(-1, num_kv_heads, head_dim), 0, slots, out=out_v)
-    shape = (batch, max_ctx, num_kv_heads, head_dim)
-    return out_k.view(shape), out_v.view(shape), valid
+    used = -(-max_ctx // block_size)  # logical blocks read per sequence
+    tables = block_tables.long()
+    if used > width:  # a context_len past its table (only without validation): re-read the table's last entry
+        tables = torch.cat([tables, tables[:, -1:].expand(batch, used - width)], dim=1)
+    # Entries past a sequence's own last block are padding (-1 or stale ids): read block 0 there, masked anyway.
+    in_use = torch.arange(used, device=device)[None, :] * block_size < context_lens[:, None]  # [B, used]
+    block_ids = torch.where(in_use, tables[:, :used], 0).reshape(-1)  # [B * used]
+    row = block_size * num_kv_heads * head_dim  # one physical block, flattened
+    out_k = _workspace.get("k", batch * used * row, key_cache.dtype, device).view(-1, row)
+    out_v = _workspace.get("v", batch * used * row, key_cache.dtype, device).view(-1, row)
+    torch.index_select(key_cache.reshape(num_blocks, row), 0, block_ids, out=out_k)
+    torch.index_select(value_cache.reshape(num_blocks, row), 0, block_ids, out=out_v)
+    shape = (batch, used * block_size, num_kv_heads, head_dim)
+    valid = torch.arange(max_ctx, device=device)[None, :] < context_lens[:, None]  # [B, max_ctx]
+    return out_k.view(shape)[:, :max_ctx], out_v.view(shape)[:, :max_ctx], valid
 
 
 def _decode_gather(query, key_cache, value_cache, block_tables, context_lens, scale):
     """impl="gather": one vectorised gather for the whole batch, then masked SDPA (no Python loop)."""
     keys, values, valid = gather_batch(key_cache, value_cache, block_tables, context_lens)
     q = query.unsqueeze(2)  # [B, num_heads, 1, head_dim]
+    full = bool(valid.all())  # every sequence as long as the longest: no mask needed (SDPA's faster path)
     out = F.scaled_dot_product_attention(q, keys.transpose(1, 2), values.transpose(1, 2),
-                                         attn_mask=valid[:, None, None, :], scale=scale,
+                                         attn_mask=None if full else valid[:, None, None, :], scale=scale,
                                          enable_gqa=query.shape[1] != key_cache.shape[2])
     return out.squeeze(2)
 
