@@ -45,7 +45,9 @@ with st.sidebar:
 
 # --- the ladder, rung by rung -------------------------------------------------------------------------------------
 st.header(ctx.t("ladder_header"))
-for col, impl in zip(st.columns(len(RUNGS)), RUNGS):
+half_way = (len(RUNGS) + 1) // 2  # two rows of cards: narrow columns would make each one a tall strip
+cards = [*st.columns(half_way), *st.columns(half_way)]
+for col, impl in zip(cards, RUNGS):
     with col.container(border=True, height="stretch"):
         st.markdown(f"**{ctx.t(f'rung_{impl}')}**  \n{ctx.t(f'does_{impl}')}")
         if impl == "triton" and not cuda:

@@ -12,7 +12,7 @@ STRINGS = {
                "请求 trace 上实测。"),
     },
     # --- the ladder -------------------------------------------------------------------------------------------------
-    "ladder_header": {"en": "The ladder: from the teaching loop to the bound", "zh": "阶梯：从教学循环到性能上限"},
+    "ladder_header": {"en": "The ladder: from the teaching loop to a real kernel", "zh": "阶梯：从教学循环到真正的 kernel"},
     "ladder_settings": {"en": "Kernel ladder", "zh": "Kernel 阶梯"},
     "batch": {"en": "batch (sequences decoding together)", "zh": "batch（一起 decode 的 sequence 数）"},
     "rung_loop": {"en": "① loop", "zh": "① loop"},
