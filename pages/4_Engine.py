@@ -3,7 +3,7 @@
 import streamlit as st
 
 import ui
-from ui.engine_actions import EngineSession
+from ui.engine_actions import EngineSession, explain_step
 from paged.engine_demo import TOLERANCE, table_changes
 from paged.engine_requests import (ENGINE_SCENARIOS, MAX_PROMPT_CHARS, PROMPT_PRESETS, TASKS, DemoConfig,
                                    encode_requests)
@@ -104,7 +104,8 @@ waiting, running, finished = demo.queues()
 if trace is None:
     st.info(ctx.t("no_step_yet"), icon="🏁")
 else:
-    st.info(ctx.t("step_info", step=len(demo.steps), phase=trace.phase, reason=trace.reason), icon="🧭")
+    st.info(ctx.t("step_info", step=len(demo.steps), phase=trace.phase,
+                 reason=explain_step(ctx, trace.why)), icon="🧭")
     m1, m2, m3, m4 = st.columns(4)
     m1.metric(ctx.t("budget_tokens"), f"{len(trace.slot_mapping)} / {config.max_num_batched_tokens}",
               help="max_num_batched_tokens")

@@ -3,7 +3,7 @@
 import streamlit as st
 
 import ui
-from ui.engine_actions import EngineSession
+from ui.engine_actions import EngineSession, explain_step
 from paged.engine_demo import TOLERANCE
 from paged.engine_requests import MAX_PROMPT_CHARS, SHARING_SCENARIOS, TASKS, DemoConfig, encode_requests
 from paged.kv_cache import default_device
@@ -88,7 +88,8 @@ bm = demo.engine.block_manager
 if trace is None:
     st.info(ctx.t("no_step_yet"), icon="🏁")
 else:
-    st.info(ctx.t("engine.step_info", step=len(demo.steps), phase=trace.phase, reason=trace.reason), icon="🧭")
+    st.info(ctx.t("engine.step_info", step=len(demo.steps), phase=trace.phase,
+                 reason=explain_step(ctx, trace.why)), icon="🧭")
     for a in (a for a in demo.allocations if a.step == len(demo.steps)):
         hits = [b for b, h in zip(a.table, a.hits) if h]
         key = "hits_msg" if hits else "miss_msg"

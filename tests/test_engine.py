@@ -143,6 +143,7 @@ def test_scheduler_budgets_and_fcfs(tiny):
     ids = [engine.add_request("x" * 15, SamplingParams(max_tokens=3, ignore_eos=True)) for _ in range(4)]
     first = engine.step()
     assert first.phase == "prefill" and first.scheduled == ids[:2] and "max_num_seqs" in first.reason
+    assert first.why == [("prefill", dict(count=2, tokens=32)), ("stop_max_seqs", dict(max_num_seqs=2))]
     engine2 = LLMEngine(model, tok, CacheConfig(block_size=4, num_blocks=200),
                         SchedulerConfig(max_num_batched_tokens=40, max_num_seqs=8), attn_impl="gather")
     ids2 = [engine2.add_request("x" * 15, SamplingParams(max_tokens=3, ignore_eos=True)) for _ in range(4)]

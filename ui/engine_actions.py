@@ -21,6 +21,11 @@ from .params import int_in, read_param, text_max
 from .widgets import show_error
 
 
+def explain_step(ctx, why) -> str:
+    """A step's why (the scheduler's (code, values) pieces) in the page's language, joined with "; "."""
+    return "; ".join(ctx.t(f"engine.why_{code}", **values) for code, values in why)
+
+
 class EngineSession:
     """One page's EngineDemo in st.session_state[f"{prefix}.demo"], rebuilt from its request log when needed."""
 

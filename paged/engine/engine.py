@@ -209,8 +209,8 @@ class LLMEngine:
         sched = self.scheduler.schedule()
         copies, bm.pending_copies = bm.pending_copies, []
         self.runner.copy_blocks(copies)  # copy-on-write happens before anything is written this step
-        trace = StepTrace(step=self.step_count, phase=sched.phase, reason=sched.reason, kv_layout=self.kv_layout,
-                          block_tables_before=before, blocks_allocated=sched.allocated,
+        trace = StepTrace(step=self.step_count, phase=sched.phase, reason=sched.reason, why=sched.why,
+                          kv_layout=self.kv_layout, block_tables_before=before, blocks_allocated=sched.allocated,
                           blocks_freed=dict(sched.freed), preempted=sched.preempted, num_blocks=bm.num_blocks,
                           copies=copies)
         for seq_id in sched.preempted:

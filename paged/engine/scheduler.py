@@ -16,16 +16,40 @@ from ..config import SchedulerConfig
 from ..sequence import Sequence, SequenceStatus
 
 
+# Why a step runs what it runs, as (code, values) pieces: a UI translates each code (paged.i18n, "engine.why_<code>"),
+# `explain` writes them in English for logs, the CLI and `SchedulerOutput.reason`.
+WHY_ENGLISH = {
+    "prefill": "prefill {count} waiting prompt(s), {tokens} tokens",
+    "stop_max_seqs": "stopped: max_num_seqs {max_num_seqs} reached",
+    "stop_tokens": "stopped: seq {seq} ({tokens} tokens) would pass max_num_batched_tokens {budget}",
+    "stop_blocks": "stopped: seq {seq} needs {need} blocks, {free} free (watermark {watermark})",
+    "idle": "nothing to run",
+    "decode": "decode {count} running sequence(s), one token each",
+    "new_blocks": "{count} took a new block (last block full or shared)",
+    "preempted": "preempted {seqs} by recompute (pool full)",
+}
+Why = list[tuple[str, dict]]
+
+
+def explain(why: Why, templates: dict[str, str] = WHY_ENGLISH) -> str:
+    """The pieces of a step's why, filled into `templates` (code -> format string) and joined with "; "."""
+    return "; ".join(templates[code].format(**values) for code, values in why)
+
+
 @dataclass
 class SchedulerOutput:
     """What one step will run, and why."""
 
     phase: str  # "prefill", "decode" or "idle"
     seqs: list[Sequence]
-    reason: str
+    why: Why
     preempted: list[int] = field(default_factory=list)
     allocated: dict[int, list[int]] = field(default_factory=dict)  # seq_id -> blocks newly taken this step
     freed: dict[int, list[int]] = field(default_factory=dict)  # seq_id -> blocks released by preemption
+
+    @property
+    def reason(self) -> str:
+        return explain(self.why)
 
 
 class Scheduler:
@@ -48,20 +72,20 @@ class Scheduler:
 
     def _schedule_prefill(self) -> SchedulerOutput | None:
         bm, cfg = self.block_manager, self.config
-        batch, tokens, why_stop = [], 0, ""
+        batch, tokens, why_stop = [], 0, None
         while self.waiting:
             seq = self.waiting[0]
             n = seq.num_uncached_tokens
             group = seq.extra.get("n", 1) if not seq.generated_token_ids else 1  # parallel samples fork after prefill
             if len(self.running) + len(batch) + group > cfg.max_num_seqs:
-                why_stop = f"max_num_seqs {cfg.max_num_seqs} reached"
+                why_stop = ("stop_max_seqs", dict(max_num_seqs=cfg.max_num_seqs))
                 break
             if tokens + n > cfg.max_num_batched_tokens:
-                why_stop = f"seq {seq.seq_id} ({n} tokens) would pass max_num_batched_tokens {cfg.max_num_batched_tokens}"
+                why_stop = ("stop_tokens", dict(seq=seq.seq_id, tokens=n, budget=cfg.max_num_batched_tokens))
                 break
             if not bm.can_allocate(seq):
-                why_stop = (f"seq {seq.seq_id} needs {seq.blocks_needed(bm.block_size)} blocks, "
-                            f"{bm.num_free_blocks} free (watermark {bm.watermark_blocks})")
+                why_stop = ("stop_blocks", dict(seq=seq.seq_id, need=seq.blocks_needed(bm.block_size),
+                                                free=bm.num_free_blocks, watermark=bm.watermark_blocks))
                 break
             self.waiting.popleft()
             bm.allocate(seq)
@@ -71,17 +95,15 @@ class Scheduler:
         if not batch:
             if self.waiting and not self.running:
                 # Nothing runs and the head of the queue cannot start: only possible if admission checks failed.
-                raise RuntimeError(f"scheduler stuck: {why_stop}")
+                raise RuntimeError(f"scheduler stuck: {explain([why_stop]) if why_stop else 'empty batch'}")
             return None
         self.running.extend(batch)
-        reason = f"prefill {len(batch)} waiting prompt(s), {tokens} tokens"
-        if why_stop:
-            reason += f"; stopped: {why_stop}"
-        return SchedulerOutput("prefill", batch, reason, allocated={s.seq_id: list(s.block_table) for s in batch})
+        why = [("prefill", dict(count=len(batch), tokens=tokens))] + ([why_stop] if why_stop else [])
+        return SchedulerOutput("prefill", batch, why, allocated={s.seq_id: list(s.block_table) for s in batch})
 
     def _schedule_decode(self) -> SchedulerOutput:
         if not self.running:
-            return SchedulerOutput("idle", [], "nothing to run")
+            return SchedulerOutput("idle", [], [("idle", {})])
         bm = self.block_manager
         preempted, freed = [], {}
         # Make room: while some running sequence needs a block the pool cannot give, preempt the newest.
@@ -97,14 +119,14 @@ class Scheduler:
             bm.append_slot(seq)
             if seq.block_table != before:  # a new block, or a copy-on-write replacement of the last one
                 allocated[seq.seq_id] = [b for b in seq.block_table if b not in before]
-        reason = f"decode {len(self.running)} running sequence(s), one token each"
+        why = [("decode", dict(count=len(self.running)))]
         if allocated:
-            reason += f"; {len(allocated)} took a new block (last block full or shared)"
+            why.append(("new_blocks", dict(count=len(allocated))))
         if preempted:
-            reason += f"; preempted {preempted} by recompute (pool full)"
+            why.append(("preempted", dict(seqs=list(preempted))))
         if not self.running:
-            return SchedulerOutput("idle", [], reason, preempted, {}, freed)
-        return SchedulerOutput("decode", list(self.running), reason, preempted, allocated, freed)
+            return SchedulerOutput("idle", [], why, preempted, {}, freed)
+        return SchedulerOutput("decode", list(self.running), why, preempted, allocated, freed)
 
     def finish(self, seq: Sequence) -> list[int]:
         """Remove a finished (or aborted) sequence and free its blocks."""

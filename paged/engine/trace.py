@@ -27,7 +27,7 @@ class SeqStepState:
 class StepTrace:
     step: int
     phase: str  # "prefill", "decode" or "idle"
-    reason: str
+    reason: str  # in English; `why` holds the same as (code, values) pieces for a UI to translate
     kv_layout: str
     seqs: list[SeqStepState] = field(default_factory=list)
     slot_mapping: list[int] = field(default_factory=list)  # the whole step's, in feed order
@@ -45,6 +45,7 @@ class StepTrace:
     running: list[int] = field(default_factory=list)
     ownership: list[int | None] = field(default_factory=list)  # physical block -> seq id (after the step)
     elapsed_ms: float = 0.0
+    why: list[tuple[str, dict]] = field(default_factory=list)  # see paged.engine.scheduler.WHY_ENGLISH
 
     @property
     def scheduled(self) -> list[int]:

@@ -1,6 +1,21 @@
 """Page 4 · Engine (several keys are reused by page 6 · Sharing as "engine.<key>")."""
 
+from ..engine.scheduler import WHY_ENGLISH
+
+# The scheduler's reasons for a step, by code (see paged.engine.scheduler): English from the scheduler itself.
+WHY_ZH = {
+    "prefill": "prefill {count} 个等待中的 prompt，共 {tokens} 个 token",
+    "stop_max_seqs": "停止：已达到 max_num_seqs {max_num_seqs}",
+    "stop_tokens": "停止：seq {seq}（{tokens} 个 token）会超过 max_num_batched_tokens {budget}",
+    "stop_blocks": "停止：seq {seq} 需要 {need} 个 block，空闲 {free} 个（watermark {watermark}）",
+    "idle": "没有可运行的内容",
+    "decode": "decode {count} 个运行中的 sequence，每个一个 token",
+    "new_blocks": "{count} 个拿到了新 block（最后一个 block 已满或被共享）",
+    "preempted": "以重算方式抢占了 {seqs}（pool 已满）",
+}
+
 STRINGS = {
+    **{f"why_{code}": {"en": WHY_ENGLISH[code], "zh": WHY_ZH[code]} for code in WHY_ENGLISH},
     "title": {"en": "4 · Engine", "zh": "4 · Engine"},
     "intro": {
         "en": ("The whole mini vLLM on the shipped tiny Llama, one step at a time: the Scheduler picks who runs "

@@ -29,6 +29,17 @@ def test_loads_in_chinese_with_the_default_requests():
     assert at.query_params["steps"] == "0"
 
 
+def test_the_schedulers_reason_speaks_the_pages_language():
+    """In 简体中文 the decision box gives the scheduler's reason in Chinese too, with the same numbers."""
+    at = app_test(ENGINE, "zh").run()
+    at.button(key="engine.step").click().run()
+    no_exception(at)
+    reason = t("engine.why_prefill", "zh", count=3, tokens=demo(at).last.paged.why[0][1]["tokens"])
+    assert "等待中的 prompt" in reason
+    assert any(reason in i.value and "原因" in i.value for i in at.info), [i.value for i in at.info]
+    assert not any("waiting prompt(s)" in i.value for i in at.info)
+
+
 def test_one_step_is_a_prefill_then_running_to_the_end_the_twins_agree():
     """Step 1 prefills A, B and C (named in the decision box); the URL counts the step; after "Run to end" every
     request finished and the paged and contiguous twins agreed at every step (max |Δlogits| < 1e-4)."""
