@@ -19,6 +19,7 @@ reads kv head h // group; the query is viewed as [B * num_kv_heads, group, head_
 
 Why it still trails SDPA on contiguous K/V: that reads each byte once, in one op. Here each K byte is read from
 memory, written to the tile, copied kv-major and read again, and every tile costs a dozen op dispatches.
+impl="native" (paged/kernels/native.py) is this algorithm without those costs, as one C loop.
 """
 
 from __future__ import annotations
