@@ -3,10 +3,10 @@ live; then why paging is worth it (KV memory reserved vs needed on a seeded requ
 
 import streamlit as st
 
-import paged.kernels  # noqa: F401  (registers the "fused", "native" and "triton" impls)
 import ui
 from paged.bench.ladder import (HEAD_COUNTS, HEAD_DIMS, LOOP_MAX_TOKENS, MAIN_REPS, RUNGS, SWEEP_BLOCK_SIZES,
                                 SWEEP_REPS, LadderConfig, run_ladder, series)
+from paged.kernels import native_error  # (importing paged.kernels registers "fused", "native", "triton")
 from paged.memory import BLOCK_SIZES, TraceSpec, make_trace, simulate
 from paged.viz.fast import (fit_figure, fragmentation_figure, ladder_figure, sweep_figure, trace_figure,
                             waste_figure)
@@ -15,15 +15,6 @@ MAX_CACHED_RUNS = 8  # per session, newest kept
 MAX_MODEL_LENS = [512, 1024, 2048, 4096, 8192]
 BUDGETS = [16384, 32768, 65536, 131072]
 HIGHLIGHT_BS = 16  # vLLM's default block_size, named in the metrics
-
-
-def native_missing() -> str | None:
-    """Why the C kernel cannot run here (no compiler, failed build), or None when it can. Builds it on first use."""
-    try:
-        paged.kernels.native._load()
-    except RuntimeError as err:
-        return str(err)
-    return None
 
 
 ctx = ui.setup_page("fast", icon="🏎️")
@@ -45,6 +36,10 @@ with st.sidebar:
 
 # --- the ladder, rung by rung -------------------------------------------------------------------------------------
 st.header(ctx.t("ladder_header"))
+native_problem = None
+if not cuda:
+    with st.spinner(ctx.t("building_native")):  # the C kernel is compiled on its first use in this process
+        native_problem = native_error()
 half_way = (len(RUNGS) + 1) // 2  # two rows of cards: narrow columns would make each one a tall strip
 cards = [*st.columns(half_way), *st.columns(half_way)]
 for col, impl in zip(cards, RUNGS):
@@ -53,11 +48,10 @@ for col, impl in zip(cards, RUNGS):
         if impl == "triton" and not cuda:
             st.caption(ctx.t("triton_cpu_note"))
         if impl == "native":
-            missing = None if cuda else native_missing()
             if cuda:
                 st.caption(ctx.t("native_gpu_note"))
-            elif missing:
-                st.caption(ctx.t("native_missing_note", reason=missing))
+            elif native_problem:
+                st.caption(ctx.t("native_missing_note", reason=native_problem))
 
 config = None
 if num_heads % num_kv_heads:

@@ -26,7 +26,7 @@ import torch
 from ..kv_cache import default_device
 from .kernels import CaseResult, ImplResult, KernelCase, bench_case, default_impls, read_bandwidth_gbps
 
-RUNGS = ("loop", "gather", "fused", "native", "triton", "sdpa")  # the ladder, from the teaching loop to the bound
+RUNGS = ("loop", "gather", "fused", "native", "triton", "sdpa")  # the ladder: teaching loop ... the yardstick
 SWEEP_CONTEXT_LENS = (128, 256, 512, 1024, 2048)
 SWEEP_BLOCK_SIZES = (1, 2, 4, 8, 16, 32, 64)
 LOOP_MAX_TOKENS = 4096  # batch * context_len above which the per-token loop is skipped

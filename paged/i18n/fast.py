@@ -53,6 +53,8 @@ STRINGS = {
         "en": "Not run here: {reason}",
         "zh": "这里没有运行：{reason}",
     },
+    "building_native": {"en": "Building the C kernel (once per server process)…",
+                        "zh": "正在编译 C kernel（每个服务器进程一次）……"},
     "native_gpu_note": {
         "en": "A CPU kernel: on this GPU, triton plays its part.",
         "zh": "这是 CPU kernel：在 GPU 上由 triton 担任这一角色。",

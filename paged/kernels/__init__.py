@@ -16,7 +16,7 @@ import torch
 
 from ..attention import register_decode_impl
 from .fused import fused_decode
-from .native import native_available, native_decode
+from .native import native_available, native_decode, native_error
 
 
 def triton_available() -> bool:
@@ -34,6 +34,8 @@ def _triton_decode(query: torch.Tensor, key_cache: torch.Tensor, value_cache: to
 
     return triton_decode(query, key_cache, value_cache, block_tables, context_lens, scale)
 
+
+__all__ = ["fused_decode", "native_available", "native_decode", "native_error", "triton_available"]
 
 register_decode_impl("fused", fused_decode)
 register_decode_impl("native", native_decode)

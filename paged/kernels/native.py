@@ -123,13 +123,19 @@ def _load():
         return _state["fn"]
 
 
-def native_available() -> bool:
-    """True when the C kernel is built (or can be, now) and loaded. The first call may take about a second."""
+def native_error() -> str | None:
+    """Why the C kernel cannot run here (no compiler, a failed build), or None when it is loaded. The first call
+    in a process may build it: about a second."""
     try:
         _load()
-    except RuntimeError:
-        return False
-    return True
+    except RuntimeError as err:
+        return str(err)
+    return None
+
+
+def native_available() -> bool:
+    """True when the C kernel is built (or can be, now) and loaded. The first call may take about a second."""
+    return native_error() is None
 
 
 def native_decode(query: torch.Tensor, key_cache: torch.Tensor, value_cache: torch.Tensor,
