@@ -140,16 +140,16 @@ class BlockManager:
         preemption). `block_ids` picks specific free blocks (teaching demos); default takes from the free list.
 
         Raises ValueError (nothing changed) if seq already holds blocks, the pool lacks free blocks, or a chosen
-        block is not free / listed twice / too few.
+        block is not free / listed twice / more or fewer than the tokens need.
         """
         if seq.block_table or seq.seq_id in self.tables:
             raise ValueError(f"sequence {seq.seq_id} already holds blocks {seq.block_table}; free it first")
         needed = blocks_needed(seq.num_tokens, self.block_size)
         if block_ids is not None:
             block_ids = [int(b) for b in block_ids]
-            if len(block_ids) < needed:
-                raise ValueError(f"sequence {seq.seq_id} has {seq.num_tokens} tokens and needs {needed} blocks of "
-                                 f"{self.block_size}, but only {len(block_ids)} were given")
+            if len(block_ids) != needed:  # extra blocks would sit in the table unwritten, and append_slot adds its own
+                raise ValueError(f"sequence {seq.seq_id} has {seq.num_tokens} tokens and needs exactly {needed} "
+                                 f"blocks of {self.block_size}, but {len(block_ids)} were given")
             if len(set(block_ids)) != len(block_ids):
                 raise ValueError(f"block_ids {block_ids} list a physical block twice")
             free = set(self.free_block_ids)

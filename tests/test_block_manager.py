@@ -63,7 +63,7 @@ def test_watermark_keeps_blocks_for_decode():
     assert bm.can_allocate(ok)
 
 
-@pytest.mark.parametrize("case", ["too_big", "twice", "not_free", "dup_ids", "few_ids", "no_blocks_append",
+@pytest.mark.parametrize("case", ["too_big", "twice", "not_free", "dup_ids", "few_ids", "extra_ids", "no_blocks_append",
                                   "double_free", "unknown_free", "full_pool_append"])
 def test_bad_calls_raise_and_change_nothing(case):
     """Every misuse raises a clear ValueError and leaves the manager exactly as it was."""
@@ -79,7 +79,8 @@ def test_bad_calls_raise_and_change_nothing(case):
         "twice": (lambda: bm.allocate(held), "already holds blocks"),
         "not_free": (lambda: bm.allocate(Sequence(1, [1]), [0]), "not free"),
         "dup_ids": (lambda: bm.allocate(Sequence(1, [1, 2, 3]), [1, 1]), "twice"),
-        "few_ids": (lambda: bm.allocate(Sequence(1, [1, 2, 3]), [1]), "only 1 were given"),
+        "few_ids": (lambda: bm.allocate(Sequence(1, [1, 2, 3]), [1]), "exactly 2 blocks .* but 1 were given"),
+        "extra_ids": (lambda: bm.allocate(Sequence(1, [1, 2]), [1, 2]), "exactly 1 blocks .* but 2 were given"),
         "no_blocks_append": (lambda: bm.append_slot(Sequence(2, [1])), "holds no blocks"),
         "double_free": (lambda: bm.free(gone), "double free"),
         "unknown_free": (lambda: bm.free(Sequence(5, [1])), "unknown sequence 5"),
