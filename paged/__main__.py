@@ -24,6 +24,9 @@ def generate_main(argv: list[str]) -> int:
     p.add_argument("--seed", type=int, default=None)
     p.add_argument("--model", default=None, help="HF-style Llama directory (default: the shipped model)")
     p.add_argument("--kv-layout", choices=["paged", "contiguous"], default="paged")
+    p.add_argument("--impl", choices=["loop", "gather", "fused", "native", "triton"], default=None,
+                   help="paged decode attention impl (default: the fastest for the device); every one gives the "
+                        "same text")
     p.add_argument("--trace", default=None, help="write every StepTrace as JSON to this file")
     p.add_argument("--quiet", action="store_true", help="no per-step summary lines")
     args = p.parse_args(argv)
@@ -37,16 +40,23 @@ def generate_main(argv: list[str]) -> int:
         params = SamplingParams(max_tokens=args.max_tokens, temperature=args.temperature, top_k=args.top_k,
                                 top_p=args.top_p, seed=args.seed)
         engine = LLMEngine(model, tokenizer, CacheConfig(block_size=args.block_size, num_blocks=args.num_blocks),
-                           kv_layout=args.kv_layout)
+                           kv_layout=args.kv_layout, attn_impl=args.impl)
         ids = [engine.add_request(prompt, params) for prompt in args.prompts]
     except (ValueError, FileNotFoundError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    if not args.quiet:
+        print(f"kv_layout {args.kv_layout}, decode impl {engine.runner.attn_impl}, {engine.num_blocks} blocks of "
+              f"{args.block_size}", file=sys.stderr)
     traces = []
     streamed = 0
     decoder = tokenizer.incremental_decoder()
     while engine.has_unfinished():
-        trace = engine.step()
+        try:
+            trace = engine.step()
+        except RuntimeError as err:  # e.g. impl="native" with no C compiler, "triton" without triton
+            print(f"\nerror: {err}", file=sys.stderr)
+            return 2
         traces.append(trace.to_dict())
         if not args.quiet:
             print(trace.summary(), file=sys.stderr)

@@ -35,6 +35,20 @@ def test_generate_bad_input_is_a_clear_error():
     assert proc.returncode == 2 and "empty" in proc.stderr
 
 
+def test_every_impl_gives_the_same_text():
+    """--impl picks the decode attention; the per-token loop and the C kernel continue a prompt identically
+    (greedy), and the chosen impl is named on stderr."""
+    texts = {}
+    for impl in ("loop", "native"):
+        proc = run_cli("generate", "1 2 3 4 5 6", "--max-tokens", "12", "--impl", impl)
+        assert proc.returncode == 0, proc.stderr
+        assert f"decode impl {impl}" in proc.stderr
+        texts[impl] = proc.stdout
+    assert texts["loop"] == texts["native"] and texts["loop"].strip()
+    proc = run_cli("generate", "Hello", "--impl", "magic")
+    assert proc.returncode == 2 and "invalid choice" in proc.stderr
+
+
 def test_engine_bench_reports_parity():
     """The engine benchmark runs both layouts on the same requests and reports identical tokens."""
     from paged.engine.bench import bench_engine, format_table

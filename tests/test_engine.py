@@ -96,6 +96,13 @@ def test_default_impl_on_cpu(monkeypatch):
     assert default_attn_impl(torch.device("cpu")) == "gather"
 
 
+def test_unknown_impl_is_refused_at_construction(tiny):
+    """A misspelt attn_impl raises ValueError naming the choices when the engine is built, not at its first step."""
+    model, tok = tiny
+    with pytest.raises(ValueError, match="unknown attn_impl 'gathr'.*'native'"):
+        LLMEngine(model, tok, CacheConfig(block_size=4, num_blocks=8), attn_impl="gathr")
+
+
 def test_paged_engine_equals_full_recompute(tiny):
     """Independent reference with no cache at all: re-run the full sequence each step, take the argmax."""
     model, tok = tiny

@@ -76,6 +76,11 @@ class LLMEngine:
                                           enable_prefix_caching=cc.enable_prefix_caching and kv_layout == "paged")
         self.scheduler = Scheduler(self.scheduler_config, self.block_manager)
         impl = attn_impl or default_attn_impl(param.device)
+        from ..attention import DECODE_IMPLS
+        from .. import kernels  # noqa: F401  (registers the faster impls, so they can be named)
+
+        if impl not in DECODE_IMPLS:
+            raise ValueError(f"unknown attn_impl {impl!r}; choose one of {sorted(DECODE_IMPLS)}")
         self.runner = ModelRunner(model, num_blocks, cc.block_size, kv_layout, impl, self.fault)
         self.kv_layout = kv_layout
         self.requests: dict[int, Sequence] = {}
