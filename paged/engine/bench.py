@@ -10,7 +10,8 @@ import time
 import torch
 
 from ..config import CacheConfig, SamplingParams, SchedulerConfig
-from .engine import LLMEngine
+from ..kv_cache import default_device
+from .engine import LLMEngine, default_attn_impl
 
 
 def _prompts(batch: int, seed: int = 0) -> list[str]:
@@ -37,7 +38,6 @@ def run_once(model, tokenizer, layout: str, prompts: list[str], max_tokens: int,
 def bench_engine(batches=(1, 8, 32), max_tokens: int = 128, block_size: int = 16, reps: int = 3,
                  attn_impl: str | None = None) -> list[dict]:
     from ..model import load_model
-    from ..kv_cache import default_device
 
     model, tokenizer = load_model(device=default_device())
     rows = []
@@ -87,8 +87,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         print(json.dumps(rows, indent=1))
     else:
-        print(f"shipped model, greedy, block_size {args.block_size}, threads {args.threads}, impl "
-              f"{args.impl or 'default'}, median of {args.reps} interleaved runs")
+        device = default_device()
+        impl = args.impl or f"{default_attn_impl(device)} (the {device.type} default)"
+        print(f"shipped model, greedy, block_size {args.block_size}, threads {args.threads}, impl {impl}, median of "
+              f"{args.reps} interleaved runs")
         print(format_table(rows))
     return 0 if all(r["identical"] for r in rows) else 1
 
