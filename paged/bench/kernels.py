@@ -174,9 +174,8 @@ def default_impls(device: torch.device) -> list[str]:
     """loop, gather, fused; then native on a CPU that can build it, or triton on a CUDA GPU with triton."""
     from ..kernels import native_available, triton_available
 
-    if device.type == "cuda":
-        return ["loop", "gather", "fused"] + (["triton"] if triton_available() else [])
-    return ["loop", "gather", "fused"] + (["native"] if native_available() else [])
+    kernel, available = ("triton", triton_available) if device.type == "cuda" else ("native", native_available)
+    return ["loop", "gather", "fused"] + ([kernel] if available() else [])
 
 
 def bench_case(case: KernelCase, impls: list[str], device: torch.device, read_bw: float, reps: int = 5,

@@ -151,8 +151,22 @@ static inline float exp_nonpositive(float x) {
                 }                                                                                                 \
     }
 
+/* begin_<T> / end_<T>: an item's running state before its first block (m = -inf, l = 0, acc = 0) and its output
+ * after the last (acc / l), for the query heads of kv heads [h0, h1). */
+#define DEFINE_ITEM_ENDS(T, SFX)                                                                                  \
+    static void begin_##SFX(T *acc, T *m, T *l, int64_t h0, int64_t h1, int64_t G, int64_t D) {                   \
+        for (int64_t qh = h0 * G; qh < h1 * G; qh++) { m[qh] = -INFINITY; l[qh] = 0; }                           \
+        memset(acc + h0 * G * D, 0, sizeof(T) * (size_t)((h1 - h0) * G * D));                                    \
+    }                                                                                                             \
+    static void end_##SFX(T *out, const T *acc, const T *l, int64_t h0, int64_t h1, int64_t G, int64_t D) {       \
+        for (int64_t qh = h0 * G; qh < h1 * G; qh++)                                                              \
+            for (int64_t d = 0; d < D; d++) out[qh * D + d] = acc[qh * D + d] / l[qh];                            \
+    }
+
 DEFINE_ATTEND(float, f32, exp_nonpositive)
 DEFINE_ATTEND(double, f64, exp)
+DEFINE_ITEM_ENDS(float, f32)
+DEFINE_ITEM_ENDS(double, f64)
 
 
 #if defined(__AVX2__) && defined(__FMA__)
@@ -311,8 +325,7 @@ static void *worker(void *arg) {
         const char *kc = job->key_cache, *vc = job->value_cache;
         if (wide) {
             double *acc = (double *)scratch, *m = acc + H * D, *l = m + H, *scores = l + H;
-            for (int64_t qh = h0 * G; qh < h1 * G; qh++) { m[qh] = -INFINITY; l[qh] = 0; }
-            memset(acc + h0 * G * D, 0, sizeof(double) * (size_t)((h1 - h0) * G * D));
+            begin_f64(acc, m, l, h0, h1, G, D);
             for (int64_t j = 0; j < used; j++) {
                 const int64_t n = len - j * BS < BS ? len - j * BS : BS, next = j + 1 < used ? table[j + 1] : -1;
                 attend_block_f64((const double *)(kc + table[j] * block_bytes),
@@ -321,15 +334,12 @@ static void *worker(void *arg) {
                                  next < 0 ? NULL : (const double *)(kc + next * block_bytes),
                                  next < 0 ? NULL : (const double *)(vc + next * block_bytes));
             }
-            double *o = (double *)job->out + b * H * D;
-            for (int64_t qh = h0 * G; qh < h1 * G; qh++)
-                for (int64_t d = 0; d < D; d++) o[qh * D + d] = acc[qh * D + d] / l[qh];
+            end_f64((double *)job->out + b * H * D, acc, l, h0, h1, G, D);
             continue;
         }
         float *acc = (float *)scratch, *m = acc + H * D, *l = m + H, *scores = l + H;
         float *kf = scores + H * BS, *vf = kf + block_elems; /* f16/bf16 only: the block converted to float */
-        for (int64_t qh = h0 * G; qh < h1 * G; qh++) { m[qh] = -INFINITY; l[qh] = 0; }
-        memset(acc + h0 * G * D, 0, sizeof(float) * (size_t)((h1 - h0) * G * D));
+        begin_f32(acc, m, l, h0, h1, G, D);
         for (int64_t j = 0; j < used; j++) {
             const int64_t n = len - j * BS < BS ? len - j * BS : BS, next = j + 1 < used ? table[j + 1] : -1;
             const float *kb = (const float *)(kc + table[j] * block_bytes);
@@ -356,9 +366,7 @@ static void *worker(void *arg) {
 #endif
                 attend_block_f32(kb, vb, n, q, acc, m, l, scores, BS, h0, h1, G, KVH, D, kn, vn);
         }
-        float *o = (float *)job->out + b * H * D;
-        for (int64_t qh = h0 * G; qh < h1 * G; qh++)
-            for (int64_t d = 0; d < D; d++) o[qh * D + d] = acc[qh * D + d] / l[qh];
+        end_f32((float *)job->out + b * H * D, acc, l, h0, h1, G, D);
     }
     free(scratch);
     return NULL;
