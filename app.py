@@ -6,8 +6,8 @@ import streamlit as st
 
 import ui
 from paged.addressing import locate
-from paged.viz.chain import chain_figure
-from paged.walkthrough import SEED_BLOCK_SIZE, SEED_BLOCK_TABLE, SEED_TOKEN_INDEX
+from viz.chain import chain_figure
+from lessons.address import SEED_BLOCK_SIZE, SEED_BLOCK_TABLE, SEED_TOKEN_INDEX
 
 ctx = ui.setup_page("home", icon="🧩")
 st.title(ctx.t("title"))

@@ -1,7 +1,7 @@
 """`python -m paged …`: generate text through the paged engine, or run a benchmark.
 
     python -m paged generate "prompt" [--block-size 16 --num-blocks N --max-tokens 64 --trace trace.json]
-    python -m paged bench kernels|memory|engine|app [...]
+    python -m paged bench kernels|memory|engine [...]
 """
 
 from __future__ import annotations

@@ -7,10 +7,10 @@ import streamlit as st
 
 import ui
 from paged.addressing import address_table, locate
-from paged.viz.chain import chain_figure
-from paged.viz.colors import seq_color, tint
-from paged.viz.pool import pool_figure
-from paged.walkthrough import SEED_BLOCK_SIZE, SEED_BLOCK_TABLE, SEED_NUM_BLOCKS, SEED_TOKEN_INDEX
+from viz.chain import chain_figure
+from viz.colors import seq_color, tint
+from viz.pool import pool_figure
+from lessons.address import SEED_BLOCK_SIZE, SEED_BLOCK_TABLE, SEED_NUM_BLOCKS, SEED_TOKEN_INDEX
 
 MAX_TABLE = 32  # block-table entries accepted
 

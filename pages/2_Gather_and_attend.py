@@ -7,10 +7,11 @@ import streamlit as st
 import ui
 from paged.addressing import blocks_needed
 from paged.attention import gather_kv_loop
-from paged.viz.attention import diverging_figure, kv_strip_figure, mask_figure, weights_figure
-from paged.viz.chain import chain_figure
-from paged.viz.pool import pool_figure
-from paged.walkthrough import DTYPES, MAX_POOL_BLOCKS, GatherConfig, GatherScene
+from viz.attention import diverging_figure, kv_strip_figure, mask_figure, weights_figure
+from viz.chain import chain_figure
+from viz.pool import pool_figure
+from lessons.address import DTYPES
+from lessons.gather import MAX_POOL_BLOCKS, GatherConfig, GatherScene
 
 MAX_ROWS = 48  # prefill figures show at most the last 48 queries
 

@@ -3,12 +3,12 @@
 import streamlit as st
 
 import ui
-from paged.batch_demo import MAX_OPS, OP_PATTERN, BatchConfig, BatchDemo
-from paged.playground import tolerance
-from paged.viz.colors import seq_label
-from paged.viz.mapping import mapping_figure
-from paged.viz.pool import pool_figure
-from paged.walkthrough import DTYPES, SEED_BLOCK_SIZE, SEED_NUM_BLOCKS
+from lessons.batch import MAX_OPS, OP_PATTERN, BatchConfig, BatchDemo
+from lessons.playground import tolerance
+from viz.colors import seq_label
+from viz.mapping import mapping_figure
+from viz.pool import pool_figure
+from lessons.address import DTYPES, SEED_BLOCK_SIZE, SEED_NUM_BLOCKS
 
 
 ctx = ui.setup_page("batch", icon="📦")

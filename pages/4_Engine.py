@@ -4,14 +4,14 @@ import streamlit as st
 
 import ui
 from ui.engine_actions import EngineSession, explain_step
-from paged.engine_demo import TOLERANCE, table_changes
-from paged.engine_requests import (ENGINE_SCENARIOS, MAX_PROMPT_CHARS, PROMPT_PRESETS, TASKS, DemoConfig,
+from lessons.engine import TOLERANCE, table_changes
+from lessons.engine_requests import (ENGINE_SCENARIOS, MAX_PROMPT_CHARS, PROMPT_PRESETS, TASKS, DemoConfig,
                                    encode_requests)
 from paged.kv_cache import default_device
 from paged.model import load_model
-from paged.viz.colors import seq_label
-from paged.viz.engine import cache_rule_figure, queues_figure, slot_mapping_figure, twin_diff_figure
-from paged.viz.pool import pool_figure
+from viz.colors import seq_label
+from viz.engine import cache_rule_figure, queues_figure, slot_mapping_figure, twin_diff_figure
+from viz.pool import pool_figure
 
 ctx = ui.setup_page("engine", icon="🚂")
 knobs = ui.Knobs("engine")

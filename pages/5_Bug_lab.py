@@ -7,14 +7,14 @@ from dataclasses import asdict
 import streamlit as st
 
 import ui
-from paged.buglab import TASKS, model_scenario, run_fault, summarize
-from paged.buglab_tensors import run_tensor_fault, tensor_scenario_for
+from lessons.buglab import TASKS, model_scenario, run_fault, summarize
+from lessons.buglab_tensors import run_tensor_fault, tensor_scenario_for
 from paged.faults import Fault
 from paged.kv_cache import default_device
-from paged.viz.buglab import bad_cells_figure, step_error_figure
-from paged.viz.colors import OKABE_ITO, seq_label
+from viz.buglab import bad_cells_figure, step_error_figure
+from viz.colors import OKABE_ITO, seq_label
 
-LOGITS_TOL = 1e-4  # paged.buglab.summarize's tolerance for "this step's logits differ"
+LOGITS_TOL = 1e-4  # lessons.buglab.summarize's tolerance for "this step's logits differ"
 MAX_CACHED_RUNS = 24  # per session: every fault × on/off of one scenario, with room to spare
 DRIFT, SAME = OKABE_ITO["vermillion"], OKABE_ITO["bluish_green"]
 

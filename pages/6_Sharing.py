@@ -4,12 +4,12 @@ import streamlit as st
 
 import ui
 from ui.engine_actions import EngineSession, explain_step
-from paged.engine_demo import TOLERANCE
-from paged.engine_requests import MAX_PROMPT_CHARS, SHARING_SCENARIOS, TASKS, DemoConfig, encode_requests
+from lessons.engine import TOLERANCE
+from lessons.engine_requests import MAX_PROMPT_CHARS, SHARING_SCENARIOS, TASKS, DemoConfig, encode_requests
 from paged.kv_cache import default_device
 from paged.model import load_model
-from paged.viz.colors import seq_label
-from paged.viz.sharing import hits_figure, memory_figure, refcount_pool_figure
+from viz.colors import seq_label
+from viz.sharing import hits_figure, memory_figure, refcount_pool_figure
 
 ctx = ui.setup_page("sharing", icon="🔗")
 knobs = ui.Knobs("sharing")

@@ -4,11 +4,11 @@ live; then why paging is worth it (KV memory reserved vs needed on a seeded requ
 import streamlit as st
 
 import ui
-from paged.bench.ladder import (HEAD_COUNTS, HEAD_DIMS, LOOP_MAX_TOKENS, MAIN_REPS, RUNGS, SWEEP_BLOCK_SIZES,
+from lessons.fast import (HEAD_COUNTS, HEAD_DIMS, LOOP_MAX_TOKENS, MAIN_REPS, RUNGS, SWEEP_BLOCK_SIZES,
                                 SWEEP_REPS, LadderConfig, run_ladder, series)
 from paged.kernels import native_error  # (importing paged.kernels registers "fused", "native", "triton")
 from paged.memory import BLOCK_SIZES, TraceSpec, make_trace, simulate
-from paged.viz.fast import (fit_figure, fragmentation_figure, ladder_figure, sweep_figure, trace_figure,
+from viz.fast import (fit_figure, fragmentation_figure, ladder_figure, sweep_figure, trace_figure,
                             waste_figure)
 
 MAX_CACHED_RUNS = 8  # per session, newest kept

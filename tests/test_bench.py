@@ -101,7 +101,8 @@ def test_memory_subcommand_prints_json_and_table(capsys):
 
 def test_dispatch_table_is_extensible_and_errors_are_clear(monkeypatch, capsys):
     """Unknown or unimportable subcommands exit 2 with a message; a new entry is dispatched with its argv."""
-    assert {"kernels", "memory", "engine", "app"} <= set(bench.SUBCOMMANDS)
+    assert {"kernels", "memory", "engine"} <= set(bench.SUBCOMMANDS)
+    assert bench.main(["app"]) == 2 and "python -m ui.bench" in capsys.readouterr().err  # lives with the app now
     assert bench.main(["nope"]) == 2 and "unknown bench subcommand" in capsys.readouterr().err
     monkeypatch.setitem(bench.SUBCOMMANDS, "ghost", "paged.no_such_module:main")
     assert bench.main(["ghost"]) == 2 and "not available" in capsys.readouterr().err

@@ -4,7 +4,7 @@ from functools import lru_cache
 
 import pytest
 
-from paged.buglab_tensors import DEFAULT_TENSOR, BadCell, TensorScenario, run_tensor_fault, tensor_scenario_for
+from lessons.buglab_tensors import DEFAULT_TENSOR, BadCell, TensorScenario, run_tensor_fault, tensor_scenario_for
 from paged.faults import Fault
 
 

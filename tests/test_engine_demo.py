@@ -8,8 +8,8 @@ import pytest
 import torch
 
 from paged.config import ModelConfig
-from paged.engine_demo import EngineDemo, table_changes
-from paged.engine_requests import (MAX_PROMPT_CHARS, MAX_REQUESTS, DemoConfig, RequestError, RequestSpec,
+from lessons.engine import EngineDemo, table_changes
+from lessons.engine_requests import (MAX_PROMPT_CHARS, MAX_REQUESTS, DemoConfig, RequestError, RequestSpec,
                                    decode_requests, encode_requests)
 from paged.model import ByteTokenizer, TinyLlama
 from paged.model.tokenizer import BOS, SEP

@@ -5,7 +5,7 @@ from functools import lru_cache
 import pytest
 import torch
 
-from paged.buglab import DEFAULT, RECALL_TEXTS, model_scenario, run_fault, scenario_for, summarize
+from lessons.buglab import DEFAULT, RECALL_TEXTS, model_scenario, run_fault, scenario_for, summarize
 from paged.config import CacheConfig, ModelConfig
 from paged.engine import LLMEngine
 from paged.faults import FAULTS, Fault

@@ -1,5 +1,5 @@
 """UI strings: every key of every strings module has non-empty English and 简体中文 with the same format fields, every
-module in paged/i18n/ is registered, and every literal key a page asks for exists."""
+module in ui/strings/ is registered, and every literal key a page asks for exists."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-import paged.i18n as i18n
-from paged.i18n import LANGS, MODULES, normalize_lang, strings, t, translator
+import ui.strings as i18n
+from ui.strings import LANGS, MODULES, normalize_lang, strings, t, translator
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -31,7 +31,7 @@ def test_every_key_has_both_languages(module):
 
 
 def test_every_strings_module_is_registered():
-    """A strings file dropped into paged/i18n/ without adding it to MODULES would never be checked."""
+    """A strings file dropped into ui/strings/ without adding it to MODULES would never be checked."""
     files = {m.name for m in pkgutil.iter_modules(i18n.__path__)}
     assert files == set(MODULES), f"unregistered: {files - set(MODULES)}, missing: {set(MODULES) - files}"
 

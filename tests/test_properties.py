@@ -3,7 +3,7 @@
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from paged.playground import Playground
+from lessons.playground import Playground
 
 ops = st.lists(st.one_of(
     st.tuples(st.just("add"), st.integers(1, 13)),

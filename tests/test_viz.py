@@ -8,11 +8,11 @@ import pytest
 import torch
 
 from paged.addressing import address_table, locate
-from paged.viz.attention import diverging_figure, kv_strip_figure, mask_figure, weights_figure
-from paged.viz.chain import chain_figure
-from paged.viz.colors import FREE_COLOR, OKABE_ITO, seq_color, seq_label, text_color, tint
-from paged.viz.mapping import mapping_figure
-from paged.viz.pool import pool_figure
+from viz.attention import diverging_figure, kv_strip_figure, mask_figure, weights_figure
+from viz.chain import chain_figure
+from viz.colors import FREE_COLOR, OKABE_ITO, seq_color, seq_label, text_color, tint
+from viz.mapping import mapping_figure
+from viz.pool import pool_figure
 from viz_util import trace
 
 pytestmark = pytest.mark.usefixtures("validate_figures")  # conftest: plotly validation on

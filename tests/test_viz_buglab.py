@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from paged.buglab_tensors import BadCell
-from paged.viz.buglab import FLOOR, READ_COLOR, bad_cells_figure, step_error_figure
-from paged.viz.colors import HIGHLIGHT_COLOR, seq_color
+from lessons.buglab_tensors import BadCell
+from viz.buglab import FLOOR, READ_COLOR, bad_cells_figure, step_error_figure
+from viz.colors import HIGHLIGHT_COLOR, seq_color
 from viz_util import trace
 
 pytestmark = pytest.mark.usefixtures("validate_figures")  # conftest: plotly validation on

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from paged.viz.colors import FREE_COLOR, OKABE_ITO, seq_color
-from paged.viz.engine import cache_rule_figure, queues_figure, slot_mapping_figure, twin_diff_figure
-from paged.viz.sharing import (CACHED_FREE_COLOR, COPY_COLOR, HIT_COLOR, MISS_COLOR, hits_figure, memory_figure,
+from viz.colors import FREE_COLOR, OKABE_ITO, seq_color
+from viz.engine import cache_rule_figure, queues_figure, slot_mapping_figure, twin_diff_figure
+from viz.sharing import (CACHED_FREE_COLOR, COPY_COLOR, HIT_COLOR, MISS_COLOR, hits_figure, memory_figure,
                                refcount_pool_figure)
 from viz_util import trace
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 
 from paged.bench.kernels import CaseResult, ImplResult, KernelCase
-from paged.bench.ladder import LOOP_MAX_TOKENS, LadderConfig, series
-from paged.viz.colors import HIGHLIGHT_COLOR, OKABE_ITO
-from paged.viz.fast import (IMPL_STYLE, fit_figure, fragmentation_figure, ladder_figure, sweep_figure,
+from lessons.fast import LOOP_MAX_TOKENS, LadderConfig, series
+from viz.colors import HIGHLIGHT_COLOR, OKABE_ITO
+from viz.fast import (IMPL_STYLE, fit_figure, fragmentation_figure, ladder_figure, sweep_figure,
                             trace_figure, waste_figure)
 from viz_util import trace
 

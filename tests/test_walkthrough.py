@@ -10,8 +10,8 @@ import pytest
 import torch
 
 from paged.attention import attention
-from paged.batch_demo import BatchConfig, BatchDemo
-from paged.walkthrough import GatherConfig, GatherScene
+from lessons.batch import BatchConfig, BatchDemo
+from lessons.gather import GatherConfig, GatherScene
 
 
 def test_gather_scene_steps_through_the_chain():

@@ -1,4 +1,4 @@
-"""Server time of one step of the app, at default sizes: `python -m paged bench app [--clicks N] [--json]`.
+"""Server time of one step of the app, at default sizes: `python -m ui.bench [--clicks N] [--json]`.
 
 For "Next token" on page 2 and "Decode step" on page 3 it reports, as medians over N clicks:
     script   the page script's own run per click: what the server spends on a step (AppTest runs the page inside a
@@ -73,8 +73,8 @@ def _median_ms(fn: Callable[[], object], repeat: int) -> float:
 
 def time_compute(repeat: int) -> dict[str, float]:
     """The paged/ work behind each step, without Streamlit or figures (ms, medians)."""
-    from paged.batch_demo import BatchConfig, BatchDemo
-    from paged.walkthrough import GatherConfig, GatherScene
+    from lessons.batch import BatchConfig, BatchDemo
+    from lessons.gather import GatherConfig, GatherScene
 
     def decode_step():
         demo = BatchDemo(BatchConfig())
@@ -88,7 +88,7 @@ def time_compute(repeat: int) -> dict[str, float]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m paged bench app", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m ui.bench", description=__doc__.splitlines()[0])
     parser.add_argument("--clicks", type=int, default=7, help="timed clicks per page (median reported)")
     parser.add_argument("--json", action="store_true", help="print the numbers as JSON")
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import streamlit as st
 
-from paged.engine_demo import EngineDemo
-from paged.engine_requests import MAX_STEPS, DemoConfig, RequestError, RequestSpec, decode_requests
-from paged.viz.colors import seq_label
+from lessons.engine import EngineDemo
+from lessons.engine_requests import MAX_STEPS, DemoConfig, RequestError, RequestSpec, decode_requests
+from viz.colors import seq_label
 
 from .page import PageContext
 from .params import int_in, read_param, text_max

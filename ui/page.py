@@ -9,7 +9,7 @@ from typing import Callable
 import streamlit as st
 import torch
 
-from paged.i18n import LANG_NAMES, LANGS, normalize_lang, translator
+from ui.strings import LANG_NAMES, LANGS, normalize_lang, translator
 from paged.kv_cache import default_device
 
 LANG_KEY = "_lang"                # the language, kept for the whole browser session
@@ -57,7 +57,7 @@ def configure_torch() -> None:
 
 
 def setup_page(module: str, icon: str = "📘", title_key: str = "title") -> PageContext:
-    """Call first on every page: page config (title from paged/i18n/<module>.py), language switch, torch threads.
+    """Call first on every page: page config (title from ui/strings/<module>.py), language switch, torch threads.
     Returns the PageContext with the translator."""
     configure_torch()
     lang = current_lang()

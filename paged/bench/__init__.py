@@ -3,7 +3,9 @@
     kernels   decode attention: loop / gather / fused / triton vs contiguous SDPA, same data, one run
     memory    KV memory reserved vs needed: contiguous reservation vs paged, per block size
     engine    paged vs contiguous engine throughput (paged.engine.bench)
-    app       the Streamlit app's server time per step (ui.bench)
+
+The app's own benchmarks (server time per click) need streamlit, which paged/ never imports: they live with the
+app, as `python -m ui.bench`.
 
 Adding one: put `main(argv: list[str]) -> int` in a module and add "name": "module:function" to SUBCOMMANDS.
 Modules are imported only when their subcommand runs, so a missing optional one breaks nothing else.
@@ -18,12 +20,14 @@ SUBCOMMANDS: dict[str, str] = {
     "kernels": "paged.bench.kernels:main",
     "memory": "paged.bench.memory_cli:main",
     "engine": "paged.engine.bench:main",
-    "app": "ui.bench:main",
 }
+MOVED = {"app": "python -m ui.bench"}  # old subcommands that now live above paged/
 
 
 def resolve(name: str):
     """The main function behind subcommand `name`; raises ValueError if it is unknown or cannot be imported."""
+    if name in MOVED:
+        raise ValueError(f"bench subcommand {name!r} moved to the app's floor: run `{MOVED[name]}`")
     if name not in SUBCOMMANDS:
         raise ValueError(f"unknown bench subcommand {name!r}; choose one of {sorted(SUBCOMMANDS)}")
     module_name, func_name = SUBCOMMANDS[name].split(":")

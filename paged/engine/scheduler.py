@@ -16,7 +16,7 @@ from ..config import SchedulerConfig
 from ..sequence import Sequence, SequenceStatus
 
 
-# Why a step runs what it runs, as (code, values) pieces: a UI translates each code (paged.i18n, "engine.why_<code>"),
+# Why a step runs what it runs, as (code, values) pieces: a UI translates each code (ui.strings, "engine.why_<code>"),
 # `explain` writes them in English for logs, the CLI and `SchedulerOutput.reason`.
 WHY_ENGLISH = {
     "prefill": "prefill {count} waiting prompt(s), {tokens} tokens",

@@ -8,7 +8,7 @@ import streamlit as st
 
 import paged.model as model_pkg
 import paged.model.io as model_io
-from paged.i18n import t
+from ui.strings import t
 
 from .conftest import app_test
 

@@ -4,8 +4,8 @@ to the exact step."""
 
 from __future__ import annotations
 
-from paged.engine_requests import MAX_PROMPT_CHARS
-from paged.i18n import t
+from lessons.engine_requests import MAX_PROMPT_CHARS
+from ui.strings import t
 
 from .conftest import app_test
 
@@ -121,7 +121,7 @@ def test_query_params_replay_to_the_exact_step():
 
 def test_an_engine_failure_is_an_error_box(monkeypatch):
     """Should the engine ever raise during a step, the learner sees an error box with a fix, not a traceback."""
-    from paged.engine_demo import EngineDemo
+    from lessons.engine import EngineDemo
 
     at = app_test(ENGINE).run()
 

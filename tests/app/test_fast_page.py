@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-import paged.bench.ladder as ladder
-from paged.i18n import t
+import lessons.fast as ladder
+from ui.strings import t
 
 from .conftest import app_test
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from paged.batch_demo import BatchConfig, BatchDemo
-from paged.i18n import t
+from lessons.batch import BatchConfig, BatchDemo
+from ui.strings import t
 from ui.params import duplicates, int_in, one_of, parse_int_list
 
 from .conftest import APP, page_files, app_test

@@ -4,7 +4,7 @@ and the URL replays a session to the exact step."""
 
 from __future__ import annotations
 
-from paged.i18n import t
+from ui.strings import t
 
 from .conftest import app_test
 

@@ -1,6 +1,6 @@
 """Page 4 · Engine (several keys are reused by page 6 · Sharing as "engine.<key>")."""
 
-from ..engine.scheduler import WHY_ENGLISH
+from paged.engine.scheduler import WHY_ENGLISH
 
 # The scheduler's reasons for a step, by code (see paged.engine.scheduler): English from the scheduler itself.
 WHY_ZH = {
@@ -43,7 +43,7 @@ STRINGS = {
     "max_num_seqs": {"en": "max_num_seqs (sequences running at once)", "zh": "max_num_seqs（同时运行的 sequence 数）"},
     "restarted": {"en": "Settings changed: the same requests start again from step 0.",
                   "zh": "设置已更改：同样的请求从第 0 步重新开始。"},
-    # request errors: err_<code> / fix_<code> (codes from paged.engine_requests.RequestError)
+    # request errors: err_<code> / fix_<code> (codes from lessons.engine_requests.RequestError)
     "err_empty": {"en": "The prompt is empty.", "zh": "prompt 是空的。"},
     "fix_empty": {"en": "Type some text, or pick a preset prompt.", "zh": "输入一些文字，或选择一个预设 prompt。"},
     "err_too_long": {"en": "The prompt has {chars} characters; this page takes at most {max_chars}.",

@@ -22,7 +22,7 @@ LANGS = ("en", "zh")
 LANG_NAMES = {"en": "English", "zh": "简体中文"}
 DEFAULT_LANG = "en"
 
-# One entry per strings module. Adding a page: create paged/i18n/<name>.py with STRINGS and add "<name>" here.
+# One entry per strings module. Adding a page: create ui/strings/<name>.py with STRINGS and add "<name>" here.
 MODULES = ("common", "home", "address", "gather", "batch", "faults", "engine", "sharing", "fast")
 
 
@@ -30,7 +30,7 @@ MODULES = ("common", "home", "address", "gather", "batch", "faults", "engine", "
 def strings(module: str) -> dict[str, dict[str, str]]:
     """The STRINGS dict of one registered module (KeyError for an unregistered one)."""
     if module not in MODULES:
-        raise KeyError(f"i18n module {module!r} is not registered; add it to paged.i18n.MODULES {MODULES}")
+        raise KeyError(f"i18n module {module!r} is not registered; add it to ui.strings.MODULES {MODULES}")
     return import_module(f"{__name__}.{module}").STRINGS
 
 
@@ -47,7 +47,7 @@ def t(key: str, lang: str = DEFAULT_LANG, **fmt) -> str:
     module, _, name = key.partition(".")
     table = strings(module)
     if name not in table:
-        raise KeyError(f"no i18n key {key!r} (module paged/i18n/{module}.py)")
+        raise KeyError(f"no i18n key {key!r} (module ui/strings/{module}.py)")
     text = table[name][normalize_lang(lang)]
     return text.format(**fmt) if fmt else text
 

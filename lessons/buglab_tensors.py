@@ -25,13 +25,13 @@ from dataclasses import asdict, dataclass, field
 
 import torch
 
-from .addressing import slot_mapping
-from .attention import contiguous_attention_decode, paged_attention_decode
-from .faults import NUM_PAD_ROWS, Fault, as_fault, writer_block_size
-from .kv_cache import write_kv
+from paged.addressing import slot_mapping
+from paged.attention import contiguous_attention_decode, paged_attention_decode
+from paged.faults import NUM_PAD_ROWS, Fault, as_fault, writer_block_size
+from paged.kv_cache import write_kv
 from .playground import Playground, tolerance
-from .sequence import Sequence
-from .walkthrough import SEED_BATCH
+from paged.sequence import Sequence
+from .address import SEED_BATCH
 
 
 @dataclass(frozen=True)

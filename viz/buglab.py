@@ -99,7 +99,7 @@ def bad_cells_figure(num_blocks: int, block_size: int, tables: Mapping[int, Sequ
     """The pool grid (cells coloured by the correct owner and token) with a fault's damage on top: a black square
     inside each cell written wrongly, a blue circle in each cell read wrongly.
 
-    bad_writes / bad_reads: objects with kind, seq_id, token_index, slot, meant (paged.buglab_tensors.BadCell).
+    bad_writes / bad_reads: objects with kind, seq_id, token_index, slot, meant (lessons.buglab_tensors.BadCell).
     words: the hover / legend wording (keys of DEFAULT_WORDS), for translation.
     Traces: those of pool_figure, with "highlight" renamed words["written_wrongly"] and "read" renamed
     words["read_wrongly"].

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .config import CacheConfig, SamplingParams
-from .engine.twins import TwinRun, run_twins
-from .faults import Fault, as_fault
+from paged.config import CacheConfig, SamplingParams
+from paged.engine.twins import TwinRun, run_twins
+from paged.faults import Fault, as_fault
 
 
 @dataclass(frozen=True)

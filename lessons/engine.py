@@ -1,6 +1,6 @@
 """The engine and sharing pages' state: twin engines (paged + contiguous) and the log that rebuilt them.
 
-A session is three things, small enough for a URL (paged.engine_requests defines the first two):
+A session is three things, small enough for a URL (lessons.engine_requests defines the first two):
 
     config     DemoConfig: block_size, num_blocks, watermark, the scheduler budgets, prefix caching on / off
     requests   RequestSpec each: prompt text, task, sampling knobs, and at_step (steps run when it arrived)
@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Mapping
 
-from .engine.twins import TwinEngines, TwinStep
+from paged.engine.twins import TwinEngines, TwinStep
 from .engine_requests import MAX_REQUESTS, MAX_STEPS, DemoConfig, RequestError, RequestSpec
 
 TOLERANCE = 1e-4  # max |Δlogits| between the twins, fp32

@@ -11,11 +11,11 @@ from dataclasses import dataclass
 
 import torch
 
-from .addressing import slot_mapping
-from .attention import contiguous_attention_decode, paged_attention_decode
-from .block_manager import BlockManager
-from .kv_cache import ContiguousKVCache, KVCachePool, write_kv
-from .sequence import Sequence, SequenceStatus
+from paged.addressing import slot_mapping
+from paged.attention import contiguous_attention_decode, paged_attention_decode
+from paged.block_manager import BlockManager
+from paged.kv_cache import ContiguousKVCache, KVCachePool, write_kv
+from paged.sequence import Sequence, SequenceStatus
 
 
 @dataclass

@@ -13,27 +13,13 @@ from dataclasses import asdict, dataclass
 
 import torch
 
-from .addressing import Address, address_table, blocks_needed, slot_mapping
-from .attention import attention, gather_kv, gather_kv_loop
-from .kv_cache import ContiguousKVCache, KVCachePool, write_kv
+from paged.addressing import Address, address_table, blocks_needed, slot_mapping
+from paged.attention import attention, gather_kv, gather_kv_loop
+from paged.kv_cache import ContiguousKVCache, KVCachePool, write_kv
+from .address import dtype_of
 from .playground import tolerance
 
-# The seed article's example: block_size 4, block_table [7, 2, 9]; token 5 -> logical 1, physical 2, offset 1.
-SEED_BLOCK_SIZE = 4
-SEED_NUM_BLOCKS = 12
-SEED_BLOCK_TABLE = (7, 2, 9)
-SEED_TOKEN_INDEX = 5
-SEED_BATCH = (((7, 2, 9), 10), ((4, 1), 6), ((8, 5, 3, 6), 15))  # (block_table, context_len) of A, B, C
-
-DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 MAX_POOL_BLOCKS = 64  # the gather page's pool never exceeds this many blocks
-
-
-def dtype_of(name: str) -> torch.dtype:
-    """torch dtype for "float32" / "float16" / "bfloat16" (ValueError otherwise)."""
-    if name not in DTYPES:
-        raise ValueError(f"dtype must be one of {sorted(DTYPES)}, got {name!r}")
-    return DTYPES[name]
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,5 @@
 """What an engine-demo session is made of, small enough for a URL: its DemoConfig, its requests (RequestSpec, with
-their compact URL form) and the scenarios a page offers in its menu. paged.engine_demo replays them into engines.
+their compact URL form) and the scenarios a page offers in its menu. lessons.engine replays them into engines.
 
 Tasks: "recall" feeds BOS text SEP (the shipped model then copies the text and stops), "continue" feeds BOS text
 (counting, alphabets). A request refused before it reaches the engine raises `RequestError`.
@@ -10,8 +10,8 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass, field
 
-from .config import CacheConfig, SamplingParams, SchedulerConfig
-from .model.tokenizer import SEP
+from paged.config import CacheConfig, SamplingParams, SchedulerConfig
+from paged.model.tokenizer import SEP
 
 TASKS = ("recall", "continue")
 MAX_PROMPT_CHARS = 200

@@ -17,9 +17,9 @@ from __future__ import annotations
 import re
 from dataclasses import asdict, dataclass, field
 
-from .addressing import blocks_needed
+from paged.addressing import blocks_needed
 from .playground import DecodeCheck, Playground
-from .walkthrough import SEED_BATCH, dtype_of
+from .address import SEED_BATCH, dtype_of
 
 OP_PATTERN = re.compile(r"^(d|f\d{1,3}|a\d{1,4})$")
 MAX_OPS = 256

@@ -23,8 +23,8 @@ from typing import Callable
 
 import torch
 
-from ..kv_cache import default_device
-from .kernels import CaseResult, ImplResult, KernelCase, bench_case, default_impls, read_bandwidth_gbps
+from paged.kv_cache import default_device
+from paged.bench.kernels import CaseResult, ImplResult, KernelCase, bench_case, default_impls, read_bandwidth_gbps
 
 RUNGS = ("loop", "gather", "fused", "native", "triton", "sdpa")  # the ladder: teaching loop ... the yardstick
 SWEEP_CONTEXT_LENS = (128, 256, 512, 1024, 2048)
