@@ -90,18 +90,47 @@ def encode_requests(specs: list[RequestSpec]) -> str:
                       separators=(",", ":"))
 
 
+MAX_URL_CHARS = 8000  # the longest request list a URL may carry (8 requests of 200 characters fit easily)
+MAX_JSON_DEPTH = 3  # a request list is [ {…} ]: anything nested deeper is not one of ours
+
+
+def json_depth(text: str) -> int:
+    """The deepest nesting of [ and { in JSON text, brackets inside strings not counted (no parsing, no recursion)."""
+    depth = deepest = 0
+    in_string = escaped = False
+    for ch in text:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_string = False
+        elif ch == '"':
+            in_string = True
+        elif ch in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif ch in "]}":
+            depth -= 1
+    return deepest
+
+
 def decode_requests(text: str) -> list[RequestSpec] | None:
     """The inverse of encode_requests, from untrusted text: numbers clamped to their bounds, prompts cut to
-    MAX_PROMPT_CHARS, malformed items skipped, at most MAX_REQUESTS. None when `text` is not a JSON list."""
+    MAX_PROMPT_CHARS, malformed items skipped, at most MAX_REQUESTS. None when `text` is not a JSON list of at most
+    MAX_URL_CHARS characters and MAX_JSON_DEPTH levels (checked before parsing, so no input can exhaust the stack)."""
+    if not isinstance(text, str) or len(text) > MAX_URL_CHARS or json_depth(text) > MAX_JSON_DEPTH:
+        return None
     try:
         raw = json.loads(text)
-    except (ValueError, TypeError):
+    except (ValueError, TypeError, RecursionError):
         return None
     if not isinstance(raw, list):
         return None
     specs = []
     for item in raw[:MAX_REQUESTS]:
-        if not isinstance(item, dict) or not isinstance(item.get("p"), str):
+        if not isinstance(item, dict) or not isinstance(item.get("p"), str) or "\x00" in item["p"]:
             continue
         values: dict = {"prompt": item["p"][:MAX_PROMPT_CHARS]}
         if item.get("k") in TASKS:

@@ -17,7 +17,7 @@ from lessons.engine_requests import MAX_STEPS, DemoConfig, RequestError, Request
 from viz.colors import seq_label
 
 from .page import PageContext
-from .params import int_in, read_param, text_max
+from .params import int_in, read_param
 from .widgets import show_error
 
 
@@ -52,7 +52,8 @@ class EngineSession:
         if self.key("load") in st.session_state:
             return self.replay(st.session_state.pop(self.key("load")), 0)
         if demo is None:
-            url_specs = decode_requests(read_param("reqs", text_max(8000), ""))
+            url_text = read_param("reqs", lambda text: text if decode_requests(text) is not None else None, "")
+            url_specs = decode_requests(url_text) if url_text else None
             return self.replay(url_specs if url_specs is not None else default_specs,
                                read_param("steps", int_in(0, MAX_STEPS), 0))
         if demo.config != self.config:

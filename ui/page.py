@@ -12,6 +12,8 @@ import torch
 from ui.strings import LANG_NAMES, LANGS, normalize_lang, translator
 from paged.kv_cache import default_device
 
+from .params import NOTES_BOX_KEY
+
 LANG_KEY = "_lang"                # the language, kept for the whole browser session
 LANG_WIDGET_KEY = "_lang_widget"  # the sidebar radio that edits it
 
@@ -64,6 +66,7 @@ def setup_page(module: str, icon: str = "📘", title_key: str = "title") -> Pag
     tr = translator(module, lang)
     st.set_page_config(page_title=f"{tr(title_key)} · paged", page_icon=icon, layout="wide")
     language_switch(lang)
+    st.session_state[NOTES_BOX_KEY] = st.container()  # the link's unusable values are listed here (sync_url)
     return PageContext(module, lang, tr)
 
 

@@ -7,6 +7,7 @@ page's configuration back to the URL, so a teacher can share a link to an exact 
 from __future__ import annotations
 
 import re
+import unicodedata
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
@@ -16,24 +17,25 @@ Parser = Callable[[str], Any]  # returns the parsed value, or None when the text
 
 
 # --- parsers: str -> value | None ---------------------------------------------------------------------------------
+MAX_PARAM_CHARS = 10_000  # a URL value longer than this is ignored before any parser sees it
+_INT_TEXT = re.compile(r"[+-]?[0-9]{1,18}")  # ASCII digits only: int() would also take "١٢" or "1_000"
+_FLOAT_TEXT = re.compile(r"[+-]?(?:[0-9]{1,18}(?:\.[0-9]{0,18})?|\.[0-9]{1,18})(?:[eE][+-]?[0-9]{1,3})?")
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")  # control characters (tab and newlines kept)
+
+
 def int_in(lo: int, hi: int) -> Parser:
-    """Parse an integer and clamp it to [lo, hi]; None if it is not an integer."""
+    """Parse a plain integer (ASCII digits, at most 18) and clamp it to [lo, hi]; None if it is not one."""
     def parse(text: str):
-        try:
-            return min(hi, max(lo, int(str(text).strip())))
-        except ValueError:
-            return None
+        text = str(text).strip()
+        return min(hi, max(lo, int(text))) if _INT_TEXT.fullmatch(text) else None
     return parse
 
 
 def float_in(lo: float, hi: float) -> Parser:
-    """Parse a finite float and clamp it to [lo, hi]; None otherwise."""
+    """Parse a plain finite decimal number and clamp it to [lo, hi]; None otherwise (nan, inf, text)."""
     def parse(text: str):
-        try:
-            value = float(str(text).strip())
-        except ValueError:
-            return None
-        return min(hi, max(lo, value)) if value == value and abs(value) != float("inf") else None
+        text = str(text).strip()
+        return min(hi, max(lo, float(text))) if _FLOAT_TEXT.fullmatch(text) else None
     return parse
 
 
@@ -44,8 +46,8 @@ def one_of(options: Sequence) -> Parser:
 
 
 def text_max(max_chars: int) -> Parser:
-    """Any text, cut to `max_chars`."""
-    return lambda text: str(text)[:max_chars]
+    """Any text without control characters (a null byte, an escape), cut to `max_chars`."""
+    return lambda text: _CONTROL.sub("", str(text)[:max_chars])
 
 
 @dataclass
@@ -66,14 +68,15 @@ class ParsedInts:
 
 def parse_int_list(text: str, lo: int, hi: int, max_len: int) -> ParsedInts:
     """Parse text like "7, 2, 9" or "[7 2 9]" into integers in [lo, hi] (at most max_len of them)."""
-    items = [s for s in re.split(r"[\s,;]+", str(text).strip().strip("[]()")) if s]
+    text = unicodedata.normalize("NFKC", str(text)).replace("、", ",")  # ７，２；９ typed with a Chinese IME
+    items = [s for s in re.split(r"[\s,;]+", text.strip().strip("[]()")) if s]
     if not items:
         return ParsedInts(error="empty")
     if len(items) > max_len:
         return ParsedInts(error="too_long", detail={"count": len(items), "max_len": max_len})
     values = []
     for item in items:
-        if not re.fullmatch(r"[+-]?\d{1,9}", item):
+        if not re.fullmatch(r"[+-]?[0-9]{1,9}", item):
             return ParsedInts(error="not_a_number", detail={"item": item[:20]})
         value = int(item)
         if value < 0:
@@ -95,13 +98,42 @@ def duplicates(values: Sequence[int]) -> list[int]:
 
 
 # --- the URL round trip -------------------------------------------------------------------------------------------
+URL_NOTES_KEY = "_url_notes"  # this run's URL values that could not be used as given: [(name, raw, used)]
+
+
 def read_param(name: str, parse: Parser, default):
-    """st.query_params[name] parsed, or `default` when absent or unacceptable."""
+    """st.query_params[name] parsed, or `default` when absent or unacceptable.
+
+    Never raises, whatever the URL holds: a value longer than MAX_PARAM_CHARS is not parsed, and a parser that fails
+    in any way counts as "unacceptable". A value that was ignored, clamped or cut is noted for `show_url_notes`."""
     raw = st.query_params.get(name)
     if raw is None:
         return default
-    value = parse(raw)
-    return default if value is None else value
+    value = None
+    if len(raw) <= MAX_PARAM_CHARS:
+        try:
+            value = parse(raw)
+        except Exception:  # noqa: BLE001  (hostile text must never become a traceback)
+            value = None
+    used = default if value is None else value
+    if value is None or not _same(value, raw):
+        st.session_state.setdefault(URL_NOTES_KEY, []).append((name, raw, used if value is not None else None))
+    return used
+
+
+def _same(value, raw: str) -> bool:
+    """Whether `value` is what the URL said (not clamped, cut or cleaned): "0.10" and 0.1 are the same."""
+    if isinstance(value, float):
+        try:
+            return float(raw) == value
+        except ValueError:
+            return False
+    return _to_text(value) == raw.strip()
+
+
+def url_notes() -> list[tuple[str, str, Any]]:
+    """This run's noted URL values (name, raw text, value used or None when the default was used); clears them."""
+    return st.session_state.pop(URL_NOTES_KEY, [])
 
 
 def write_params(params: dict[str, Any]) -> None:
@@ -196,5 +228,28 @@ class Knobs:
         self.values[name] = value
 
     def sync_url(self, lang: str, **extra) -> None:
-        """Write lang, every knob read so far and `extra` to the URL."""
+        """Write lang, every knob read so far and `extra` to the URL; say which of the link's values were not used
+        as given (in the box `ui.setup_page` placed at the top of the page)."""
+        show_url_notes(lang)
         write_params({"lang": lang, **self.values, **extra})
+
+
+NOTES_BOX_KEY = "_url_notes_box"  # where show_url_notes writes: a container at the top of this run's page
+
+
+def show_url_notes(lang: str) -> None:
+    """One box listing this run's URL values that were ignored, clamped or cut (see `read_param`), with the fix."""
+    notes = url_notes()
+    if not notes:
+        return
+    from .strings import t  # the page's language; imported here to keep the parsers above free of UI strings
+
+    lines = []
+    for name, raw, used in notes:
+        shown = raw if len(raw) <= 40 else raw[:37] + "…"
+        shown = shown.encode("unicode_escape").decode("ascii") if _CONTROL.search(shown) else shown
+        key = "common.url_ignored" if used is None else "common.url_adjusted"
+        lines.append("- " + t(key, lang, name=name, raw=shown.replace("`", "'"), used=_to_text(used)))
+    box = st.session_state.get(NOTES_BOX_KEY) or st
+    box.warning(f"**{t('common.url_title', lang)}**  \n" + "\n".join(lines) + f"\n\n{t('common.fix', lang)} "
+                f"{t('common.url_fix', lang)}", icon=":material/link_off:")

@@ -3,6 +3,18 @@
 STRINGS = {
     "device": {"en": "Running on", "zh": "运行设备"},
     "fix": {"en": "Fix:", "zh": "解决办法："},
+    # a shared link whose values could not all be used (ui.params.read_param)
+    "url_title": {"en": "Some values in this link could not be used as given",
+                  "zh": "链接中的部分参数无法按原样使用"},
+    "url_ignored": {"en": "`{name}` = `{raw}` is not a valid value: the default is used.",
+                    "zh": "`{name}` = `{raw}` 不是有效的值：已改用默认值。"},
+    "url_adjusted": {"en": "`{name}` = `{raw}` is outside what this page allows: `{used}` is used.",
+                     "zh": "`{name}` = `{raw}` 超出本页允许的范围：已改用 `{used}`。"},
+    "url_fix": {"en": "Adjust the setting on the page, then copy the address bar again to share it.",
+                "zh": "在页面上调整该设置，然后重新复制地址栏中的网址来分享。"},
+    "url_reqs_unreadable": {"en": "The link's request list could not be read ({why}); the page starts from its "
+                                  "default requests.",
+                            "zh": "无法读取链接中的请求列表（{why}）；页面从默认请求开始。"},
     "notice": {"en": "What to notice:", "zh": "注意看："},
     "export": {"en": "Export trace (JSON)", "zh": "导出 trace（JSON）"},
     "settings": {"en": "Settings", "zh": "设置"},
