@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass
 from typing import Mapping
 
 from paged.engine.twins import TwinEngines, TwinStep
+from paged.engine.view import EngineView, engine_view
 from .engine_requests import MAX_REQUESTS, MAX_STEPS, DemoConfig, RequestError, RequestSpec
 
 TOLERANCE = 1e-4  # max |Δlogits| between the twins, fp32
@@ -84,12 +85,20 @@ class EngineDemo:
         self.step_dicts: list[dict] = []            # each step's export, made once
         self.history: list[Snapshot] = []
         self.allocations: list[Allocation] = []
+        self._view: EngineView | None = None  # built on first use after a change (see `view`)
         self._snapshot()
 
     @property
     def engine(self):
         """The paged engine (the one the pages draw)."""
         return self.twins.paged
+
+    @property
+    def view(self) -> EngineView:
+        """The paged engine's state now, as values (built once per change: a step or an arrival)."""
+        if self._view is None:
+            self._view = engine_view(self.engine)
+        return self._view
 
     # --- actions ------------------------------------------------------------------------------------------------
     def add(self, spec: RequestSpec) -> int | None:
@@ -105,6 +114,7 @@ class EngineDemo:
             rid = self.twins.add_request(spec.token_ids(self.tokenizer), spec.params())
         except ValueError as err:
             raise RequestError("rejected", str(err)) from err
+        self._view = None
         self.requests.append(spec)
         self.request_ids.append(rid)
         self.arrivals.append(spec)
@@ -131,10 +141,10 @@ class EngineDemo:
         step = self.twins.step()
         self.steps.append(step)
         self.step_dicts.append(step_export(step))
-        bm = self.engine.block_manager
+        self._view = None
         if step.paged.phase == "prefill":
             for seq_id, table in step.paged.blocks_allocated.items():
-                hits = bm.last_hits.get(seq_id, [False] * len(table))
+                hits = self.view.prefix_hits.get(seq_id, (False,) * len(table))
                 self.allocations.append(Allocation(len(self.steps), seq_id, list(table), list(hits)))
         self._snapshot()
         arrived = [s for s in self.pending if s.at_step <= len(self.steps)]
@@ -174,35 +184,29 @@ class EngineDemo:
         return self.steps[-1] if self.steps else None
 
     def _snapshot(self) -> None:
-        eng, bm = self.engine, self.engine.block_manager
-        seqs = {sid: (s.cached_token_count, len(s.generated_token_ids)) for sid, s in eng.sequences.items()}
-        self.history.append(Snapshot(len(self.steps), seqs, bm.num_used_blocks, sum(bm.ref_counts)))
+        view = self.view
+        seqs = {sid: (s.cached_token_count, len(s.generated_token_ids)) for sid, s in view.seqs.items()}
+        self.history.append(Snapshot(len(self.steps), seqs, view.held_blocks, view.table_blocks))
 
     def queues(self) -> tuple[list[int], list[int], list[int]]:
         """(waiting, running, finished) seq ids of the paged engine."""
-        eng = self.engine
-        waiting = [s.seq_id for s in eng.scheduler.waiting]
-        running = [s.seq_id for s in eng.scheduler.running]
-        finished = [sid for sid, s in eng.sequences.items() if s.is_finished]
-        return waiting, running, finished
+        return list(self.view.waiting), list(self.view.running), list(self.view.finished)
 
     def rows(self) -> list[SeqRow]:
         """One row per sequence (parallel samples included), in id order."""
-        eng, tok = self.engine, self.tokenizer
         spec_of = dict(zip(self.request_ids, self.requests))
         out = []
-        for sid, s in sorted(eng.sequences.items()):
-            rid = s.extra.get("request_id", sid)
-            spec = spec_of.get(rid)
-            out.append(SeqRow(sid, rid, s.extra.get("sample_index", 0), spec.shown() if spec else "",
-                              tok.decode(s.generated_token_ids), s.status.value, s.finish_reason, s.prompt_len,
-                              s.cached_token_count, len(s.generated_token_ids), s.extra.get("preemptions", 0)))
+        for sid, s in sorted(self.view.seqs.items()):
+            spec = spec_of.get(s.request_id)
+            out.append(SeqRow(sid, s.request_id, s.sample_index, spec.shown() if spec else "",
+                              self.tokenizer.decode(list(s.generated_token_ids)), s.status, s.finish_reason,
+                              s.prompt_len, s.cached_token_count, len(s.generated_token_ids), s.preemptions))
         return out
 
     def cache_series(self) -> dict[int, dict[str, list[int]]]:
         """seq_id -> {"step", "cached", "rule"} over the steps it existed: cached_token_count and
         prompt_len + generated − 1 (the state rule; equal once a step has run it, 0 vs rule when preempted)."""
-        prompt_len = {sid: s.prompt_len for sid, s in self.engine.sequences.items()}
+        prompt_len = {sid: s.prompt_len for sid, s in self.view.seqs.items()}
         series: dict[int, dict[str, list[int]]] = {}
         for snap in self.history:
             for sid, (cached, generated) in snap.seqs.items():

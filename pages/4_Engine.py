@@ -130,13 +130,12 @@ ui.show_figure(queues_figure(waiting, running, finished, trace.preempted if trac
 ui.notice(ctx, ctx.t("queues_notice"), where=note_col)
 
 # --- this step's addresses ----------------------------------------------------------------------------------------
-bm = demo.engine.block_manager
-lens = {sid: demo.engine.sequences[sid].cached_token_count for sid in bm.tables}
+view = demo.view
 written = trace.slot_mapping if trace else []
 decode = trace is not None and trace.phase == "decode"  # a prefill writes whole prompts: a thin outline reads better
-pool = pool_figure(bm.num_blocks, bm.block_size, bm.tables, lens, highlight=written if decode else [],
-                   read=[] if decode else written, max_width=680,
-                   title=ctx.t("pool_title", free=bm.num_free_blocks, num_blocks=bm.num_blocks))
+pool = pool_figure(view.num_blocks, view.block_size, view.tables, view.cached_counts,
+                   highlight=written if decode else [], read=[] if decode else written, max_width=680,
+                   title=ctx.t("pool_title", free=view.num_free_blocks, num_blocks=view.num_blocks))
 fig_col, note_col = st.columns([3, 1])
 ui.show_figure(pool, "engine.pool", where=fig_col)
 ui.notice(ctx, ctx.t("pool_notice"), where=note_col)
@@ -144,7 +143,7 @@ ui.notice(ctx, ctx.t("pool_notice"), where=note_col)
 if trace is not None and trace.seqs:
     entries = [(s.seq_id, s.positions, s.slots) for s in trace.seqs if s.slots]
     fig_col, note_col = st.columns([3, 1])
-    ui.show_figure(slot_mapping_figure(entries, bm.block_size, title=ctx.t("slots_title", phase=trace.phase)),
+    ui.show_figure(slot_mapping_figure(entries, view.block_size, title=ctx.t("slots_title", phase=trace.phase)),
                    "engine.slots", where=fig_col)
     ui.notice(ctx, ctx.t("slots_notice"), where=note_col)
 if trace is not None:

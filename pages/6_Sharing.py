@@ -84,7 +84,7 @@ session.show_messages(demo)
 
 # --- what this step shared ----------------------------------------------------------------------------------------
 trace = demo.last.paged if demo.last else None
-bm = demo.engine.block_manager
+view = demo.view
 if trace is None:
     st.info(ctx.t("no_step_yet"), icon="🏁")
 else:
@@ -97,24 +97,21 @@ else:
                          hit_blocks=hits, computed=len(a.table) - len(hits)), icon="🎯" if hits else "🧮")
     for parent, children in trace.forked.items():
         st.info(ctx.t("fork_msg", seq=seq_label(parent), children=", ".join(seq_label(c) for c in children),
-                      blocks=len(bm.tables.get(parent, [])), ref=len(children) + 1), icon="🍴")
+                      blocks=len(view.tables.get(parent, ())), ref=len(children) + 1), icon="🍴")
     owner_of = {b: s for s, blocks in trace.blocks_allocated.items() for b in blocks}
     for src, dst in trace.copies:
         st.warning(ctx.t("cow_msg", src=src, dst=dst, seq=seq_label(owner_of[dst]) if dst in owner_of else "?"),
                    icon="📝")
 
-held, in_tables = bm.num_used_blocks, sum(bm.ref_counts)
 m1, m2, m3, m4 = st.columns(4)
-m1.metric(ctx.t("metric_held"), held)
-m2.metric(ctx.t("metric_tables"), in_tables)
-m3.metric(ctx.t("metric_saved"), bm.num_shared_saved())
-m4.metric(ctx.t("metric_shared"), sum(1 for c in bm.ref_counts if c > 1))
+m1.metric(ctx.t("metric_held"), view.held_blocks)
+m2.metric(ctx.t("metric_tables"), view.table_blocks)
+m3.metric(ctx.t("metric_saved"), view.shared_saved)
+m4.metric(ctx.t("metric_shared"), sum(1 for c in view.ref_counts if c > 1))
 
-lens = {sid: demo.engine.sequences[sid].cached_token_count for sid in bm.tables}
-cached = list(bm.block_hash)
-pool = refcount_pool_figure(bm.num_blocks, bm.block_size, bm.tables, lens, bm.ref_counts, cached,
-                            trace.copies if trace else (),
-                            title=ctx.t("pool_title", free=bm.num_free_blocks, num_blocks=bm.num_blocks))
+pool = refcount_pool_figure(view.num_blocks, view.block_size, view.tables, view.cached_counts,
+                            list(view.ref_counts), list(view.cached_blocks), trace.copies if trace else (),
+                            title=ctx.t("pool_title", free=view.num_free_blocks, num_blocks=view.num_blocks))
 fig_col, note_col = st.columns([3, 1])
 ui.show_figure(pool, "sharing.pool", where=fig_col)
 ui.notice(ctx, ctx.t("pool_notice"), where=note_col)
@@ -127,19 +124,19 @@ if demo.allocations:
     ui.notice(ctx, ctx.t("hits_notice"), where=note_col)
 
 # --- parallel samples ---------------------------------------------------------------------------------------------
-groups = {rid: g for rid, g in demo.engine.groups.items() if len(g) > 1}
+groups = {rid: [view.seqs[sid] for sid in ids] for rid, ids in view.groups.items() if len(ids) > 1}
 for rid, group in groups.items():
     st.subheader(ctx.t("samples_header", seq=seq_label(rid), n=len(group)))
     for col, seq in zip(st.columns(len(group)), group):
         with col.container(border=True):
-            st.markdown(ctx.t("sample_title", seq=seq_label(seq.seq_id), i=seq.extra.get("sample_index", 0)))
-            st.code(tokenizer.decode(seq.generated_token_ids) or " ", language=None, wrap_lines=True)
-            st.caption(ctx.t("sample_caption", table=list(seq.block_table) or "—", status=seq.status.value))
+            st.markdown(ctx.t("sample_title", seq=seq_label(seq.seq_id), i=seq.sample_index))
+            st.code(tokenizer.decode(list(seq.generated_token_ids)) or " ", language=None, wrap_lines=True)
+            st.caption(ctx.t("sample_caption", table=list(seq.block_table) or "—", status=seq.status))
 
 fig_col, note_col = st.columns([3, 1])
 hist = demo.history
 ui.show_figure(memory_figure([h.step for h in hist], [h.held_blocks for h in hist], [h.table_blocks for h in hist],
-                             bm.num_blocks, ctx.t("memory_title"), held_name=ctx.t("held_name"),
+                             view.num_blocks, ctx.t("memory_title"), held_name=ctx.t("held_name"),
                              without_name=ctx.t("without_name"), x_title=ctx.t("engine.axis_step"),
                              y_title=ctx.t("axis_blocks")), "sharing.memory", where=fig_col)
 ui.notice(ctx, ctx.t("memory_notice"), where=note_col)

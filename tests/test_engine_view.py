@@ -1,0 +1,60 @@
+"""EngineView: what the pages draw, as values taken from the engine after a step (no page reads engine internals)."""
+
+import dataclasses
+
+import pytest
+import torch
+
+from paged.addressing import blocks_needed
+from paged.config import CacheConfig, ModelConfig, SamplingParams
+from paged.engine import LLMEngine
+from paged.engine.view import engine_view
+from paged.model import ByteTokenizer, TinyLlama
+
+torch.manual_seed(0)
+MODEL = TinyLlama(ModelConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+                              num_key_value_heads=2, max_position_embeddings=256)).eval()
+PREFIX = "Shared prefix of two blocks. "
+
+
+def test_view_agrees_with_the_state_rule_and_the_pool_step_by_step():
+    """After every step: each running table holds exactly the blocks its cached tokens need, ref counts equal the
+    tables' references, free = num_blocks - held, and queues partition the sequences."""
+    eng = LLMEngine(MODEL, ByteTokenizer(), CacheConfig(block_size=4, num_blocks=48, seed=1, watermark=0.0,
+                                                        enable_prefix_caching=True), attn_impl="gather")
+    eng.add_request(PREFIX + "one", SamplingParams(max_tokens=6, ignore_eos=True))
+    eng.add_request(PREFIX + "two", SamplingParams(max_tokens=4, ignore_eos=True, n=3, temperature=1.0, seed=2))
+    steps = 0
+    while eng.has_unfinished():
+        eng.step()
+        steps += 1
+        view = engine_view(eng)
+        assert view.step == steps
+        refs = [0] * view.num_blocks
+        for sid, table in view.tables.items():
+            seq = view.seqs[sid]
+            assert seq.status == "running" and table == seq.block_table
+            assert len(table) == blocks_needed(seq.cached_token_count, view.block_size)
+            for b in table:
+                refs[b] += 1
+        assert list(view.ref_counts) == refs
+        assert view.num_free_blocks == view.num_blocks - view.held_blocks
+        assert sorted(view.waiting + view.running + view.finished) == sorted(view.seqs)
+        assert view.shared_saved == sum(refs) - sum(1 for r in refs if r)
+    groups = engine_view(eng).groups
+    assert sorted(len(g) for g in groups.values()) == [1, 3]  # the n=3 request forked two samples
+    assert all(engine_view(eng).seqs[sid].request_id == rid for rid, ids in groups.items() for sid in ids)
+
+
+def test_view_is_a_snapshot_not_a_window():
+    """A view keeps the values it was built with while the engine moves on, and cannot be edited."""
+    eng = LLMEngine(MODEL, ByteTokenizer(), CacheConfig(block_size=4, num_blocks=32, seed=0), attn_impl="gather")
+    eng.add_request("hello there", SamplingParams(max_tokens=3, ignore_eos=True))
+    eng.step()
+    first = engine_view(eng)
+    cached = first.cached_counts
+    while eng.has_unfinished():
+        eng.step()
+    assert first.cached_counts == cached and first.running and not engine_view(eng).running
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        first.step = 99
