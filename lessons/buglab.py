@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from paged.addressing import blocks_needed
 from paged.config import CacheConfig, SamplingParams
 from paged.engine.twins import TwinRun, run_twins
 from paged.faults import Fault, as_fault
@@ -75,9 +76,9 @@ def model_scenario(fault: Fault | str | None, task: str = "recall", tokenizer=No
         if fault is Fault.USE_AFTER_FREE:
             max_tokens = (8,) + max_tokens[1:]
     lengths = [(len(p.encode()) + 1 if isinstance(p, str) else len(p)) + n for p, n in zip(prompts, max_tokens)]  # BOS
-    need = sum(-(-n // block_size) for n in lengths)  # blocks if every request ran to the end at once
+    need = sum(blocks_needed(n, block_size) for n in lengths)  # blocks if every request ran to the end at once
     if fault is Fault.PAD_NOT_SKIPPED:
-        num_blocks = max(max(-(-n // block_size) for n in lengths), need * 3 // 4)
+        num_blocks = max(max(blocks_needed(n, block_size) for n in lengths), need * 3 // 4)
     else:
         num_blocks = need + max(4, need // 4)
     return Scenario(prompts, max_tokens, block_size=block_size, num_blocks=num_blocks, seed=seed)

@@ -21,6 +21,8 @@ import math
 import random
 from dataclasses import asdict, dataclass, field
 
+from .addressing import blocks_needed
+
 BLOCK_SIZES = tuple(2 ** i for i in range(9))  # 1, 2, 4, ..., 256
 
 
@@ -84,7 +86,7 @@ def paged_slots(length: int, block_size: int) -> int:
     """Slots held by a paged request of `length` tokens: whole blocks, ceil(length / block_size) of them."""
     if block_size < 1 or length < 0:
         raise ValueError(f"need block_size >= 1 and length >= 0, got {block_size}, {length}")
-    return -(-length // block_size) * block_size
+    return blocks_needed(length, block_size) * block_size
 
 
 def reserved_slots(scheme: str, length: int, final_len: int, max_model_len: int, block_size: int = 1) -> int:
