@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, replace
 import torch
 
 from ..block_manager import BlockManager
-from ..config import CacheConfig, SamplingParams, SchedulerConfig
+from ..config import MAX_NUM_BLOCKS, CacheConfig, SamplingParams, SchedulerConfig
 from ..faults import Fault, as_fault
 from ..kv_cache import KVCachePool
 from ..sequence import Sequence, SequenceStatus
@@ -73,6 +73,10 @@ class LLMEngine:
             per_block = KVCachePool.bytes_per_block(cfg.num_hidden_layers, cc.block_size, cfg.num_key_value_heads,
                                                     cfg.head_dim, param.dtype)
             num_blocks = max(1, cc.memory_budget_bytes // per_block)
+            if num_blocks > MAX_NUM_BLOCKS:
+                raise ValueError(f"memory_budget_bytes {cc.memory_budget_bytes} makes {num_blocks} blocks of "
+                                 f"{per_block} bytes, more than MAX_NUM_BLOCKS ({MAX_NUM_BLOCKS}); lower the budget "
+                                 "or raise block_size")
         self.block_manager = BlockManager(num_blocks, cc.block_size, cc.watermark, cc.seed,
                                           enable_prefix_caching=cc.enable_prefix_caching and kv_layout == "paged")
         self.scheduler = Scheduler(self.scheduler_config, self.block_manager)
