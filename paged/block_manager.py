@@ -106,8 +106,12 @@ class BlockManager:
 
     def ownership(self) -> list[int | None]:
         """For the UI: physical block -> owning seq id (the first owner if shared), or None when free."""
-        owners = self.block_owners()
-        return [ids[0] if ids else None for ids in owners]
+        owners: list[int | None] = [None] * self.num_blocks
+        for seq_id, table in self.tables.items():  # one pass over the tables; no per-block list (it runs every step)
+            for block in table:
+                if owners[block] is None:
+                    owners[block] = seq_id
+        return owners
 
     def block_owners(self) -> list[tuple[int, ...]]:
         """physical block -> every seq id whose table holds it (empty when free)."""

@@ -266,6 +266,7 @@ class LLMEngine:
                 raise SequenceFailure(bad, "the model's logits hold NaN or inf")
             tokens = [self._sample(seq, row) for seq, row in zip(seqs, logits)]
             trace.slot_mapping = batch.slot_mapping.tolist()
+            fed_ids, fed_positions = batch.input_ids.tolist(), batch.positions.tolist()  # once, not per sequence
             for i, (seq, tok) in enumerate(zip(seqs, tokens)):
                 start, n = batch.starts[i], batch.query_lens[i]
                 if is_prefill:
@@ -285,8 +286,8 @@ class LLMEngine:
                     fed = slice(start, start + n) if s is seq else slice(0, 0)  # children were fed nothing
                     self.last_logits[s.seq_id] = logits[i]  # children sampled from the parent's logits
                     trace.seqs.append(SeqStepState(
-                        seq_id=s.seq_id, tokens_in=batch.input_ids[fed].tolist(),
-                        positions=batch.positions[fed].tolist(), slots=trace.slot_mapping[fed],
+                        seq_id=s.seq_id, tokens_in=fed_ids[fed],
+                        positions=fed_positions[fed], slots=trace.slot_mapping[fed],
                         context_len=int(batch.context_lens[i]), token_out=s.generated_token_ids[-1],
                         text_out=self.tokenizer.decode([s.generated_token_ids[-1]]),
                         cached_token_count=s.cached_token_count, generated_len=len(s.generated_token_ids),
