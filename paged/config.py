@@ -10,7 +10,7 @@ from dataclasses import asdict, dataclass
 
 from .checks import as_bool, as_float, as_int
 
-MAX_NUM_BLOCKS = 2**20  # physical blocks in one pool: far beyond any demo, small enough to fail fast, not in MemoryError
+MAX_NUM_BLOCKS = 2**20  # blocks in one pool: far beyond any demo; more is refused up front, not a MemoryError
 MAX_BLOCK_SIZE = 2**16  # tokens per block (vLLM uses 16-256)
 MIN_TEMPERATURE = 1e-2  # below this (and above 0), logits / temperature can overflow to inf and sampling to NaN
 

@@ -4,8 +4,10 @@
     → PagedAttention (write at the slot, read through the table) → Sampler → Sequence update → free finished blocks
 
 With kv_layout="contiguous" the same scheduler and block accounting run, but K/V live in one ContiguousKVCache per
-sequence: the reference twin. Both layouts make identical scheduling decisions, so their tokens can be compared
-step by step, preemptions included.
+sequence: the reference twin. Both layouts make identical scheduling decisions (preemptions included) unless prefix
+caching, which only the paged layout has, lets a prompt in earlier; twins.py compares them token by token.
+
+A request is checked when it is added (admission.py), and a step that raises is rolled back (checkpoint.py).
 """
 
 from __future__ import annotations
