@@ -20,7 +20,9 @@ from __future__ import annotations
 import random
 from collections import deque
 
-from .addressing import blocks_needed, check_block_size
+from .addressing import blocks_needed
+from .checks import as_bool, as_float, as_int
+from .config import MAX_BLOCK_SIZE, MAX_NUM_BLOCKS
 from .sequence import Sequence
 
 
@@ -29,15 +31,19 @@ class BlockManager:
 
     watermark: fraction of the pool `can_allocate` keeps free for running sequences' decode slots.
     seed: shuffle the free list (deterministically) so demos show scattered physical blocks.
+    Raises ValueError for num_blocks outside [1, MAX_NUM_BLOCKS], block_size outside [1, MAX_BLOCK_SIZE], a
+    watermark outside [0, 1), or a float / bool where an integer is meant.
     """
 
     def __init__(self, num_blocks: int, block_size: int, watermark: float = 0.01, seed: int | None = None,
                  enable_prefix_caching: bool = False) -> None:
-        if isinstance(num_blocks, bool) or not isinstance(num_blocks, int) or num_blocks < 1:
-            raise ValueError(f"num_blocks must be an integer >= 1, got {num_blocks!r}")
-        check_block_size(block_size)
-        if not 0.0 <= watermark < 1.0:
+        num_blocks = as_int(num_blocks, "num_blocks", 1, MAX_NUM_BLOCKS)
+        block_size = as_int(block_size, "block_size", 1, MAX_BLOCK_SIZE)
+        watermark = as_float(watermark, "watermark", 0.0)
+        if watermark >= 1.0:
             raise ValueError(f"watermark must be in [0, 1), got {watermark!r}")
+        seed = None if seed is None else as_int(seed, "seed")
+        enable_prefix_caching = as_bool(enable_prefix_caching, "enable_prefix_caching")
         self.num_blocks, self.block_size, self.watermark = num_blocks, block_size, watermark
         self.watermark_blocks = int(watermark * num_blocks)
         order = list(range(num_blocks))
@@ -100,8 +106,12 @@ class BlockManager:
 
     def ownership(self) -> list[int | None]:
         """For the UI: physical block -> owning seq id (the first owner if shared), or None when free."""
-        owners = self.block_owners()
-        return [ids[0] if ids else None for ids in owners]
+        owners: list[int | None] = [None] * self.num_blocks
+        for seq_id, table in self.tables.items():  # one pass over the tables; no per-block list (it runs every step)
+            for block in table:
+                if owners[block] is None:
+                    owners[block] = seq_id
+        return owners
 
     def block_owners(self) -> list[tuple[int, ...]]:
         """physical block -> every seq id whose table holds it (empty when free)."""
@@ -146,7 +156,9 @@ class BlockManager:
             raise ValueError(f"sequence {seq.seq_id} already holds blocks {seq.block_table}; free it first")
         needed = blocks_needed(seq.num_tokens, self.block_size)
         if block_ids is not None:
-            block_ids = [int(b) for b in block_ids]
+            if isinstance(block_ids, (str, bytes)) or not hasattr(block_ids, "__iter__"):
+                raise ValueError(f"block_ids must be a list of physical block ids, got {block_ids!r}")
+            block_ids = [as_int(b, "block id", 0, self.num_blocks - 1) for b in block_ids]
             if len(block_ids) != needed:  # extra blocks would sit in the table unwritten, and append_slot adds its own
                 raise ValueError(f"sequence {seq.seq_id} has {seq.num_tokens} tokens and needs exactly {needed} "
                                  f"blocks of {self.block_size}, but {len(block_ids)} were given")

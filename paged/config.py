@@ -8,6 +8,17 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
+from .checks import as_bool, as_float, as_int
+
+MAX_NUM_BLOCKS = 2**20  # blocks in one pool: far beyond any demo; more is refused up front, not a MemoryError
+MAX_BLOCK_SIZE = 2**16  # tokens per block (vLLM uses 16-256)
+MIN_TEMPERATURE = 1e-2  # below this (and above 0), logits / temperature can overflow to inf and sampling to NaN
+
+
+def _set(obj, name: str, value) -> None:
+    """Store a normalised field value on a frozen dataclass."""
+    object.__setattr__(obj, name, value)
+
 
 def _require(cond: bool, message: str) -> None:
     if not cond:
@@ -33,13 +44,15 @@ class CacheConfig:
     enable_prefix_caching: bool = False  # reuse cached full blocks of equal prefixes (paged layout only)
 
     def __post_init__(self) -> None:
-        _require(isinstance(self.block_size, int) and self.block_size >= 1,
-                 f"block_size must be an integer >= 1, got {self.block_size!r}")
-        _require(self.num_blocks is None or (isinstance(self.num_blocks, int) and self.num_blocks >= 1),
-                 f"num_blocks must be an integer >= 1 (or None), got {self.num_blocks!r}")
-        _require(0.0 <= self.watermark < 1.0, f"watermark must be in [0, 1), got {self.watermark!r}")
-        _require(self.memory_budget_bytes >= 1,
-                 f"memory_budget_bytes must be >= 1, got {self.memory_budget_bytes!r}")
+        _set(self, "block_size", as_int(self.block_size, "block_size", 1, MAX_BLOCK_SIZE))
+        if self.num_blocks is not None:
+            _set(self, "num_blocks", as_int(self.num_blocks, "num_blocks", 1, MAX_NUM_BLOCKS))
+        _set(self, "watermark", as_float(self.watermark, "watermark", 0.0))
+        _require(self.watermark < 1.0, f"watermark must be in [0, 1), got {self.watermark!r}")
+        _set(self, "memory_budget_bytes", as_int(self.memory_budget_bytes, "memory_budget_bytes", 1))
+        if self.seed is not None:
+            _set(self, "seed", as_int(self.seed, "seed"))
+        _set(self, "enable_prefix_caching", as_bool(self.enable_prefix_caching, "enable_prefix_caching"))
 
 
 @dataclass(frozen=True)
@@ -67,8 +80,10 @@ class ModelConfig:
     def __post_init__(self) -> None:
         for name in ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers",
                      "num_attention_heads", "num_key_value_heads", "max_position_embeddings"):
-            value = getattr(self, name)
-            _require(isinstance(value, int) and value >= 1, f"{name} must be an integer >= 1, got {value!r}")
+            _set(self, name, as_int(getattr(self, name), name, 1))
+        _set(self, "rms_norm_eps", as_float(self.rms_norm_eps, "rms_norm_eps", 0.0, lo_open=True))
+        _set(self, "rope_theta", as_float(self.rope_theta, "rope_theta", 0.0, lo_open=True))
+        _set(self, "tie_word_embeddings", as_bool(self.tie_word_embeddings, "tie_word_embeddings"))
         _require(self.hidden_size % self.num_attention_heads == 0,
                  f"hidden_size ({self.hidden_size}) must be a multiple of num_attention_heads "
                  f"({self.num_attention_heads})")
@@ -91,7 +106,13 @@ class SamplingParams:
     temperature 0 means greedy (argmax). With temperature > 0, logits are divided by it, then optionally cut to the
     top_k most likely tokens and to the smallest set whose probability reaches top_p, then sampled with a
     generator seeded by `seed` (so a request samples the same tokens whatever else shares its batch).
-    stop: strings that end the request when the generated text contains them (the stop string is kept).
+    A temperature between 0 and MIN_TEMPERATURE (0.01) is refused with a ValueError rather than silently treated as
+    greedy: dividing logits by it can overflow to inf, and the probabilities would become NaN.
+    stop: strings that end the request when the generated text contains them (the stop string is kept); one string
+        or a list / tuple of them, stored as a tuple.
+    seed: an integer in [0, 2**64); parallel sample i uses seed + i (mod 2**64).
+
+    Every field is type-checked: integers refuse bools and floats, numbers must be finite, flags must be bools.
     """
 
     max_tokens: int = 32
@@ -104,16 +125,21 @@ class SamplingParams:
     n: int = 1  # parallel samples sharing the prompt's blocks
 
     def __post_init__(self) -> None:
-        _require(isinstance(self.max_tokens, int) and self.max_tokens >= 1,
-                 f"max_tokens must be an integer >= 1, got {self.max_tokens!r}")
-        _require(self.temperature >= 0, f"temperature must be >= 0 (0 = greedy), got {self.temperature!r}")
-        _require(isinstance(self.top_k, int) and self.top_k >= 0,
-                 f"top_k must be an integer >= 0 (0 = off), got {self.top_k!r}")
-        _require(0.0 < self.top_p <= 1.0, f"top_p must be in (0, 1], got {self.top_p!r}")
-        _require(isinstance(self.n, int) and self.n >= 1, f"n must be an integer >= 1, got {self.n!r}")
-        if isinstance(self.stop, str):
-            object.__setattr__(self, "stop", (self.stop,))
-        _require(all(isinstance(s, str) and s for s in self.stop), f"stop must be non-empty strings, got {self.stop!r}")
+        _set(self, "max_tokens", as_int(self.max_tokens, "max_tokens", 1))
+        _set(self, "temperature", as_float(self.temperature, "temperature (0 = greedy)", 0.0))
+        _require(self.temperature == 0 or self.temperature >= MIN_TEMPERATURE,
+                 f"temperature must be 0 (greedy) or >= {MIN_TEMPERATURE}, got {self.temperature!r}: a smaller one "
+                 "makes logits / temperature overflow")
+        _set(self, "top_k", as_int(self.top_k, "top_k (0 = off)", 0))
+        _set(self, "top_p", as_float(self.top_p, "top_p", 0.0, 1.0, lo_open=True))
+        if self.seed is not None:
+            _set(self, "seed", as_int(self.seed, "seed", 0, 2**64 - 1))
+        _set(self, "n", as_int(self.n, "n", 1))
+        _set(self, "ignore_eos", as_bool(self.ignore_eos, "ignore_eos"))
+        stop = (self.stop,) if isinstance(self.stop, str) else self.stop
+        _require(isinstance(stop, (list, tuple)) and all(isinstance(s, str) and s for s in stop),
+                 f"stop must be a non-empty string or a list of them, got {self.stop!r}")
+        _set(self, "stop", tuple(stop))
 
     @property
     def greedy(self) -> bool:
@@ -132,7 +158,5 @@ class SchedulerConfig:
     max_num_seqs: int = 32
 
     def __post_init__(self) -> None:
-        _require(isinstance(self.max_num_batched_tokens, int) and self.max_num_batched_tokens >= 1,
-                 f"max_num_batched_tokens must be an integer >= 1, got {self.max_num_batched_tokens!r}")
-        _require(isinstance(self.max_num_seqs, int) and self.max_num_seqs >= 1,
-                 f"max_num_seqs must be an integer >= 1, got {self.max_num_seqs!r}")
+        _set(self, "max_num_batched_tokens", as_int(self.max_num_batched_tokens, "max_num_batched_tokens", 1))
+        _set(self, "max_num_seqs", as_int(self.max_num_seqs, "max_num_seqs", 1))

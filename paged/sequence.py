@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .addressing import blocks_needed
+from .checks import as_int, as_token_ids
 
 
 class SequenceStatus(str, enum.Enum):
@@ -34,13 +35,16 @@ class Sequence:
     block_table: list[int] = field(default_factory=list)  # logical block -> physical block
     cached_token_count: int = 0
     status: SequenceStatus = SequenceStatus.WAITING
-    finish_reason: str | None = None  # "length", "stop", "eos", "abort"
+    finish_reason: str | None = None  # "length", "stop", "eos", "abort", "error" (its step raised; see LLMEngine.step)
     extra: dict[str, Any] = field(default_factory=dict)  # engine bookkeeping (request id, params, …)
 
     def __post_init__(self) -> None:
+        """Raises ValueError unless seq_id is an integer >= 0 and prompt_token_ids a non-empty list of integer ids
+        >= 0 (a str, bools or floats are refused; the engine also checks ids against the vocabulary)."""
+        self.seq_id = as_int(self.seq_id, "seq_id", 0)
+        self.prompt_token_ids = as_token_ids(self.prompt_token_ids, f"sequence {self.seq_id}: prompt_token_ids")
         if not self.prompt_token_ids:
             raise ValueError(f"sequence {self.seq_id}: prompt_token_ids must not be empty")
-        self.prompt_token_ids = list(self.prompt_token_ids)
 
     # --- derived ---------------------------------------------------------------------------------------------
     @property

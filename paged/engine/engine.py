@@ -4,8 +4,10 @@
     → PagedAttention (write at the slot, read through the table) → Sampler → Sequence update → free finished blocks
 
 With kv_layout="contiguous" the same scheduler and block accounting run, but K/V live in one ContiguousKVCache per
-sequence: the reference twin. Both layouts make identical scheduling decisions, so their tokens can be compared
-step by step, preemptions included.
+sequence: the reference twin. Both layouts make identical scheduling decisions (preemptions included) unless prefix
+caching, which only the paged layout has, lets a prompt in earlier; twins.py compares them token by token.
+
+A request is checked when it is added (admission.py), and a step that raises is rolled back (checkpoint.py).
 """
 
 from __future__ import annotations
@@ -15,12 +17,13 @@ from dataclasses import dataclass, field, replace
 
 import torch
 
-from ..addressing import blocks_needed
 from ..block_manager import BlockManager
-from ..config import CacheConfig, SamplingParams, SchedulerConfig
+from ..config import MAX_NUM_BLOCKS, CacheConfig, SamplingParams, SchedulerConfig
 from ..faults import Fault, as_fault
 from ..kv_cache import KVCachePool
 from ..sequence import Sequence, SequenceStatus
+from .admission import check_fits, check_params, prompt_token_ids
+from .checkpoint import EngineStepError, SequenceFailure, StepCheckpoint
 from .runner import ModelRunner
 from .sampler import make_generator, sample
 from .scheduler import Scheduler
@@ -72,6 +75,10 @@ class LLMEngine:
             per_block = KVCachePool.bytes_per_block(cfg.num_hidden_layers, cc.block_size, cfg.num_key_value_heads,
                                                     cfg.head_dim, param.dtype)
             num_blocks = max(1, cc.memory_budget_bytes // per_block)
+            if num_blocks > MAX_NUM_BLOCKS:
+                raise ValueError(f"memory_budget_bytes {cc.memory_budget_bytes} makes {num_blocks} blocks of "
+                                 f"{per_block} bytes, more than MAX_NUM_BLOCKS ({MAX_NUM_BLOCKS}); lower the budget "
+                                 "or raise block_size")
         self.block_manager = BlockManager(num_blocks, cc.block_size, cc.watermark, cc.seed,
                                           enable_prefix_caching=cc.enable_prefix_caching and kv_layout == "paged")
         self.scheduler = Scheduler(self.scheduler_config, self.block_manager)
@@ -88,6 +95,7 @@ class LLMEngine:
         self.sequences: dict[int, Sequence] = {}  # every seq id, children included
         self.step_count = 0
         self.last_logits: dict[int, torch.Tensor] = {}  # seq_id -> logits of its last step (parity checks)
+        self._in_flight: tuple[str, list[int]] | None = None  # (phase, seq ids) of the step running now
         self._next_id = 0
 
     @property
@@ -96,39 +104,15 @@ class LLMEngine:
 
     # --- requests -------------------------------------------------------------------------------------------------
     def add_request(self, prompt: str | list[int], params: SamplingParams | None = None) -> int:
-        """Queue a prompt (text, or token ids); returns its request id. Raises ValueError for a request that is
-        empty or could never run (longer than the model's positions, or bigger than the whole pool)."""
-        params = params or SamplingParams()
-        if isinstance(prompt, str):
-            if not prompt:
-                raise ValueError("prompt is empty: type some text")
-            token_ids = self.tokenizer.encode(prompt)
-        else:
-            token_ids = [int(t) for t in prompt]
-        if not token_ids:
-            raise ValueError("prompt is empty: give at least one token")
-        cfg, bm = self.model.config, self.block_manager
-        total = len(token_ids) + params.max_tokens
-        if len(token_ids) > cfg.max_position_embeddings or total > cfg.max_position_embeddings:
-            raise ValueError(f"prompt ({len(token_ids)} tokens) + max_tokens ({params.max_tokens}) = {total} exceeds "
-                             f"max_position_embeddings ({cfg.max_position_embeddings}); shorten the prompt or "
-                             "lower max_tokens")
-        need = blocks_needed(total, bm.block_size)
-        if need > bm.num_blocks - bm.watermark_blocks:
-            raise ValueError(f"this request could never fit even in an empty pool: {total} tokens need {need} "
-                             f"blocks of {bm.block_size}, the pool has {bm.num_blocks} (watermark "
-                             f"{bm.watermark_blocks}); raise num_blocks or lower max_tokens")
-        if params.n > 1:
-            shared = len(token_ids) // bm.block_size  # full prompt blocks every sample shares
-            worst = shared + params.n * blocks_needed(len(token_ids) % bm.block_size + params.max_tokens, bm.block_size)
-            if params.n > self.scheduler_config.max_num_seqs or worst > bm.num_blocks - bm.watermark_blocks:
-                raise ValueError(f"n={params.n} parallel samples could never run together: they need up to {worst} "
-                                 f"blocks (pool {bm.num_blocks}) and {params.n} sequence slots (max_num_seqs "
-                                 f"{self.scheduler_config.max_num_seqs}); lower n or max_tokens")
-        if total > self.scheduler_config.max_num_batched_tokens:
-            raise ValueError(f"{total} tokens exceed max_num_batched_tokens "
-                             f"({self.scheduler_config.max_num_batched_tokens}): a preempted request could not be "
-                             "recomputed in one step")
+        """Queue a prompt (text, or a list of token ids); returns its request id.
+
+        Raises ValueError (nothing queued) for a prompt that is empty, not text or ints, or holds an id outside
+        [0, vocab_size); params that are not a SamplingParams; or a request that could never run (longer than the
+        model's positions, bigger than the whole pool, too long to recompute in one step). See admission.py.
+        """
+        params = check_params(params)
+        token_ids = prompt_token_ids(prompt, self.tokenizer, self.model.config.vocab_size)
+        check_fits(len(token_ids), params, self.model.config, self.block_manager, self.scheduler_config)
         seq = Sequence(self._next_id, token_ids)
         seq.extra.update(params=params, generator=make_generator(params), preemptions=0, n=params.n,
                          request_id=seq.seq_id, sample_index=0)
@@ -140,7 +124,7 @@ class LLMEngine:
         return seq.seq_id
 
     def _get(self, request_id: int) -> Sequence:
-        if request_id not in self.requests:
+        if isinstance(request_id, bool) or not isinstance(request_id, int) or request_id not in self.requests:
             raise ValueError(f"unknown request id {request_id!r}")
         return self.requests[request_id]
 
@@ -149,13 +133,18 @@ class LLMEngine:
         blocks stay with the siblings that still hold them. Returns False if nothing was left running."""
         self._get(request_id)
         group = self.groups[request_id]
-        if sample is not None and not 0 <= sample < len(group):
-            raise ValueError(f"request {request_id} has samples 0..{len(group) - 1}, not {sample}")
+        if sample is not None and (isinstance(sample, bool) or not isinstance(sample, int)
+                                   or not 0 <= sample < len(group)):
+            raise ValueError(f"request {request_id} has samples 0..{len(group) - 1}, not {sample!r}")
+        return self._stop(group if sample is None else [group[sample]], "abort")
+
+    def _stop(self, seqs: list[Sequence], reason: str) -> bool:
+        """Finish the unfinished ones among `seqs` with `reason` and free their blocks; True if any was stopped."""
         stopped = False
-        for seq in group if sample is None else [group[sample]]:
+        for seq in seqs:
             if not seq.is_finished:
                 self.scheduler.finish(seq)
-                seq.finish_reason = "abort"
+                seq.finish_reason = reason
                 self.runner.release(seq.seq_id)
                 stopped = True
         return stopped
@@ -180,12 +169,12 @@ class LLMEngine:
         for i in range(1, params.n):
             child = Sequence(self._next_id, list(parent.prompt_token_ids))
             self._next_id += 1
-            child_params = params if params.seed is None else replace(params, seed=params.seed + i)
+            child_params = params if params.seed is None else replace(params, seed=(params.seed + i) % 2**64)
             child.extra.update(params=child_params, generator=make_generator(child_params), preemptions=0, n=1,
                                request_id=parent.seq_id, sample_index=i)
             self.block_manager.fork(parent, child)
             self.runner.fork(parent.seq_id, child.seq_id)
-            child.on_prefill_done(sample(logits_row[None], [child_params], [child.extra["generator"]])[0])
+            child.on_prefill_done(self._sample(parent, logits_row, child_params, child.extra["generator"]))
             child.status = SequenceStatus.RUNNING
             self.scheduler.running.append(child)
             self.groups[parent.seq_id].append(child)
@@ -207,11 +196,57 @@ class LLMEngine:
             return "length"
         return None
 
+    def _sample(self, seq: Sequence, row: torch.Tensor, params: SamplingParams | None = None,
+                generator: torch.Generator | None = None) -> int:
+        """One token from one row of logits [vocab] (with seq's params, or a forked child's); a failure here is
+        pinned on seq's request."""
+        try:
+            return sample(row[None], [params or seq.extra["params"]], [generator or seq.extra["generator"]])[0]
+        except Exception as err:
+            raise SequenceFailure(seq, f"sampling raised {type(err).__name__}: {err}") from err
+
     def step(self) -> StepTrace:
+        """Run one step: schedule, run the model on the scheduled sequences, sample, update, free finished blocks.
+
+        Exception-safe: if anything raises, the engine is rolled back to before the step (see StepCheckpoint; a
+        sequence the step preempted stays preempted). When one request is to blame (its logits are NaN / inf, or
+        sampling its token raised), that request is ended with finish_reason "error" and its blocks freed, so the
+        next step runs without it. Then EngineStepError is raised from the original exception, naming the step,
+        the scheduled sequences and what went wrong; the engine stays usable.
+        """
+        checkpoint = StepCheckpoint(self)
+        self._in_flight = None
+        try:
+            return self._step()
+        except BaseException as err:
+            kept_preempted = checkpoint.restore()
+            if not isinstance(err, Exception):  # KeyboardInterrupt & co: rolled back, passed on untouched
+                raise
+            raise self._step_error(err, kept_preempted) from err
+
+    def _step_error(self, err: Exception, kept_preempted: list[int]) -> "EngineStepError":
+        """The error to raise for a failed (already rolled back) step; ends the request to blame, if any."""
+        where = (f" during the {self._in_flight[0]} of seq(s) {self._in_flight[1]}" if self._in_flight
+                 else " while scheduling")
+        what = err.what if isinstance(err, SequenceFailure) else f"{type(err).__name__}: {err}"
+        msg = f"engine step {self.step_count} failed{where}: {what}. The engine was rolled back to before the step"
+        if kept_preempted:
+            msg += f" (seq(s) {kept_preempted}, preempted by it, stay preempted)"
+        ended = None
+        if isinstance(err, SequenceFailure):
+            ended = err.seq.extra["request_id"]
+            self._stop(self.groups[ended], "error")
+            msg += f"; request {ended} (seq {err.seq.seq_id}) was ended with finish_reason 'error'"
+        else:
+            msg += "; step again to retry, or abort the request to blame"
+        return EngineStepError(msg, self.step_count, self._in_flight[1] if self._in_flight else [], ended)
+
+    def _step(self) -> StepTrace:
         t0 = time.perf_counter()
         bm = self.block_manager
         before = {s.seq_id: list(s.block_table) for s in self.scheduler.running}
         sched = self.scheduler.schedule()
+        self._in_flight = (sched.phase, [s.seq_id for s in sched.seqs])
         copies, bm.pending_copies = bm.pending_copies, []
         self.runner.copy_blocks(copies)  # copy-on-write happens before anything is written this step
         trace = StepTrace(step=self.step_count, phase=sched.phase, reason=sched.reason, why=sched.why,
@@ -227,8 +262,13 @@ class LLMEngine:
             seqs = sched.seqs
             batch = self.runner.prepare(seqs, is_prefill)
             logits = self.runner.run(seqs, batch)
-            tokens = sample(logits, [s.extra["params"] for s in seqs], [s.extra["generator"] for s in seqs])
+            finite = torch.isfinite(logits).all(dim=-1).tolist()
+            bad = next((seq for seq, ok in zip(seqs, finite) if not ok), None)
+            if bad is not None:
+                raise SequenceFailure(bad, "the model's logits hold NaN or inf")
+            tokens = [self._sample(seq, row) for seq, row in zip(seqs, logits)]
             trace.slot_mapping = batch.slot_mapping.tolist()
+            fed_ids, fed_positions = batch.input_ids.tolist(), batch.positions.tolist()  # once, not per sequence
             for i, (seq, tok) in enumerate(zip(seqs, tokens)):
                 start, n = batch.starts[i], batch.query_lens[i]
                 if is_prefill:
@@ -248,8 +288,8 @@ class LLMEngine:
                     fed = slice(start, start + n) if s is seq else slice(0, 0)  # children were fed nothing
                     self.last_logits[s.seq_id] = logits[i]  # children sampled from the parent's logits
                     trace.seqs.append(SeqStepState(
-                        seq_id=s.seq_id, tokens_in=batch.input_ids[fed].tolist(),
-                        positions=batch.positions[fed].tolist(), slots=trace.slot_mapping[fed],
+                        seq_id=s.seq_id, tokens_in=fed_ids[fed],
+                        positions=fed_positions[fed], slots=trace.slot_mapping[fed],
                         context_len=int(batch.context_lens[i]), token_out=s.generated_token_ids[-1],
                         text_out=self.tokenizer.decode([s.generated_token_ids[-1]]),
                         cached_token_count=s.cached_token_count, generated_len=len(s.generated_token_ids),

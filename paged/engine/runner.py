@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ..addressing import pad_block_tables, slot_mapping, validate_block_table
+from ..addressing import pad_block_tables, validate_block_table
 from ..attention import attention, gather_kv, paged_attention_decode
 from ..faults import NUM_PAD_ROWS, Fault, writer_block_size
 from ..kv_cache import ContiguousKVCache, KVCachePool, write_kv
@@ -42,31 +42,58 @@ class BatchInput:
         return out
 
 
+def batch_slot_mapping(block_tables: torch.Tensor, rows: torch.Tensor, token_index: torch.Tensor,
+                       block_size: int) -> torch.Tensor:
+    """Slots of many tokens of many sequences at once: token token_index[k] of the sequence whose (-1 padded) block
+    table is block_tables[rows[k]]. block_tables [B, W] int; rows, token_index [N] int64 -> slots [N] int64.
+
+    The address chain of `paged.addressing.locate` / `slot_mapping`, vectorised over the whole batch (tests check it
+    equals slot_mapping sequence by sequence). Raises ValueError if a token's logical block is -1 or beyond W.
+    """
+    logical_block_id = token_index // block_size
+    if logical_block_id.numel() and int(logical_block_id.max()) >= block_tables.shape[1]:
+        raise ValueError(f"a token's logical block is beyond the block tables' width {block_tables.shape[1]}")
+    physical_block_id = block_tables.long()[rows, logical_block_id]
+    if (physical_block_id < 0).any():
+        k = int((physical_block_id < 0).nonzero()[0])
+        raise ValueError(f"token {int(token_index[k])} of batch row {int(rows[k])} maps to a -1 entry of its block "
+                         "table (no physical block)")
+    return physical_block_id * block_size + token_index % block_size
+
+
 def prepare_inputs(seqs: list[Sequence], block_size: int, is_prefill: bool, device: torch.device,
                    paged: bool = True) -> BatchInput:
     """Feed each sequence's uncached tokens: token index cached_token_count … num_tokens - 1.
 
     At prefill that is the whole prompt (plus, after a preemption, the generated tokens to recompute); at decode it
-    is exactly the last generated token, at position num_tokens - 1, written at the slot for that index.
+    is exactly the last generated token, at position num_tokens - 1, written at the slot for that index. Built per
+    batch with torch (no per-token Python beyond reading a prefill's token ids).
     """
-    ids, pos, slots, lens, qlens = [], [], [], [], []
-    for seq in seqs:
-        start, end = seq.cached_token_count, seq.num_tokens
-        assert end > start, f"sequence {seq.seq_id} has nothing to feed"
-        assert is_prefill or end - start == 1, "decode feeds exactly one token per sequence"
-        ids.extend(seq.token_ids[start:end])
-        pos.extend(range(start, end))
-        if paged:
-            slots.append(slot_mapping(seq.block_table, start, end, block_size))
-        lens.append(end)
-        qlens.append(end - start)
-    tables = pad_block_tables([s.block_table for s in seqs]) if paged else torch.zeros(len(seqs), 1, dtype=torch.int32)
+    starts = [seq.cached_token_count for seq in seqs]
+    lens = [seq.num_tokens for seq in seqs]
+    qlens = [end - start for start, end in zip(starts, lens)]
+    assert all(n > 0 for n in qlens), "a scheduled sequence has nothing to feed"
+    if is_prefill:
+        ids = [t for seq, start in zip(seqs, starts) for t in seq.token_ids[start:]]
+    else:
+        assert all(n == 1 for n in qlens), "decode feeds exactly one token per sequence"
+        ids = [seq.last_token_id for seq in seqs]
+    query_lens = torch.tensor(qlens, dtype=torch.long)
+    rows = torch.repeat_interleave(torch.arange(len(seqs)), query_lens)  # [N] batch row of each fed token
+    first = torch.cumsum(query_lens, 0) - query_lens  # [B] where each sequence's tokens start in the batch
+    positions = torch.tensor(starts, dtype=torch.long)[rows] + torch.arange(len(ids)) - first[rows]  # token index
+    if paged:
+        tables = pad_block_tables([s.block_table for s in seqs])
+        slots = batch_slot_mapping(tables, rows, positions, block_size)
+    else:
+        tables = torch.zeros(len(seqs), 1, dtype=torch.int32)
+        slots = torch.full((len(ids),), -1, dtype=torch.long)
     return BatchInput(
         is_prefill=is_prefill,
         seq_ids=[s.seq_id for s in seqs],
         input_ids=torch.tensor(ids, dtype=torch.long, device=device),
-        positions=torch.tensor(pos, dtype=torch.long, device=device),
-        slot_mapping=(torch.cat(slots) if slots else torch.full((len(ids),), -1, dtype=torch.long)).to(device),
+        positions=positions.to(device),
+        slot_mapping=slots.to(device),
         block_tables=tables.to(device),
         context_lens=torch.tensor(lens, dtype=torch.long, device=device),
         query_lens=qlens,

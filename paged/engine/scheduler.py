@@ -108,10 +108,8 @@ class Scheduler:
         preempted, freed = [], {}
         # Make room: while some running sequence needs a block the pool cannot give, preempt the newest.
         while sum(bm.append_needs_block(s) for s in self.running) > bm.num_free_blocks:
-            victim = self.running.pop()
-            freed[victim.seq_id] = bm.free(victim)
-            victim.reset_for_recompute()
-            self.waiting.appendleft(victim)
+            victim = self.running[-1]
+            freed[victim.seq_id] = self.preempt(victim)
             preempted.append(victim.seq_id)
         allocated = {}
         for seq in self.running:
@@ -127,6 +125,15 @@ class Scheduler:
         if not self.running:
             return SchedulerOutput("idle", [], why, preempted, {}, freed)
         return SchedulerOutput("decode", list(self.running), why, preempted, allocated, freed)
+
+    def preempt(self, seq: Sequence) -> list[int]:
+        """Preemption by recompute: free a running seq's blocks, forget its cache, put it at the front of the waiting
+        queue. Returns the blocks released."""
+        self.running.remove(seq)
+        released = self.block_manager.free(seq)
+        seq.reset_for_recompute()
+        self.waiting.appendleft(seq)
+        return released
 
     def finish(self, seq: Sequence) -> list[int]:
         """Remove a finished (or aborted) sequence and free its blocks."""

@@ -1,8 +1,17 @@
-"""Twin engines: the paged engine and its contiguous-cache twin, stepped in lockstep and compared.
+"""Twin engines: the paged engine and its contiguous-cache twin, stepped together and compared token by token.
 
-Both twins share the model, the scheduler policy and the block accounting, so they make the same decisions; only
-where K/V live differs. Each step records, per sequence, the max |logits difference| and whether the sampled
-tokens agree. The engine page, the bug lab and the tests all use this one comparison.
+Both twins share the model, the scheduler policy and the block accounting; only where K/V live differs. They do not
+always schedule alike, though: the contiguous twin has no prefix caching, so under memory pressure a prompt that
+hits the cache in the paged engine can be admitted there steps earlier, and from then on the two run different
+batches at the same step. Comparing "this step's logits" would then compare logits of different tokens.
+
+So the comparison is keyed by what a logits row produced: (request, parallel sample, index of the generated token).
+Each twin's logits are kept until the other twin has produced the same token index of the same sample, whatever
+step that happens at; then the two rows are compared (max |Δlogits|, and whether the sampled tokens agree) and
+dropped. A TwinStep lists the comparisons completed during it, under the paged engine's seq id; `same_schedule`
+stays a fact to show (differing schedules are expected with prefix caching, and no longer an error). Request ids
+may differ between the twins (a parallel sample takes an id when its parent's prefill runs), so requests are
+matched by the order they were added. The engine page, the bug lab and the tests all use this one comparison.
 """
 
 from __future__ import annotations
@@ -17,13 +26,17 @@ from .engine import LLMEngine, RequestOutput
 from .trace import StepTrace
 
 
+RTOL = 1e-5  # twins agree when max |Δlogits| <= RTOL * max(1, max |logits|): fp32 reassociation, not a fault
+
+
 @dataclass
 class TwinStep:
     paged: StepTrace
     contiguous: StepTrace
-    logits_diff: dict[int, float]  # seq_id -> max |paged - contiguous| over the vocabulary this step
-    same_tokens: dict[int, bool]  # seq_id -> did both sample the same token this step
-    same_schedule: bool
+    logits_diff: dict[int, float]  # paged seq_id -> max |paged - contiguous| over the tokens compared this step
+    same_tokens: dict[int, bool]  # paged seq_id -> did both twins sample the same tokens (those compared this step)
+    same_schedule: bool  # both ran the same (request, sample)s in the same phase this step
+    logits_scale: dict[int, float] = field(default_factory=dict)  # paged seq_id -> max |contiguous logits| compared
 
     @property
     def max_diff(self) -> float:
@@ -35,11 +48,27 @@ class TwinStep:
                 "same_tokens": {str(k): v for k, v in self.same_tokens.items()}, "same_schedule": self.same_schedule}
 
 
+@dataclass(frozen=True)
+class TwinVerdict:
+    """Everything compared so far, in one line for a page: do the twins agree?"""
+
+    max_diff: float  # max |Δlogits| over every token both twins have produced
+    max_abs_logit: float  # largest |logit| of the contiguous twin over those tokens: the scale of max_diff
+    same_tokens: bool  # every token both twins produced is the same
+    same_schedule: bool  # every step scheduled alike (False is expected with prefix caching under memory pressure)
+    compared: int  # tokens compared
+
+    def agrees(self, rtol: float = RTOL) -> bool:
+        """Same tokens, and logits equal within rtol of their magnitude."""
+        return self.same_tokens and self.max_diff <= rtol * max(1.0, self.max_abs_logit)
+
+
 @dataclass
 class TwinRun:
     steps: list[TwinStep] = field(default_factory=list)
     paged: list[RequestOutput] = field(default_factory=list)
     contiguous: list[RequestOutput] = field(default_factory=list)
+    verdict: TwinVerdict | None = None  # everything compared, token by token
 
     @property
     def max_diff(self) -> float:
@@ -66,32 +95,76 @@ class TwinEngines:
                  fault: Fault | str | None = None) -> None:
         self.paged = LLMEngine(model, tokenizer, cache_config, scheduler_config, "paged", attn_impl, fault)
         self.contiguous = LLMEngine(model, tokenizer, cache_config, scheduler_config, "contiguous", attn_impl)
-        self.request_ids: list[int] = []
+        self.request_ids: list[int] = []  # the paged engine's ids, in the order added
+        self._twin_id: dict[int, int] = {}  # paged request id -> the contiguous twin's id of the same request
+        self._paged_id: dict[int, int] = {}  # and back
+        self._waiting: dict[str, dict[tuple[int, int, int], tuple[int, int, torch.Tensor]]] = {
+            "paged": {}, "contiguous": {}}  # key -> (seq_id, token, logits) not yet produced by the other twin
+        self.max_diff, self.max_abs_logit, self.compared = 0.0, 0.0, 0
+        self.same_tokens = self.same_schedule = True
 
     def add_request(self, prompt, params: SamplingParams | None = None) -> int:
+        """Add to both twins; returns the paged engine's request id (the one outputs() and abort() take)."""
         rid = self.paged.add_request(prompt, params)
-        rid2 = self.contiguous.add_request(prompt, params)
-        assert rid == rid2
+        try:
+            twin = self.contiguous.add_request(prompt, params)
+        except BaseException:
+            self.paged.abort(rid)  # both twins refuse alike; never leave one side with an extra request
+            raise
         self.request_ids.append(rid)
+        self._twin_id[rid], self._paged_id[twin] = twin, rid
         return rid
+
+    def abort(self, request_id: int, sample: int | None = None) -> bool:
+        """Abort the request (or one sample) in both twins."""
+        stopped = self.paged.abort(request_id, sample)
+        self.contiguous.abort(self._twin_id[request_id], sample)
+        return stopped
 
     def has_unfinished(self) -> bool:
         return self.paged.has_unfinished() or self.contiguous.has_unfinished()
 
+    def _key(self, side: str, seq_id: int, generated_len: int) -> tuple[int, int, int]:
+        """(paged request id, sample index, generated token index) of what a logits row produced."""
+        seq = (self.paged if side == "paged" else self.contiguous).sequences[seq_id]
+        rid = seq.extra["request_id"]
+        return (rid if side == "paged" else self._paged_id[rid], seq.extra["sample_index"], generated_len - 1)
+
+    def _record(self, side: str, trace: StepTrace) -> StepTrace:
+        engine = self.paged if side == "paged" else self.contiguous
+        for s in trace.seqs:
+            key = self._key(side, s.seq_id, s.generated_len)
+            self._waiting[side][key] = (s.seq_id, s.token_out, engine.last_logits[s.seq_id])
+        return trace
+
     def step(self) -> TwinStep:
-        tp, tc = self.paged.step(), self.contiguous.step()
-        out_c = {s.seq_id: s.token_out for s in tc.seqs}
-        diffs, same = {}, {}
-        for s in tp.seqs:
-            if s.seq_id in out_c:
-                a, b = self.paged.last_logits[s.seq_id], self.contiguous.last_logits[s.seq_id]
-                diffs[s.seq_id] = (a - b).abs().max().item()
-                same[s.seq_id] = s.token_out == out_c[s.seq_id]
-        return TwinStep(tp, tc, diffs, same, (tp.phase, tp.scheduled) == (tc.phase, tc.scheduled))
+        """One step of each twin; compares every token both have now produced (see the module docstring)."""
+        tp = self._record("paged", self.paged.step())  # recorded first: if the twin's step raises, nothing is lost
+        tc = self._record("contiguous", self.contiguous.step())
+        diffs, same, scale = {}, {}, {}
+        for key in [k for k in self._waiting["paged"] if k in self._waiting["contiguous"]]:
+            seq_id, token, a = self._waiting["paged"].pop(key)
+            _, twin_token, b = self._waiting["contiguous"].pop(key)
+            diffs[seq_id] = max(diffs.get(seq_id, 0.0), (a - b).abs().max().item())
+            scale[seq_id] = max(scale.get(seq_id, 0.0), b.abs().max().item())
+            same[seq_id] = same.get(seq_id, True) and token == twin_token
+            self.compared += 1
+        sched_p = (tp.phase, [self._key("paged", i, 1)[:2] for i in tp.scheduled])
+        sched_c = (tc.phase, [self._key("contiguous", i, 1)[:2] for i in tc.scheduled])
+        step = TwinStep(tp, tc, diffs, same, sched_p == sched_c, scale)
+        self.max_diff = max(self.max_diff, step.max_diff)
+        self.max_abs_logit = max([self.max_abs_logit, *scale.values()])
+        self.same_tokens = self.same_tokens and all(same.values())
+        self.same_schedule = self.same_schedule and step.same_schedule
+        return step
+
+    def verdict(self) -> TwinVerdict:
+        """Everything compared so far (what a page shows as "twins agree")."""
+        return TwinVerdict(self.max_diff, self.max_abs_logit, self.same_tokens, self.same_schedule, self.compared)
 
     def outputs(self) -> tuple[list[RequestOutput], list[RequestOutput]]:
         return ([self.paged.output(r) for r in self.request_ids],
-                [self.contiguous.output(r) for r in self.request_ids])
+                [self.contiguous.output(self._twin_id[r]) for r in self.request_ids])
 
 
 def run_twins(model, tokenizer, prompts, params: SamplingParams | list[SamplingParams] | None = None,
@@ -108,4 +181,5 @@ def run_twins(model, tokenizer, prompts, params: SamplingParams | list[SamplingP
     while twins.has_unfinished() and len(run.steps) < max_steps:
         run.steps.append(twins.step())
     run.paged, run.contiguous = twins.outputs()
+    run.verdict = twins.verdict()
     return run

@@ -1,0 +1,110 @@
+"""StepCheckpoint: what one engine step may change, captured before it, so a step that raises can be undone.
+
+A step touches the scheduler's queues, the block manager (tables, ref counts, free list, prefix-cache index), the
+sequences (cached_token_count, generated_token_ids, status, …), their samplers' random state, the forked children,
+the contiguous twin's caches and the step counter. `StepCheckpoint(engine)` copies all of it (lists of ints and
+small dicts: cheap next to a forward pass); `restore()` puts it back, with two exceptions, both about K/V that the
+failed step may already have overwritten in the pool:
+
+- a sequence the step preempted stays preempted (blocks freed, back at the front of the waiting queue): its blocks
+  may have been handed to another sequence and written, so its cache is gone and it must be recomputed anyway;
+- a cached block (prefix caching) that the step took for new contents loses its hash, since the contents it was
+  indexed under may have been overwritten.
+
+Every other byte the step wrote into the pool lies beyond some sequence's cached_token_count, i.e. in slots that
+nothing reads until they are written again.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ..sequence import Sequence
+
+if TYPE_CHECKING:
+    from .engine import LLMEngine
+
+
+class EngineStepError(RuntimeError):
+    """A step raised and was rolled back (LLMEngine.step); the engine stays usable.
+
+    step: the number of the step that failed; seq_ids: the sequences it had scheduled ([] if scheduling failed);
+    ended_request: the request ended with finish_reason "error" because it was to blame, or None.
+    """
+
+    def __init__(self, message: str, step: int, seq_ids: list[int], ended_request: int | None) -> None:
+        super().__init__(message)
+        self.step, self.seq_ids, self.ended_request = step, seq_ids, ended_request
+
+
+class SequenceFailure(Exception):
+    """Raised inside a step when one sequence is to blame (its logits, its sampling)."""
+
+    def __init__(self, seq: Sequence, what: str) -> None:
+        super().__init__(what)
+        self.seq, self.what = seq, what
+
+
+
+class StepCheckpoint:
+    def __init__(self, engine: "LLMEngine") -> None:
+        bm, sched = engine.block_manager, engine.scheduler
+        self.engine = engine
+        self.waiting, self.running = list(sched.waiting), list(sched.running)
+        self.seqs = [(s, s.cached_token_count, len(s.generated_token_ids), s.status, s.finish_reason, dict(s.extra))
+                     for s in engine.sequences.values() if not s.is_finished]
+        # a greedy sequence never draws from its generator; a sampling one draws once per step
+        sampling = [s.extra["generator"] for s, *_ in self.seqs if not s.extra["params"].greedy]
+        self.generators = [(g, g.get_state()) for g in sampling]
+        self.tables = {sid: list(t) for sid, t in bm.tables.items()}
+        self.free_block_ids, self.ref_counts, self.freed = bm.free_block_ids.copy(), list(bm.ref_counts), set(bm._freed)
+        self.block_hash, self.block_tokens = dict(bm.block_hash), dict(bm.block_tokens)
+        self.hash_to_block, self.last_hits = dict(bm.hash_to_block), dict(bm.last_hits)
+        self.pending_copies = list(bm.pending_copies)
+        self.requests, self.sequences = dict(engine.requests), dict(engine.sequences)
+        self.groups = {rid: list(g) for rid, g in engine.groups.items()}
+        self.next_id, self.step_count, self.last_logits = engine._next_id, engine.step_count, dict(engine.last_logits)
+        self.contiguous, self.rows = dict(engine.runner.contiguous), [list(r) for r in engine.runner._rows]
+
+    def restore(self) -> list[int]:
+        """Undo everything since the checkpoint (but the two exceptions above). Returns the seq ids that stay
+        preempted."""
+        engine = self.engine
+        bm, sched = engine.block_manager, engine.scheduler
+        was_running = {s.seq_id for s in self.running}
+        preempted = [s for s in sched.waiting if s.seq_id in was_running]  # only preemption moves running -> waiting
+        hashes_then = dict(bm.block_hash)
+        for seq, cached, generated, status, finish_reason, extra in self.seqs:
+            seq.cached_token_count, seq.status, seq.finish_reason = cached, status, finish_reason
+            del seq.generated_token_ids[generated:]
+            seq.extra.clear()
+            seq.extra.update(extra)
+            seq.block_table = []
+        for generator, state in self.generators:
+            generator.set_state(state)
+        bm.tables = {}
+        for sid, table in self.tables.items():  # a table is one list object shared by the manager and its sequence
+            bm.tables[sid] = list(table)
+            if sid in self.sequences:
+                self.sequences[sid].block_table = bm.tables[sid]
+        bm.free_block_ids, bm.ref_counts, bm._freed = self.free_block_ids, self.ref_counts, self.freed
+        bm.block_hash, bm.block_tokens, bm.hash_to_block = self.block_hash, self.block_tokens, self.hash_to_block
+        bm.last_hits, bm.pending_copies = self.last_hits, self.pending_copies
+        for block, h in list(bm.block_hash.items()):
+            if hashes_then.get(block) != h:  # taken for new contents during the step: no longer what h names
+                del bm.hash_to_block[h], bm.block_hash[block], bm.block_tokens[block]
+        sched.waiting.clear()
+        sched.waiting.extend(self.waiting)
+        sched.running[:] = self.running
+        engine.requests, engine.sequences, engine.groups = self.requests, self.sequences, self.groups
+        engine._next_id, engine.step_count, engine.last_logits = self.next_id, self.step_count, self.last_logits
+        engine.runner.contiguous, engine.runner._rows = self.contiguous, self.rows
+        for seq in reversed(preempted):  # the step preempted them in this order; their caches may be overwritten
+            self._preempt(seq)
+        return [s.seq_id for s in preempted]
+
+    def _preempt(self, seq: Sequence) -> None:
+        engine = self.engine
+        engine.scheduler.preempt(seq)
+        seq.extra["preemptions"] += 1
+        engine.runner.release(seq.seq_id)

@@ -1,0 +1,76 @@
+"""The runner's batched inputs follow the address chain: slots, positions and ids equal the per-sequence definitions
+(paged.addressing.slot_mapping, range(cached_token_count, num_tokens)), for any mix of sequences."""
+
+import random
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from paged.addressing import slot_mapping
+from paged.block_manager import BlockManager
+from paged.engine.runner import batch_slot_mapping, prepare_inputs
+from paged.sequence import Sequence
+
+
+def make_seqs(rng: random.Random, specs, block_size, num_blocks=4096):
+    """Sequences with scattered, disjoint block tables covering their tokens; spec = (prompt_len, generated, cached)."""
+    ids = list(range(num_blocks))
+    rng.shuffle(ids)
+    seqs, at = [], 0
+    for i, (prompt_len, generated, cached) in enumerate(specs):
+        seq = Sequence(i, [rng.randrange(256) for _ in range(prompt_len)])
+        seq.generated_token_ids = [rng.randrange(256) for _ in range(generated)]
+        seq.cached_token_count = cached
+        need = -(-seq.num_tokens // block_size) + rng.randrange(2)  # sometimes one spare block at the end
+        seq.block_table, at = ids[at:at + need], at + need
+        seqs.append(seq)
+    return seqs
+
+
+@settings(max_examples=60, deadline=None)
+@given(data=st.data(), block_size=st.sampled_from([1, 2, 4, 16]), prefill=st.booleans())
+def test_prepare_inputs_equals_the_per_sequence_chain(data, block_size, prefill):
+    """Every fed token's id, position and slot equal what the sequence and addressing.slot_mapping say."""
+    rng = random.Random(data.draw(st.integers(0, 10**6)))
+    specs = []
+    for _ in range(data.draw(st.integers(1, 6))):
+        prompt_len, generated = data.draw(st.integers(1, 40)), data.draw(st.integers(0 if prefill else 1, 20))
+        n = prompt_len + generated
+        cached = data.draw(st.integers(0, n - 1)) if prefill else n - 1
+        specs.append((prompt_len, generated, cached))
+    seqs = make_seqs(rng, specs, block_size)
+    batch = prepare_inputs(seqs, block_size, prefill, torch.device("cpu"))
+    ids, pos, slots = [], [], []
+    for seq in seqs:
+        start, end = seq.cached_token_count, seq.num_tokens
+        ids += seq.token_ids[start:end]
+        pos += list(range(start, end))
+        slots += slot_mapping(seq.block_table, start, end, block_size).tolist()
+    assert batch.input_ids.tolist() == ids and batch.positions.tolist() == pos
+    assert batch.slot_mapping.tolist() == slots
+    assert batch.context_lens.tolist() == [s.num_tokens for s in seqs]
+    assert batch.query_lens == [s.num_tokens - s.cached_token_count for s in seqs]
+
+
+def test_batch_slot_mapping_refuses_padding_and_width():
+    """A token whose logical block is -1 (padding) or beyond the tables' width is a ValueError, never a slot."""
+    tables = torch.tensor([[3, 1, -1], [0, 2, 4]], dtype=torch.int32)
+    assert batch_slot_mapping(tables, torch.tensor([0, 1]), torch.tensor([5, 9]), 4).tolist() == [1 * 4 + 1, 4 * 4 + 1]
+    with pytest.raises(ValueError, match="-1 entry"):
+        batch_slot_mapping(tables, torch.tensor([0]), torch.tensor([8]), 4)
+    with pytest.raises(ValueError, match="beyond the block tables' width 3"):
+        batch_slot_mapping(tables, torch.tensor([1]), torch.tensor([12]), 4)
+
+
+def test_ownership_names_the_first_holder_of_shared_blocks():
+    """ownership: block -> the first sequence (in allocation order) whose table holds it; None when free."""
+    bm = BlockManager(6, 2)
+    parent, child, other = Sequence(0, [1, 2, 3]), Sequence(1, [1, 2, 3]), Sequence(2, [7])
+    bm.allocate(parent, [4, 1])
+    bm.fork(parent, child)
+    bm.allocate(other, [0])
+    assert bm.ownership() == [2, 0, None, None, 0, None]
+    bm.free(parent)
+    assert bm.ownership() == [2, 1, None, None, 1, None]
