@@ -7,14 +7,14 @@ scratch. What is left of the road to SDPA's speed is what a real kernel does: ve
 the CPU has them), and prefetching block j+1, whose address the block table already knows, while block j is read.
 
 Building: the first call compiles the C file with the system's C compiler (`$CC`, else cc, gcc or clang) into a
-shared library in the cache folder ($PAGED_CACHE_DIR, else ~/.cache/paged, else the temp folder). The file name
-holds a hash of the source, the compiler, its flags and this CPU's feature flags (the code is built for this CPU
-with -march=native), so an edit, another compiler or another machine builds anew. That takes about a second; later
+shared library in a private cache folder (paged/kernels/native_build.py: how a library is checked before it is
+loaded, so that a planted, truncated or garbage file is never run). The code is built for this CPU with
+-march=native; an edit, another compiler or another machine builds anew. That takes about a second; later
 processes load the cached library. With OpenMP (gcc) the kernel runs on torch's own OpenMP threads: the library is
 loaded after torch, so `libgomp.so.1` resolves to the copy torch already loaded. Without OpenMP it uses pthreads.
 
-No compiler, or a failed build: `native_available()` is False, the call raises RuntimeError saying why, and the
-engine's default falls back to "gather". CPU tensors only; K/V in float32, float64, float16 or bfloat16 (sums in
+No compiler, a failed or hung build, a library that will not load: `native_available()` is False, the call
+raises RuntimeError saying why, and the engine's default falls back to "gather". CPU tensors only; K/V in float32, float64, float16 or bfloat16 (sums in
 float32, or float64 for float64).
 
 Memory safety: C does not check bounds, so the wrapper checks what it hands over even with validate=False (as the
@@ -25,99 +25,32 @@ the pool, returning the sequence so the wrapper can raise ValueError instead of 
 from __future__ import annotations
 
 import ctypes
-import hashlib
-import os
-import platform
-import shutil
 import subprocess
-import tempfile
 import threading
-from pathlib import Path
 
 import torch
 
-SOURCE = Path(__file__).with_name("native_decode.c")
-# Tried in order; the first that builds is used. -march=native: AVX2/FMA where the CPU has them.
-FLAG_SETS = (
-    ("-O3", "-march=native", "-fopenmp", "-shared", "-fPIC"),
-    ("-O3", "-march=native", "-pthread", "-shared", "-fPIC"),
-    ("-O3", "-pthread", "-shared", "-fPIC"),
-)
+from . import native_build
+
 DTYPE_CODES = {torch.float32: 0, torch.float64: 1, torch.float16: 2, torch.bfloat16: 3}
 
 _lock = threading.Lock()
 _state: dict[str, object] = {}  # "fn": the loaded C function, or "error": why there is none (once per process)
 
 
-def compiler() -> str | None:
-    """The C compiler to build with: $CC, else the first of cc, gcc, clang on PATH; None when there is none."""
-    if os.environ.get("CC"):
-        return shutil.which(os.environ["CC"])
-    return next((path for name in ("cc", "gcc", "clang") if (path := shutil.which(name))), None)
-
-
-def cache_dir() -> Path:
-    """Where built libraries are kept: $PAGED_CACHE_DIR, else ~/.cache/paged, else the temp folder."""
-    for candidate in (os.environ.get("PAGED_CACHE_DIR"), Path.home() / ".cache" / "paged",
-                      Path(tempfile.gettempdir()) / "paged-cache"):
-        if not candidate:
-            continue
-        path = Path(candidate)
-        try:
-            path.mkdir(parents=True, exist_ok=True)
-        except OSError:
-            continue
-        if os.access(path, os.W_OK):
-            return path
-    raise RuntimeError("impl='native' found no writable folder for its build; set PAGED_CACHE_DIR")
-
-
-def _cpu_flags() -> str:
-    """This CPU's feature flags: -march=native builds for them, so they are part of the cache key."""
-    try:
-        with open("/proc/cpuinfo") as f:
-            return next((line for line in f if line.startswith(("flags", "Features"))), "")
-    except OSError:
-        return platform.processor()
-
-
-def _build(cc: str) -> Path:
-    """Compile SOURCE (or find it built already); returns the library's path. Raises RuntimeError."""
-    source = SOURCE.read_bytes()
-    version = subprocess.run([cc, "--version"], capture_output=True, text=True).stdout.split("\n")[0]
-    errors = []
-    for flags in FLAG_SETS:
-        key = hashlib.sha256(b"\0".join([source, cc.encode(), version.encode(), " ".join(flags).encode(),
-                                         platform.machine().encode(), _cpu_flags().encode()])).hexdigest()[:16]
-        target = cache_dir() / f"native_decode-{key}.so"
-        if target.exists():
-            return target
-        partial = target.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")
-        result = subprocess.run([cc, *flags, "-o", str(partial), str(SOURCE), "-lm"], capture_output=True, text=True)
-        if result.returncode == 0:
-            os.replace(partial, target)  # atomic: a concurrent build of the same key writes the same bytes
-            return target
-        partial.unlink(missing_ok=True)
-        errors.append(f"{cc} {' '.join(flags)}: {result.stderr.strip()[-400:]}")
-    raise RuntimeError("impl='native' could not be built:\n" + "\n".join(errors))
-
-
 def _load():
     """The C function paged_decode, built and loaded once per process. Raises RuntimeError when it cannot be."""
     with _lock:
         if "fn" not in _state and "error" not in _state:
-            cc = compiler()
             try:
-                if cc is None:
-                    raise RuntimeError("impl='native' needs a C compiler (cc, gcc or clang; or set $CC), e.g. "
-                                       "apt-get install gcc; meanwhile use impl='fused' or 'gather'")
-                fn = ctypes.CDLL(str(_build(cc))).paged_decode
+                fn = native_build.load_kernel()
                 fn.restype = ctypes.c_int64
                 fn.argtypes = ([ctypes.c_int, ctypes.c_int64, ctypes.c_int64] + [ctypes.c_void_p] * 6
                                + [ctypes.c_int64] * 7)
                 _state["fn"] = fn
-            except (RuntimeError, OSError) as exc:
-                _state["error"] = str(exc)
+            except (RuntimeError, OSError, ValueError, subprocess.SubprocessError) as exc:
+                # Whatever went wrong, say so once and let callers fall back (the engine picks "gather").
+                _state["error"] = str(exc) if isinstance(exc, RuntimeError) else f"impl='native': {exc!r}"
         if "error" in _state:
             raise RuntimeError(_state["error"])
         return _state["fn"]
