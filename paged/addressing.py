@@ -35,6 +35,9 @@ class Address:
 
 INT32_RANGE = (-(2**31), 2**31 - 1)
 INT64_MAX = 2**63 - 1
+# The longest context any function here will lay out token by token (slot_mapping, address_table, block tables):
+# far beyond any model this tool runs, yet a mistyped 2**40 is refused instead of filling memory.
+MAX_CONTEXT_LEN = 1 << 24
 
 
 def as_int(name: str, value, minimum: int | None = None) -> int:
@@ -107,13 +110,16 @@ def slot_mapping(block_table: SequenceT[int] | torch.Tensor, start: int, end: in
     """Slots for tokens [start, end) of one sequence: a LongTensor [end - start].
 
     Vectorised form of `locate(...).slot` for each token, so writers and readers share one definition.
-    Raises ValueError unless start, end and block_size are integers with 0 <= start <= end, the table (integers)
+    Raises ValueError unless start, end and block_size are integers with 0 <= start <= end <= MAX_CONTEXT_LEN,
+    the table (integers)
     covers token end - 1, and every entry those tokens use is >= 0 with its slots within int64.
     """
     block_size = check_block_size(block_size)
     start, end = as_int("start", start), as_int("end", end)
     if not 0 <= start <= end:
         raise ValueError(f"need 0 <= start <= end, got start={start}, end={end}")
+    if end > MAX_CONTEXT_LEN:
+        raise ValueError(f"end = {end} is past MAX_CONTEXT_LEN ({MAX_CONTEXT_LEN} tokens)")
     table = _as_list(block_table)
     used = blocks_needed(end, block_size)
     if used > len(table):
@@ -128,7 +134,7 @@ def slot_mapping(block_table: SequenceT[int] | torch.Tensor, start: int, end: in
             token = max(start, logical_block_id * block_size)
             raise ValueError(f"token {token} maps to block_table[{logical_block_id}] = {physical_block_id} "
                              "(-1: no physical block)")
-        if physical_block_id > INT64_MAX // block_size - 1:
+        if physical_block_id > (INT64_MAX - (block_size - 1)) // block_size:  # its last slot must fit
             raise ValueError(f"block_table[{logical_block_id}] = {physical_block_id}: its slots "
                              f"(physical_block_id * {block_size} + block_offset) do not fit in int64")
     physical = torch.tensor(table[first:used], dtype=torch.long)
@@ -143,7 +149,7 @@ def validate_block_table(block_table: SequenceT[int] | torch.Tensor, num_blocks:
 
     Rules (each broken rule raises ValueError naming the value):
     block_size, num_blocks, context_len and every entry are integers (not bools or floats);
-    block_size >= 1; num_blocks >= 1; context_len >= 1; the table has at least ceil(context_len / block_size)
+    block_size >= 1; num_blocks >= 1; 1 <= context_len <= MAX_CONTEXT_LEN; the table has at least ceil(context_len / block_size)
     entries; every entry of that used part is in [0, num_blocks) (so no -1 inside it); no physical block appears
     twice in the used part (two logical blocks would overwrite each other; distinct=False lifts this rule for a
     reader that only has to stay inside the pool). Entries past the used part may be -1 or anything else.
@@ -151,6 +157,8 @@ def validate_block_table(block_table: SequenceT[int] | torch.Tensor, num_blocks:
     block_size = check_block_size(block_size)
     num_blocks = as_int("num_blocks", num_blocks, 1)
     context_len = as_int("context_len", context_len, 1)
+    if context_len > MAX_CONTEXT_LEN:
+        raise ValueError(f"context_len {context_len} is past MAX_CONTEXT_LEN ({MAX_CONTEXT_LEN} tokens)")
     table = _as_list(block_table)
     used = blocks_needed(context_len, block_size)
     if used > len(table):
@@ -173,7 +181,10 @@ def validate_block_table(block_table: SequenceT[int] | torch.Tensor, num_blocks:
 def address_table(block_table: SequenceT[int] | torch.Tensor, context_len: int, block_size: int) -> list[Address]:
     """The whole token -> (physical block, offset) table for tokens [0, context_len)."""
     table = _as_list(block_table)
-    return [locate(i, table, block_size) for i in range(as_int("context_len", context_len, 0))]
+    context_len = as_int("context_len", context_len, 0)
+    if context_len > MAX_CONTEXT_LEN:
+        raise ValueError(f"context_len {context_len} is past MAX_CONTEXT_LEN ({MAX_CONTEXT_LEN} tokens)")
+    return [locate(i, table, block_size) for i in range(context_len)]
 
 
 def pad_block_tables(block_tables: SequenceT[SequenceT[int]], width: int | None = None,
@@ -186,6 +197,8 @@ def pad_block_tables(block_tables: SequenceT[SequenceT[int]], width: int | None 
         raise ValueError(f"block_tables must be a list of block tables, got {type(block_tables).__name__}")
     tables = [_as_list(t, f"block_tables[{i}]") for i, t in enumerate(block_tables)]
     width = max((len(t) for t in tables), default=0) if width is None else as_int("width", width, 0)
+    if width > MAX_CONTEXT_LEN:
+        raise ValueError(f"width {width} is past MAX_CONTEXT_LEN ({MAX_CONTEXT_LEN}): no table needs that many blocks")
     low, high = INT32_RANGE if dtype == torch.int32 else (-INT64_MAX - 1, INT64_MAX)
     out = torch.full((len(tables), max(width, 1)), PAD_SLOT, dtype=dtype)
     for i, t in enumerate(tables):

@@ -11,7 +11,9 @@ import numbers
 
 import torch
 
-from .addressing import PAD_SLOT, as_int, pad_block_tables, validate_block_table
+from .addressing import INT64_MAX, PAD_SLOT, as_int, pad_block_tables, validate_block_table
+
+DECODE_DTYPES = (torch.float32, torch.float64, torch.float16, torch.bfloat16)  # what every decode impl supports
 
 
 def _check_tensors(**tensors) -> None:
@@ -83,7 +85,11 @@ def _int_tensor(name: str, values) -> torch.Tensor:
         items = list(values)
     except TypeError:
         items = [values]  # one number for a batch of one
-    return torch.tensor([as_int(f"{name}[{i}]", x) for i, x in enumerate(items)], dtype=torch.int64)
+    ints = [as_int(f"{name}[{i}]", x) for i, x in enumerate(items)]
+    bad = next((x for x in ints if not -INT64_MAX - 1 <= x <= INT64_MAX), None)
+    if bad is not None:
+        raise ValueError(f"{name} holds {bad}, which does not fit in int64")
+    return torch.tensor(ints, dtype=torch.int64)
 
 
 def check_decode_inputs(query: torch.Tensor, key_cache: torch.Tensor, value_cache: torch.Tensor, block_tables,
@@ -104,9 +110,9 @@ def check_decode_inputs(query: torch.Tensor, key_cache: torch.Tensor, value_cach
         raise ValueError(f"query {tuple(query.shape)} has num_heads = 0: it must be >= 1")
     if num_heads % num_kv_heads:
         raise ValueError(f"num_heads ({num_heads}) must be a multiple of num_kv_heads ({num_kv_heads})")
-    if not query.is_floating_point() or query.dtype != key_cache.dtype or value_cache.dtype != key_cache.dtype:
+    if query.dtype not in DECODE_DTYPES or query.dtype != key_cache.dtype or value_cache.dtype != key_cache.dtype:
         raise ValueError(f"dtype mismatch: query {query.dtype}, key_cache {key_cache.dtype}, "
-                         f"value_cache {value_cache.dtype} (one floating-point dtype)")
+                         f"value_cache {value_cache.dtype} (one dtype among {[str(d) for d in DECODE_DTYPES]})")
     if query.device != key_cache.device:
         raise ValueError(f"device mismatch: query on {query.device}, cache on {key_cache.device}")
     if isinstance(block_tables, torch.Tensor):

@@ -138,3 +138,15 @@ def test_out_of_range_integers_are_refused(call, msg):
     instead of wrapping around silently."""
     with pytest.raises(ValueError, match=msg):
         call()
+
+
+@pytest.mark.parametrize("call", [
+    lambda: slot_mapping([0], 0, 2**40, 2**40),
+    lambda: address_table([0], 2**40, 2**40),
+    lambda: validate_block_table([0], 1, 2**40, 2**40),
+    lambda: pad_block_tables([[1]], width=2**40),
+], ids=["slot_mapping", "address_table", "validate_block_table", "pad_block_tables"])
+def test_absurd_lengths_are_refused_before_any_work(call):
+    """A context of 2**40 tokens (one huge block) is refused up front, not laid out token by token."""
+    with pytest.raises(ValueError, match="MAX_CONTEXT_LEN"):
+        call()
