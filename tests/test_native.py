@@ -126,9 +126,10 @@ def test_failed_build_is_reported(fresh_native, monkeypatch):
 
 @pytest.mark.parametrize("threads_flag", ["-fopenmp", "-pthread"])
 def test_kernel_stays_inside_its_buffers_under_address_sanitizer(tmp_path, threads_flag):
-    """tests/native_asan.c calls the kernel on exact-size heap buffers (144 cases: every dtype, GQA/MQA, odd
-    head_dims and block sizes, ragged -1 padded tables, 1 or 3 threads, split heads) built with AddressSanitizer
-    and UBSan: any read or write outside them aborts. Each case is also checked against plain attention in C."""
+    """tests/native_asan.c calls the kernel on exact-size heap buffers (192 cases: every dtype, GQA/MQA, odd
+    head_dims and block sizes, ragged -1 padded int32/int64 tables, 1 or 3 threads, split heads, partitions and
+    none) built with AddressSanitizer and UBSan: any read or write outside them aborts. Each case is also checked
+    against plain attention in C; a bad block id and a context_len past the table are refused."""
     cc = native_build.compiler()
     assert cc, "a C compiler is needed (apt-get install gcc)"
     exe = tmp_path / "native_asan"
@@ -138,4 +139,35 @@ def test_kernel_stays_inside_its_buffers_under_address_sanitizer(tmp_path, threa
     assert build.returncode == 0, build.stderr
     run = subprocess.run([str(exe)], capture_output=True, text=True, timeout=120,
                          env={**os.environ, "ASAN_OPTIONS": "detect_leaks=1"})
-    assert run.returncode == 0 and "144 cases, 0 failed" in run.stdout, run.stdout + run.stderr[-3000:]
+    assert run.returncode == 0 and "192 cases, 0 failed" in run.stdout, run.stdout + run.stderr[-3000:]
+
+
+@pytest.mark.parametrize("partition_blocks", [1, 3])
+def test_partitioned_contexts_match_the_reference(monkeypatch, threads, partition_blocks):
+    """Contexts cut into partitions of 1 or 3 blocks (items of their own, merged by the combine step) match the
+    reference: GQA/MHA/MQA, head_dims on and off the vector width, float32/bfloat16/float64, and sequences shorter
+    than one partition next to longer ones."""
+    monkeypatch.setattr(native, "plan_work", lambda *args: (1, partition_blocks))
+    threads(2)
+    assert sweep_failures("native", "float32", [(8, 2), (4, 4), (6, 1)], [32, 20], [1, 16]) == []
+    assert sweep_failures("native", "bfloat16", [(8, 2)], [32], [4]) == []
+    lens = [1, 5, 54]
+    query, kc, vc, tables, keys, values = build(8, 2, 64, 4, lens, torch.float64)
+    out = paged_attention_decode(query, kc, vc, tables, lens, impl="native")
+    assert rel_err(out, reference(query, keys, values, lens)) < 1e-12
+
+
+@pytest.mark.parametrize("batch, num_kv_heads, threads_, cut", [
+    (16, 8, 2, False), (4, 2, 2, False), (1, 8, 2, False), (1, 2, 2, True), (1, 1, 2, True), (2, 1, 8, True),
+    (1, 1, 1, False),
+])
+def test_plan_work_gives_every_thread_work(batch, num_kv_heads, threads_, cut):
+    """A batch with too few sequences is cut into kv-head ranges, then (with more than one thread) into partitions
+    of at least MIN_PARTITION_TOKENS, until there are about two items per thread."""
+    max_blocks, block_size = 128, 16
+    head_chunks, partition_blocks = native.plan_work(batch, num_kv_heads, max_blocks, block_size, threads_)
+    assert 1 <= head_chunks <= num_kv_heads and (partition_blocks > 0) == cut
+    if cut:
+        parts = -(-max_blocks // partition_blocks)
+        assert partition_blocks * block_size >= native.MIN_PARTITION_TOKENS
+        assert batch * head_chunks * parts >= 2 * threads_

@@ -121,10 +121,12 @@ def _run(argv: list[str], timeout: float) -> subprocess.CompletedProcess:
 
 
 def library_path(cc: list[str], flags: tuple[str, ...]) -> Path:
-    """Where the library built by `cc` with `flags` is cached. The name holds a hash of the source, the compiler
-    command, its version, the flags and this CPU's features, so any of them changing builds anew."""
+    """Where the library built by `cc` with `flags` is cached. The name holds a hash of the source (and the
+    native_*.h it includes), the compiler command, its version, the flags and this CPU's features, so any of them
+    changing builds anew."""
     version = _run([*cc, "--version"], COMPILE_TIMEOUT_S).stdout.split("\n")[0]
-    key = hashlib.sha256(b"\0".join([SOURCE.read_bytes(), shlex.join(cc).encode(), version.encode(),
+    sources = b"".join(path.read_bytes() for path in [SOURCE, *sorted(SOURCE.parent.glob("native_*.h"))])
+    key = hashlib.sha256(b"\0".join([sources, shlex.join(cc).encode(), version.encode(),
                                      " ".join(flags).encode(), platform.machine().encode(),
                                      _cpu_flags().encode()])).hexdigest()[:16]
     return cache_dir() / f"native_decode-{key}.so"
