@@ -122,7 +122,8 @@ static void *worker(void *arg) {
         const int64_t used = (len + BS - 1) / BS, j0 = part * job->partition_blocks;
         const int64_t j1 = j0 + job->partition_blocks < used ? j0 + job->partition_blocks : used;
         int bad = 0;
-        for (int64_t j = j0; j < j1; j++) bad |= table_entry(job, b, j) < 0 || table_entry(job, b, j) >= job->num_blocks;
+        for (int64_t j = j0; j < j1; j++)
+            bad |= table_entry(job, b, j) < 0 || table_entry(job, b, j) >= job->num_blocks;
         if (bad) {
             flag(&job->bad_seq, b + 1);
             continue;
@@ -136,8 +137,8 @@ static void *worker(void *arg) {
             for (int64_t e = qh0 * D; e < qh1 * D; e++) q[e] = query[e] * job->scale;
             begin_f64(acc, m, l, qh0, qh1, D);
             for (int64_t j = j0; j < j1; j++) {
-                const int64_t n = len - j * BS < BS ? len - j * BS : BS, next = j + 1 < j1 ? table_entry(job, b, j + 1) : -1;
-                const int64_t id = table_entry(job, b, j);
+                const int64_t n = len - j * BS < BS ? len - j * BS : BS, id = table_entry(job, b, j);
+                const int64_t next = j + 1 < j1 ? table_entry(job, b, j + 1) : -1;
                 attend_block_f64((const double *)(kc + id * block_bytes), (const double *)(vc + id * block_bytes), n,
                                  q, acc, m, l, scores, BS, h0, h1, G, KVH, D,
                                  next < 0 ? NULL : (const double *)(kc + next * block_bytes),
@@ -153,8 +154,8 @@ static void *worker(void *arg) {
         for (int64_t e = qh0 * D; e < qh1 * D; e++) q[e] = (float)(query[e] * job->scale);
         begin_f32(acc, m, l, qh0, qh1, D);
         for (int64_t j = j0; j < j1; j++) {
-            const int64_t n = len - j * BS < BS ? len - j * BS : BS, next = j + 1 < j1 ? table_entry(job, b, j + 1) : -1;
-            const int64_t id = table_entry(job, b, j);
+            const int64_t n = len - j * BS < BS ? len - j * BS : BS, id = table_entry(job, b, j);
+            const int64_t next = j + 1 < j1 ? table_entry(job, b, j + 1) : -1;
             const float *kb = (const float *)(kc + id * block_bytes), *vb = (const float *)(vc + id * block_bytes);
             const float *kn = NULL, *vn = NULL; /* the next block, to prefetch (f32 only) */
             if (job->dtype >= 2) { /* convert the rows this item reads, keeping the block's layout */
@@ -226,12 +227,11 @@ int64_t paged_decode(int dtype, int64_t num_threads, int64_t head_chunks, int64_
         for (int64_t b = 0; b < batch; b++) {
             const int64_t used = (context_lens[b] + block_size - 1) / block_size;
             const int64_t parts = (used + partition_blocks - 1) / partition_blocks; /* the rest are empty */
+            const int64_t at = b * num_heads * head_dim, from = b * job.parts * stride;
             if (dtype == 1)
-                combine_f64((double *)out + b * num_heads * head_dim, (const double *)job.partial + b * job.parts * stride,
-                            parts, stride, num_heads, head_dim);
+                combine_f64((double *)out + at, (const double *)job.partial + from, parts, stride, num_heads, head_dim);
             else
-                combine_f32((float *)out + b * num_heads * head_dim, (const float *)job.partial + b * job.parts * stride,
-                            parts, stride, num_heads, head_dim);
+                combine_f32((float *)out + at, (const float *)job.partial + from, parts, stride, num_heads, head_dim);
         }
     free(job.partial);
     return status;
