@@ -4,7 +4,8 @@
 dozen ops are dispatched per tile. A C loop needs none of that. It reads every K and V row once, in place, and
 keeps the online softmax (running max m, running sum l, rescaled accumulator acc) in registers and a small
 scratch. What is left of the road to SDPA's speed is what a real kernel does: vector instructions (AVX2 + FMA when
-the CPU has them), and prefetching block j+1, whose address the block table already knows, while block j is read.
+the CPU has them), prefetching block j+1, whose address the block table already knows, while block j is read,
+and (for a batch too small to keep every thread busy) cutting each context into partitions merged at the end.
 
 Building: the first call compiles the C file with the system's C compiler (`$CC`, else cc, gcc or clang) into a
 shared library in a private cache folder (paged/kernels/native_build.py: how a library is checked before it is
@@ -14,12 +15,12 @@ processes load the cached library. With OpenMP (gcc) the kernel runs on torch's 
 loaded after torch, so `libgomp.so.1` resolves to the copy torch already loaded. Without OpenMP it uses pthreads.
 
 No compiler, a failed or hung build, a library that will not load: `native_available()` is False, the call
-raises RuntimeError saying why, and the engine's default falls back to "gather". CPU tensors only; K/V in float32, float64, float16 or bfloat16 (sums in
-float32, or float64 for float64).
+raises RuntimeError saying why, and the engine's default falls back to "gather". CPU tensors only; K/V in float32,
+float64, float16 or bfloat16 (sums in float32, or float64 for float64).
 
-Memory safety: C does not check bounds, so the wrapper checks what it hands over even with validate=False (as the
-bug lab runs): context_lens within 1..max_blocks * block_size, and the kernel refuses any physical_block_id outside
-the pool, returning the sequence so the wrapper can raise ValueError instead of reading foreign memory.
+Memory safety: C does not check bounds, so the kernel checks what it is handed even with validate=False (as the bug
+lab runs): a context_len outside 1..max_blocks * block_size or a physical_block_id outside the pool is refused and
+reported, so the wrapper raises ValueError instead of reading foreign memory.
 """
 
 from __future__ import annotations
