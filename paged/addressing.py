@@ -13,6 +13,7 @@ Writing (slot_mapping) and reading (block tables) both go through this module, s
 
 from __future__ import annotations
 
+import operator
 from dataclasses import dataclass
 from typing import Sequence as SequenceT
 
@@ -32,34 +33,64 @@ class Address:
     slot: int
 
 
-def _as_list(block_table) -> list[int]:
+INT32_RANGE = (-(2**31), 2**31 - 1)
+INT64_MAX = 2**63 - 1
+# The longest context any function here will lay out token by token (slot_mapping, address_table, block tables):
+# far beyond any model this tool runs, yet a mistyped 2**40 is refused instead of filling memory.
+MAX_CONTEXT_LEN = 1 << 24
+
+
+def as_int(name: str, value, minimum: int | None = None) -> int:
+    """`value` as a Python int. Raises ValueError naming `name` unless it is an integer (a Python or numpy int, or
+    a one-element integer tensor; not a bool, float or string) and, when `minimum` is given, >= minimum."""
+    if isinstance(value, bool) or (isinstance(value, torch.Tensor) and value.dtype == torch.bool):
+        raise ValueError(f"{name} must be an integer, got the bool {value!r}")
+    try:
+        out = operator.index(value)
+    except (TypeError, RuntimeError, ValueError):
+        raise ValueError(f"{name} must be an integer, got {value!r}") from None
+    if minimum is not None and out < minimum:
+        raise ValueError(f"{name} must be >= {minimum}, got {out}")
+    return out
+
+
+def _as_list(block_table, name: str = "block_table") -> list[int]:
+    """The entries of a block table (a sequence of ints, or an integer tensor, flattened) as Python ints; raises
+    ValueError for anything else (floats would silently truncate: [1.9] is not block 1)."""
     if isinstance(block_table, torch.Tensor):
+        if block_table.dtype == torch.bool or block_table.is_floating_point() or block_table.is_complex():
+            raise ValueError(f"{name} must hold integers, got a {block_table.dtype} tensor")
         return [int(x) for x in block_table.reshape(-1).tolist()]
-    return [int(x) for x in block_table]
+    if isinstance(block_table, (str, bytes)):
+        raise ValueError(f"{name} must be a sequence of integers, got {block_table!r}")
+    try:
+        items = list(block_table)
+    except TypeError:
+        raise ValueError(f"{name} must be a sequence of integers, got {block_table!r}") from None
+    return [as_int(f"{name}[{i}]", x) for i, x in enumerate(items)]
 
 
-def check_block_size(block_size: int) -> None:
-    """Raise ValueError unless block_size is an integer >= 1."""
-    if isinstance(block_size, bool) or not isinstance(block_size, int) or block_size < 1:
-        raise ValueError(f"block_size must be an integer >= 1, got {block_size!r}")
+def check_block_size(block_size: int) -> int:
+    """block_size as an int; raises ValueError unless it is an integer >= 1."""
+    return as_int("block_size", block_size, 1)
 
 
 def blocks_needed(num_tokens: int, block_size: int) -> int:
-    """How many blocks hold `num_tokens` tokens (ceil division)."""
-    check_block_size(block_size)
-    return -(-num_tokens // block_size)
+    """How many blocks hold `num_tokens` tokens (ceil division). Raises ValueError unless both are integers,
+    num_tokens >= 0 and block_size >= 1."""
+    block_size = check_block_size(block_size)
+    return -(-as_int("num_tokens", num_tokens, 0) // block_size)
 
 
 def locate(token_index: int, block_table: SequenceT[int] | torch.Tensor, block_size: int) -> Address:
     """Follow the address chain for one token.
 
-    Raises ValueError if block_size < 1, token_index < 0, the token's logical block is beyond the table, or the
-    table entry there is -1 (nothing allocated).
+    Raises ValueError if block_size < 1, token_index < 0, either is not an integer, the table holds a non-integer,
+    the token's logical block is beyond the table, or the table entry there is negative (-1: nothing allocated).
     """
-    check_block_size(block_size)
+    block_size = check_block_size(block_size)
     table = _as_list(block_table)
-    if token_index < 0:
-        raise ValueError(f"token_index must be >= 0, got {token_index}")
+    token_index = as_int("token_index", token_index, 0)
     logical_block_id = token_index // block_size
     if logical_block_id >= len(table):
         raise ValueError(
@@ -67,7 +98,8 @@ def locate(token_index: int, block_table: SequenceT[int] | torch.Tensor, block_s
             f"{len(table)} entries (covers tokens 0..{len(table) * block_size - 1})")
     physical_block_id = table[logical_block_id]
     if physical_block_id < 0:
-        raise ValueError(f"logical block {logical_block_id} of token {token_index} is -1 (no physical block)")
+        raise ValueError(f"logical block {logical_block_id} of token {token_index} is {physical_block_id} "
+                         "(-1: no physical block)")
     block_offset = token_index % block_size
     return Address(token_index, logical_block_id, physical_block_id, block_offset,
                    physical_block_id * block_size + block_offset)
@@ -78,37 +110,55 @@ def slot_mapping(block_table: SequenceT[int] | torch.Tensor, start: int, end: in
     """Slots for tokens [start, end) of one sequence: a LongTensor [end - start].
 
     Vectorised form of `locate(...).slot` for each token, so writers and readers share one definition.
+    Raises ValueError unless start, end and block_size are integers with 0 <= start <= end <= MAX_CONTEXT_LEN,
+    the table (integers)
+    covers token end - 1, and every entry those tokens use is >= 0 with its slots within int64.
     """
-    check_block_size(block_size)
+    block_size = check_block_size(block_size)
+    start, end = as_int("start", start), as_int("end", end)
     if not 0 <= start <= end:
         raise ValueError(f"need 0 <= start <= end, got start={start}, end={end}")
-    table = torch.as_tensor(_as_list(block_table), dtype=torch.long)
-    if end > 0 and blocks_needed(end, block_size) > table.numel():
-        raise ValueError(f"tokens up to {end - 1} need {blocks_needed(end, block_size)} blocks of {block_size}, "
-                         f"but the block table has {table.numel()}")
+    if end > MAX_CONTEXT_LEN:
+        raise ValueError(f"end = {end} is past MAX_CONTEXT_LEN ({MAX_CONTEXT_LEN} tokens)")
+    table = _as_list(block_table)
+    used = blocks_needed(end, block_size)
+    if used > len(table):
+        raise ValueError(f"tokens up to {end - 1} need {used} blocks of {block_size}, "
+                         f"but the block table has {len(table)}")
+    if end == start:
+        return torch.zeros(0, dtype=torch.long, device=device)
+    first = start // block_size
+    for logical_block_id in range(first, used):
+        physical_block_id = table[logical_block_id]
+        if physical_block_id < 0:
+            token = max(start, logical_block_id * block_size)
+            raise ValueError(f"token {token} maps to block_table[{logical_block_id}] = {physical_block_id} "
+                             "(-1: no physical block)")
+        if physical_block_id > (INT64_MAX - (block_size - 1)) // block_size:  # its last slot must fit
+            raise ValueError(f"block_table[{logical_block_id}] = {physical_block_id}: its slots "
+                             f"(physical_block_id * {block_size} + block_offset) do not fit in int64")
+    physical = torch.tensor(table[first:used], dtype=torch.long)
     token_index = torch.arange(start, end, dtype=torch.long)
-    physical = table[token_index // block_size] if end > start else token_index
-    if (physical < 0).any():
-        bad = int(token_index[physical < 0][0])
-        raise ValueError(f"token {bad} maps to a -1 entry of the block table (no physical block)")
-    slots = physical * block_size + token_index % block_size
+    slots = physical[token_index // block_size - first] * block_size + token_index % block_size
     return slots.to(device) if device is not None else slots
 
 
 def validate_block_table(block_table: SequenceT[int] | torch.Tensor, num_blocks: int, block_size: int,
-                         context_len: int) -> None:
+                         context_len: int, distinct: bool = True) -> None:
     """The shared boundary check for one sequence's block table.
 
     Rules (each broken rule raises ValueError naming the value):
-    block_size >= 1; num_blocks >= 1; context_len >= 1; the table has at least ceil(context_len / block_size)
+    block_size, num_blocks, context_len and every entry are integers (not bools or floats);
+    block_size >= 1; num_blocks >= 1; 1 <= context_len <= MAX_CONTEXT_LEN; the table has at least ceil(context_len / block_size)
     entries; every entry of that used part is in [0, num_blocks) (so no -1 inside it); no physical block appears
-    twice in the used part (two logical blocks would overwrite each other). Entries past the used part may be -1.
+    twice in the used part (two logical blocks would overwrite each other; distinct=False lifts this rule for a
+    reader that only has to stay inside the pool). Entries past the used part may be -1 or anything else.
     """
-    check_block_size(block_size)
-    if isinstance(num_blocks, bool) or not isinstance(num_blocks, int) or num_blocks < 1:
-        raise ValueError(f"num_blocks must be an integer >= 1, got {num_blocks!r}")
-    if context_len < 1:
-        raise ValueError(f"context_len must be >= 1, got {context_len}")
+    block_size = check_block_size(block_size)
+    num_blocks = as_int("num_blocks", num_blocks, 1)
+    context_len = as_int("context_len", context_len, 1)
+    if context_len > MAX_CONTEXT_LEN:
+        raise ValueError(f"context_len {context_len} is past MAX_CONTEXT_LEN ({MAX_CONTEXT_LEN} tokens)")
     table = _as_list(block_table)
     used = blocks_needed(context_len, block_size)
     if used > len(table):
@@ -122,7 +172,7 @@ def validate_block_table(block_table: SequenceT[int] | torch.Tensor, num_blocks:
         if not 0 <= physical_block_id < num_blocks:
             raise ValueError(f"block_table[{logical_block_id}] = {physical_block_id} is outside the pool "
                              f"[0, {num_blocks})")
-        if physical_block_id in seen:
+        if distinct and physical_block_id in seen:
             raise ValueError(f"physical block {physical_block_id} appears twice in one block table (logical blocks "
                              f"{seen[physical_block_id]} and {logical_block_id}); they would overwrite each other")
         seen[physical_block_id] = logical_block_id
@@ -130,18 +180,33 @@ def validate_block_table(block_table: SequenceT[int] | torch.Tensor, num_blocks:
 
 def address_table(block_table: SequenceT[int] | torch.Tensor, context_len: int, block_size: int) -> list[Address]:
     """The whole token -> (physical block, offset) table for tokens [0, context_len)."""
-    return [locate(i, block_table, block_size) for i in range(context_len)]
+    table = _as_list(block_table)
+    context_len = as_int("context_len", context_len, 0)
+    if context_len > MAX_CONTEXT_LEN:
+        raise ValueError(f"context_len {context_len} is past MAX_CONTEXT_LEN ({MAX_CONTEXT_LEN} tokens)")
+    return [locate(i, table, block_size) for i in range(context_len)]
 
 
 def pad_block_tables(block_tables: SequenceT[SequenceT[int]], width: int | None = None,
-                     device: torch.device | str | None = None) -> torch.Tensor:
-    """Pad ragged block tables with -1 into an int32 tensor [B, max_blocks]."""
-    tables = [_as_list(t) for t in block_tables]
-    width = max((len(t) for t in tables), default=0) if width is None else width
-    out = torch.full((len(tables), max(width, 1)), PAD_SLOT, dtype=torch.int32)
+                     device: torch.device | str | None = None, dtype: torch.dtype = torch.int32) -> torch.Tensor:
+    """Pad ragged block tables with -1 into a tensor [B, max_blocks] (int32 unless `dtype` says int64).
+
+    Raises ValueError for a non-integer entry, a table longer than `width`, or an entry that does not fit `dtype`.
+    """
+    if isinstance(block_tables, (torch.Tensor, str, bytes)) or not hasattr(block_tables, "__iter__"):
+        raise ValueError(f"block_tables must be a list of block tables, got {type(block_tables).__name__}")
+    tables = [_as_list(t, f"block_tables[{i}]") for i, t in enumerate(block_tables)]
+    width = max((len(t) for t in tables), default=0) if width is None else as_int("width", width, 0)
+    if width > MAX_CONTEXT_LEN:
+        raise ValueError(f"width {width} is past MAX_CONTEXT_LEN ({MAX_CONTEXT_LEN}): no table needs that many blocks")
+    low, high = INT32_RANGE if dtype == torch.int32 else (-INT64_MAX - 1, INT64_MAX)
+    out = torch.full((len(tables), max(width, 1)), PAD_SLOT, dtype=dtype)
     for i, t in enumerate(tables):
         if len(t) > width:
             raise ValueError(f"block table {i} has {len(t)} entries, more than the width {width}")
+        bad = next((x for x in t if not low <= x <= high), None)
+        if bad is not None:
+            raise ValueError(f"block_tables[{i}] holds {bad}, which does not fit in {dtype}")
         if t:
-            out[i, : len(t)] = torch.tensor(t, dtype=torch.int32)
+            out[i, : len(t)] = torch.tensor(t, dtype=dtype)
     return out.to(device) if device is not None else out

@@ -19,7 +19,8 @@ from typing import Callable
 import torch
 import torch.nn.functional as F
 
-from .addressing import pad_block_tables, validate_block_table
+from .addressing import as_int, pad_block_tables, slot_mapping, validate_block_table
+from .attention_checks import check_attention_inputs, check_cache, check_decode_inputs, check_scale
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -45,11 +46,16 @@ def gather_kv_loop(key_cache: torch.Tensor, value_cache: torch.Tensor, block_tab
 def gather_kv(key_cache: torch.Tensor, value_cache: torch.Tensor, block_table,
               context_len: int) -> tuple[torch.Tensor, torch.Tensor]:
     """Same result as `gather_kv_loop`, with no Python loop over tokens: compute every token's slot at once and
-    index the pool viewed as [num_slots, num_kv_heads, head_dim]."""
+    index the pool viewed as [num_slots, num_kv_heads, head_dim].
+
+    Raises ValueError unless the caches are [num_blocks, block_size, num_kv_heads, head_dim] (sizes >= 1),
+    context_len is an integer >= 1 and the table's first ceil(context_len / block_size) entries are integers in
+    [0, num_blocks). A block may appear twice (the bug lab reads aliased tables on purpose)."""
+    check_cache(key_cache, value_cache)
     block_size = key_cache.shape[1]
-    table = torch.as_tensor(block_table, dtype=torch.long, device=key_cache.device).reshape(-1)
-    token_index = torch.arange(context_len, device=key_cache.device)
-    slots = table[token_index // block_size] * block_size + token_index % block_size
+    context_len = as_int("context_len", context_len, 1)
+    validate_block_table(block_table, key_cache.shape[0], block_size, context_len, distinct=False)
+    slots = slot_mapping(block_table, 0, context_len, block_size, device=key_cache.device)
     flat_k = key_cache.reshape(-1, *key_cache.shape[2:])
     flat_v = value_cache.reshape(-1, *value_cache.shape[2:])
     return flat_k.index_select(0, slots), flat_v.index_select(0, slots)
@@ -67,15 +73,16 @@ def attention(query: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, sca
     Query head h reads kv head h // (num_heads // num_kv_heads). With causal=True the mask is aligned to the end
     of the context: query i sees keys 0 … context_len - q_len + i. Computed in float32 (float64 stays float64),
     returned in the query's dtype.
+    Raises ValueError for other shapes, a size of 0 (context_len, heads, head_dim), num_heads not a multiple of
+    num_kv_heads, non-floating dtypes, tensors on different devices, or a scale that is not finite and > 0.
     """
+    check_attention_inputs(query, keys, values)
     decode = query.dim() == 2
     q = query.unsqueeze(0) if decode else query  # [q_len, num_heads, head_dim]
     q_len, num_heads, head_dim = q.shape
     context_len, num_kv_heads = keys.shape[0], keys.shape[1]
-    if num_heads % num_kv_heads:
-        raise ValueError(f"num_heads ({num_heads}) must be a multiple of num_kv_heads ({num_kv_heads})")
     compute = torch.float64 if query.dtype == torch.float64 else torch.float32
-    scale = 1.0 / math.sqrt(head_dim) if scale is None else scale
+    scale = check_scale(scale, head_dim)
     group = num_heads // num_kv_heads
     k = keys.to(compute).repeat_interleave(group, dim=1)  # [context_len, num_heads, head_dim]
     v = values.to(compute).repeat_interleave(group, dim=1)
@@ -92,10 +99,14 @@ def attention(query: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, sca
 
 
 def attention_weights(query: torch.Tensor, keys: torch.Tensor, scale: float | None = None) -> torch.Tensor:
-    """Decode attention weights [num_heads, context_len] (for figures), same GQA rule as `attention`."""
+    """Decode attention weights [num_heads, context_len] (for figures), same GQA rule as `attention`.
+    query [num_heads, head_dim]; keys [context_len, num_kv_heads, head_dim]. Raises ValueError as `attention`."""
+    check_attention_inputs(query, keys, keys)
+    if query.dim() != 2:
+        raise ValueError(f"query must be [num_heads, head_dim] (one decode step), got {tuple(query.shape)}")
     num_heads, head_dim = query.shape
     group = num_heads // keys.shape[1]
-    scale = 1.0 / math.sqrt(head_dim) if scale is None else scale
+    scale = check_scale(scale, head_dim)
     k = keys.float().repeat_interleave(group, dim=1)
     return torch.softmax(torch.einsum("hd,khd->hk", query.float(), k) * scale, dim=-1)
 
@@ -103,45 +114,6 @@ def attention_weights(query: torch.Tensor, keys: torch.Tensor, scale: float | No
 # ----------------------------------------------------------------------------------------------------------------
 # Batched decode over the paged pool
 # ----------------------------------------------------------------------------------------------------------------
-def check_decode_inputs(query: torch.Tensor, key_cache: torch.Tensor, value_cache: torch.Tensor, block_tables,
-                        context_lens) -> tuple[torch.Tensor, torch.Tensor]:
-    """Boundary checks for paged decode; returns (block_tables int32 [B, max_blocks], context_lens int64 [B]) on
-    the cache's device. Raises ValueError naming the bad value."""
-    if query.dim() != 3:
-        raise ValueError(f"query must be [B, num_heads, head_dim], got shape {tuple(query.shape)}")
-    if key_cache.dim() != 4 or value_cache.shape != key_cache.shape:
-        raise ValueError(f"key_cache/value_cache must both be [num_blocks, block_size, num_kv_heads, head_dim], "
-                         f"got {tuple(key_cache.shape)} and {tuple(value_cache.shape)}")
-    batch, num_heads, head_dim = query.shape
-    num_blocks, block_size, num_kv_heads, cache_head_dim = key_cache.shape
-    if head_dim != cache_head_dim:
-        raise ValueError(f"head_dim differs: query has {head_dim}, the cache has {cache_head_dim}")
-    if num_heads % num_kv_heads:
-        raise ValueError(f"num_heads ({num_heads}) must be a multiple of num_kv_heads ({num_kv_heads})")
-    if query.dtype != key_cache.dtype or value_cache.dtype != key_cache.dtype:
-        raise ValueError(f"dtype mismatch: query {query.dtype}, key_cache {key_cache.dtype}, "
-                         f"value_cache {value_cache.dtype}")
-    if query.device != key_cache.device or value_cache.device != key_cache.device:
-        raise ValueError(f"device mismatch: query on {query.device}, cache on {key_cache.device}")
-    if isinstance(block_tables, torch.Tensor):
-        tables = block_tables.to(device="cpu", dtype=torch.int64)
-    else:
-        tables = pad_block_tables(block_tables).long()
-    if tables.dim() != 2 or tables.shape[0] != batch:
-        raise ValueError(f"block_tables must be [B={batch}, max_blocks], got shape {tuple(tables.shape)}")
-    lens = torch.as_tensor(context_lens, dtype=torch.int64).reshape(-1).cpu()
-    if lens.numel() != batch:
-        raise ValueError(f"context_lens has {lens.numel()} entries for a batch of {batch}")
-    for b in range(batch):
-        if int(lens[b]) < 1:
-            raise ValueError(f"context_lens[{b}] = {int(lens[b])}: every sequence needs at least 1 token")
-        try:
-            validate_block_table(tables[b], num_blocks, block_size, int(lens[b]))
-        except ValueError as err:
-            raise ValueError(f"sequence {b}: {err}") from None
-    return tables.to(device=key_cache.device, dtype=torch.int32), lens.to(key_cache.device)
-
-
 def contiguous_attention_decode(query: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, context_lens,
                                 scale: float | None = None) -> torch.Tensor:
     """The reference: decode attention over contiguous K/V [B, max_ctx, num_kv_heads, head_dim], sequence b using
@@ -229,9 +201,14 @@ def paged_attention_decode(query: torch.Tensor, key_cache: torch.Tensor, value_c
 
     query [B, num_heads, head_dim]; key_cache/value_cache [num_blocks, block_size, num_kv_heads, head_dim];
     block_tables int [B, max_blocks] padded with -1 (or a list of lists); context_lens int [B], each >= 1.
-    Returns [B, num_heads, head_dim] in the query's dtype. impl: "loop" (the seed's per-token loop), "gather"
-    (vectorised), or a kernel registered by paged.kernels. validate=False skips the checks (benchmarks).
+    Returns [B, num_heads, head_dim] in the query's dtype; an empty batch (B = 0) gives an empty result from every
+    impl. impl: "loop" (the seed's per-token loop), "gather" (vectorised), or a kernel registered by paged.kernels.
+    Raises ValueError for an unknown impl, a scale that is not finite and > 0, and (validate=True) every rule of
+    `check_decode_inputs`. validate=False skips those checks (benchmarks, the bug lab); entries past a sequence's
+    context are never read either way.
     """
+    if not isinstance(impl, str):
+        raise ValueError(f"impl must be a string naming a decode impl, got {impl!r}")
     if impl not in DECODE_IMPLS:
         from . import kernels  # noqa: F401  (registers the faster impls)
     if impl not in DECODE_IMPLS:
@@ -243,6 +220,7 @@ def paged_attention_decode(query: torch.Tensor, key_cache: torch.Tensor, value_c
             block_tables = pad_block_tables(block_tables)
         block_tables = block_tables.to(key_cache.device)
         context_lens = torch.as_tensor(context_lens, device=key_cache.device).long()
-    if scale is None:
-        scale = 1.0 / math.sqrt(query.shape[-1])
+    scale = check_scale(scale, query.shape[-1])
+    if query.shape[0] == 0:  # nothing to attend: the same empty answer whichever impl was asked for
+        return query.new_empty(query.shape)
     return DECODE_IMPLS[impl](query, key_cache, value_cache, block_tables, context_lens, scale).to(query.dtype)

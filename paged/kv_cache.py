@@ -7,9 +7,15 @@ token order, like gpt-fast's KVCache.
 
 from __future__ import annotations
 
+import math
+
 import torch
 
-from .addressing import check_block_size
+from .addressing import as_int, check_block_size
+
+# The most bytes one KVCachePool (or ContiguousKVCache) may hold unless told otherwise: a knob set by mistake must
+# be refused up front, not discovered as an out-of-memory error (or a machine swapping) halfway through.
+MAX_CACHE_BYTES = 16 << 30
 
 
 def default_device() -> torch.device:
@@ -17,31 +23,61 @@ def default_device() -> torch.device:
     return torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
 
-def _positive_int(name: str, value) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+def _positive_int(name: str, value) -> int:
+    return as_int(name, value, 1)
+
+
+def _device(device) -> torch.device:
+    if device is None:
+        return default_device()
+    try:
+        return torch.device(device)
+    except (RuntimeError, TypeError, ValueError):
+        raise ValueError(f"device must name a torch device such as 'cpu' or 'cuda', got {device!r}") from None
+
+
+def _float_dtype(dtype) -> torch.dtype:
+    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
+        raise ValueError(f"dtype must be a floating-point torch dtype (e.g. torch.float32), got {dtype!r}")
+    return dtype
+
+
+def _check_bytes(what: str, shape: tuple[int, ...], dtype: torch.dtype, max_bytes: int) -> None:
+    """Refuse, before allocating, K and V of `shape` each that would hold more than max_bytes together."""
+    need = 2 * math.prod(shape) * torch.empty((), dtype=dtype).element_size()
+    if need > max_bytes:
+        size = f"{need / 2**30:.1f} GiB" if need >= 2**30 else f"{need / 2**20:.1f} MiB"
+        raise ValueError(f"{what} of shape {list(shape)} ({dtype}) would need {need:,} bytes ({size}) for K and V, more than the limit of {max_bytes:,} bytes "
+                         f"(max_bytes, default MAX_CACHE_BYTES); make it smaller or raise max_bytes")
 
 
 class KVCachePool:
     """The physical KV cache: `key_cache` / `value_cache` of shape
-    [num_layers, num_blocks, block_size, num_kv_heads, head_dim], zero-initialised."""
+    [num_layers, num_blocks, block_size, num_kv_heads, head_dim], zero-initialised.
+
+    Raises ValueError (before allocating anything) unless every size is an integer >= 1, dtype is a floating-point
+    dtype, device names a device, and K + V fit in max_bytes."""
 
     def __init__(self, num_layers: int, num_blocks: int, block_size: int, num_kv_heads: int, head_dim: int,
-                 dtype: torch.dtype = torch.float32, device: torch.device | str | None = None) -> None:
-        _positive_int("num_layers", num_layers)
-        _positive_int("num_blocks", num_blocks)
-        check_block_size(block_size)
-        _positive_int("num_kv_heads", num_kv_heads)
-        _positive_int("head_dim", head_dim)
+                 dtype: torch.dtype = torch.float32, device: torch.device | str | None = None,
+                 max_bytes: int = MAX_CACHE_BYTES) -> None:
+        num_layers = _positive_int("num_layers", num_layers)
+        num_blocks = _positive_int("num_blocks", num_blocks)
+        block_size = check_block_size(block_size)
+        num_kv_heads = _positive_int("num_kv_heads", num_kv_heads)
+        head_dim = _positive_int("head_dim", head_dim)
+        dtype, device = _float_dtype(dtype), _device(device)
+        shape = (num_layers, num_blocks, block_size, num_kv_heads, head_dim)
+        _check_bytes("KVCachePool", shape, dtype, _positive_int("max_bytes", max_bytes))
         self.num_layers, self.num_blocks, self.block_size = num_layers, num_blocks, block_size
         self.num_kv_heads, self.head_dim, self.dtype = num_kv_heads, head_dim, dtype
-        self.device = torch.device(device) if device is not None else default_device()
-        shape = (num_layers, num_blocks, block_size, num_kv_heads, head_dim)
+        self.device = device
         self.key_cache = torch.zeros(shape, dtype=dtype, device=self.device)
         self.value_cache = torch.zeros(shape, dtype=dtype, device=self.device)
 
     def layer(self, i: int) -> tuple[torch.Tensor, torch.Tensor]:
         """Views (key_cache, value_cache) of layer i, each [num_blocks, block_size, num_kv_heads, head_dim]."""
+        i = as_int("layer", i)
         if not 0 <= i < self.num_layers:
             raise ValueError(f"layer {i} is outside [0, {self.num_layers})")
         return self.key_cache[i], self.value_cache[i]
@@ -65,6 +101,10 @@ class KVCachePool:
 def check_write(key_cache: torch.Tensor, value_cache: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
                 slot_mapping: torch.Tensor) -> None:
     """The boundary checks of `write_kv` (ValueError naming the bad value); nothing is written."""
+    for name, t in (("key_cache", key_cache), ("value_cache", value_cache), ("key", key), ("value", value),
+                    ("slot_mapping", slot_mapping)):
+        if not isinstance(t, torch.Tensor):
+            raise ValueError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
     if key_cache.dim() != 4 or value_cache.shape != key_cache.shape:
         raise ValueError(f"key_cache/value_cache must both be [num_blocks, block_size, num_kv_heads, head_dim], "
                          f"got {tuple(key_cache.shape)} and {tuple(value_cache.shape)}")
@@ -78,9 +118,10 @@ def check_write(key_cache: torch.Tensor, value_cache: torch.Tensor, key: torch.T
                          "one slot per token is required")
     if key.dtype != key_cache.dtype or value.dtype != value_cache.dtype:
         raise ValueError(f"dtype mismatch: key/value are {key.dtype}/{value.dtype}, cache is {key_cache.dtype}")
-    if key.device != key_cache.device or slot_mapping.device != key_cache.device:
-        raise ValueError(f"device mismatch: key on {key.device}, slot_mapping on {slot_mapping.device}, "
-                         f"cache on {key_cache.device}")
+    if len({key_cache.device, value_cache.device, key.device, value.device, slot_mapping.device}) > 1:
+        raise ValueError(f"device mismatch: key on {key.device}, value on {value.device}, slot_mapping on "
+                         f"{slot_mapping.device}, key_cache on {key_cache.device}, value_cache on "
+                         f"{value_cache.device}")
     if slot_mapping.dtype not in (torch.int64, torch.int32):
         raise ValueError(f"slot_mapping must be an integer tensor, got {slot_mapping.dtype}")
     if slot_mapping.numel():
@@ -90,6 +131,11 @@ def check_write(key_cache: torch.Tensor, value_cache: torch.Tensor, key: torch.T
             slot = int(slot_mapping[bad][0])
             raise ValueError(f"slot {slot} is outside the pool: slots are in [0, {num_slots}) "
                              f"(num_blocks {num_blocks} x block_size {block_size}), or -1 to skip")
+        written = slot_mapping[slot_mapping >= 0].sort().values
+        repeated = written[1:][written[1:] == written[:-1]]
+        if repeated.numel():
+            raise ValueError(f"slot {int(repeated[0])} appears more than once in slot_mapping: which token's K/V "
+                             "would land there is undefined, so one write call takes each slot at most once")
 
 
 def write_kv(key_cache: torch.Tensor, value_cache: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
@@ -99,7 +145,8 @@ def write_kv(key_cache: torch.Tensor, value_cache: torch.Tensor, key: torch.Tens
     key_cache, value_cache: [num_blocks, block_size, num_kv_heads, head_dim] (modified in place)
     key, value:             [num_tokens, num_kv_heads, head_dim]
     slot_mapping:           [num_tokens] int; slot = physical_block_id * block_size + block_offset; -1 is skipped.
-    Raises ValueError (nothing written) on mismatched shapes, dtypes, devices or slots outside the pool.
+    Raises ValueError (nothing written) on mismatched shapes, dtypes, devices, slots outside the pool or a slot
+    given twice. validate=False skips those checks (the engine's hot path, the bug lab).
     """
     if validate:
         check_write(key_cache, value_cache, key, value, slot_mapping)
@@ -107,9 +154,11 @@ def write_kv(key_cache: torch.Tensor, value_cache: torch.Tensor, key: torch.Tens
     keep = slots >= 0
     if not bool(keep.all()):
         slots, key, value = slots[keep], key[keep], value[keep]
-    # A flat [num_slots, num_kv_heads, head_dim] view: slot s is exactly row s.
-    key_cache.view(-1, *key_cache.shape[2:]).index_copy_(0, slots, key)
-    value_cache.view(-1, *value_cache.shape[2:]).index_copy_(0, slots, value)
+    for cache, rows in ((key_cache, key), (value_cache, value)):
+        if cache.is_contiguous():  # a pool layer: as a flat [num_slots, num_kv_heads, head_dim] view, slot s is row s
+            cache.view(-1, *cache.shape[2:]).index_copy_(0, slots, rows)
+        else:  # a strided cache cannot be viewed flat: address (block, offset) pairs instead
+            cache.index_put_((slots // cache.shape[1], slots % cache.shape[1]), rows)
 
 
 class ContiguousKVCache:
@@ -120,12 +169,17 @@ class ContiguousKVCache:
     """
 
     def __init__(self, num_layers: int, num_kv_heads: int, head_dim: int, dtype: torch.dtype = torch.float32,
-                 device: torch.device | str | None = None, capacity: int = 16) -> None:
-        _positive_int("num_layers", num_layers)
-        _positive_int("num_kv_heads", num_kv_heads)
-        _positive_int("head_dim", head_dim)
-        device = torch.device(device) if device is not None else default_device()
-        shape = (num_layers, max(capacity, 1), num_kv_heads, head_dim)
+                 device: torch.device | str | None = None, capacity: int = 16,
+                 max_bytes: int = MAX_CACHE_BYTES) -> None:
+        """Raises ValueError unless the sizes and capacity are integers >= 1, dtype is floating-point and the
+        cache fits in max_bytes (checked again whenever it grows)."""
+        num_layers = _positive_int("num_layers", num_layers)
+        num_kv_heads = _positive_int("num_kv_heads", num_kv_heads)
+        head_dim = _positive_int("head_dim", head_dim)
+        dtype, device = _float_dtype(dtype), _device(device)
+        self.max_bytes = _positive_int("max_bytes", max_bytes)
+        shape = (num_layers, _positive_int("capacity", capacity), num_kv_heads, head_dim)
+        _check_bytes("ContiguousKVCache", shape, dtype, self.max_bytes)
         self.keys = torch.zeros(shape, dtype=dtype, device=device)
         self.values = torch.zeros(shape, dtype=dtype, device=device)
         self.lengths = [0] * num_layers  # tokens written so far, per layer
@@ -136,31 +190,51 @@ class ContiguousKVCache:
             return
         while capacity < needed:
             capacity *= 2
+        _check_bytes("ContiguousKVCache", (self.keys.shape[0], capacity, *self.keys.shape[2:]), self.keys.dtype,
+                     self.max_bytes)
         for name in ("keys", "values"):
             old = getattr(self, name)
             new = old.new_zeros((old.shape[0], capacity, *old.shape[2:]))
             new[:, : old.shape[1]] = old
             setattr(self, name, new)
 
+    def _layer(self, layer) -> int:
+        layer = as_int("layer", layer)
+        if not 0 <= layer < len(self.lengths):
+            raise ValueError(f"layer {layer} is outside [0, {len(self.lengths)})")
+        return layer
+
     def update(self, layer: int, input_pos: torch.Tensor, key: torch.Tensor,
                value: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Write key/value [n, num_kv_heads, head_dim] at token positions input_pos [n] of `layer`; return that
-        layer's keys, values [length, num_kv_heads, head_dim] up to the furthest token written."""
-        if input_pos.numel() != key.shape[0] or value.shape != key.shape:
-            raise ValueError(f"input_pos has {input_pos.numel()} entries for key {tuple(key.shape)} / value "
-                             f"{tuple(value.shape)}")
-        if input_pos.numel() and int(input_pos.min()) < 0:
-            raise ValueError("input_pos must be >= 0")
-        end = int(input_pos.max()) + 1 if input_pos.numel() else self.lengths[layer]
-        self._grow(end)
+        layer's keys, values [length, num_kv_heads, head_dim] up to the furthest token written.
+        Raises ValueError (nothing written) for a bad layer, non-integer, negative or repeated positions, shapes
+        that do not match the cache, or growth past max_bytes."""
+        layer = self._layer(layer)
+        for name, t in (("input_pos", input_pos), ("key", key), ("value", value)):
+            if not isinstance(t, torch.Tensor):
+                raise ValueError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+        if input_pos.dtype == torch.bool or input_pos.is_floating_point() or input_pos.is_complex():
+            raise ValueError(f"input_pos must be an integer tensor, got {input_pos.dtype}")
+        want = (input_pos.numel(), *self.keys.shape[2:])
+        if input_pos.dim() != 1 or tuple(key.shape) != want or value.shape != key.shape:
+            raise ValueError(f"input_pos {tuple(input_pos.shape)}, key {tuple(key.shape)} and value "
+                             f"{tuple(value.shape)} must be [n] and [n, num_kv_heads, head_dim] = {list(want)}")
         pos = input_pos.to(self.keys.device).long()
-        self.keys[layer].index_copy_(0, pos, key.to(self.keys.dtype))
-        self.values[layer].index_copy_(0, pos, value.to(self.values.dtype))
+        if pos.numel() and int(pos.min()) < 0:
+            raise ValueError(f"input_pos must be >= 0, got {int(pos.min())}")
+        if pos.numel() > 1 and pos.unique().numel() != pos.numel():
+            raise ValueError(f"input_pos repeats a position ({pos.tolist()[:16]}): which write wins is undefined")
+        end = int(pos.max()) + 1 if pos.numel() else self.lengths[layer]
+        self._grow(end)
+        self.keys[layer].index_copy_(0, pos, key.to(self.keys.device, self.keys.dtype))
+        self.values[layer].index_copy_(0, pos, value.to(self.values.device, self.values.dtype))
         self.lengths[layer] = max(self.lengths[layer], end)
         return self.get(layer)
 
     def get(self, layer: int) -> tuple[torch.Tensor, torch.Tensor]:
         """keys, values of `layer` in token order: [length, num_kv_heads, head_dim] views."""
+        layer = self._layer(layer)
         n = self.lengths[layer]
         return self.keys[layer, :n], self.values[layer, :n]
 
@@ -172,8 +246,10 @@ class ContiguousKVCache:
         """An independent copy (a forked sequence's twin starts from its parent's history)."""
         twin = object.__new__(ContiguousKVCache)
         twin.keys, twin.values, twin.lengths = self.keys.clone(), self.values.clone(), list(self.lengths)
+        twin.max_bytes = self.max_bytes
         return twin
 
     def truncate(self, length: int) -> None:
         """Forget every token at position >= length (used when a sequence is preempted and recomputed)."""
+        length = as_int("length", length, 0)
         self.lengths = [min(n, length) for n in self.lengths]

@@ -81,9 +81,12 @@ def fused_decode(query: torch.Tensor, key_cache: torch.Tensor, value_cache: torc
                                                    key_cache.element_size()))
     num_tiles = -(-used_blocks // blocks_per_tile)
     tile_len = blocks_per_tile * block_size
-    # Physical block ids per tile [num_tiles, B, blocks_per_tile]. -1 entries and the padding up to whole tiles
-    # become block 0: real memory to read, always masked out below.
-    tables = F.pad(block_tables[:, :used_blocks].long().clamp_min(0), (0, num_tiles * blocks_per_tile - used_blocks))
+    # Physical block ids per tile [num_tiles, B, blocks_per_tile]. Entries past a sequence's own last block (-1,
+    # or stale ids that may lie outside the pool) and the padding up to whole tiles become block 0: real memory to
+    # read, always masked out below.
+    in_use = torch.arange(used_blocks, device=device)[None, :] * block_size < context_lens[:, None]  # [B, used]
+    tables = torch.where(in_use, block_tables[:, :used_blocks].long(), 0)
+    tables = F.pad(tables, (0, num_tiles * blocks_per_tile - used_blocks))
     tiles = tables.view(batch, num_tiles, blocks_per_tile).transpose(0, 1).contiguous()
     if in_place_v:
         # V row of token t for query head h: slot(t) * num_kv_heads + kv head of h.  [num_tiles, B, H, tile_len]
@@ -98,7 +101,7 @@ def fused_decode(query: torch.Tensor, key_cache: torch.Tensor, value_cache: torc
     flat_k = key_cache.view(key_cache.shape[0], -1)  # one row per physical block
     flat_v = value_cache.view(value_cache.shape[0], -1)
     k_tile = _buffers.get("k", (batch * blocks_per_tile, flat_k.shape[1]), key_cache.dtype, device)
-    q = (query.to(compute) * scale).view(batch * num_kv_heads, group, head_dim)
+    q = (query.to(compute) * scale).reshape(batch * num_kv_heads, group, head_dim)  # a permuted query cannot .view
     m = torch.full((batch, num_kv_heads, group, 1), -math.inf, dtype=compute, device=device)  # running max
     l = torch.zeros_like(m)  # running sum of exp(score - m)
     acc = torch.zeros(batch, num_kv_heads, group, head_dim, dtype=compute, device=device)  # running sum of p * V

@@ -4,120 +4,56 @@
 dozen ops are dispatched per tile. A C loop needs none of that. It reads every K and V row once, in place, and
 keeps the online softmax (running max m, running sum l, rescaled accumulator acc) in registers and a small
 scratch. What is left of the road to SDPA's speed is what a real kernel does: vector instructions (AVX2 + FMA when
-the CPU has them), and prefetching block j+1, whose address the block table already knows, while block j is read.
+the CPU has them), prefetching block j+1, whose address the block table already knows, while block j is read,
+and (for a batch too small to keep every thread busy) cutting each context into partitions merged at the end.
 
 Building: the first call compiles the C file with the system's C compiler (`$CC`, else cc, gcc or clang) into a
-shared library in the cache folder ($PAGED_CACHE_DIR, else ~/.cache/paged, else the temp folder). The file name
-holds a hash of the source, the compiler, its flags and this CPU's feature flags (the code is built for this CPU
-with -march=native), so an edit, another compiler or another machine builds anew. That takes about a second; later
+shared library in a private cache folder (paged/kernels/native_build.py: how a library is checked before it is
+loaded, so that a planted, truncated or garbage file is never run). The code is built for this CPU with
+-march=native; an edit, another compiler or another machine builds anew. That takes about a second; later
 processes load the cached library. With OpenMP (gcc) the kernel runs on torch's own OpenMP threads: the library is
 loaded after torch, so `libgomp.so.1` resolves to the copy torch already loaded. Without OpenMP it uses pthreads.
 
-No compiler, or a failed build: `native_available()` is False, the call raises RuntimeError saying why, and the
-engine's default falls back to "gather". CPU tensors only; K/V in float32, float64, float16 or bfloat16 (sums in
-float32, or float64 for float64).
+No compiler, a failed or hung build, a library that will not load: `native_available()` is False, the call
+raises RuntimeError saying why, and the engine's default falls back to "gather". CPU tensors only; K/V in float32,
+float64, float16 or bfloat16 (sums in float32, or float64 for float64).
 
-Memory safety: C does not check bounds, so the wrapper checks what it hands over even with validate=False (as the
-bug lab runs): context_lens within 1..max_blocks * block_size, and the kernel refuses any physical_block_id outside
-the pool, returning the sequence so the wrapper can raise ValueError instead of reading foreign memory.
+Memory safety: C does not check bounds, so the kernel checks what it is handed even with validate=False (as the bug
+lab runs): a context_len outside 1..max_blocks * block_size or a physical_block_id outside the pool is refused and
+reported, so the wrapper raises ValueError instead of reading foreign memory.
 """
 
 from __future__ import annotations
 
 import ctypes
-import hashlib
-import os
-import platform
-import shutil
 import subprocess
-import tempfile
 import threading
-from pathlib import Path
 
 import torch
 
-SOURCE = Path(__file__).with_name("native_decode.c")
-# Tried in order; the first that builds is used. -march=native: AVX2/FMA where the CPU has them.
-FLAG_SETS = (
-    ("-O3", "-march=native", "-fopenmp", "-shared", "-fPIC"),
-    ("-O3", "-march=native", "-pthread", "-shared", "-fPIC"),
-    ("-O3", "-pthread", "-shared", "-fPIC"),
-)
+from . import native_build
+
 DTYPE_CODES = {torch.float32: 0, torch.float64: 1, torch.float16: 2, torch.bfloat16: 3}
+# The shortest partition worth a work item of its own (vLLM's v2 decode uses 512-token partitions on GPUs).
+MIN_PARTITION_TOKENS = 256
 
 _lock = threading.Lock()
 _state: dict[str, object] = {}  # "fn": the loaded C function, or "error": why there is none (once per process)
-
-
-def compiler() -> str | None:
-    """The C compiler to build with: $CC, else the first of cc, gcc, clang on PATH; None when there is none."""
-    if os.environ.get("CC"):
-        return shutil.which(os.environ["CC"])
-    return next((path for name in ("cc", "gcc", "clang") if (path := shutil.which(name))), None)
-
-
-def cache_dir() -> Path:
-    """Where built libraries are kept: $PAGED_CACHE_DIR, else ~/.cache/paged, else the temp folder."""
-    for candidate in (os.environ.get("PAGED_CACHE_DIR"), Path.home() / ".cache" / "paged",
-                      Path(tempfile.gettempdir()) / "paged-cache"):
-        if not candidate:
-            continue
-        path = Path(candidate)
-        try:
-            path.mkdir(parents=True, exist_ok=True)
-        except OSError:
-            continue
-        if os.access(path, os.W_OK):
-            return path
-    raise RuntimeError("impl='native' found no writable folder for its build; set PAGED_CACHE_DIR")
-
-
-def _cpu_flags() -> str:
-    """This CPU's feature flags: -march=native builds for them, so they are part of the cache key."""
-    try:
-        with open("/proc/cpuinfo") as f:
-            return next((line for line in f if line.startswith(("flags", "Features"))), "")
-    except OSError:
-        return platform.processor()
-
-
-def _build(cc: str) -> Path:
-    """Compile SOURCE (or find it built already); returns the library's path. Raises RuntimeError."""
-    source = SOURCE.read_bytes()
-    version = subprocess.run([cc, "--version"], capture_output=True, text=True).stdout.split("\n")[0]
-    errors = []
-    for flags in FLAG_SETS:
-        key = hashlib.sha256(b"\0".join([source, cc.encode(), version.encode(), " ".join(flags).encode(),
-                                         platform.machine().encode(), _cpu_flags().encode()])).hexdigest()[:16]
-        target = cache_dir() / f"native_decode-{key}.so"
-        if target.exists():
-            return target
-        partial = target.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")
-        result = subprocess.run([cc, *flags, "-o", str(partial), str(SOURCE), "-lm"], capture_output=True, text=True)
-        if result.returncode == 0:
-            os.replace(partial, target)  # atomic: a concurrent build of the same key writes the same bytes
-            return target
-        partial.unlink(missing_ok=True)
-        errors.append(f"{cc} {' '.join(flags)}: {result.stderr.strip()[-400:]}")
-    raise RuntimeError("impl='native' could not be built:\n" + "\n".join(errors))
 
 
 def _load():
     """The C function paged_decode, built and loaded once per process. Raises RuntimeError when it cannot be."""
     with _lock:
         if "fn" not in _state and "error" not in _state:
-            cc = compiler()
             try:
-                if cc is None:
-                    raise RuntimeError("impl='native' needs a C compiler (cc, gcc or clang; or set $CC), e.g. "
-                                       "apt-get install gcc; meanwhile use impl='fused' or 'gather'")
-                fn = ctypes.CDLL(str(_build(cc))).paged_decode
+                fn = native_build.load_kernel()
                 fn.restype = ctypes.c_int64
-                fn.argtypes = ([ctypes.c_int, ctypes.c_int64, ctypes.c_int64] + [ctypes.c_void_p] * 6
-                               + [ctypes.c_int64] * 7)
+                fn.argtypes = ([ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64, ctypes.c_int,
+                                ctypes.c_double] + [ctypes.c_void_p] * 6 + [ctypes.c_int64] * 7)
                 _state["fn"] = fn
-            except (RuntimeError, OSError) as exc:
-                _state["error"] = str(exc)
+            except (RuntimeError, OSError, ValueError, subprocess.SubprocessError) as exc:
+                # Whatever went wrong, say so once and let callers fall back (the engine picks "gather").
+                _state["error"] = str(exc) if isinstance(exc, RuntimeError) else f"impl='native': {exc!r}"
         if "error" in _state:
             raise RuntimeError(_state["error"])
         return _state["fn"]
@@ -138,14 +74,29 @@ def native_available() -> bool:
     return native_error() is None
 
 
+def plan_work(batch: int, num_kv_heads: int, max_blocks: int, block_size: int, threads: int) -> tuple[int, int]:
+    """How to cut the work into items so every thread has some: (head_chunks, partition_blocks).
+
+    A batch of at least 2 items per thread needs no cutting (1, 0). Otherwise each sequence's kv heads are split
+    into up to `head_chunks` ranges, and if that is still too few items, its blocks into partitions of
+    `partition_blocks` (at least MIN_PARTITION_TOKENS long, or the combine would cost more than it saves)."""
+    if batch >= 2 * threads:
+        return 1, 0
+    head_chunks = min(num_kv_heads, -(-2 * threads // batch))
+    if threads == 1 or batch * head_chunks >= 2 * threads:
+        return head_chunks, 0
+    parts = -(-2 * threads // (batch * head_chunks))
+    partition_blocks = max(-(-MIN_PARTITION_TOKENS // block_size), -(-max_blocks // parts))
+    return head_chunks, (partition_blocks if partition_blocks < max_blocks else 0)
+
+
 def native_decode(query: torch.Tensor, key_cache: torch.Tensor, value_cache: torch.Tensor,
                   block_tables: torch.Tensor, context_lens: torch.Tensor, scale: float) -> torch.Tensor:
     """Decode attention over the paged pool in C; returns [B, num_heads, head_dim] in float32 (float64 for a
     float64 pool). Shapes as `paged_attention_decode`. Raises ValueError for GPU tensors, an unsupported dtype,
     context_lens outside 1..max_blocks * block_size or a block id outside the pool; RuntimeError when the kernel
     cannot be built."""
-    tensors = {"query": query, "key_cache": key_cache, "value_cache": value_cache}
-    for name, t in tensors.items():
+    for name, t in (("query", query), ("key_cache", key_cache), ("value_cache", value_cache)):
         if t.device.type != "cpu":
             raise ValueError(f"impl='native' runs on CPU tensors; {name} is on {t.device} (use 'triton' on CUDA)")
     if key_cache.dtype not in DTYPE_CODES or value_cache.dtype != key_cache.dtype:
@@ -153,34 +104,34 @@ def native_decode(query: torch.Tensor, key_cache: torch.Tensor, value_cache: tor
                          f"{[str(d) for d in DTYPE_CODES]}; got {key_cache.dtype} and {value_cache.dtype}")
     batch, num_heads, head_dim = query.shape
     num_blocks, block_size, num_kv_heads, cache_head_dim = key_cache.shape
-    if value_cache.shape != key_cache.shape or cache_head_dim != head_dim or num_heads % num_kv_heads:
+    if (value_cache.shape != key_cache.shape or cache_head_dim != head_dim or num_kv_heads < 1
+            or num_heads % num_kv_heads):
         raise ValueError(f"impl='native': query {tuple(query.shape)}, key_cache {tuple(key_cache.shape)} and "
                          f"value_cache {tuple(value_cache.shape)} disagree (same head_dim, num_heads a multiple "
-                         f"of num_kv_heads, K and V of one shape)")
-    tables = block_tables.to(torch.int64).contiguous()  # [B, max_blocks]
-    lens = context_lens.to(torch.int64).contiguous()  # [B]
-    if tables.shape[0] != batch or lens.shape != (batch,):
+                         f"of num_kv_heads >= 1, K and V of one shape)")
+    # The kernel reads int32 or int64 tables as they are, and checks every length and block id it uses.
+    tables = block_tables if block_tables.dtype in (torch.int32, torch.int64) else block_tables.long()
+    tables, lens = tables.contiguous(), context_lens.to(torch.int64).contiguous()
+    if tables.dim() != 2 or tables.shape[0] != batch or lens.shape != (batch,):
         raise ValueError(f"block_tables {tuple(tables.shape)} and context_lens {tuple(lens.shape)} must have "
                          f"one row per query ({batch})")
-    longest = tables.shape[1] * block_size
-    if batch and (int(lens.min()) < 1 or int(lens.max()) > longest):
-        raise ValueError(f"every context_len must be in 1..{longest} (max_blocks * block_size); got "
-                         f"{lens.tolist()}")
-    fn = _load()
+    fn = _state.get("fn") or _load()
     compute = torch.float64 if key_cache.dtype == torch.float64 else torch.float32
-    q = (query.to(compute) * scale).contiguous()
+    q = query.to(compute).contiguous()
     keys, values = key_cache.contiguous(), value_cache.contiguous()  # no-ops for pool layers
     out = torch.empty(batch, num_heads, head_dim, dtype=compute)
     if batch == 0:
         return out
     threads = torch.get_num_threads()
-    # One work item = one sequence's kv heads; a small batch splits them so every thread has work.
-    head_chunks = 1 if batch >= 2 * threads else min(num_kv_heads, -(-2 * threads // batch))
-    status = fn(DTYPE_CODES[key_cache.dtype], threads, head_chunks, q.data_ptr(), keys.data_ptr(),
-                values.data_ptr(), tables.data_ptr(), lens.data_ptr(), out.data_ptr(), batch, num_heads,
-                num_kv_heads, head_dim, block_size, tables.shape[1], num_blocks)
+    head_chunks, partition_blocks = plan_work(batch, num_kv_heads, tables.shape[1], block_size, threads)
+    status = fn(DTYPE_CODES[key_cache.dtype], threads, head_chunks, partition_blocks, tables.dtype == torch.int32,
+                scale, q.data_ptr(), keys.data_ptr(), values.data_ptr(), tables.data_ptr(), lens.data_ptr(),
+                out.data_ptr(), batch, num_heads, num_kv_heads, head_dim, block_size, tables.shape[1], num_blocks)
     if status == -1:
         raise MemoryError("impl='native' could not allocate its scratch memory")
+    if status < -1:
+        raise ValueError(f"every context_len must be in 1..{tables.shape[1] * block_size} (max_blocks * "
+                         f"block_size); sequence {-2 - status} has {int(lens[-2 - status])} (all: {lens.tolist()})")
     if status > 0:
         seq = status - 1
         raise ValueError(f"sequence {seq}: its block_table {tables[seq].tolist()} holds a physical_block_id "

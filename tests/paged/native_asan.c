@@ -3,8 +3,9 @@
  * Every buffer the kernel gets is its own heap allocation of exactly the right size, so a read or write one
  * element outside any of them stops the program with an ASan report. Each case is also checked against a plain
  * attention written here in double, independently of the kernel. Cases cover every storage type, GQA/MQA,
- * head_dims off the vector width, block sizes 1 and odd, ragged lengths, -1 padded tables, 1 and 3 threads and
- * split kv heads, plus the refusal of an out-of-pool block id. Exit status 0 means every case passed. */
+ * head_dims off the vector width, block sizes 1 and odd, ragged lengths, -1 padded tables (int64 or int32), 1 and 3
+ * threads, split kv heads, partitions of 1 to 3 blocks (merged by the combine step) or none, plus the refusal of an
+ * out-of-pool block id and of a context_len past the table. Exit status 0 means every case passed. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -50,7 +51,7 @@ static void *store(const double *src, int64_t n, int dtype) { /* an exact-size h
 }
 
 static int run_case(int dtype, int64_t H, int64_t KVH, int64_t D, int64_t BS, int64_t B, int64_t threads,
-                    int64_t chunks) {
+                    int64_t chunks, int64_t partition_blocks, int table_int32) {
     int64_t lens_buf[8], max_used = 0, total_blocks = 0;
     for (int64_t b = 0; b < B; b++) {
         lens_buf[b] = 1 + rand_int(3 * BS + 40);
@@ -65,12 +66,16 @@ static int run_case(int dtype, int64_t H, int64_t KVH, int64_t D, int64_t BS, in
     for (int64_t i = 0; i < NB; i++) perm[i] = i;
     for (int64_t i = NB - 1; i > 0; i--) { int64_t j = rand_int(i + 1), t = perm[i]; perm[i] = perm[j]; perm[j] = t; }
     int64_t *tables = malloc(sizeof(int64_t) * (size_t)(B * width)), *lens = malloc(sizeof(int64_t) * (size_t)B);
+    int32_t *tables32 = malloc(sizeof(int32_t) * (size_t)(B * width));
     int64_t next = 0;
     for (int64_t b = 0; b < B; b++) {
         lens[b] = lens_buf[b];
         int64_t used = (lens[b] + BS - 1) / BS;
         for (int64_t j = 0; j < width; j++) tables[b * width + j] = j < used ? perm[next++] : -1;
     }
+    for (int64_t i = 0; i < B * width; i++) tables32[i] = (int32_t)tables[i];
+    const void *table_arg = table_int32 ? (const void *)tables32 : (const void *)tables;
+    const double scale = 0.75;
     const int wide = dtype == 1;
     double *qd = malloc(sizeof(double) * (size_t)(B * H * D));
     for (int64_t i = 0; i < B * H * D; i++) qd[i] = random_value() / 4;
@@ -80,7 +85,8 @@ static int run_case(int dtype, int64_t H, int64_t KVH, int64_t D, int64_t BS, in
         else ((float *)q)[i] = (float)qd[i];
     }
     void *kc = store(kd, NB * block_elems, dtype), *vc = store(vd, NB * block_elems, dtype);
-    int64_t status = paged_decode(dtype, threads, chunks, q, kc, vc, tables, lens, out, B, H, KVH, D, BS, width, NB);
+    int64_t status = paged_decode(dtype, threads, chunks, partition_blocks, table_int32, scale, q, kc, vc, table_arg,
+                                  lens, out, B, H, KVH, D, BS, width, NB);
     int bad = status != 0;
     for (int64_t b = 0; b < B && !bad; b++)
         for (int64_t h = 0; h < H && !bad; h++) { /* plain softmax attention, in double */
@@ -90,7 +96,7 @@ static int run_case(int dtype, int64_t H, int64_t KVH, int64_t D, int64_t BS, in
                 const double *k = kd + (tables[b * width + t / BS] * BS + t % BS) * KVH * D + kvh * D;
                 double s = 0;
                 for (int64_t d = 0; d < D; d++) s += qd[(b * H + h) * D + d] * k[d];
-                w[t] = s;
+                w[t] = s * scale;
                 mx = s > mx ? s : mx;
             }
             for (int64_t t = 0; t < n; t++) { w[t] = exp(w[t] - mx); sum += w[t]; }
@@ -100,8 +106,9 @@ static int run_case(int dtype, int64_t H, int64_t KVH, int64_t D, int64_t BS, in
                     ref += w[t] / sum * vd[(tables[b * width + t / BS] * BS + t % BS) * KVH * D + kvh * D + d];
                 const double got = wide ? ((double *)out)[(b * H + h) * D + d] : ((float *)out)[(b * H + h) * D + d];
                 if (fabs(got - ref) > (wide ? 1e-12 : 2e-5) * (1 + fabs(ref))) {
-                    fprintf(stderr, "mismatch dtype %d H %ld KVH %ld D %ld BS %ld seq %ld head %ld d %ld: %g vs %g\n",
-                            dtype, (long)H, (long)KVH, (long)D, (long)BS, (long)b, (long)h, (long)d, got, ref);
+                    fprintf(stderr, "mismatch dtype %d H %ld KVH %ld D %ld BS %ld partition %ld seq %ld head %ld d %ld: "
+                            "%g vs %g\n", dtype, (long)H, (long)KVH, (long)D, (long)BS, (long)partition_blocks,
+                            (long)b, (long)h, (long)d, got, ref);
                     bad = 1;
                 }
             }
@@ -110,26 +117,40 @@ static int run_case(int dtype, int64_t H, int64_t KVH, int64_t D, int64_t BS, in
     if (!bad) { /* a block id one past the pool in the last sequence is refused, never read */
         int64_t used = (lens[B - 1] + BS - 1) / BS;
         tables[(B - 1) * width + used - 1] = NB;
-        status = paged_decode(dtype, threads, chunks, q, kc, vc, tables, lens, out, B, H, KVH, D, BS, width, NB);
+        tables32[(B - 1) * width + used - 1] = (int32_t)NB;
+        status = paged_decode(dtype, threads, chunks, partition_blocks, table_int32, scale, q, kc, vc, table_arg,
+                              lens, out, B, H, KVH, D, BS, width, NB);
         if (status != B) {
             fprintf(stderr, "out-of-pool block id: status %ld, expected %ld\n", (long)status, (long)B);
             bad = 1;
         }
     }
-    free(kd); free(vd); free(perm); free(tables); free(lens); free(qd); free(q); free(out); free(kc); free(vc);
+    if (!bad) { /* a context_len past the table's end in the first sequence is refused, never read */
+        lens[0] = width * BS + 1;
+        status = paged_decode(dtype, threads, chunks, partition_blocks, table_int32, scale, q, kc, vc, table_arg,
+                              lens, out, B, H, KVH, D, BS, width, NB);
+        if (status != -2) {
+            fprintf(stderr, "context_len past the table: status %ld, expected -2\n", (long)status);
+            bad = 1;
+        }
+    }
+    free(kd); free(vd); free(perm); free(tables); free(tables32); free(lens); free(qd); free(q); free(out);
+    free(kc); free(vc);
     return bad;
 }
 
 int main(void) {
-    const int64_t heads[][2] = {{4, 4}, {8, 2}, {6, 1}}, dims[] = {4, 8, 20, 64}, block_sizes[] = {1, 3, 16};
+    /* groups of 1, 4, 6 and 3 query heads per kv head: GQA pairs, and a pair plus a single one */
+    const int64_t heads[][2] = {{4, 4}, {8, 2}, {6, 1}, {6, 2}}, dims[] = {4, 8, 20, 64}, block_sizes[] = {1, 3, 16};
     int failures = 0, cases = 0;
     for (int dtype = 0; dtype < 4; dtype++)
-        for (int hi = 0; hi < 3; hi++)
+        for (int hi = 0; hi < 4; hi++)
             for (int di = 0; di < 4; di++)
                 for (int bi = 0; bi < 3; bi++) {
                     const int64_t B = 1 + rand_int(4), threads = 1 + 2 * rand_int(2), chunks = 1 + rand_int(2);
+                    const int64_t partition_blocks = rand_int(4); /* 0: none */
                     failures += run_case(dtype, heads[hi][0], heads[hi][1], dims[di], block_sizes[bi], B, threads,
-                                         chunks);
+                                         chunks, partition_blocks, (int)rand_int(2));
                     cases++;
                 }
     printf("%d cases, %d failed\n", cases, failures);

@@ -86,3 +86,67 @@ def test_blocks_needed_and_padding():
     assert [blocks_needed(n, 4) for n in (1, 4, 5, 8, 9)] == [1, 1, 2, 2, 3]
     t = pad_block_tables([[7, 2, 9], [4, 1]])
     assert t.dtype == torch.int32 and t.tolist() == [[7, 2, 9], [4, 1, -1]]
+
+
+@pytest.mark.parametrize("call", [
+    lambda: locate(0, [1.9], 4),
+    lambda: locate(0, [True], 4),
+    lambda: locate(0, torch.tensor([1.9]), 4),
+    lambda: locate(1.0, [1], 4),
+    lambda: locate(True, [1], 4),
+    lambda: slot_mapping([1.9, 2], 0, 5, 4),
+    lambda: slot_mapping([1, 2], 0.0, 5, 4),
+    lambda: slot_mapping([1, 2], 0, 5.0, 4),
+    lambda: slot_mapping([1, 2], 0, 5, 4.0),
+    lambda: validate_block_table([1.9], 4, 4, 1),
+    lambda: validate_block_table([1], 4.0, 4, 1),
+    lambda: validate_block_table([1], 4, 4, 1.5),
+    lambda: validate_block_table([1], True, 4, 1),
+    lambda: blocks_needed(5.5, 4),
+    lambda: blocks_needed(5, 4.0),
+    lambda: pad_block_tables([[1, 2.5]]),
+    lambda: pad_block_tables([["1"]]),
+    lambda: address_table([1, 2], 5.0, 4),
+], ids=lambda f: f.__code__.co_firstlineno)
+def test_floats_and_bools_are_not_integers(call):
+    """A float or bool where an integer is meant raises ValueError (it used to be truncated: [1.9] became block 1)."""
+    with pytest.raises(ValueError, match="integer"):
+        call()
+
+
+def test_numpy_and_tensor_integers_are_integers():
+    """numpy ints and one-element integer tensors are accepted wherever an int is meant."""
+    import numpy as np
+
+    table = np.array([7, 2, 9])
+    assert locate(np.int64(5), table, np.int64(4)).slot == 9
+    assert locate(torch.tensor(5), [7, 2, 9], 4).slot == 9
+    assert slot_mapping(table, np.int32(4), 6, 4).tolist() == [8, 9]
+    validate_block_table(table, np.int64(10), 4, np.int64(10))
+
+
+@pytest.mark.parametrize("call, msg", [
+    (lambda: blocks_needed(-1, 4), "num_tokens must be >= 0"),
+    (lambda: slot_mapping([2**62], 0, 1, 4), "do not fit in int64"),
+    (lambda: slot_mapping([-5, 2], 0, 2, 4), "-5"),
+    (lambda: pad_block_tables([[2**40]]), "does not fit in torch.int32"),
+    (lambda: pad_block_tables([[1]], width=-1), "width must be >= 0"),
+    (lambda: pad_block_tables(torch.tensor([[1]])), "list of block tables"),
+])
+def test_out_of_range_integers_are_refused(call, msg):
+    """Entries too large for the slot arithmetic or the table dtype, and negative counts, are refused by name
+    instead of wrapping around silently."""
+    with pytest.raises(ValueError, match=msg):
+        call()
+
+
+@pytest.mark.parametrize("call", [
+    lambda: slot_mapping([0], 0, 2**40, 2**40),
+    lambda: address_table([0], 2**40, 2**40),
+    lambda: validate_block_table([0], 1, 2**40, 2**40),
+    lambda: pad_block_tables([[1]], width=2**40),
+], ids=["slot_mapping", "address_table", "validate_block_table", "pad_block_tables"])
+def test_absurd_lengths_are_refused_before_any_work(call):
+    """A context of 2**40 tokens (one huge block) is refused up front, not laid out token by token."""
+    with pytest.raises(ValueError, match="MAX_CONTEXT_LEN"):
+        call()

@@ -184,3 +184,105 @@ def test_reused_buffers_survive_inference_mode_switches(impl):
         inside = paged_attention_decode(query, kc, vc, tables, [9, 5], impl=impl)
     outside = paged_attention_decode(query, kc, vc, tables, [9, 5], impl=impl)
     assert torch.equal(inside, outside)
+
+
+@pytest.mark.parametrize("case, msg", [
+    ("zero_kv_heads", "num_kv_heads = 0"),
+    ("zero_head_dim", "head_dim = 0"),
+    ("float_lens", r"context_lens\[0\] must be an integer"),
+    ("bool_lens", r"context_lens\[1\] must be an integer, got the bool"),
+    ("float_tensor_lens", "context_lens must hold integers"),
+    ("float_table", r"block_tables\[1\]\[0\] must be an integer"),
+    ("float_table_tensor", "block_tables must hold integers"),
+    ("int_query", "dtype mismatch"),
+    ("not_a_tensor", "query must be a torch.Tensor"),
+    ("impl_not_str", "impl must be a string"),
+])
+def test_decode_boundary_types_and_sizes(case, msg):
+    """Zero sizes, floats or bools where ints are meant, and non-tensors raise ValueError (not ZeroDivisionError,
+    not a silent truncation of 5.9 to 5)."""
+    query, kc, vc, tables, _, _ = build_case(8, 2, 32, 4, [5, 9])
+    lens, impl = [5, 9], "gather"
+    if case == "zero_kv_heads":
+        kc, vc = kc[:, :, :0], vc[:, :, :0]
+    elif case == "zero_head_dim":
+        query, kc, vc = query[..., :0], kc[..., :0], vc[..., :0]
+    elif case == "float_lens":
+        lens = [5.9, 9]
+    elif case == "bool_lens":
+        lens = [5, True]
+    elif case == "float_tensor_lens":
+        lens = torch.tensor([5.0, 9.0])
+    elif case == "float_table":
+        tables = [tables[0], [float(x) for x in tables[1]]]
+    elif case == "float_table_tensor":
+        tables = torch.tensor([tables[0] + [-1], tables[1]], dtype=torch.float32)
+    elif case == "int_query":
+        query, kc, vc = query.long(), kc.long(), vc.long()
+    elif case == "not_a_tensor":
+        query = query.tolist()
+    elif case == "impl_not_str":
+        impl = ["gather"]
+    with pytest.raises(ValueError, match=msg):
+        paged_attention_decode(query, kc, vc, tables, lens, impl=impl)
+
+
+@pytest.mark.parametrize("scale", [0.0, -1.0, float("nan"), float("inf"), True, "0.5"])
+@pytest.mark.parametrize("impl", ["loop", "gather", "fused", "native"])
+def test_bad_scale_is_refused(impl, scale):
+    """A scale that is not a finite number > 0 is refused by every impl, with or without validation, and by
+    attention()."""
+    query, kc, vc, tables, keys, _ = build_case(4, 2, 16, 4, [5])
+    for validate in (True, False):
+        with pytest.raises(ValueError, match="scale must be a finite number > 0"):
+            paged_attention_decode(query, kc, vc, tables, [5], scale=scale, impl=impl, validate=validate)
+    with pytest.raises(ValueError, match="scale must be a finite number > 0"):
+        attention(query[0], keys[0], keys[0], scale=scale)
+
+
+@pytest.mark.parametrize("case, msg", [
+    ("zero_kv_heads", "must be >= 1"),
+    ("empty_context", "must be >= 1"),
+    ("head_dim", "head_dim differs"),
+    ("rank", "query must be"),
+    ("int", "floating-point"),
+])
+def test_attention_boundary(case, msg):
+    """attention() refuses zero sizes (num_kv_heads 0 used to raise ZeroDivisionError), mismatched head_dim, wrong
+    ranks and integer tensors with a ValueError."""
+    g = torch.Generator().manual_seed(0)
+    q, k = torch.randn(4, 8, generator=g), torch.randn(6, 2, 8, generator=g)
+    v = k.clone()
+    if case == "zero_kv_heads":
+        k, v = k[:, :0], v[:, :0]
+    elif case == "empty_context":
+        k, v = k[:0], v[:0]
+    elif case == "head_dim":
+        q = q[:, :4]
+    elif case == "rank":
+        q = q[None, None]
+    elif case == "int":
+        q = q.long()
+    with pytest.raises(ValueError, match=msg):
+        attention(q, k, v)
+
+
+@pytest.mark.parametrize("table, context_len, msg", [
+    ([0, 99], 6, "outside the pool"),
+    ([0], 6, "needs 2 blocks"),
+    ([0, 1.5], 6, "must be an integer"),
+    ([0, 1], 6.0, "context_len must be an integer"),
+    ([0, 1], 0, "context_len must be >= 1"),
+])
+def test_gather_kv_refuses_bad_tables(table, context_len, msg):
+    """gather_kv checks its table against the pool (it used to raise IndexError or read a truncated id)."""
+    _, kc, vc, _, _, _ = build_case(4, 2, 16, 4, [5])
+    with pytest.raises(ValueError, match=msg):
+        gather_kv(kc, vc, table, context_len)
+
+
+def test_gather_kv_reads_an_aliased_table():
+    """A table naming one block twice (the bug lab's aliased-blocks fault) is read as written, not refused."""
+    _, kc, vc, _, _, _ = build_case(4, 2, 16, 4, [5])
+    keys, values = gather_kv(kc, vc, [3, 3], 6)
+    assert torch.equal(keys, torch.cat([kc[3], kc[3, :2]])) and torch.equal(values, torch.cat([vc[3], vc[3, :2]]))

@@ -15,7 +15,7 @@ import torch
 
 from conftest import rel_err
 from paged.attention import contiguous_attention_decode, paged_attention_decode
-from paged.kernels import native
+from paged.kernels import native, native_build
 from test_kernels import build, sweep_failures
 
 
@@ -31,6 +31,7 @@ def threads():
 def fresh_native(monkeypatch, tmp_path):
     """A native module that has loaded nothing yet and builds into an empty cache folder."""
     monkeypatch.setattr(native, "_state", {})
+    monkeypatch.setattr(native_build, "_private_tmp", [])
     monkeypatch.setenv("PAGED_CACHE_DIR", str(tmp_path))
     return tmp_path
 
@@ -69,7 +70,7 @@ def test_float64_is_computed_in_float64():
 
 def test_plain_build_without_avx2_or_openmp(fresh_native, monkeypatch, threads):
     """The fallback build (no -march=native, pthreads instead of OpenMP) passes the parity sweep too."""
-    monkeypatch.setattr(native, "FLAG_SETS", (("-O3", "-pthread", "-shared", "-fPIC"),))
+    monkeypatch.setattr(native_build, "FLAG_SETS", (("-O3", "-pthread", "-shared", "-fPIC"),))
     threads(2)
     assert sweep_failures("native", "float32", [(8, 2), (4, 4)], [32, 20], [1, 16]) == []
     assert sweep_failures("native", "bfloat16", [(8, 2)], [32], [16]) == []
@@ -108,7 +109,7 @@ def test_shape_and_device_errors():
 
 def test_no_compiler_is_a_clear_error(fresh_native, monkeypatch):
     """Without a C compiler native_available() is False and the impl raises RuntimeError saying what to install."""
-    monkeypatch.setattr(native, "compiler", lambda: None)
+    monkeypatch.setattr(native_build, "compiler", lambda: None)
     assert not native.native_available()
     query, kc, vc, tables, _, _ = build(4, 2, 32, 16, [5], torch.float32)
     with pytest.raises(RuntimeError, match="needs a C compiler"):
@@ -118,23 +119,55 @@ def test_no_compiler_is_a_clear_error(fresh_native, monkeypatch):
 
 def test_failed_build_is_reported(fresh_native, monkeypatch):
     """A compiler that rejects every flag set gives RuntimeError with its message, not a crash."""
-    monkeypatch.setattr(native, "FLAG_SETS", (("--no-such-flag-for-sure",),))
+    monkeypatch.setattr(native_build, "FLAG_SETS", (("--no-such-flag-for-sure",),))
     with pytest.raises(RuntimeError, match="could not be built"):
         native._load()
 
 
 @pytest.mark.parametrize("threads_flag", ["-fopenmp", "-pthread"])
 def test_kernel_stays_inside_its_buffers_under_address_sanitizer(tmp_path, threads_flag):
-    """tests/paged/native_asan.c calls the kernel on exact-size heap buffers (144 cases: every dtype, GQA/MQA, odd
-    head_dims and block sizes, ragged -1 padded tables, 1 or 3 threads, split heads) built with AddressSanitizer
-    and UBSan: any read or write outside them aborts. Each case is also checked against plain attention in C."""
-    cc = native.compiler()
+    """tests/paged/native_asan.c calls the kernel on exact-size heap buffers (192 cases: every dtype, GQA/MQA, odd
+    head_dims and block sizes, ragged -1 padded int32/int64 tables, 1 or 3 threads, split heads, partitions and
+    none) built with AddressSanitizer and UBSan: any read or write outside them aborts. Each case is also checked
+    against plain attention in C; a bad block id and a context_len past the table are refused."""
+    cc = native_build.compiler()
     assert cc, "a C compiler is needed (apt-get install gcc)"
     exe = tmp_path / "native_asan"
-    build = subprocess.run([cc, "-O1", "-g", "-march=native", threads_flag, "-fsanitize=address,undefined",
+    build = subprocess.run([*cc, "-O1", "-g", "-march=native", threads_flag, "-fsanitize=address,undefined",
                             "-fno-sanitize-recover=undefined", "-fno-omit-frame-pointer", "-o", str(exe),
                             str(Path(__file__).with_name("native_asan.c")), "-lm"], capture_output=True, text=True)
     assert build.returncode == 0, build.stderr
     run = subprocess.run([str(exe)], capture_output=True, text=True, timeout=120,
                          env={**os.environ, "ASAN_OPTIONS": "detect_leaks=1"})
-    assert run.returncode == 0 and "144 cases, 0 failed" in run.stdout, run.stdout + run.stderr[-3000:]
+    assert run.returncode == 0 and "192 cases, 0 failed" in run.stdout, run.stdout + run.stderr[-3000:]
+
+
+@pytest.mark.parametrize("partition_blocks", [1, 3])
+def test_partitioned_contexts_match_the_reference(monkeypatch, threads, partition_blocks):
+    """Contexts cut into partitions of 1 or 3 blocks (items of their own, merged by the combine step) match the
+    reference: GQA/MHA/MQA, head_dims on and off the vector width, float32/bfloat16/float64, and sequences shorter
+    than one partition next to longer ones."""
+    monkeypatch.setattr(native, "plan_work", lambda *args: (1, partition_blocks))
+    threads(2)
+    assert sweep_failures("native", "float32", [(8, 2), (4, 4), (6, 1)], [32, 20], [1, 16]) == []
+    assert sweep_failures("native", "bfloat16", [(8, 2)], [32], [4]) == []
+    lens = [1, 5, 54]
+    query, kc, vc, tables, keys, values = build(8, 2, 64, 4, lens, torch.float64)
+    out = paged_attention_decode(query, kc, vc, tables, lens, impl="native")
+    assert rel_err(out, reference(query, keys, values, lens)) < 1e-12
+
+
+@pytest.mark.parametrize("batch, num_kv_heads, threads_, cut", [
+    (16, 8, 2, False), (4, 2, 2, False), (1, 8, 2, False), (1, 2, 2, True), (1, 1, 2, True), (2, 1, 8, True),
+    (1, 1, 1, False),
+])
+def test_plan_work_gives_every_thread_work(batch, num_kv_heads, threads_, cut):
+    """A batch with too few sequences is cut into kv-head ranges, then (with more than one thread) into partitions
+    of at least MIN_PARTITION_TOKENS, until there are about two items per thread."""
+    max_blocks, block_size = 128, 16
+    head_chunks, partition_blocks = native.plan_work(batch, num_kv_heads, max_blocks, block_size, threads_)
+    assert 1 <= head_chunks <= num_kv_heads and (partition_blocks > 0) == cut
+    if cut:
+        parts = -(-max_blocks // partition_blocks)
+        assert partition_blocks * block_size >= native.MIN_PARTITION_TOKENS
+        assert batch * head_chunks * parts >= 2 * threads_

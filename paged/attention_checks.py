@@ -1,0 +1,135 @@
+"""Boundary checks of the attention entry points: each broken rule raises ValueError naming the value and the rule.
+
+Shared by `paged.attention` (attention, gather_kv, paged_attention_decode) and the kernels behind it, so every impl
+accepts and refuses exactly the same inputs.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+
+import torch
+
+from .addressing import INT64_MAX, PAD_SLOT, as_int, pad_block_tables, validate_block_table
+
+DECODE_DTYPES = (torch.float32, torch.float64, torch.float16, torch.bfloat16)  # what every decode impl supports
+
+
+def _check_tensors(**tensors) -> None:
+    for name, t in tensors.items():
+        if not isinstance(t, torch.Tensor):
+            raise ValueError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+
+
+def check_cache(key_cache: torch.Tensor, value_cache: torch.Tensor) -> None:
+    """key_cache and value_cache: tensors of one shape [num_blocks, block_size, num_kv_heads, head_dim], each size
+    >= 1, on one device."""
+    _check_tensors(key_cache=key_cache, value_cache=value_cache)
+    if key_cache.dim() != 4 or value_cache.shape != key_cache.shape:
+        raise ValueError(f"key_cache/value_cache must both be [num_blocks, block_size, num_kv_heads, head_dim], "
+                         f"got {tuple(key_cache.shape)} and {tuple(value_cache.shape)}")
+    names = ("num_blocks", "block_size", "num_kv_heads", "head_dim")
+    empty = [f"{name} = 0" for name, n in zip(names, key_cache.shape) if n < 1]
+    if empty:
+        raise ValueError(f"key_cache {tuple(key_cache.shape)} has {', '.join(empty)}: every size must be >= 1")
+    if value_cache.device != key_cache.device:
+        raise ValueError(f"device mismatch: key_cache on {key_cache.device}, value_cache on {value_cache.device}")
+
+
+def check_scale(scale, head_dim: int) -> float:
+    """The softmax scale to use: 1 / sqrt(head_dim) for None, else `scale` as a float. Raises ValueError unless it
+    is a real number (not a bool) that is finite and > 0."""
+    if scale is None:
+        return 1.0 / math.sqrt(head_dim)
+    if isinstance(scale, bool) or not isinstance(scale, numbers.Real) or not math.isfinite(scale) or scale <= 0:
+        raise ValueError(f"scale must be a finite number > 0 (or None for 1/sqrt(head_dim)), got {scale!r}")
+    return float(scale)
+
+
+def check_attention_inputs(query: torch.Tensor, keys: torch.Tensor, values: torch.Tensor) -> None:
+    """The rules of `paged.attention.attention`: query [num_heads, head_dim] or [q_len, num_heads, head_dim],
+    keys/values [context_len, num_kv_heads, head_dim], sizes >= 1 (q_len may be 0), num_heads a multiple of
+    num_kv_heads, floating-point dtypes, one device."""
+    _check_tensors(query=query, keys=keys, values=values)
+    if query.dim() not in (2, 3) or keys.dim() != 3 or values.shape != keys.shape:
+        raise ValueError(f"query must be [num_heads, head_dim] or [q_len, num_heads, head_dim] and keys/values "
+                         f"[context_len, num_kv_heads, head_dim]; got {tuple(query.shape)}, {tuple(keys.shape)} "
+                         f"and {tuple(values.shape)}")
+    q = query.unsqueeze(0) if query.dim() == 2 else query  # [q_len, num_heads, head_dim]
+    q_len, num_heads, head_dim = q.shape
+    context_len, num_kv_heads = keys.shape[0], keys.shape[1]
+    if min(num_heads, head_dim, context_len, num_kv_heads) < 1:
+        raise ValueError(f"num_heads, head_dim, context_len and num_kv_heads must be >= 1; got query "
+                         f"{tuple(query.shape)}, keys {tuple(keys.shape)}")
+    if keys.shape[2] != head_dim:
+        raise ValueError(f"head_dim differs: query has {head_dim}, keys have {keys.shape[2]}")
+    if num_heads % num_kv_heads:
+        raise ValueError(f"num_heads ({num_heads}) must be a multiple of num_kv_heads ({num_kv_heads})")
+    if not (query.is_floating_point() and keys.is_floating_point() and values.is_floating_point()):
+        raise ValueError(f"query, keys and values must be floating-point, got {query.dtype}, {keys.dtype}, "
+                         f"{values.dtype}")
+    if not query.device == keys.device == values.device:
+        raise ValueError(f"device mismatch: query on {query.device}, keys on {keys.device}, values on "
+                         f"{values.device}")
+
+
+def _int_tensor(name: str, values) -> torch.Tensor:
+    """An int64 CPU tensor of `values` (an integer tensor, a list of integers or one integer); ValueError otherwise:
+    a float would silently truncate (1.9 is not 1), a bool is no count."""
+    if isinstance(values, torch.Tensor):
+        if values.dtype == torch.bool or values.is_floating_point() or values.is_complex():
+            raise ValueError(f"{name} must hold integers, got a {values.dtype} tensor")
+        return values.to(device="cpu", dtype=torch.int64, copy=True)
+    try:
+        items = list(values)
+    except TypeError:
+        items = [values]  # one number for a batch of one
+    ints = [as_int(f"{name}[{i}]", x) for i, x in enumerate(items)]
+    bad = next((x for x in ints if not -INT64_MAX - 1 <= x <= INT64_MAX), None)
+    if bad is not None:
+        raise ValueError(f"{name} holds {bad}, which does not fit in int64")
+    return torch.tensor(ints, dtype=torch.int64)
+
+
+def check_decode_inputs(query: torch.Tensor, key_cache: torch.Tensor, value_cache: torch.Tensor, block_tables,
+                        context_lens) -> tuple[torch.Tensor, torch.Tensor]:
+    """Boundary checks for paged decode; returns (block_tables int32 [B, max_blocks], context_lens int64 [B]) on
+    the cache's device, with every table entry past its sequence's last used block set to -1 (never read).
+    Raises ValueError naming the bad value: shapes, sizes of 0, dtypes, devices, non-integer tables or lengths,
+    and each rule of `validate_block_table`."""
+    _check_tensors(query=query)
+    check_cache(key_cache, value_cache)
+    if query.dim() != 3:
+        raise ValueError(f"query must be [B, num_heads, head_dim], got shape {tuple(query.shape)}")
+    batch, num_heads, head_dim = query.shape
+    num_blocks, block_size, num_kv_heads, cache_head_dim = key_cache.shape
+    if head_dim != cache_head_dim:
+        raise ValueError(f"head_dim differs: query has {head_dim}, the cache has {cache_head_dim}")
+    if num_heads < 1:
+        raise ValueError(f"query {tuple(query.shape)} has num_heads = 0: it must be >= 1")
+    if num_heads % num_kv_heads:
+        raise ValueError(f"num_heads ({num_heads}) must be a multiple of num_kv_heads ({num_kv_heads})")
+    if query.dtype not in DECODE_DTYPES or query.dtype != key_cache.dtype or value_cache.dtype != key_cache.dtype:
+        raise ValueError(f"dtype mismatch: query {query.dtype}, key_cache {key_cache.dtype}, "
+                         f"value_cache {value_cache.dtype} (one dtype among {[str(d) for d in DECODE_DTYPES]})")
+    if query.device != key_cache.device:
+        raise ValueError(f"device mismatch: query on {query.device}, cache on {key_cache.device}")
+    if isinstance(block_tables, torch.Tensor):
+        tables = _int_tensor("block_tables", block_tables)
+    else:
+        tables = pad_block_tables(block_tables, dtype=torch.int64)
+    if tables.dim() != 2 or tables.shape[0] != batch:
+        raise ValueError(f"block_tables must be [B={batch}, max_blocks], got shape {tuple(tables.shape)}")
+    lens = _int_tensor("context_lens", context_lens).reshape(-1)
+    if lens.numel() != batch:
+        raise ValueError(f"context_lens has {lens.numel()} entries for a batch of {batch}")
+    for b, context_len in enumerate(lens.tolist()):
+        if context_len < 1:
+            raise ValueError(f"context_lens[{b}] = {context_len}: every sequence needs at least 1 token")
+        try:
+            validate_block_table(tables[b], num_blocks, block_size, context_len)
+        except ValueError as err:
+            raise ValueError(f"sequence {b}: {err}") from None
+        tables[b, -(-context_len // block_size):] = PAD_SLOT
+    return tables.to(device=key_cache.device, dtype=torch.int32), lens.to(key_cache.device)
