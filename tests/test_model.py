@@ -223,7 +223,7 @@ BAD_DIRS = [
     ("missing dir", lambda p: p.rename(p.with_name("gone")), FileNotFoundError, "does not exist"),
     ("no config", lambda p: (p / "config.json").unlink(), FileNotFoundError, "no config.json"),
     ("bad json", lambda p: (p / "config.json").write_text("{oops"), ValueError, "malformed JSON"),
-    ("not llama", lambda p: _edit_config(p, model_type="gpt2"), ValueError, "model_type must be 'llama'"),
+    ("not supported", lambda p: _edit_config(p, model_type="gpt2"), ValueError, "model_type must be one of 'llama'.*got 'gpt2'"),
     ("no field", lambda p: _edit_config(p, hidden_size=None), ValueError, "missing required field.*hidden_size"),
     ("no weights", lambda p: (p / "model.safetensors").unlink(), FileNotFoundError, "no model.safetensors"),
     ("missing tensor", lambda p: _edit_tensors(p, lambda t: t.pop("model.norm.weight")), ValueError,
@@ -231,7 +231,7 @@ BAD_DIRS = [
     ("extra tensor", lambda p: _edit_tensors(p, lambda t: t.update(extra=torch.zeros(1))), ValueError,
      "unexpected tensor.*extra"),
     ("wrong shape", lambda p: _edit_tensors(p, lambda t: t.update({"lm_head.weight": torch.zeros(3, 3)})),
-     ValueError, r"lm_head.weight has shape \(3, 3\), expected \(61, 32\)"),
+     ValueError, r"lm_head.weight has shape \(3, 3\), config.json implies \(61, 32\)"),
 ]
 
 
