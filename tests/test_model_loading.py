@@ -154,6 +154,19 @@ def test_malformed_safetensors_header_is_a_value_error(model_dir):
     refuse(model_dir, "malformed safetensors header")
 
 
+def test_overlapping_tensor_bytes_are_a_value_error(model_dir):
+    """Two tensors claiming the same bytes (well-formed JSON, sizes that fit): the library's own refusal comes
+    back as a ValueError naming the file."""
+    weights = model_dir / "model.safetensors"
+    raw = weights.read_bytes()
+    n = int.from_bytes(raw[:8], "little")
+    header = json.loads(raw[8:8 + n])
+    header["model.layers.0.input_layernorm.weight"]["data_offsets"] = header["model.norm.weight"]["data_offsets"]
+    body = json.dumps(header).encode()
+    weights.write_bytes(len(body).to_bytes(8, "little") + body + raw[8 + n:])
+    refuse(model_dir, "model.safetensors: malformed safetensors file")
+
+
 def test_quantized_tensor_is_refused(model_dir):
     tensors = load_file(str(model_dir / "model.safetensors"))
     tensors["model.norm.weight"] = tensors["model.norm.weight"].to(torch.int8)

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Mapping
 
 import torch
+from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
 from paged.config import ModelConfig
@@ -132,7 +133,10 @@ def load_model(path: str | Path | None = None, device: str | torch.device | None
     tokenizer = load_hf_tokenizer(path, config) or ByteTokenizer()
     model = TinyLlama(config, device="meta")  # the real tensors are swapped in below (assign=True)
     for file in sorted({info.file for info in found.values()}):
-        tensors = {n: t for n, t in load_file(str(file)).items() if not n.endswith("rotary_emb.inv_freq")}
+        try:  # the headers passed our checks; the library checks the rest (e.g. overlapping byte ranges)
+            tensors = {n: t for n, t in load_file(str(file)).items() if not n.endswith("rotary_emb.inv_freq")}
+        except SafetensorError as e:
+            raise ValueError(f"{file}: malformed safetensors file ({e})") from e
         model.load_state_dict({n: t.to(dtype) for n, t in tensors.items()}, strict=False, assign=True)
         del tensors
     if config.tie_word_embeddings:
