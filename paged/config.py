@@ -89,7 +89,8 @@ class ModelConfig:
             _require(isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0,
                      f"{name} must be a number > 0, got {value!r}")
         for name in ("tie_word_embeddings", "attention_bias"):
-            _require(isinstance(getattr(self, name), bool), f"{name} must be true or false, got {getattr(self, name)!r}")
+            value = getattr(self, name)
+            _require(isinstance(value, bool), f"{name} must be true or false, got {value!r}")
         for name in ("bos_token_id", "eos_token_id"):
             value = getattr(self, name)
             _require(value is None or (isinstance(value, int) and not isinstance(value, bool) and value >= 0),

@@ -79,7 +79,8 @@ def test_bf16_sharded_tied_checkpoint(tmp_path, arch):
     transformers' own bf16 forward does (bf16 keeps ~3 digits: both drift by up to ~10% of max |logits| here)."""
     theirs = build_checkpoint(tmp_path, arch, dtype=torch.bfloat16, max_shard_size="40KB", tie_word_embeddings=True)
     assert (tmp_path / "model.safetensors.index.json").is_file() and not (tmp_path / "model.safetensors").exists()
-    assert len({v for v in json.loads((tmp_path / "model.safetensors.index.json").read_text())["weight_map"].values()}) > 1
+    weight_map = json.loads((tmp_path / "model.safetensors.index.json").read_text())["weight_map"]
+    assert len(set(weight_map.values())) > 1
     ours, tokenizer = load_model(tmp_path)
     assert ours.config.tie_word_embeddings and ours.lm_head.weight is ours.model.embed_tokens.weight
     assert ours.lm_head.weight.dtype == torch.float32
@@ -92,6 +93,16 @@ def test_bf16_sharded_tied_checkpoint(tmp_path, arch):
                                                                    attn_implementation="eager").eval()
     their_drift = max_abs_diff(theirs_low(input_ids=ids).logits.detach().float(), expected)
     assert max_abs_diff(logits_of(low, ids).float(), expected) <= 2 * their_drift + scaled_atol(expected, 1e-2)
+
+
+@pytest.mark.parametrize("arch", ["llama", "qwen3"])
+def test_attention_bias_option_matches_transformers(tmp_path, arch):
+    """Llama's and Qwen3's attention_bias puts a bias on q, k, v and o (Qwen2's is q/k/v only): same logits."""
+    theirs = build_checkpoint(tmp_path, arch, attention_bias=True)
+    ours, _ = load_model(tmp_path)
+    assert ours.config.qkv_bias and ours.config.o_proj_bias
+    ids = torch.randint(0, 300, (2, 10))
+    assert_close_scaled(logits_of(ours, ids), theirs(input_ids=ids).logits.detach(), rel=1e-5)
 
 
 def test_llama3_rope_scaling_matches_transformers(tmp_path):
