@@ -1,6 +1,7 @@
 """`python -m paged …`: generate text through the paged engine, or run a benchmark.
 
     python -m paged generate "prompt" [--block-size 16 --num-blocks N --max-tokens 64 --trace trace.json]
+    python -m paged generate "prompt" --model path/to/local/hf-checkpoint   # Llama, Qwen2 or Qwen3
     python -m paged bench kernels|memory|engine [...]
 """
 
@@ -13,7 +14,8 @@ import sys
 
 def generate_main(argv: list[str]) -> int:
     p = argparse.ArgumentParser(prog="python -m paged generate",
-                                description="Generate with the mini vLLM engine on the shipped tiny Llama.")
+                                description="Generate with the mini vLLM engine on the shipped tiny Llama, or "
+                                            "on a local Hugging Face Llama / Qwen2 / Qwen3 checkpoint (--model).")
     p.add_argument("prompts", nargs="+", help="one or more prompts (the first one is streamed)")
     p.add_argument("--block-size", type=int, default=16)
     p.add_argument("--num-blocks", type=int, default=None, help="default: derived from a 64 MiB KV budget")
@@ -22,7 +24,12 @@ def generate_main(argv: list[str]) -> int:
     p.add_argument("--top-k", type=int, default=0)
     p.add_argument("--top-p", type=float, default=1.0)
     p.add_argument("--seed", type=int, default=None)
-    p.add_argument("--model", default=None, help="HF-style Llama directory (default: the shipped model)")
+    p.add_argument("--model", default=None,
+                   help="local Hugging Face directory of a LlamaForCausalLM, Qwen2ForCausalLM or Qwen3ForCausalLM "
+                        "(config.json, *.safetensors, tokenizer.json); default: the shipped model")
+    p.add_argument("--dtype", choices=["float32", "bfloat16", "float16"], default="float32",
+                   help="compute dtype (default float32, whatever the checkpoint stores: reduced-precision matmuls "
+                        "are slow on most CPUs)")
     p.add_argument("--kv-layout", choices=["paged", "contiguous"], default="paged")
     p.add_argument("--impl", choices=["loop", "gather", "fused", "native", "triton"], default=None,
                    help="paged decode attention impl (default: the fastest for the device); every one gives the "
@@ -31,12 +38,14 @@ def generate_main(argv: list[str]) -> int:
     p.add_argument("--quiet", action="store_true", help="no per-step summary lines")
     args = p.parse_args(argv)
 
+    import torch
+
     from .config import CacheConfig, SamplingParams
     from .engine import LLMEngine
     from .model import load_model
 
     try:
-        model, tokenizer = load_model(args.model)
+        model, tokenizer = load_model(args.model, dtype=getattr(torch, args.dtype))
         params = SamplingParams(max_tokens=args.max_tokens, temperature=args.temperature, top_k=args.top_k,
                                 top_p=args.top_p, seed=args.seed)
         engine = LLMEngine(model, tokenizer, CacheConfig(block_size=args.block_size, num_blocks=args.num_blocks),

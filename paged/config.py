@@ -62,6 +62,9 @@ class ModelConfig:
     The defaults are the shipped teaching model: small enough to train in minutes on two CPU cores, yet with more
     than one layer and grouped-query attention (num_key_value_heads < num_attention_heads), so reading the right
     history through the block table visibly matters.
+
+    The fields after eos_token_id cover the few ways Qwen2 and Qwen3 differ from Llama (the defaults are plain
+    Llama), named as in their transformers config.json; the properties below say what each implies.
     """
 
     vocab_size: int = 259  # 256 bytes + BOS, EOS, SEP
@@ -74,26 +77,67 @@ class ModelConfig:
     rms_norm_eps: float = 1e-5
     rope_theta: float = 10000.0
     tie_word_embeddings: bool = False
-    bos_token_id: int = 256
-    eos_token_id: int = 257
+    bos_token_id: int | None = 256
+    eos_token_id: int | None = 257
+    model_type: str = "llama"  # "llama", "qwen2" (bias on q/k/v) or "qwen3" (RMSNorm on each q/k head)
+    head_dim: int | None = None  # None: hidden_size // num_attention_heads (Llama, Qwen2); Qwen3 states its own
+    attention_bias: bool = False  # Llama / Qwen3 option: bias on q, k, v and o (Qwen2 has its own, implied)
+    # RoPE frequencies: "default" (theta ** (-2i / head_dim)) or "llama3" (Llama 3.1+: long wavelengths slowed
+    # down by rope_factor, short ones kept, a smooth blend between; the three fields below only apply to it).
+    rope_type: str = "default"
+    rope_factor: float = 8.0
+    rope_low_freq_factor: float = 1.0
+    rope_high_freq_factor: float = 4.0
+    rope_original_max_position_embeddings: int = 8192
 
     def __post_init__(self) -> None:
         for name in ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers",
-                     "num_attention_heads", "num_key_value_heads", "max_position_embeddings"):
+                     "num_attention_heads", "num_key_value_heads", "max_position_embeddings",
+                     "rope_original_max_position_embeddings"):
             _set(self, name, as_int(getattr(self, name), name, 1))
-        _set(self, "rms_norm_eps", as_float(self.rms_norm_eps, "rms_norm_eps", 0.0, lo_open=True))
-        _set(self, "rope_theta", as_float(self.rope_theta, "rope_theta", 0.0, lo_open=True))
-        _set(self, "tie_word_embeddings", as_bool(self.tie_word_embeddings, "tie_word_embeddings"))
-        _require(self.hidden_size % self.num_attention_heads == 0,
-                 f"hidden_size ({self.hidden_size}) must be a multiple of num_attention_heads "
-                 f"({self.num_attention_heads})")
+        for name in ("rms_norm_eps", "rope_theta", "rope_factor", "rope_low_freq_factor", "rope_high_freq_factor"):
+            _set(self, name, as_float(getattr(self, name), name, 0.0, lo_open=True))
+        for name in ("tie_word_embeddings", "attention_bias"):
+            _set(self, name, as_bool(getattr(self, name), name))
+        for name in ("bos_token_id", "eos_token_id"):
+            value = getattr(self, name)
+            _require(value is None or (isinstance(value, int) and not isinstance(value, bool) and value >= 0),
+                     f"{name} must be an integer >= 0 or null, got {value!r}")
+        _require(self.model_type in ("llama", "qwen2", "qwen3"),
+                 f"model_type must be 'llama', 'qwen2' or 'qwen3', got {self.model_type!r}")
+        _require(not (self.model_type == "qwen2" and self.attention_bias),
+                 "attention_bias must be false for qwen2 (its q/k/v bias is implied by the model type)")
+        _require(self.rope_type in ("default", "llama3"),
+                 f"rope_type must be 'default' or 'llama3', got {self.rope_type!r}")
+        _require(self.rope_high_freq_factor > self.rope_low_freq_factor,
+                 f"rope_high_freq_factor ({self.rope_high_freq_factor}) must exceed rope_low_freq_factor "
+                 f"({self.rope_low_freq_factor})")
+        if self.head_dim is None:
+            _require(self.hidden_size % self.num_attention_heads == 0,
+                     f"hidden_size ({self.hidden_size}) must be a multiple of num_attention_heads "
+                     f"({self.num_attention_heads}) when head_dim is not given")
+            object.__setattr__(self, "head_dim", self.hidden_size // self.num_attention_heads)
+        # Even: rotate-half RoPE pairs dimension i with i + head_dim / 2.
+        _require(isinstance(self.head_dim, int) and not isinstance(self.head_dim, bool) and self.head_dim >= 2
+                 and self.head_dim % 2 == 0, f"head_dim must be an even integer >= 2, got {self.head_dim!r}")
         _require(self.num_attention_heads % self.num_key_value_heads == 0,
                  f"num_attention_heads ({self.num_attention_heads}) must be a multiple of num_key_value_heads "
                  f"({self.num_key_value_heads})")
 
     @property
-    def head_dim(self) -> int:
-        return self.hidden_size // self.num_attention_heads
+    def qkv_bias(self) -> bool:
+        """q_proj, k_proj and v_proj have a bias (Qwen2 always; Llama / Qwen3 with attention_bias)."""
+        return self.model_type == "qwen2" or self.attention_bias
+
+    @property
+    def o_proj_bias(self) -> bool:
+        """o_proj has a bias (Llama / Qwen3 with attention_bias; never Qwen2)."""
+        return self.attention_bias
+
+    @property
+    def qk_norm(self) -> bool:
+        """Qwen3: an RMSNorm over head_dim on every query and key head, before RoPE."""
+        return self.model_type == "qwen3"
 
     def to_dict(self) -> dict:
         return asdict(self)

@@ -1,4 +1,9 @@
-"""`python -m paged.bench engine`: tokens/s of the paged engine against the contiguous twin, same requests, one run."""
+"""`python -m paged.bench engine`: tokens/s of the paged engine against the contiguous twin, same requests, one run.
+
+    python -m paged.bench engine                      # the shipped tiny model
+    python -m paged.bench engine --model DIR          # a local Hugging Face Llama / Qwen2 / Qwen3 directory
+    python -m paged.bench engine --random-135m        # SmolLM2-135M's shape with random weights (nothing downloaded)
+"""
 
 from __future__ import annotations
 
@@ -9,9 +14,28 @@ import time
 
 import torch
 
-from ..config import CacheConfig, SamplingParams, SchedulerConfig
+from ..config import CacheConfig, ModelConfig, SamplingParams, SchedulerConfig
 from ..kv_cache import default_device
 from .engine import LLMEngine, default_attn_impl
+
+
+# SmolLM2-135M's shape (a LlamaForCausalLM): 134.5 M parameters, embeddings tied. Random weights decode random
+# tokens, but every matmul has the real size, so tokens/s is the real model's.
+SMOLLM2_135M = ModelConfig(vocab_size=49152, hidden_size=576, intermediate_size=1536, num_hidden_layers=30,
+                           num_attention_heads=9, num_key_value_heads=3, max_position_embeddings=2048,
+                           rms_norm_eps=1e-5, rope_theta=100000.0, tie_word_embeddings=True)
+
+
+def bench_model(model_dir: str | None = None, random_135m: bool = False, device=None):
+    """(model, tokenizer, label) to benchmark: a directory, the random 135M model (byte tokenizer), or the
+    shipped model."""
+    from ..model import ByteTokenizer, TinyLlama, load_model
+
+    if random_135m:
+        torch.manual_seed(0)
+        return TinyLlama(SMOLLM2_135M).to(device).eval(), ByteTokenizer(), "random SmolLM2-135M shape"
+    model, tokenizer = load_model(model_dir, device=device)
+    return model, tokenizer, model_dir or "shipped model"
 
 
 def _prompts(batch: int, seed: int = 0) -> list[str]:
@@ -36,10 +60,10 @@ def run_once(model, tokenizer, layout: str, prompts: list[str], max_tokens: int,
 
 
 def bench_engine(batches=(1, 8, 32), max_tokens: int = 128, block_size: int = 16, reps: int = 3,
-                 attn_impl: str | None = None) -> list[dict]:
-    from ..model import load_model
-
-    model, tokenizer = load_model(device=default_device())
+                 attn_impl: str | None = None, model=None, tokenizer=None) -> list[dict]:
+    """Median tokens/s of both layouts per batch size, on `model` (default: the shipped one)."""
+    if model is None:
+        model, tokenizer, _ = bench_model(device=default_device())
     rows = []
     for batch in batches:
         prompts = _prompts(batch)
@@ -70,8 +94,12 @@ def format_table(rows: list[dict]) -> str:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m paged.bench engine",
                                 description="Paged vs contiguous engine throughput (greedy, same requests).")
-    p.add_argument("--batches", default="1,8,32")
-    p.add_argument("--max-tokens", type=int, default=128)
+    p.add_argument("--batches", default=None, help="default 1,8,32 (shipped model), 1 (--model / --random-135m)")
+    p.add_argument("--max-tokens", type=int, default=None, help="default 128 (shipped model), 64 otherwise")
+    which = p.add_mutually_exclusive_group()
+    which.add_argument("--model", default=None, help="local Hugging Face Llama / Qwen2 / Qwen3 directory")
+    which.add_argument("--random-135m", action="store_true",
+                       help="SmolLM2-135M's shape with random weights, built here (nothing is downloaded)")
     p.add_argument("--block-size", type=int, default=16)
     p.add_argument("--reps", type=int, default=3)
     p.add_argument("--impl", default=None, help="decode impl (default: fastest for the device)")
@@ -82,15 +110,24 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     torch.manual_seed(0)
     torch.set_num_threads(args.threads)
-    rows = bench_engine(tuple(int(b) for b in args.batches.split(",")), args.max_tokens, args.block_size, args.reps,
-                        args.impl)
+    own = args.model is not None or args.random_135m
+    device = default_device()
+    try:
+        model, tokenizer, label = bench_model(args.model, args.random_135m, device)
+    except (ValueError, FileNotFoundError) as err:
+        print(f"error: {err}")
+        return 2
+    batches = args.batches or ("1" if own else "1,8,32")
+    max_tokens = args.max_tokens or (64 if own else 128)
+    rows = bench_engine(tuple(int(b) for b in batches.split(",")), max_tokens, args.block_size, args.reps,
+                        args.impl, model, tokenizer)
     if args.json:
         print(json.dumps(rows, indent=1))
     else:
-        device = default_device()
         impl = args.impl or f"{default_attn_impl(device)} (the {device.type} default)"
-        print(f"shipped model, greedy, block_size {args.block_size}, threads {args.threads}, impl {impl}, median of "
-              f"{args.reps} interleaved runs")
+        params = sum(p.numel() for p in model.parameters())
+        print(f"{label} ({params / 1e6:.1f} M parameters, {next(model.parameters()).dtype}), greedy, block_size "
+              f"{args.block_size}, threads {args.threads}, impl {impl}, median of {args.reps} interleaved runs")
         print(format_table(rows))
     return 0 if all(r["identical"] for r in rows) else 1
 

@@ -1,83 +1,34 @@
 """Save and load HF-style model directories: config.json + model.safetensors (+ optional tokenizer.json).
 
-The layout and names are transformers' own, so `LlamaForCausalLM.from_pretrained(dir)` reads what we write and we
-read what it writes (for the Llama features we implement). Weights go through safetensors only: loading a
-checkpoint never unpickles anything.
+The layout and names are transformers' own, so `AutoModelForCausalLM.from_pretrained(dir)` reads what we write and
+we read what it writes, for LlamaForCausalLM, Qwen2ForCausalLM and Qwen3ForCausalLM (see hf_config.py). Weights go
+through safetensors only: loading a checkpoint never unpickles anything.
+
+load_model checks the whole directory before it allocates a weight: every file it opens stays inside the directory,
+every JSON parses, and the safetensors headers hold exactly the tensors (names, shapes, float dtypes) that
+config.json implies, with enough memory free to hold them. Only then are the tensors read.
 """
 
 from __future__ import annotations
 
 import json
-import warnings
-from dataclasses import fields
+import os
 from pathlib import Path
+from typing import Mapping
 
 import torch
+from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
 from paged.config import ModelConfig
+from paged.model.checkpoint import WEIGHTS_NAME, TensorInfo, checkpoint_tensors, inside, read_json
+from paged.model.hf_config import config_from_hf_dict, config_to_hf_dict
 from paged.model.llama import TinyLlama
-from paged.model.tokenizer import ByteTokenizer, HFTokenizer
+from paged.model.tokenizer import ByteTokenizer, HFTokenizer, load_hf_tokenizer
 
 DEFAULT_DIR = Path(__file__).resolve().parent / "weights"
 CONFIG_NAME = "config.json"
-WEIGHTS_NAME = "model.safetensors"
-INDEX_NAME = "model.safetensors.index.json"  # sharded checkpoints: {"weight_map": {tensor name: file}}
-TOKENIZER_NAME = "tokenizer.json"
-
-# Fields without which the shapes are unknown.
-REQUIRED_FIELDS = ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads")
-# What transformers' LlamaConfig assumes when a field is absent, so we build the same model it would.
-HF_DEFAULTS = {"max_position_embeddings": 2048, "rms_norm_eps": 1e-6, "rope_theta": 10000.0,
-               "tie_word_embeddings": False, "bos_token_id": 1, "eos_token_id": 2}
-
-
-def config_to_hf_dict(config: ModelConfig) -> dict:
-    """ModelConfig -> the dict written as config.json (LlamaConfig field names, readable by transformers 4 and 5)."""
-    return {
-        "architectures": ["LlamaForCausalLM"],
-        "model_type": "llama",
-        **config.to_dict(),
-        "head_dim": config.head_dim,
-        "hidden_act": "silu",
-        "attention_bias": False,
-        "mlp_bias": False,
-        "rope_scaling": None,
-        "rope_parameters": {"rope_type": "default", "rope_theta": config.rope_theta},  # transformers >= 5
-        "initializer_range": 0.02,
-    }
-
-
-def config_from_hf_dict(raw: object, where: Path) -> ModelConfig:
-    """config.json contents -> ModelConfig. Unknown fields are ignored; anything we cannot run is a ValueError."""
-    if not isinstance(raw, dict):
-        raise ValueError(f"{where}: expected a JSON object, got {type(raw).__name__}")
-    if raw.get("model_type") != "llama":
-        raise ValueError(f"{where}: model_type must be 'llama', got {raw.get('model_type')!r}")
-    missing = [name for name in REQUIRED_FIELDS if name not in raw]
-    if missing:
-        raise ValueError(f"{where}: missing required field(s): {', '.join(missing)}")
-    rope = raw.get("rope_parameters") or raw.get("rope_scaling") or {}
-    if not isinstance(rope, dict):
-        raise ValueError(f"{where}: rope_parameters must be an object, got {rope!r}")
-    if rope.get("rope_type", rope.get("type", "default")) != "default":
-        raise ValueError(f"{where}: only default RoPE is supported, got {rope!r}")
-    if raw.get("hidden_act", "silu") != "silu":
-        raise ValueError(f"{where}: hidden_act must be 'silu', got {raw['hidden_act']!r}")
-    if raw.get("attention_bias") or raw.get("mlp_bias"):
-        raise ValueError(f"{where}: attention_bias / mlp_bias are not supported")
-    values = {**HF_DEFAULTS, "num_key_value_heads": raw["num_attention_heads"]}
-    values.update({f.name: raw[f.name] for f in fields(ModelConfig) if f.name in raw})
-    if "rope_theta" in rope:
-        values["rope_theta"] = rope["rope_theta"]
-    for name in ("bos_token_id", "eos_token_id"):  # some checkpoints list several; generation stops on the first
-        if isinstance(values[name], list):
-            values[name] = values[name][0] if values[name] else None
-    config = ModelConfig(**values)  # validates itself (ValueError naming the field)
-    if raw.get("head_dim", config.head_dim) != config.head_dim:
-        raise ValueError(f"{where}: head_dim {raw['head_dim']} != hidden_size / num_attention_heads "
-                         f"({config.head_dim}); a separate head_dim is not supported")
-    return config
+MODEL_DIRS_ENV = "PAGED_MODEL_DIRS"  # allow-list of model directories for the app, os.pathsep-separated
 
 
 def save_model(model: TinyLlama, path: str | Path, tokenizer=None) -> Path:
@@ -96,39 +47,27 @@ def save_model(model: TinyLlama, path: str | Path, tokenizer=None) -> Path:
     return path
 
 
-def _read_config(path: Path) -> ModelConfig:
-    config_path = path / CONFIG_NAME
-    if not config_path.is_file():
+def read_config(path: Path) -> ModelConfig:
+    """The ModelConfig of the directory `path` (FileNotFoundError without config.json, ValueError if unusable)."""
+    if not (path / CONFIG_NAME).is_file():
         raise FileNotFoundError(f"{path}: no {CONFIG_NAME} in this directory")
-    try:
-        raw = json.loads(config_path.read_text())
-    except json.JSONDecodeError as e:
-        raise ValueError(f"{config_path}: malformed JSON ({e})") from e
-    return config_from_hf_dict(raw, config_path)
+    config_path = inside(path, CONFIG_NAME)
+    return config_from_hf_dict(read_json(config_path), config_path)
 
 
-def _read_tensors(path: Path) -> dict[str, torch.Tensor]:
-    if (path / WEIGHTS_NAME).is_file():
-        return load_file(str(path / WEIGHTS_NAME))
-    if (path / INDEX_NAME).is_file():
-        try:
-            weight_map = json.loads((path / INDEX_NAME).read_text())["weight_map"]
-        except (json.JSONDecodeError, KeyError, TypeError) as e:
-            raise ValueError(f"{path / INDEX_NAME}: malformed index ({e!r})") from e
-        tensors: dict[str, torch.Tensor] = {}
-        for shard in sorted(set(weight_map.values())):
-            if not (path / shard).is_file():
-                raise FileNotFoundError(f"{path}: shard {shard} named in {INDEX_NAME} is missing")
-            tensors.update(load_file(str(path / shard)))
-        return tensors
-    raise FileNotFoundError(f"{path}: no {WEIGHTS_NAME} (or {INDEX_NAME}) in this directory")
-
-
-def _check_tensors(model: TinyLlama, tensors: dict[str, torch.Tensor], path: Path) -> None:
-    expected = {name: tuple(t.shape) for name, t in model.state_dict().items()}
-    optional = {"lm_head.weight"} if model.config.tie_word_embeddings else set()
+def _check_tensors(config: ModelConfig, found: dict[str, TensorInfo], path: Path) -> None:
+    """Refuse (ValueError) unless the headers hold exactly the tensors `config` implies, with the same shapes."""
+    # Layers first, from names alone: a config claiming more layers than the weights back is refused before even
+    # an empty (meta) model of its size is built.
+    layers = {int(n.split(".")[2]) for n in found if n.startswith("model.layers.") and n.split(".")[2].isdigit()}
+    if len(layers) != config.num_hidden_layers:
+        raise ValueError(f"{path}: config.json says num_hidden_layers {config.num_hidden_layers}, the weights hold "
+                         f"{len(layers)} layer(s)")
+    # On "meta" the model has shapes but no memory and no random init: the one source of what names to expect.
+    expected = {name: tuple(t.shape) for name, t in TinyLlama(config, device="meta").state_dict().items()}
+    optional = {"lm_head.weight"} if config.tie_word_embeddings else set()
     # Old checkpoints carry the derived RoPE table; it is recomputed from the config, so ignore it.
-    found = {n: t for n, t in tensors.items() if not n.endswith("rotary_emb.inv_freq")}
+    found = {n: t for n, t in found.items() if not n.endswith("rotary_emb.inv_freq")}
     missing = sorted(set(expected) - set(found) - optional)
     if missing:
         raise ValueError(f"{path}: missing tensor(s): {', '.join(missing[:8])}"
@@ -136,39 +75,89 @@ def _check_tensors(model: TinyLlama, tensors: dict[str, torch.Tensor], path: Pat
     unexpected = sorted(set(found) - set(expected))
     if unexpected:
         raise ValueError(f"{path}: unexpected tensor(s): {', '.join(unexpected[:8])}")
-    for name, t in found.items():
-        if tuple(t.shape) != expected[name]:
-            raise ValueError(f"{path}: tensor {name} has shape {tuple(t.shape)}, expected {expected[name]}")
+    for name, info in found.items():
+        if info.shape != expected[name]:
+            raise ValueError(f"{path}: tensor {name} has shape {info.shape}, config.json implies {expected[name]}")
 
 
-def _load_tokenizer(path: Path, config: ModelConfig):
-    if (path / TOKENIZER_NAME).is_file():
-        try:
-            return HFTokenizer.from_file(path / TOKENIZER_NAME, config.bos_token_id, config.eos_token_id)
-        except ImportError:
-            warnings.warn(f"{path / TOKENIZER_NAME} found but the `tokenizers` package is not installed; "
-                          "falling back to the byte tokenizer", stacklevel=3)
-    return ByteTokenizer()
+def available_memory_bytes() -> int | None:
+    """Memory this process could still allocate: the kernel's MemAvailable, capped by a cgroup v2 limit (None if
+    neither can be read)."""
+    available = None
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                available = int(line.split()[1]) * 1024
+    except (OSError, ValueError):
+        pass
+    try:
+        limit = Path("/sys/fs/cgroup/memory.max").read_text().strip()
+        if limit != "max":
+            used = int(Path("/sys/fs/cgroup/memory.current").read_text())
+            available = min(available or 1 << 62, int(limit) - used)
+    except (OSError, ValueError):
+        pass
+    return available
+
+
+def _check_memory(found: dict[str, TensorInfo], dtype: torch.dtype, path: Path) -> None:
+    """Refuse a checkpoint whose weights (as `dtype`, plus the file's copy while converting) cannot fit."""
+    sizes = {"F32": 4, "F16": 2, "BF16": 2}
+    itemsize = torch.empty(0, dtype=dtype).element_size()
+    need = sum(t.numel * (itemsize + (sizes[t.dtype] if sizes[t.dtype] != itemsize else 0)) for t in found.values())
+    available = available_memory_bytes()
+    if available is not None and need > available:
+        raise ValueError(f"{path}: loading needs {need / 2**30:.1f} GiB ({sum(t.numel for t in found.values()):,} "
+                         f"parameters as {str(dtype).removeprefix('torch.')}) but only {available / 2**30:.1f} GiB "
+                         "of memory is available")
 
 
 def load_model(path: str | Path | None = None, device: str | torch.device | None = None,
                dtype: torch.dtype = torch.float32) -> tuple[TinyLlama, ByteTokenizer | HFTokenizer]:
-    """Load an HF-style Llama directory (default: the shipped model) -> (model in eval mode, tokenizer).
+    """Load an HF-style Llama / Qwen2 / Qwen3 directory (default: the shipped model) -> (model in eval mode,
+    tokenizer: the directory's tokenizer.json, else the byte tokenizer).
 
-    Raises FileNotFoundError (directory, config.json or weights missing) or ValueError (malformed config,
-    model_type not llama, missing / unexpected / wrongly shaped tensors), each naming the path.
+    dtype is the compute dtype: float32 by default whatever the file holds (bf16 / fp16 weights are upcast, since
+    CPU matmuls in reduced precision are slow on most CPUs and every parity check here is in fp32); pass
+    torch.bfloat16 to halve the memory. Raises FileNotFoundError (directory, config.json or weights missing) or
+    ValueError (malformed or unsupported config, a file outside the directory, truncated or malformed weights,
+    tensors that do not match config.json, not enough memory), each naming the path.
     """
     path = DEFAULT_DIR if path is None else Path(path)
     if not path.is_dir():
         raise FileNotFoundError(f"{path}: model directory does not exist")
-    config = _read_config(path)
-    tensors = _read_tensors(path)
-    # Built on the CPU, not on "meta": random init of a tiny model takes milliseconds, while the first init on meta
-    # imports torch._dynamo (seconds). assign=True below then swaps the loaded tensors in without a copy.
-    model = TinyLlama(config)
-    _check_tensors(model, tensors, path)
-    model.load_state_dict(tensors, strict=False, assign=True)
+    config = read_config(path)
+    found = checkpoint_tensors(path)
+    _check_tensors(config, found, path)
+    _check_memory(found, dtype, path)
+    tokenizer = load_hf_tokenizer(path, config) or ByteTokenizer()
+    model = TinyLlama(config, device="meta")  # the real tensors are swapped in below (assign=True)
+    for file in sorted({info.file for info in found.values()}):
+        try:  # the headers passed our checks; the library checks the rest (e.g. overlapping byte ranges)
+            tensors = {n: t for n, t in load_file(str(file)).items() if not n.endswith("rotary_emb.inv_freq")}
+        except SafetensorError as e:
+            raise ValueError(f"{file}: malformed safetensors file ({e})") from e
+        model.load_state_dict({n: t.to(dtype) for n, t in tensors.items()}, strict=False, assign=True)
+        del tensors
     if config.tie_word_embeddings:
         model.lm_head.weight = model.model.embed_tokens.weight
-    model = model.to(device=device, dtype=dtype).eval()
-    return model, _load_tokenizer(path, config)
+    assert not any(p.is_meta for p in model.parameters()), "a parameter was left unloaded"
+    return model.to(device=device).eval(), tokenizer
+
+
+def allowed_model_dirs(environ: Mapping[str, str] | None = None) -> list[Path]:
+    """The model directories the app may offer: PAGED_MODEL_DIRS (os.pathsep-separated) in `environ` (default
+    os.environ), each resolved to an absolute path and kept only if it is a directory holding a config.json;
+    duplicates and everything else are dropped. Returns [] when the variable is unset or empty."""
+    environ = os.environ if environ is None else environ
+    dirs: list[Path] = []
+    for entry in environ.get(MODEL_DIRS_ENV, "").split(os.pathsep):
+        if not entry.strip():
+            continue
+        try:
+            candidate = Path(entry.strip()).expanduser().resolve()
+        except (OSError, RuntimeError):  # a symlink loop
+            continue
+        if candidate.is_dir() and (candidate / CONFIG_NAME).is_file() and candidate not in dirs:
+            dirs.append(candidate)
+    return dirs

@@ -1,6 +1,8 @@
-"""A tiny Llama decoder in plain torch, mathematically identical to transformers' `LlamaForCausalLM`.
+"""A Llama decoder in plain torch, mathematically identical to transformers' `LlamaForCausalLM`.
 
-Parameter names match transformers exactly, so a checkpoint moves between the two without renaming.
+Parameter names match transformers exactly, so a checkpoint moves between the two without renaming. Three config
+switches cover `Qwen2ForCausalLM` (bias on q/k/v) and `Qwen3ForCausalLM` (RMSNorm on each query/key head, an
+explicit head_dim); `rope_type="llama3"` gives Llama 3.1's frequency scaling. Everything else is the same model.
 
 The KV cache is not the model's business. In inference mode each attention layer hands its post-RoPE q/k/v to a
 pluggable `backend(layer_idx, q, k, v)`, which writes k/v into whatever cache it owns (a paged pool, a contiguous
@@ -13,6 +15,7 @@ K num_kv_heads, D head_dim, C hidden_size, I intermediate_size, V vocab_size.
 
 from __future__ import annotations
 
+import math
 from typing import Callable
 
 import torch
@@ -28,9 +31,9 @@ AttentionBackend = Callable[[int, torch.Tensor, torch.Tensor, torch.Tensor], tor
 class RMSNorm(nn.Module):
     """x / rms(x) * weight, computed in fp32 and cast back before the weight (the order transformers uses)."""
 
-    def __init__(self, dim: int, eps: float) -> None:
+    def __init__(self, dim: int, eps: float, device: torch.device | str | None = None) -> None:
         super().__init__()
-        self.weight = nn.Parameter(torch.ones(dim))  # [C]
+        self.weight = nn.Parameter(torch.ones(dim, device=device))  # [C] (or [D] for Qwen3's per-head q/k norm)
         self.eps = eps
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -40,15 +43,30 @@ class RMSNorm(nn.Module):
         return self.weight * x32.to(dtype)
 
 
+def llama3_inv_freq(inv_freq: torch.Tensor, config: ModelConfig) -> torch.Tensor:
+    """Llama 3.1's RoPE scaling of inv_freq [D/2] -> [D/2].
+
+    A frequency that turns fewer than rope_low_freq_factor times over the original training context (a long
+    wavelength) is divided by rope_factor, so positions beyond that context look like ones it saw; one that turns
+    more than rope_high_freq_factor times (short wavelength, local detail) is kept; in between, a linear blend.
+    """
+    turns = config.rope_original_max_position_embeddings / (2 * math.pi / inv_freq)  # turns over the old context
+    low, high = config.rope_low_freq_factor, config.rope_high_freq_factor
+    keep = ((turns - low) / (high - low)).clamp(0.0, 1.0)  # 0: fully scaled, 1: unchanged
+    return (1 - keep) * inv_freq / config.rope_factor + keep * inv_freq
+
+
 class RotaryEmbedding(nn.Module):
     """cos/sin tables for rotate-half RoPE, computed from explicit positions (so tokens need not be contiguous)."""
 
-    def __init__(self, head_dim: int, theta: float) -> None:
+    def __init__(self, config: ModelConfig) -> None:
         super().__init__()
         # A plain fp32 CPU tensor, not a buffer: it is derived from the config (so not in the checkpoint, as in
         # transformers) and must stay fp32 when the model is cast to a low-precision dtype.
-        exponents = torch.arange(0, head_dim, 2, dtype=torch.int64, device="cpu").float() / head_dim
-        self.inv_freq = 1.0 / (theta ** exponents)  # [D/2]
+        d = config.head_dim
+        exponents = torch.arange(0, d, 2, dtype=torch.int64, device="cpu").float() / d
+        inv_freq = 1.0 / (config.rope_theta ** exponents)  # [D/2]
+        self.inv_freq = llama3_inv_freq(inv_freq, config) if config.rope_type == "llama3" else inv_freq
 
     def forward(self, positions: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
         """positions [...] -> (cos, sin), each [..., D], in `dtype` (the angles themselves are fp32)."""
@@ -74,17 +92,21 @@ def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.T
 class Attention(nn.Module):
     """Grouped-query attention: query head h reads kv head h // (num_heads // num_kv_heads)."""
 
-    def __init__(self, config: ModelConfig, layer_idx: int) -> None:
+    def __init__(self, config: ModelConfig, layer_idx: int, device: torch.device | str | None = None) -> None:
         super().__init__()
         self.layer_idx = layer_idx
         self.num_heads = config.num_attention_heads
         self.num_kv_heads = config.num_key_value_heads
         self.head_dim = config.head_dim
-        c, d = config.hidden_size, config.head_dim
-        self.q_proj = nn.Linear(c, self.num_heads * d, bias=False)  # weight [H*D, C]
-        self.k_proj = nn.Linear(c, self.num_kv_heads * d, bias=False)  # weight [K*D, C]
-        self.v_proj = nn.Linear(c, self.num_kv_heads * d, bias=False)  # weight [K*D, C]
-        self.o_proj = nn.Linear(self.num_heads * d, c, bias=False)  # weight [C, H*D]
+        c, d, bias = config.hidden_size, config.head_dim, config.qkv_bias
+        self.q_proj = nn.Linear(c, self.num_heads * d, bias=bias, device=device)  # weight [H*D, C]
+        self.k_proj = nn.Linear(c, self.num_kv_heads * d, bias=bias, device=device)  # weight [K*D, C]
+        self.v_proj = nn.Linear(c, self.num_kv_heads * d, bias=bias, device=device)  # weight [K*D, C]
+        self.o_proj = nn.Linear(self.num_heads * d, c, bias=config.o_proj_bias, device=device)  # weight [C, H*D]
+        if config.qk_norm:  # Qwen3: one RMSNorm weight [D] shared by every head
+            self.q_norm = RMSNorm(d, config.rms_norm_eps, device)
+            self.k_norm = RMSNorm(d, config.rms_norm_eps, device)
+        self.qk_norm = config.qk_norm
 
     def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
                 backend: AttentionBackend | None) -> torch.Tensor:
@@ -93,6 +115,8 @@ class Attention(nn.Module):
         q = self.q_proj(x).view(*lead, self.num_heads, self.head_dim)  # [..., H, D]
         k = self.k_proj(x).view(*lead, self.num_kv_heads, self.head_dim)  # [..., K, D]
         v = self.v_proj(x).view(*lead, self.num_kv_heads, self.head_dim)  # [..., K, D]
+        if self.qk_norm:
+            q, k = self.q_norm(q), self.k_norm(k)
         q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
         if backend is None:
             # Causal attention within each row; SDPA wants [B, heads, T, D]. enable_gqa maps query head h to
@@ -112,12 +136,12 @@ class Attention(nn.Module):
 class MLP(nn.Module):
     """SwiGLU: down(silu(gate(x)) * up(x))."""
 
-    def __init__(self, config: ModelConfig) -> None:
+    def __init__(self, config: ModelConfig, device: torch.device | str | None = None) -> None:
         super().__init__()
         c, i = config.hidden_size, config.intermediate_size
-        self.gate_proj = nn.Linear(c, i, bias=False)  # weight [I, C]
-        self.up_proj = nn.Linear(c, i, bias=False)  # weight [I, C]
-        self.down_proj = nn.Linear(i, c, bias=False)  # weight [C, I]
+        self.gate_proj = nn.Linear(c, i, bias=False, device=device)  # weight [I, C]
+        self.up_proj = nn.Linear(c, i, bias=False, device=device)  # weight [I, C]
+        self.down_proj = nn.Linear(i, c, bias=False, device=device)  # weight [C, I]
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
@@ -126,12 +150,12 @@ class MLP(nn.Module):
 class DecoderLayer(nn.Module):
     """Pre-norm residual block: x + attn(norm(x)), then x + mlp(norm(x))."""
 
-    def __init__(self, config: ModelConfig, layer_idx: int) -> None:
+    def __init__(self, config: ModelConfig, layer_idx: int, device: torch.device | str | None = None) -> None:
         super().__init__()
-        self.input_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps)
-        self.self_attn = Attention(config, layer_idx)
-        self.post_attention_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps)
-        self.mlp = MLP(config)
+        self.input_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps, device)
+        self.self_attn = Attention(config, layer_idx, device)
+        self.post_attention_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps, device)
+        self.mlp = MLP(config, device)
 
     def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
                 backend: AttentionBackend | None) -> torch.Tensor:
@@ -142,12 +166,17 @@ class DecoderLayer(nn.Module):
 class Decoder(nn.Module):
     """Embeddings, the layer stack and the final norm: the `model.` prefix in the checkpoint."""
 
-    def __init__(self, config: ModelConfig) -> None:
+    def __init__(self, config: ModelConfig, device: torch.device | str | None = None) -> None:
         super().__init__()
-        self.embed_tokens = nn.Embedding(config.vocab_size, config.hidden_size)  # weight [V, C]
-        self.layers = nn.ModuleList(DecoderLayer(config, i) for i in range(config.num_hidden_layers))
-        self.norm = RMSNorm(config.hidden_size, config.rms_norm_eps)
-        self.rotary_emb = RotaryEmbedding(config.head_dim, config.rope_theta)
+        # On meta, hand Embedding its (empty) weight: its own random init of a meta tensor costs seconds (it imports
+        # torch._dynamo). Elsewhere it initialises as always, so seeded models keep their exact weights.
+        meta_weight = (torch.empty(config.vocab_size, config.hidden_size, device="meta")
+                       if torch.device(device or "cpu").type == "meta" else None)
+        self.embed_tokens = nn.Embedding(config.vocab_size, config.hidden_size, device=device,
+                                         _weight=meta_weight)  # weight [V, C]
+        self.layers = nn.ModuleList(DecoderLayer(config, i, device) for i in range(config.num_hidden_layers))
+        self.norm = RMSNorm(config.hidden_size, config.rms_norm_eps, device)
+        self.rotary_emb = RotaryEmbedding(config)
 
     def forward(self, input_ids: torch.Tensor, positions: torch.Tensor,
                 backend: AttentionBackend | None) -> torch.Tensor:
@@ -166,22 +195,28 @@ class TinyLlama(nn.Module):
     backend given (inference): input_ids [N] (all scheduled tokens of a step, sequences back to back),
         positions [N]; every layer calls backend(layer_idx, q [N, H, D], k [N, K, D], v [N, K, D]) with
         post-RoPE tensors and expects [N, H, D] back. Returns logits [N, V].
+
+    device="meta" builds the structure without memory or random init: load_model does that, then swaps the
+    checkpoint's tensors in.
     """
 
-    def __init__(self, config: ModelConfig) -> None:
+    def __init__(self, config: ModelConfig, device: torch.device | str | None = None) -> None:
         super().__init__()
         self.config = config
-        self.model = Decoder(config)
-        self.lm_head = nn.Linear(config.hidden_size, config.vocab_size, bias=False)  # weight [V, C]
-        self.apply(self._init_weights)
+        self.model = Decoder(config, device)
+        self.lm_head = nn.Linear(config.hidden_size, config.vocab_size, bias=False, device=device)  # weight [V, C]
+        if torch.device(device or "cpu").type != "meta":
+            self.apply(self._init_weights)
         if config.tie_word_embeddings:
             self.lm_head.weight = self.model.embed_tokens.weight
 
     @staticmethod
     def _init_weights(module: nn.Module) -> None:
-        # transformers' default for Llama: N(0, 0.02) for every matrix; RMSNorm weights stay at 1.
+        # transformers' default for Llama: N(0, 0.02) for every matrix, zero biases; RMSNorm weights stay at 1.
         if isinstance(module, (nn.Linear, nn.Embedding)):
             nn.init.normal_(module.weight, mean=0.0, std=0.02)
+        if isinstance(module, nn.Linear) and module.bias is not None:
+            nn.init.zeros_(module.bias)
 
     def forward(self, input_ids: torch.Tensor, positions: torch.Tensor | None = None,
                 backend: AttentionBackend | None = None) -> torch.Tensor:

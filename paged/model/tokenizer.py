@@ -8,6 +8,7 @@ until the third arrives, or it prints replacement characters mid-character. `Inc
 from __future__ import annotations
 
 import codecs
+import warnings
 from pathlib import Path
 from typing import Iterable
 
@@ -92,25 +93,41 @@ class _PrefixDiffDecoder:
 
 
 class HFTokenizer:
-    """Wraps a `tokenizers.Tokenizer` (from tokenizer.json) behind the ByteTokenizer interface."""
+    """Wraps a `tokenizers.Tokenizer` (from tokenizer.json) behind the ByteTokenizer interface.
+
+    add_bos_token: whether encode(add_bos=True) prepends bos_token_id (Llama does; Qwen has no BOS).
+    """
 
     sep_token_id = None
 
-    def __init__(self, tokenizer, bos_token_id: int | None, eos_token_id: int | None) -> None:
+    def __init__(self, tokenizer, bos_token_id: int | None, eos_token_id: int | None,
+                 add_bos_token: bool = True) -> None:
         self._tokenizer = tokenizer
         self.bos_token_id = bos_token_id
         self.eos_token_id = eos_token_id
+        self.add_bos_token = add_bos_token and bos_token_id is not None
         self.vocab_size = tokenizer.get_vocab_size(with_added_tokens=True)
 
     @classmethod
-    def from_file(cls, path: str | Path, bos_token_id: int | None, eos_token_id: int | None) -> "HFTokenizer":
+    def from_file(cls, path: str | Path, bos_token_id: int | None, eos_token_id: int | None,
+                  add_bos_token: bool = True) -> "HFTokenizer":
+        """Read a tokenizer.json. Raises ValueError naming the file if the tokenizers library cannot parse it."""
         from tokenizers import Tokenizer  # optional dependency: only imported when a tokenizer.json exists
 
-        return cls(Tokenizer.from_file(str(path)), bos_token_id, eos_token_id)
+        try:
+            tokenizer = Tokenizer.from_file(str(path))
+        except Exception as e:  # the Rust parser raises a bare Exception for bad JSON, too deep nesting, ...
+            raise ValueError(f"{path}: not a tokenizer the tokenizers library can read ({e})") from e
+        return cls(tokenizer, bos_token_id, eos_token_id, add_bos_token)
+
+    def token_to_id(self, token: str) -> int | None:
+        """The id of a token string (None if it is not in the vocabulary)."""
+        return self._tokenizer.token_to_id(token)
 
     def encode(self, text: str, add_bos: bool = True) -> list[int]:
+        """text -> ids, with bos_token_id first if add_bos and this tokenizer uses a BOS (add_bos_token)."""
         ids = self._tokenizer.encode(text, add_special_tokens=False).ids
-        return [self.bos_token_id] + ids if add_bos and self.bos_token_id is not None else ids
+        return [self.bos_token_id] + ids if add_bos and self.add_bos_token else ids
 
     def decode(self, ids: Iterable[int]) -> str:
         return self._tokenizer.decode(list(ids), skip_special_tokens=True)
@@ -121,3 +138,62 @@ class HFTokenizer:
     def save(self, path: str | Path) -> None:
         """Writes tokenizer.json into the directory `path`."""
         self._tokenizer.save(str(Path(path) / "tokenizer.json"))
+
+
+def _token_id(tokenizer: HFTokenizer, token: object) -> int | None:
+    """A tokenizer_config.json special token ("<s>" or {"content": "<s>", ...}) -> its id, or None."""
+    if isinstance(token, dict):
+        token = token.get("content")
+    return tokenizer.token_to_id(token) if isinstance(token, str) else None
+
+
+def _first_int(value: object) -> int | None:
+    """An id from generation_config.json / config.json: an int, or the first of a list (None otherwise)."""
+    value = value[0] if isinstance(value, list) and value else value
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def load_hf_tokenizer(directory: Path, config) -> HFTokenizer | None:
+    """The tokenizer of an HF model directory, or None when it has no tokenizer.json.
+
+    bos / eos ids: generation_config.json first (what transformers' generate uses), then config.json, then
+    tokenizer_config.json's bos_token / eos_token. Whether to prepend BOS: tokenizer_config.json's add_bos_token
+    if it says; otherwise whatever tokenizer.json's own post-processor does (Llama 3 adds <|begin_of_text|>, Qwen
+    adds nothing); a directory without tokenizer_config.json keeps the older rule: BOS whenever there is one.
+    Raises ValueError naming the file for malformed JSON, a file outside the directory, or a vocabulary larger
+    than the model's embedding table.
+    """
+    from paged.model.checkpoint import inside, read_json  # here: checkpoint has no reason to know tokenizers
+
+    if not (directory / "tokenizer.json").is_file():
+        return None
+    path = inside(directory, "tokenizer.json")
+    extra = {name: read_json(inside(directory, name)) if (directory / name).is_file() else None
+             for name in ("generation_config.json", "tokenizer_config.json")}
+    generation, tok_config = extra["generation_config.json"] or {}, extra["tokenizer_config.json"]
+    try:
+        tokenizer = HFTokenizer.from_file(path, None, None)
+    except ImportError:
+        warnings.warn(f"{path} found but the `tokenizers` package is not installed; falling back to the byte "
+                      "tokenizer", stacklevel=3)
+        return None
+    ids = {}
+    for kind in ("bos", "eos"):
+        ids[kind] = _first_int(generation.get(f"{kind}_token_id"))
+        if ids[kind] is None:
+            ids[kind] = getattr(config, f"{kind}_token_id")
+        if ids[kind] is None and tok_config is not None:
+            ids[kind] = _token_id(tokenizer, tok_config.get(f"{kind}_token"))
+    if tok_config is not None and isinstance(tok_config.get("add_bos_token"), bool):
+        add_bos = tok_config["add_bos_token"]
+    elif tok_config is not None:
+        with_specials = tokenizer._tokenizer.encode("a", add_special_tokens=True).ids
+        add_bos = bool(with_specials) and with_specials[0] == ids["bos"]
+    else:
+        add_bos = True
+    tokenizer.bos_token_id, tokenizer.eos_token_id = ids["bos"], ids["eos"]
+    tokenizer.add_bos_token = add_bos and ids["bos"] is not None
+    if tokenizer.vocab_size > config.vocab_size:
+        raise ValueError(f"{path}: the tokenizer has {tokenizer.vocab_size} tokens but the model's vocab_size is "
+                         f"{config.vocab_size}; some ids would have no embedding")
+    return tokenizer

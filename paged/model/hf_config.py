@@ -1,0 +1,104 @@
+"""transformers' config.json <-> ModelConfig, for LlamaForCausalLM, Qwen2ForCausalLM and Qwen3ForCausalLM.
+
+The three share one decoder (see llama.py); a config.json only decides the sizes and the few switches. Anything we
+cannot run exactly as transformers would (another activation, RoPE scaling other than "default" / "llama3",
+sliding-window attention, MLP bias) is refused with a ValueError naming the field, never approximated.
+"""
+
+from __future__ import annotations
+
+from dataclasses import fields
+from pathlib import Path
+
+from paged.config import ModelConfig
+
+ARCHITECTURES = {"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM", "qwen3": "Qwen3ForCausalLM"}
+# Fields without which the shapes are unknown.
+REQUIRED_FIELDS = ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads")
+# What each transformers config class assumes when a field is absent, so we build the same model it would.
+HF_DEFAULTS = {
+    "llama": {"max_position_embeddings": 2048, "rms_norm_eps": 1e-6, "rope_theta": 10000.0,
+              "tie_word_embeddings": False, "bos_token_id": 1, "eos_token_id": 2},
+    "qwen2": {"max_position_embeddings": 32768, "rms_norm_eps": 1e-6, "rope_theta": 10000.0,
+              "tie_word_embeddings": False, "bos_token_id": None, "eos_token_id": None},
+    "qwen3": {"max_position_embeddings": 32768, "rms_norm_eps": 1e-6, "rope_theta": 10000.0,
+              "tie_word_embeddings": False, "bos_token_id": None, "eos_token_id": None, "head_dim": 128},
+}
+LLAMA3_KEYS = {"factor": "rope_factor", "low_freq_factor": "rope_low_freq_factor",
+               "high_freq_factor": "rope_high_freq_factor",
+               "original_max_position_embeddings": "rope_original_max_position_embeddings"}
+
+
+def _rope_fields(raw: dict, where: Path) -> dict:
+    """RoPE settings from `rope_parameters` (transformers >= 5) or `rope_scaling` + `rope_theta` (older files)."""
+    rope = raw.get("rope_parameters") or raw.get("rope_scaling") or {}
+    if not isinstance(rope, dict):
+        raise ValueError(f"{where}: rope_parameters / rope_scaling must be an object, got {rope!r}")
+    rope_type = rope.get("rope_type", rope.get("type", "default"))
+    if rope_type not in ("default", "llama3"):
+        raise ValueError(f"{where}: RoPE type {rope_type!r} is not supported (only 'default' and 'llama3')")
+    if rope.get("partial_rotary_factor", 1.0) != 1.0:
+        raise ValueError(f"{where}: partial_rotary_factor {rope['partial_rotary_factor']!r} is not supported")
+    out = {"rope_type": rope_type}
+    theta = rope.get("rope_theta", raw.get("rope_theta"))
+    if theta is not None:
+        out["rope_theta"] = theta
+    if rope_type == "llama3":
+        missing = [key for key in LLAMA3_KEYS if key not in rope]
+        if missing:
+            raise ValueError(f"{where}: llama3 RoPE scaling needs {', '.join(missing)}")
+        out.update({ours: rope[key] for key, ours in LLAMA3_KEYS.items()})
+    return out
+
+
+def _first_id(value: object) -> object:
+    """Some checkpoints list several eos ids; generation here stops on the first."""
+    return (value[0] if value else None) if isinstance(value, list) else value
+
+
+def config_from_hf_dict(raw: object, where: Path) -> ModelConfig:
+    """config.json contents -> ModelConfig. Unknown fields are ignored; anything we cannot run is a ValueError
+    naming `where` and the field."""
+    if not isinstance(raw, dict):
+        raise ValueError(f"{where}: expected a JSON object, got {type(raw).__name__}")
+    model_type = raw.get("model_type")
+    if model_type not in ARCHITECTURES:
+        raise ValueError(f"{where}: model_type must be one of {', '.join(map(repr, ARCHITECTURES))} "
+                         f"({', '.join(ARCHITECTURES.values())}), got {model_type!r}")
+    missing = [name for name in REQUIRED_FIELDS if name not in raw]
+    if missing:
+        raise ValueError(f"{where}: missing required field(s): {', '.join(missing)}")
+    if raw.get("hidden_act", "silu") != "silu":
+        raise ValueError(f"{where}: hidden_act must be 'silu', got {raw['hidden_act']!r}")
+    if raw.get("mlp_bias"):
+        raise ValueError(f"{where}: mlp_bias is not supported")
+    if raw.get("use_sliding_window") or "sliding_attention" in (raw.get("layer_types") or []):
+        raise ValueError(f"{where}: sliding-window attention (use_sliding_window / layer_types) is not supported; "
+                         "every layer here attends to the whole context")
+    values = {**HF_DEFAULTS[model_type], "num_key_value_heads": raw["num_attention_heads"]}
+    values.update({f.name: raw[f.name] for f in fields(ModelConfig) if raw.get(f.name) is not None})
+    values.update(_rope_fields(raw, where))
+    if model_type == "qwen2":
+        values.pop("attention_bias", None)  # not a Qwen2 field: its q/k/v bias comes with the model type
+    values.update(bos_token_id=_first_id(raw.get("bos_token_id", values["bos_token_id"])),
+                  eos_token_id=_first_id(raw.get("eos_token_id", values["eos_token_id"])))
+    try:
+        return ModelConfig(**values)  # validates itself (ValueError naming the field)
+    except ValueError as e:
+        raise ValueError(f"{where}: {e}") from e
+
+
+def config_to_hf_dict(config: ModelConfig) -> dict:
+    """ModelConfig -> the dict written as config.json (field names transformers 4 and 5 both read)."""
+    rope = {"rope_type": config.rope_type, "rope_theta": config.rope_theta}
+    if config.rope_type == "llama3":
+        rope.update({key: getattr(config, ours) for key, ours in LLAMA3_KEYS.items()})
+    out = {"architectures": [ARCHITECTURES[config.model_type]],
+           **{k: v for k, v in config.to_dict().items() if not k.startswith("rope_")},
+           "rope_theta": config.rope_theta, "hidden_act": "silu", "mlp_bias": False,
+           "rope_scaling": None if config.rope_type == "default" else rope,
+           "rope_parameters": rope,  # transformers >= 5
+           "initializer_range": 0.02}
+    if config.model_type == "qwen2":
+        del out["attention_bias"]  # implied by the model type
+    return out

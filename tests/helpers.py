@@ -1,0 +1,45 @@
+"""Tolerances that scale with the magnitude compared (import as `from helpers import ...`).
+
+fp32 results differ in their last bits between CPUs (an AVX-512 / AMX machine sums in another order than an AVX2
+one), so an absolute bound like 1e-5 on logits of size ~10 fails on some machines and not others. These helpers
+bound the difference by `rel * max(1, max |reference|)`: relative for large values, absolute (rel) near zero.
+A real cache mistake moves logits by ~1e-1, so rel = 1e-5 still catches it by four orders of magnitude.
+"""
+
+from __future__ import annotations
+
+import torch
+
+
+def scaled_atol(reference: torch.Tensor | float, rel: float = 1e-5) -> float:
+    """rel * max(1, max |reference|): an absolute tolerance that grows with the values it guards."""
+    magnitude = reference.detach().abs().max().item() if isinstance(reference, torch.Tensor) else abs(reference)
+    return rel * max(1.0, magnitude)
+
+
+def max_abs_diff(actual: torch.Tensor, expected: torch.Tensor) -> float:
+    """max |actual - expected|, computed in float64 (shapes must match)."""
+    assert actual.shape == expected.shape, f"shapes differ: {tuple(actual.shape)} vs {tuple(expected.shape)}"
+    return (actual.double() - expected.double()).abs().max().item()
+
+
+def assert_close_scaled(actual: torch.Tensor, expected: torch.Tensor, rel: float = 1e-5) -> None:
+    """Assert max |actual - expected| <= rel * max(1, max |expected|); `expected` is the independent reference."""
+    diff, atol = max_abs_diff(actual, expected), scaled_atol(expected, rel)
+    assert diff <= atol, f"max |diff| {diff:.3e} > {atol:.3e} (rel {rel:g} of max |expected| {atol / rel:.3g})"
+
+
+def assert_far_scaled(actual: torch.Tensor, expected: torch.Tensor, rel: float = 1e-3) -> None:
+    """Assert max |actual - expected| > rel * max(1, max |expected|): a mistake really moved the result."""
+    diff, atol = max_abs_diff(actual, expected), scaled_atol(expected, rel)
+    assert diff > atol, f"max |diff| {diff:.3e} <= {atol:.3e}: the change left no visible trace"
+
+
+@torch.no_grad()
+def prompt_logits_scale(model: torch.nn.Module, tokenizer, prompts) -> float:
+    """max |logits| of a no-cache forward over each prompt: the magnitude a twin comparison of that model sees."""
+    scale = 0.0
+    for prompt in prompts:
+        ids = tokenizer.encode(prompt) if isinstance(prompt, str) else list(prompt)
+        scale = max(scale, model(torch.tensor([ids])).abs().max().item())
+    return scale
