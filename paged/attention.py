@@ -26,6 +26,12 @@ from .attention_checks import check_attention_inputs, check_cache, check_decode_
 # ----------------------------------------------------------------------------------------------------------------
 # Gather: logical K/V out of the paged pool
 # ----------------------------------------------------------------------------------------------------------------
+def tolerance(dtype: torch.dtype) -> float:
+    """Relative error a paged result may show against the contiguous reference in this dtype (fp32/fp64: 1e-5,
+    half precisions: 1e-2): one number for the pages, the tests and the GPU check."""
+    return 1e-5 if dtype in (torch.float32, torch.float64) else 1e-2
+
+
 def gather_kv_loop(key_cache: torch.Tensor, value_cache: torch.Tensor, block_table,
                    context_len: int) -> tuple[torch.Tensor, torch.Tensor]:
     """The teaching loop, one token at a time, exactly the address chain.

@@ -54,16 +54,26 @@ def run_once(model, tokenizer, layout: str, prompts: list[str], max_tokens: int,
                                        max_num_seqs=max(32, len(prompts))),
                        kv_layout=layout, attn_impl=attn_impl)
     assert len(prompts[0]) + max_tokens < cfg.max_position_embeddings
+    device = next(model.parameters()).device
+    _sync(device)  # CUDA runs asynchronously: time from an idle device to an idle device
     t0 = time.perf_counter()
     outs = engine.generate(prompts, SamplingParams(max_tokens=max_tokens, ignore_eos=True))
+    _sync(device)
     return time.perf_counter() - t0, [o.token_ids for o in outs]
 
 
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
 def bench_engine(batches=(1, 8, 32), max_tokens: int = 128, block_size: int = 16, reps: int = 3,
-                 attn_impl: str | None = None, model=None, tokenizer=None) -> list[dict]:
-    """Median tokens/s of both layouts per batch size, on `model` (default: the shipped one)."""
+                 attn_impl: str | None = None, model=None, tokenizer=None,
+                 device: str | torch.device | None = None) -> list[dict]:
+    """Paged and contiguous engine tokens/s per batch size (medians of interleaved runs) on `model` (default: the
+    shipped one, on `device`: cuda when available), and whether both layouts produced the same tokens."""
     if model is None:
-        model, tokenizer, _ = bench_model(device=default_device())
+        model, tokenizer, _ = bench_model(device=torch.device(device) if device else default_device())
     rows = []
     for batch in batches:
         prompts = _prompts(batch)
@@ -106,12 +116,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--threads", type=int, default=1,
                    help="torch intra-op threads (default 1: the tiny model's ops are too small to share, and a "
                         "second thread that has to wait for a busy core costs far more than it gives)")
+    p.add_argument("--device", default=None, help="cpu or cuda (default: cuda when available)")
     p.add_argument("--json", action="store_true")
     args = p.parse_args(argv)
+    if args.device == "cuda" and not torch.cuda.is_available():
+        p.error("--device cuda: torch sees no CUDA device here")
     torch.manual_seed(0)
     torch.set_num_threads(args.threads)
     own = args.model is not None or args.random_135m
-    device = default_device()
+    device = torch.device(args.device) if args.device else default_device()
     try:
         model, tokenizer, label = bench_model(args.model, args.random_135m, device)
     except (ValueError, FileNotFoundError) as err:

@@ -1,0 +1,138 @@
+#!/usr/bin/env bash
+# deploy/run.sh N PORT [RUN_DIR]: N Streamlit processes of the app behind one nginx, for a class that outgrows one.
+#
+#   replicas  127.0.0.1:PORT+1 ... 127.0.0.1:PORT+N   (each `streamlit run app.py --server.headless true ...`)
+#   nginx     $BIND:PORT (BIND defaults to 127.0.0.1; BIND=0.0.0.0 to let the class in)
+#
+# Sticky sessions: a browser's first request gets a random `paged_replica` cookie from nginx, and every request
+# (the page, its scripts, the websocket /_stcore/stream) is routed by `hash $cookie consistent`, so one browser
+# always reaches the replica that holds its st.session_state. The websocket is proxied with Upgrade/Connection.
+# Everything (config, pids, logs, nginx temp paths) lives in RUN_DIR (default: a new temp dir); nothing outside it
+# is touched and no root is needed. Stop with: deploy/stop.sh RUN_DIR.
+# Environment: PYTHON (default python3, the one with streamlit), NGINX_BIN (default: nginx on PATH or
+# /usr/sbin/nginx; not NGINX, which nginx itself reads),
+# BIND, HEALTH_TIMEOUT (seconds to wait for every replica and the proxy, default 120).
+set -euo pipefail
+
+usage() { echo "usage: $0 N PORT [RUN_DIR]   (N replicas on PORT+1..PORT+N, nginx on PORT)" >&2; exit 2; }
+[ $# -ge 2 ] && [ $# -le 3 ] || usage
+n="$1"; port="$2"
+[[ "$n" =~ ^[0-9]+$ ]] && [ "$n" -ge 1 ] && [ "$n" -le 64 ] || { echo "N must be an integer in 1..64, got '$n'" >&2; exit 2; }
+[[ "$port" =~ ^[0-9]+$ ]] && [ "$port" -ge 1024 ] && [ $((port + n)) -le 65535 ] ||
+  { echo "PORT must be an integer with 1024 <= PORT and PORT + N <= 65535, got '$port'" >&2; exit 2; }
+
+root="$(cd "$(dirname "$0")/.." && pwd)"
+python="${PYTHON:-python3}"
+nginx="${NGINX_BIN:-$(command -v nginx || echo /usr/sbin/nginx)}"
+bind="${BIND:-127.0.0.1}"
+timeout="${HEALTH_TIMEOUT:-120}"
+[ -x "$nginx" ] || { echo "nginx not found (tried '$nginx'): apt-get install nginx, or set NGINX_BIN=/path/to/nginx" >&2; exit 1; }
+"$python" -c "import streamlit" 2>/dev/null || { echo "'$python' cannot import streamlit: set PYTHON" >&2; exit 1; }
+
+run_dir="${3:-$(mktemp -d "${TMPDIR:-/tmp}/paged-deploy.XXXXXX")}"
+mkdir -p "$run_dir/tmp"
+run_dir="$(cd "$run_dir" && pwd)"
+if ls "$run_dir"/app-*.pid >/dev/null 2>&1 || [ -f "$run_dir/nginx.pid" ]; then
+  echo "$run_dir already holds a running deployment: deploy/stop.sh $run_dir first" >&2; exit 1
+fi
+
+# --- the replicas: each in its own session (setsid), stdio in its log, so it outlives this script -------------
+servers=""
+for i in $(seq 1 "$n"); do
+  p=$((port + i))
+  (cd "$root" && exec setsid "$python" -m streamlit run app.py --server.headless true --server.port "$p" \
+      --server.address 127.0.0.1 --browser.gatherUsageStats false --server.fileWatcherType none \
+      --server.runOnSave false </dev/null >"$run_dir/app-$i.log" 2>&1) &
+  echo $! >"$run_dir/app-$i.pid"
+  servers+="        server 127.0.0.1:$p max_fails=0;"$'\n'
+done
+
+# --- nginx: its config, pid, logs and temp files all in RUN_DIR ----------------------------------------------
+user_line=""
+[ "$(id -u)" = 0 ] && user_line="user $(id -un) $(id -gn);"  # as root, workers would otherwise run as nobody
+cat >"$run_dir/nginx.conf" <<CONF
+# Written by deploy/run.sh for $n replicas; nginx -p $run_dir -c $run_dir/nginx.conf
+$user_line
+worker_processes auto;
+pid $run_dir/nginx.pid;
+error_log $run_dir/error.log warn;
+events { worker_connections 4096; }
+
+http {
+    client_body_temp_path $run_dir/tmp/client_body;
+    proxy_temp_path $run_dir/tmp/proxy;
+    fastcgi_temp_path $run_dir/tmp/fastcgi;
+    uwsgi_temp_path $run_dir/tmp/uwsgi;
+    scgi_temp_path $run_dir/tmp/scgi;
+    log_format paged '\$remote_addr [\$time_local] "\$request" \$status upstream=\$upstream_addr '
+                     'sticky=\$paged_sticky rt=\$request_time';
+    access_log $run_dir/access.log paged;
+
+    # A browser without the cookie is routed by a fresh random key, and gets that key as its cookie.
+    map \$cookie_paged_replica \$paged_sticky {
+        ""      \$request_id;
+        default \$cookie_paged_replica;
+    }
+    map \$cookie_paged_replica \$paged_set_cookie {
+        ""      "paged_replica=\$request_id; Path=/; HttpOnly; SameSite=Lax";
+        default "";
+    }
+    map \$http_upgrade \$connection_upgrade {
+        default upgrade;
+        ""      close;
+    }
+
+    upstream paged_app {
+        hash \$paged_sticky consistent;
+$servers    }
+
+    server {
+        listen $bind:$port;
+        proxy_http_version 1.1;
+        proxy_set_header Host \$http_host;
+        proxy_set_header X-Real-IP \$remote_addr;
+        proxy_set_header X-Forwarded-For \$proxy_add_x_forwarded_for;
+        add_header Set-Cookie \$paged_set_cookie always;  # an empty value adds no header
+
+        location /_stcore/stream {  # the websocket that carries every rerun of a session
+            proxy_pass http://paged_app;
+            proxy_set_header Upgrade \$http_upgrade;
+            proxy_set_header Connection \$connection_upgrade;
+            proxy_read_timeout 1d;
+            proxy_send_timeout 1d;
+            proxy_buffering off;
+        }
+        location / {
+            proxy_pass http://paged_app;
+        }
+    }
+}
+CONF
+env -u NGINX "$nginx" -t -q -p "$run_dir" -c "$run_dir/nginx.conf" -e "$run_dir/error.log"
+env -u NGINX "$nginx" -p "$run_dir" -c "$run_dir/nginx.conf" -e "$run_dir/error.log" </dev/null >/dev/null 2>>"$run_dir/error.log"
+
+# --- wait until every replica and the proxy answer /_stcore/health ------------------------------------------
+healthy() { "$python" - "$1" <<'PY'
+import sys, urllib.request
+try:
+    sys.exit(0 if urllib.request.urlopen(sys.argv[1], timeout=2).read() == b"ok" else 1)
+except OSError:
+    sys.exit(1)
+PY
+}
+proxy_host="$bind"; [ "$bind" = 0.0.0.0 ] && proxy_host=127.0.0.1
+deadline=$((SECONDS + timeout))
+for url in $(for i in $(seq 1 "$n"); do echo "http://127.0.0.1:$((port + i))/_stcore/health"; done) \
+           "http://$proxy_host:$port/_stcore/health"; do
+  until healthy "$url"; do
+    if [ $SECONDS -ge $deadline ]; then
+      echo "not healthy after ${timeout}s: $url (logs in $run_dir); stopping" >&2
+      "$(dirname "$0")/stop.sh" "$run_dir" >&2 || true
+      exit 1
+    fi
+    sleep 0.5
+  done
+done
+echo "url http://$proxy_host:$port/"
+echo "run_dir $run_dir"
+echo "stop: $(dirname "$0")/stop.sh $run_dir"
