@@ -45,24 +45,39 @@ if demo is None or demo.config != config:
         st.warning(ctx.t("replay_stopped", applied=applied, total=len(ops)), icon="⚠️")
 
 # --- actions ------------------------------------------------------------------------------------------------------
+# Callbacks: they run before the page is drawn, so the selector below already lists the sequences the action left.
+def apply(op: str) -> None:
+    st.session_state["batch.demo"].apply(op)
+
+
+def finish_shown() -> None:
+    """Finish the sequence the selector shows (the value the learner saw when clicking)."""
+    if st.session_state.get("batch.target") is not None:
+        apply(f"f{st.session_state['batch.target']}")
+
+
+def reset() -> None:
+    st.session_state["batch.demo"] = BatchDemo(st.session_state["batch.demo"].config)
+
+
 running = [s.seq_id for s in demo.playground.running()]
+if st.session_state.get("batch.target") not in running:  # finished, or gone with a settings change
+    st.session_state["batch.target"] = running[0] if running else None
 a1, a2, a3, a4 = st.columns([1.2, 2, 2, 1], vertical_alignment="bottom")
-if a1.button(ctx.t("decode"), key="batch.decode", type="primary", icon=":material/play_arrow:"):
-    demo.apply("d")
+a1.button(ctx.t("decode"), key="batch.decode", type="primary", icon=":material/play_arrow:", on_click=apply,
+          args=("d",))
 with a2:
     c_sel, c_btn = st.columns([1, 1], vertical_alignment="bottom")
-    target = c_sel.selectbox(ctx.t("which"), running, format_func=seq_label, key="batch.target",
-                             disabled=not running)
-    if c_btn.button(ctx.t("finish"), key="batch.finish", disabled=not running, icon=":material/stop:"):
-        demo.apply(f"f{target}")
+    c_sel.selectbox(ctx.t("which"), running, format_func=seq_label, key="batch.target", disabled=not running,
+                    placeholder=ctx.t("none_running"))
+    c_btn.button(ctx.t("finish"), key="batch.finish", disabled=not running, icon=":material/stop:",
+                 on_click=finish_shown)
 with a3:
     c_len, c_btn = st.columns([1, 1], vertical_alignment="bottom")
-    new_len = c_len.number_input(ctx.t("new_len"), 1, 64, 5, key="batch.new_len")
-    if c_btn.button(ctx.t("add"), key="batch.add", icon=":material/add:"):
-        demo.apply(f"a{int(new_len)}")
-if a4.button(ctx.t("common.reset"), key="batch.reset", icon=":material/restart_alt:"):
-    demo = BatchDemo(config)
-    st.session_state["batch.demo"] = demo
+    c_len.number_input(ctx.t("new_len"), 1, 64, 5, key="batch.new_len")
+    c_btn.button(ctx.t("add"), key="batch.add", icon=":material/add:",
+                 on_click=lambda: apply(f"a{int(st.session_state['batch.new_len'])}"))
+a4.button(ctx.t("common.reset"), key="batch.reset", icon=":material/restart_alt:", on_click=reset)
 knobs.sync_url(ctx.lang, ops=",".join(demo.ops))
 
 # --- what the last operation did ----------------------------------------------------------------------------------

@@ -14,6 +14,7 @@ STRINGS = {
     "decode": {"en": "Decode step", "zh": "Decode 一步"},
     "which": {"en": "Sequence", "zh": "Sequence"},
     "finish": {"en": "Finish", "zh": "结束"},
+    "none_running": {"en": "none running", "zh": "没有运行中的"},
     "new_len": {"en": "Prompt length", "zh": "prompt 长度"},
     "add": {"en": "Add sequence", "zh": "添加 sequence"},
     "replay_stopped": {"en": "The link's steps could only be replayed up to step {applied} of {total}.",
