@@ -1,5 +1,5 @@
-"""How the pages show token ids as text: special tokens spelled out (⟨BOS⟩, ⟨SEP⟩, ⟨EOS⟩) and bytes that are not
-valid UTF-8 shown as ⟨0xE6⟩, never as "�".
+"""How the pages show token ids as text: special tokens spelled out (⟨BOS⟩, ⟨SEP⟩, ⟨EOS⟩), and bytes that are not
+valid UTF-8 (or are invisible control characters) shown as ⟨0xE6⟩, never as "�" or nothing.
 
 The byte tokenizer of the shipped model maps one token to one byte, so a sampled token can be half of a Chinese
 character or a byte no text contains; `decode` turns each such byte into U+FFFD and the reader loses which byte it
@@ -25,16 +25,28 @@ class Piece:
     kind: str = TEXT
 
 
+def _byte_value(ch: str) -> int | None:
+    """The byte a decoded character stands for when it must be shown as ⟨0xNN⟩: an invalid byte (surrogateescape
+    maps byte 0x80..0xFF to U+DC80..U+DCFF) or a control character other than newline and tab; else None."""
+    code = ord(ch)
+    if 0xDC80 <= code <= 0xDCFF:
+        return code - 0xDC00
+    if (code < 0x20 and ch not in "\n\t") or code == 0x7F:
+        return code
+    return None
+
+
 def _byte_pieces(data: bytes) -> list[Piece]:
-    """Bytes -> text pieces, each invalid byte its own "byte" piece (surrogateescape keeps the byte's value)."""
+    """Bytes -> text pieces, each byte that _byte_value picks its own "byte" piece."""
     out: list[Piece] = []
     run: list[str] = []
     for ch in data.decode("utf-8", errors="surrogateescape"):
-        if 0xDC80 <= ord(ch) <= 0xDCFF:  # an escaped byte 0x80..0xFF
+        value = _byte_value(ch)
+        if value is not None:
             if run:
                 out.append(Piece("".join(run)))
                 run = []
-            out.append(Piece(f"⟨0x{ord(ch) - 0xDC00:02X}⟩", BYTE))
+            out.append(Piece(f"⟨0x{value:02X}⟩", BYTE))
         else:
             run.append(ch)
     if run:

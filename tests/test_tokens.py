@@ -24,6 +24,11 @@ def test_invalid_bytes_are_shown_by_value_not_as_replacement_characters():
     assert "\ufffd" not in shown_text(TOK, ids) and "\ufffd" in TOK.decode(ids)
 
 
+def test_invisible_control_bytes_are_shown_too_newlines_and_tabs_stay():
+    ids = list(b"p\x1bq\x03\n\tr\x7f")
+    assert shown_text(TOK, ids) == "p⟨0x1B⟩q⟨0x03⟩\n\tr⟨0x7F⟩"
+
+
 def test_a_subword_tokenizer_without_bytes_is_decoded_in_runs():
     class Words:
         bos_token_id, eos_token_id = 0, 1
