@@ -3,7 +3,7 @@
 import streamlit as st
 
 import ui
-from lessons.batch import MAX_OPS, OP_PATTERN, BatchConfig, BatchDemo
+from lessons.batch import MAX_OPS, MAX_PROMPT_LEN, OP_PATTERN, BatchConfig, BatchDemo
 from lessons.playground import tolerance
 from viz.colors import seq_label
 from viz.mapping import mapping_figure
@@ -74,9 +74,12 @@ with a2:
                  on_click=finish_shown)
 with a3:
     c_len, c_btn = st.columns([1, 1], vertical_alignment="bottom")
-    c_len.number_input(ctx.t("new_len"), 1, 64, 5, key="batch.new_len")
+    # no min/max: a length out of range reaches BatchDemo.add, which refuses it by name (a bounded input would
+    # silently keep its old value)
+    c_len.number_input(ctx.t("new_len"), value=5, step=1, key="batch.new_len",
+                       help=ctx.t("new_len_help", hi=MAX_PROMPT_LEN))
     c_btn.button(ctx.t("add"), key="batch.add", icon=":material/add:",
-                 on_click=lambda: apply(f"a{int(st.session_state['batch.new_len'])}"))
+                 on_click=lambda: st.session_state["batch.demo"].add(int(st.session_state["batch.new_len"])))
 a4.button(ctx.t("common.reset"), key="batch.reset", icon=":material/restart_alt:", on_click=reset)
 knobs.sync_url(ctx.lang, ops=",".join(demo.ops))
 

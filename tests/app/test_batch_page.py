@@ -56,3 +56,18 @@ def test_a_settings_change_keeps_a_live_sequence_selected():
     assert running(at) == [0, 1, 2] and shown(at)[0] == 0
     at.button(key="batch.finish").click().run()
     assert at.session_state["batch.demo"].last_event.seq_id == 0 and shown(at)[0] == 1
+
+
+def test_a_prompt_length_out_of_range_is_refused_by_name():
+    """Prompt length 9999 (the form allows 1–64): a warning names the value and the range, nothing is added (the
+    old behaviour silently added a sequence of the previous length)."""
+    at = app_test(BATCH).run()
+    for value in (9999, 0):
+        at.number_input(key="batch.new_len").set_value(value).run()
+        at.button(key="batch.add").click().run()
+        ok(at)
+        assert running(at) == [0, 1, 2] and at.session_state["batch.demo"].ops == []
+        assert [w.value for w in at.warning] == [t("batch.refused_add_out_of_range", "en", value=value, lo=1, hi=64)]
+    at.number_input(key="batch.new_len").set_value(7).run()
+    at.button(key="batch.add").click().run()
+    assert at.session_state["batch.demo"].ops == ["a7"] and not at.warning
