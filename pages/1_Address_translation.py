@@ -66,7 +66,7 @@ address = follow(token_index, block_table, block_size)
 missing = isinstance(address, MissingEntry)
 if missing:
     ui.show_error(ctx, ctx.t("err_missing_entry", token_index=token_index, logical=address.logical_block_id,
-                             entries=address.entries, last=address.entries - 1),
+                             last=address.entries - 1),
                   ctx.t("fix_missing_entry", needed=address.logical_block_id + 1, logical=address.logical_block_id,
                         capacity=address.capacity))
 
@@ -83,7 +83,7 @@ pool = pool_figure(num_blocks, block_size, {0: block_table}, {0: capacity},
 fig_col, note_col = st.columns([3, 1])
 ui.show_figure(pool, "address.pool", where=fig_col)
 if missing:
-    ui.notice(ctx, ctx.t("pool_notice_missing", token_index=token_index, capacity=capacity), where=note_col)
+    ui.notice(ctx, ctx.t("pool_notice_missing", token_index=token_index, last_token=capacity - 1), where=note_col)
 else:
     ui.notice(ctx, ctx.t("pool_notice", token_index=token_index, slot=address.slot,
                          physical_block_id=address.physical_block_id), where=note_col)

@@ -57,17 +57,17 @@ if off:
 
 
 # --- the model, with and without the bug --------------------------------------------------------------------------
-def render_ids(tok, ids, visible_space: bool = False) -> str:
+def render_ids(tok, ids, marked: bool = False) -> str:
     """Token ids as HTML (lessons.tokens pieces: ⟨BOS⟩ / ⟨SEP⟩ / ⟨EOS⟩ and ⟨0xNN⟩ greyed). Each piece's text is
-    transformed (with `visible_space`, a space shown as ␣ and a newline as ⏎), then escaped, then wrapped: markup is
-    built last, so nothing ever rewrites it."""
+    transformed (`marked`, inside the marker: a space shown as ␣, a newline as ⏎, nothing greyed on the marker's
+    colour), then escaped, then wrapped: markup is built last, so nothing ever rewrites it."""
     out = []
     for piece in token_pieces(tok, ids):
         text = piece.text
-        if visible_space and piece.kind == TEXT:
+        if marked and piece.kind == TEXT:
             text = text.replace(" ", "␣").replace("\n", "⏎")
         text = html.escape(text)
-        out.append(text if piece.kind == TEXT else f"<span style='color:#777'>{text}</span>")
+        out.append(text if marked or piece.kind == TEXT else f"<span style='color:#777'>{text}</span>")
     return "".join(out)
 
 
@@ -76,7 +76,7 @@ def marked_output(tok, ids, k: int | None, color: str, arrow: str = "", drifted:
     follows is tinted and underlined too (the faulty side: everything after the first difference is suspect)."""
     if k is None:
         return render_ids(tok, ids)
-    token = render_ids(tok, ids[k:k + 1], visible_space=True) or "∅"
+    token = render_ids(tok, ids[k:k + 1], marked=True) or "∅"
     rest = render_ids(tok, ids[k + 1:])
     if drifted:
         rest = f"<span style='color:{color};text-decoration:underline dotted'>{rest}</span>"

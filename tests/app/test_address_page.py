@@ -38,7 +38,7 @@ def test_a_token_past_the_table_is_kept_and_its_missing_block_named(lang):
     assert at.slider(key="address.token").value == 11
     assert metrics(at) == {"token_index": "11", "logical_block_id": "2", "physical_block_id": "—",
                            "block_offset": "3", "slot": "—"}
-    what = t("address.err_missing_entry", lang, token_index=11, logical=2, entries=1, last=0)
+    what = t("address.err_missing_entry", lang, token_index=11, logical=2, last=0)
     fix = t("address.fix_missing_entry", lang, needed=3, logical=2, capacity=4)
     assert len(at.error) == 1 and what in at.error[0].value and fix in at.error[0].value
     assert "block_table[2] = <b>—</b>" in chain_texts(at) and "key_cache[?, 3]" in chain_texts(at)

@@ -51,11 +51,10 @@ STRINGS = {
     },
     # a token past the table (issue 10: the token is kept, the missing entry named)
     "err_missing_entry": {
-        "en": ("Token {token_index} lives in logical block {logical}, but the block_table has {entries} entries "
-               "(logical blocks 0–{last}): logical block {logical} has no entry, so the chain stops before "
-               "physical_block_id."),
-        "zh": ("token {token_index} 位于 logical block {logical}，但 block_table 只有 {entries} 项（logical block "
-               "0–{last}）：logical block {logical} 没有对应的项，所以链路在 physical_block_id 之前中断。"),
+        "en": ("Token {token_index} lives in logical block {logical}, but the block_table's last entry is logical "
+               "block {last}: logical block {logical} has no entry, so the chain stops before physical_block_id."),
+        "zh": ("token {token_index} 位于 logical block {logical}，但 block_table 的最后一项是 logical block {last}："
+               "logical block {logical} 没有对应的项，所以链路在 physical_block_id 之前中断。"),
     },
     "fix_missing_entry": {
         "en": ("Add physical block ids to the table until it has {needed} entries (one for each logical block "
@@ -65,10 +64,10 @@ STRINGS = {
     },
     "pool_notice_missing": {
         "en": ("No cell is outlined: token {token_index} has no slot, because its logical block has no physical "
-               "block. The table's blocks hold tokens 0 … {capacity} - 1 only. A block manager appends a block to "
+               "block. The table's blocks hold tokens 0 … {last_token} only. A block manager appends a block to "
                "the table before a token past its end is written."),
         "zh": ("没有格子被加粗：token {token_index} 没有 slot，因为它的 logical block 没有对应的 physical block。"
-               "表中的 block 只存放 token 0 … {capacity} - 1。Block Manager 会在写入超出表尾的 token 之前先往表中追加一个 "
+               "表中的 block 只存放 token 0 … {last_token}。Block Manager 会在写入超出表尾的 token 之前先往表中追加一个 "
                "block。"),
     },
 }
