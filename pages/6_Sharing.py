@@ -83,13 +83,13 @@ with st.expander(ctx.t("engine.add_header")):
     c5.button(ctx.t("engine.add"), key="sharing.add", icon=":material/add:", on_click=session.do_add,
               kwargs=dict(max_tokens=32, temperature=0.8))
 knobs.sync_url(ctx.lang, reqs=encode_requests(demo.all_specs()), steps=len(demo.steps))
-session.show_messages(demo)
+shown = demo.display_ids()  # seq_id -> the id its label and colour come from: fixed for the sequence's whole life
+label = lambda seq_id: seq_label(shown[seq_id])  # noqa: E731
+session.show_messages(demo, label)
 
 # --- what this step shared ----------------------------------------------------------------------------------------
 trace = demo.last.paged if demo.last else None
 bm = demo.engine.block_manager
-shown = demo.display_ids()  # seq_id -> the id its label and colour come from: fixed for the sequence's whole life
-label = lambda seq_id: seq_label(shown[seq_id])  # noqa: E731
 if trace is None:
     st.info(ctx.t("no_step_yet"), icon="🏁")
 else:

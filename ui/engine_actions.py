@@ -10,6 +10,8 @@ Every key lives under the page's prefix ("engine.demo", "engine.new_text", …),
 
 from __future__ import annotations
 
+from typing import Callable
+
 import streamlit as st
 
 from lessons.engine import EngineDemo
@@ -107,12 +109,13 @@ class EngineSession:
         show_error(self.ctx, t(f"engine.err_{err.code}", message=str(err), **detail),
                    t(f"engine.fix_{err.code}", **detail))
 
-    def show_messages(self, demo: EngineDemo) -> None:
-        """The last add's outcome, every request the engine rejected, and an engine failure (then forgotten)."""
+    def show_messages(self, demo: EngineDemo, label: Callable[[int], str] = seq_label) -> None:
+        """The last add's outcome, every request the engine rejected, and an engine failure (then forgotten).
+        label: seq_id -> the name the page shows it by (a page drawing display ids passes its own)."""
         state, t = st.session_state, self.ctx.t
         if self.key("added") in state:
             rid = state.pop(self.key("added"))
-            st.success(t("engine.added", seq=seq_label(demo.display_id(rid)) if rid is not None else "—"), icon="➕")
+            st.success(t("engine.added", seq="—" if rid is None else label(rid)), icon="➕")
         if self.key("add_error") in state:
             self.show_request_error(state.pop(self.key("add_error")))
         for _spec, err in demo.rejected:
