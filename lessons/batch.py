@@ -23,6 +23,7 @@ from .address import SEED_BATCH, dtype_of
 
 OP_PATTERN = re.compile(r"^(d|f\d{1,3}|a\d{1,4})$")
 MAX_OPS = 256
+MAX_PROMPT_LEN = 64  # tokens in an added sequence's prompt
 
 
 @dataclass(frozen=True)
@@ -50,7 +51,7 @@ class Event:
 
     kind: str
     ok: bool = True
-    reason: str = ""                                          # "pool_full", "not_running", "bad_op", "too_long"
+    reason: str = ""  # "pool_full", "not_running", "bad_op", "too_long", "out_of_range"
     written: dict[int, int] = field(default_factory=dict)     # decode: seq_id -> slot written
     new_blocks: dict[int, list[int]] = field(default_factory=dict)  # seq_id -> blocks taken from the free list
     freed: list[int] = field(default_factory=list)            # finish: blocks returned
@@ -102,6 +103,20 @@ class BatchDemo:
         self.last_event = event
         return event
 
+    def add(self, prompt_len: int) -> Event:
+        """Add a sequence with a prompt of `prompt_len` tokens (the "a<n>" operation). A length outside
+        1..MAX_PROMPT_LEN is refused (ok=False, reason "out_of_range", counts value/lo/hi), never replaced by
+        another."""
+        if not 1 <= prompt_len <= MAX_PROMPT_LEN:
+            self.last_event = self._out_of_range(prompt_len)
+            return self.last_event
+        return self.apply(f"a{prompt_len}")
+
+    @staticmethod
+    def _out_of_range(prompt_len: int) -> Event:
+        return Event("add", ok=False, reason="out_of_range", detail=f"a{prompt_len}",
+                     counts={"value": prompt_len, "lo": 1, "hi": MAX_PROMPT_LEN})
+
     def _decode(self) -> Event:
         pg = self.playground
         running = pg.running()
@@ -129,6 +144,8 @@ class BatchDemo:
         pg = self.playground
         if prompt_len < 1:
             return Event("add", ok=False, reason="bad_op", detail=f"a{prompt_len}")
+        if prompt_len > MAX_PROMPT_LEN:
+            return self._out_of_range(prompt_len)
         needed = blocks_needed(prompt_len, self.config.block_size)
         if needed > pg.manager.num_free_blocks:
             free = pg.manager.num_free_blocks

@@ -7,8 +7,15 @@ A session is three things, small enough for a URL (lessons.engine_requests defin
     steps      how many engine steps have run
 
 Replaying them gives the same state bit for bit (greedy or seeded sampling, a seeded free list), so a shared link
-lands on the exact step. A request the engine refuses raises `RequestError` and changes nothing; one arriving
-later that is refused is dropped and kept in `rejected`.
+lands on the exact step. A request the engine refuses raises `RequestError` (lessons.engine_checks names the limit
+it hit) and changes nothing; one arriving later that is refused is kept in `rejected` (and in the log, so a
+configuration that fits runs it).
+
+Labels: the pages name sequences A, B, C… (viz.colors.seq_label / seq_color of a *display id*). The engine numbers
+sequences as they appear, and a request's parallel samples appear only at its prefill, so engine ids would let a
+later request's label depend on when an earlier one forked. Display ids are reserved instead when a request enters
+the log: n consecutive ids per request (its first sequence, then its samples in order). A sequence keeps its label
+and colour for its whole life, whatever arrives or forks around it.
 """
 
 from __future__ import annotations
@@ -18,7 +25,9 @@ from typing import Mapping
 
 from paged.engine.twins import TwinEngines, TwinStep
 from paged.engine.view import EngineView, engine_view
+from .engine_checks import ENGINE_CODES, Limits, check_form, refusal
 from .engine_requests import MAX_REQUESTS, MAX_STEPS, DemoConfig, RequestError, RequestSpec
+from .tokens import shown_text
 
 TOLERANCE = 1e-4  # max |Δlogits| between the twins, fp32
 
@@ -78,8 +87,10 @@ class EngineDemo:
         self.twins = TwinEngines(model, tokenizer, config.cache_config(), config.scheduler_config(), attn_impl)
         self.requests: list[RequestSpec] = []       # accepted, in arrival order (request ids in `request_ids`)
         self.request_ids: list[int] = []
-        self.arrivals: list[RequestSpec] = []       # every arrival in order, refused ones included
+        self.log: list[RequestSpec] = []            # every request given, in order: accepted, pending, refused ones
         self.pending: list[RequestSpec] = []        # arriving after a later step
+        self._pending_at: list[int] = []            # each pending request's index in the log
+        self._display_base: dict[int, int] = {}     # request id -> display id of its first sequence
         self.rejected: list[tuple[RequestSpec, RequestError]] = []  # arrivals of a replay the engine refused
         self.steps: list[TwinStep] = []
         self.step_dicts: list[dict] = []            # each step's export, made once
@@ -103,32 +114,48 @@ class EngineDemo:
     # --- actions ------------------------------------------------------------------------------------------------
     def add(self, spec: RequestSpec) -> int | None:
         """Add a request now (at_step <= steps run) or queue it for later. Returns its request id (None if queued).
-        Raises RequestError (nothing changed) for a bad prompt, or one the engine refuses, or when full."""
+        Raises RequestError (nothing changed) for a bad prompt or form value, one the engine refuses (the code names
+        the limit: lessons.engine_checks.refusal), or when full."""
         spec.check()
-        if len(self.arrivals) + len(self.pending) >= MAX_REQUESTS:
+        check_form(spec)
+        if len(self.log) >= MAX_REQUESTS:
             raise RequestError("too_many", f"at most {MAX_REQUESTS} requests", max_requests=MAX_REQUESTS)
         if spec.at_step > len(self.steps):
             self.pending.append(spec)
+            self._pending_at.append(len(self.log))
+            self.log.append(spec)
             return None
+        rid = self._admit(spec, len(self.log))
+        self.log.append(spec)
+        return rid
+
+    def _admit(self, spec: RequestSpec, logged_at: int) -> int:
+        """Into both engines now; `logged_at`: its index in the log (its display ids follow from the requests
+        before it). RequestError if the engine refuses it."""
+        ids = spec.token_ids(self.tokenizer)
         try:
-            rid = self.twins.add_request(spec.token_ids(self.tokenizer), spec.params())
+            rid = self.twins.add_request(ids, spec.params())
         except ValueError as err:
-            raise RequestError("rejected", str(err)) from err
+            raise refusal(spec, len(ids), Limits.of(self.engine), str(err)) from err
         self._view = None
         self.requests.append(spec)
         self.request_ids.append(rid)
-        self.arrivals.append(spec)
+        self._display_base[rid] = sum(s.n for s in self.log[:logged_at])
         return rid
 
-    def _arrive(self, spec: RequestSpec) -> None:
-        """A logged request arrives (replay, or a later step): refused ones are kept, so the link keeps them and a
-        better configuration runs them."""
+    def _arrive(self, spec: RequestSpec, logged_at: int | None = None) -> None:
+        """A request arrives: from a replay (not yet in the log) or, after its step, from `pending` (in the log at
+        `logged_at`). Refused ones are kept in the log, so the link keeps them and a better configuration runs
+        them; malformed ones are dropped."""
         try:
-            self.add(spec)
+            if logged_at is not None:
+                self._admit(spec, logged_at)
+            else:
+                self.add(spec)
         except RequestError as err:
             self.rejected.append((spec, err))
-            if err.code == "rejected" and spec.at_step <= len(self.steps):  # refused by this config, not malformed
-                self.arrivals.append(spec)
+            if err.code in ENGINE_CODES and logged_at is None and spec.at_step <= len(self.steps):
+                self.log.append(spec)  # refused by this config, not malformed
 
     def can_step(self) -> bool:
         return (self.twins.has_unfinished() or bool(self.pending)) and len(self.steps) < MAX_STEPS
@@ -147,10 +174,12 @@ class EngineDemo:
                 hits = self.view.prefix_hits.get(seq_id, (False,) * len(table))
                 self.allocations.append(Allocation(len(self.steps), seq_id, list(table), list(hits)))
         self._snapshot()
-        arrived = [s for s in self.pending if s.at_step <= len(self.steps)]
-        self.pending = [s for s in self.pending if s.at_step > len(self.steps)]
-        for spec in arrived:
-            self._arrive(spec)
+        waiting = list(zip(self.pending, self._pending_at))
+        arrived = [(s, i) for s, i in waiting if s.at_step <= len(self.steps)]
+        self.pending = [s for s, _ in waiting if s.at_step > len(self.steps)]
+        self._pending_at = [i for s, i in waiting if s.at_step > len(self.steps)]
+        for spec, logged_at in arrived:
+            self._arrive(spec, logged_at)
         return step
 
     def run_to_end(self) -> int:
@@ -163,10 +192,10 @@ class EngineDemo:
     @classmethod
     def replay(cls, config: DemoConfig, specs: list[RequestSpec], steps: int, model, tokenizer,
                attn_impl: str | None = None) -> "EngineDemo":
-        """A fresh demo with `specs` added (in at_step order) and `steps` steps run. Refused requests are listed in
-        `rejected` and kept in `all_specs()`."""
+        """A fresh demo with `specs` added in their order (each arrives at its at_step) and `steps` steps run.
+        Refused requests are listed in `rejected` and kept in `all_specs()`."""
         demo = cls(config, model, tokenizer, attn_impl)
-        for spec in sorted(specs, key=lambda s: s.at_step)[:MAX_REQUESTS]:
+        for spec in specs[:MAX_REQUESTS]:
             demo._arrive(spec)
         for _ in range(min(steps, MAX_STEPS)):
             if demo.step() is None:
@@ -174,9 +203,19 @@ class EngineDemo:
         return demo
 
     def all_specs(self) -> list[RequestSpec]:
-        """Every request that arrived (refused ones included) or will arrive: what a URL needs to replay this
-        session."""
-        return self.arrivals + self.pending
+        """Every request that arrived (refused ones included) or will arrive, in the order they were given: what a
+        URL needs to replay this session with the same labels."""
+        return list(self.log)
+
+    def display_id(self, seq_id: int) -> int:
+        """The id a page labels and colours sequence `seq_id` by (see the module docstring): its request's reserved
+        first id plus its sample index."""
+        seq = self.view.seqs[seq_id]
+        return self._display_base[seq.request_id] + seq.sample_index
+
+    def display_ids(self) -> dict[int, int]:
+        """seq_id -> display_id for every sequence the engine has seen."""
+        return {sid: self.display_id(sid) for sid in self.view.seqs}
 
     # --- views --------------------------------------------------------------------------------------------------
     @property
@@ -193,13 +232,14 @@ class EngineDemo:
         return list(self.view.waiting), list(self.view.running), list(self.view.finished)
 
     def rows(self) -> list[SeqRow]:
-        """One row per sequence (parallel samples included), in id order."""
+        """One row per sequence (parallel samples included), in id order; the text as lessons.tokens shows it
+        (a byte that is not valid UTF-8 as ⟨0xNN⟩)."""
         spec_of = dict(zip(self.request_ids, self.requests))
         out = []
         for sid, s in sorted(self.view.seqs.items()):
             spec = spec_of.get(s.request_id)
             out.append(SeqRow(sid, s.request_id, s.sample_index, spec.shown() if spec else "",
-                              self.tokenizer.decode(list(s.generated_token_ids)), s.status, s.finish_reason,
+                              shown_text(self.tokenizer, list(s.generated_token_ids)), s.status, s.finish_reason,
                               s.prompt_len, s.cached_token_count, len(s.generated_token_ids), s.preemptions))
         return out
 

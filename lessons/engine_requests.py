@@ -177,5 +177,5 @@ SHARING_SCENARIOS = {
     "same": Scenario(DemoConfig(block_size=4, num_blocks=64, enable_prefix_caching=True),
                      (RequestSpec(SAME_PROMPT), RequestSpec(SAME_PROMPT, at_step=1))),
     "samples": Scenario(DemoConfig(block_size=8, num_blocks=64, enable_prefix_caching=True),
-                        (RequestSpec("0 1 2 3 4 5 6 7 8", "continue", max_tokens=24, temperature=1.0, seed=3, n=3),)),
+                        (RequestSpec("10 20 30", "continue", max_tokens=24, temperature=1.2, seed=4, n=3),)),
 }

@@ -6,13 +6,12 @@ import pandas as pd
 import streamlit as st
 
 import ui
-from paged.addressing import address_table, locate
+from paged.addressing import address_table
 from viz.chain import chain_figure
 from viz.colors import seq_color, tint
 from viz.pool import pool_figure
-from lessons.address import SEED_BLOCK_SIZE, SEED_BLOCK_TABLE, SEED_NUM_BLOCKS, SEED_TOKEN_INDEX
-
-MAX_TABLE = 32  # block-table entries accepted
+from lessons.address import (MAX_TABLE, MAX_TOKEN, SEED_BLOCK_SIZE, SEED_BLOCK_TABLE, SEED_NUM_BLOCKS,
+                             SEED_TOKEN_INDEX, MissingEntry, follow)
 
 ctx = ui.setup_page("address", icon="🧭")
 knobs = ui.Knobs("address")
@@ -44,8 +43,14 @@ if not parsed.ok:
 block_table = parsed.values
 capacity = len(block_table) * block_size  # tokens the table can address
 
-if capacity > 1:
-    token_index = knobs.slider(ctx.t("token_label"), "token", SEED_TOKEN_INDEX, 0, capacity - 1)
+# The token stays where the learner (or a link) put it, even past what the table addresses: the chain then shows
+# which logical block has no entry, instead of silently moving the token.
+wanted = st.session_state.get(knobs.key("token"))
+if wanted is None:  # the first run of this visit: the link's token
+    wanted = ui.read_param("token", ui.int_in(0, MAX_TOKEN), SEED_TOKEN_INDEX)
+top = max(capacity - 1, wanted)
+if top > 0:
+    token_index = knobs.slider(ctx.t("token_label"), "token", SEED_TOKEN_INDEX, 0, top)
 else:
     token_index = 0
     st.caption(ctx.t("token_only_one"))
@@ -57,20 +62,31 @@ for twice in ui.duplicates(block_table):
                      first=f"{logical[0] * block_size}–{(logical[0] + 1) * block_size - 1}",
                      second=f"{logical[1] * block_size}–{(logical[1] + 1) * block_size - 1}"), icon="⚠️")
 
-address = locate(token_index, block_table, block_size)
+address = follow(token_index, block_table, block_size)
+missing = isinstance(address, MissingEntry)
+if missing:
+    ui.show_error(ctx, ctx.t("err_missing_entry", token_index=token_index, logical=address.logical_block_id,
+                             last=address.entries - 1),
+                  ctx.t("fix_missing_entry", needed=address.logical_block_id + 1, logical=address.logical_block_id,
+                        capacity=address.capacity))
 
-# every link of the chain, with its value
+# every link of the chain, with its value (up to the missing entry)
 names = ["token_index", "logical_block_id", "physical_block_id", "block_offset", "slot"]
 for col, name in zip(st.columns(len(names)), names):
-    col.metric(name, getattr(address, name), help=ctx.t(f"help_{name}"))
+    value = getattr(address, name)
+    col.metric(name, "—" if value is None else value, help=ctx.t(f"help_{name}"))
 ui.show_figure(chain_figure(address, block_size, block_table), "address.chain")
 
-pool = pool_figure(num_blocks, block_size, {0: block_table}, {0: capacity}, highlight=[address.slot],
+pool = pool_figure(num_blocks, block_size, {0: block_table}, {0: capacity},
+                   highlight=[] if missing else [address.slot],
                    title=ctx.t("pool_title", num_blocks=num_blocks, block_size=block_size))
 fig_col, note_col = st.columns([3, 1])
 ui.show_figure(pool, "address.pool", where=fig_col)
-ui.notice(ctx, ctx.t("pool_notice", token_index=token_index, slot=address.slot,
-                     physical_block_id=address.physical_block_id), where=note_col)
+if missing:
+    ui.notice(ctx, ctx.t("pool_notice_missing", token_index=token_index, last_token=capacity - 1), where=note_col)
+else:
+    ui.notice(ctx, ctx.t("pool_notice", token_index=token_index, slot=address.slot,
+                         physical_block_id=address.physical_block_id), where=note_col)
 
 st.subheader(ctx.t("table_heading"))
 rows = [{"token_index": a.token_index, "logical_block_id": a.logical_block_id,
@@ -85,5 +101,6 @@ table_col.dataframe(styled, hide_index=True, height=min(400, 38 + 35 * len(rows)
 ui.notice(ctx, ctx.t("table_notice", block_size=block_size), where=table_note)
 
 ui.export_button(ctx, {"block_size": block_size, "num_blocks": num_blocks, "block_table": block_table,
-                       "token_index": token_index, "chain": rows[token_index], "address_table": rows},
+                       "token_index": token_index, "chain": None if missing else rows[token_index],
+                       "address_table": rows},
                  "address_trace.json", key="address.export")

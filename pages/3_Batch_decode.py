@@ -3,7 +3,7 @@
 import streamlit as st
 
 import ui
-from lessons.batch import MAX_OPS, OP_PATTERN, BatchConfig, BatchDemo
+from lessons.batch import MAX_OPS, MAX_PROMPT_LEN, OP_PATTERN, BatchConfig, BatchDemo
 from lessons.playground import tolerance
 from viz.colors import seq_label
 from viz.mapping import mapping_figure
@@ -45,24 +45,42 @@ if demo is None or demo.config != config:
         st.warning(ctx.t("replay_stopped", applied=applied, total=len(ops)), icon="⚠️")
 
 # --- actions ------------------------------------------------------------------------------------------------------
+# Callbacks: they run before the page is drawn, so the selector below already lists the sequences the action left.
+def apply(op: str) -> None:
+    st.session_state["batch.demo"].apply(op)
+
+
+def finish_shown() -> None:
+    """Finish the sequence the selector shows (the value the learner saw when clicking)."""
+    if st.session_state.get("batch.target") is not None:
+        apply(f"f{st.session_state['batch.target']}")
+
+
+def reset() -> None:
+    st.session_state["batch.demo"] = BatchDemo(st.session_state["batch.demo"].config)
+
+
 running = [s.seq_id for s in demo.playground.running()]
+if st.session_state.get("batch.target") not in running:  # finished, or gone with a settings change
+    st.session_state["batch.target"] = running[0] if running else None
 a1, a2, a3, a4 = st.columns([1.2, 2, 2, 1], vertical_alignment="bottom")
-if a1.button(ctx.t("decode"), key="batch.decode", type="primary", icon=":material/play_arrow:"):
-    demo.apply("d")
+a1.button(ctx.t("decode"), key="batch.decode", type="primary", icon=":material/play_arrow:", on_click=apply,
+          args=("d",))
 with a2:
     c_sel, c_btn = st.columns([1, 1], vertical_alignment="bottom")
-    target = c_sel.selectbox(ctx.t("which"), running, format_func=seq_label, key="batch.target",
-                             disabled=not running)
-    if c_btn.button(ctx.t("finish"), key="batch.finish", disabled=not running, icon=":material/stop:"):
-        demo.apply(f"f{target}")
+    c_sel.selectbox(ctx.t("which"), running, format_func=seq_label, key="batch.target", disabled=not running,
+                    placeholder=ctx.t("none_running"))
+    c_btn.button(ctx.t("finish"), key="batch.finish", disabled=not running, icon=":material/stop:",
+                 on_click=finish_shown)
 with a3:
     c_len, c_btn = st.columns([1, 1], vertical_alignment="bottom")
-    new_len = c_len.number_input(ctx.t("new_len"), 1, 64, 5, key="batch.new_len")
-    if c_btn.button(ctx.t("add"), key="batch.add", icon=":material/add:"):
-        demo.apply(f"a{int(new_len)}")
-if a4.button(ctx.t("common.reset"), key="batch.reset", icon=":material/restart_alt:"):
-    demo = BatchDemo(config)
-    st.session_state["batch.demo"] = demo
+    # no min/max: a length out of range reaches BatchDemo.add, which refuses it by name (a bounded input would
+    # silently keep its old value)
+    c_len.number_input(ctx.t("new_len"), value=5, step=1, key="batch.new_len",
+                       help=ctx.t("new_len_help", hi=MAX_PROMPT_LEN))
+    c_btn.button(ctx.t("add"), key="batch.add", icon=":material/add:",
+                 on_click=lambda: st.session_state["batch.demo"].add(int(st.session_state["batch.new_len"])))
+a4.button(ctx.t("common.reset"), key="batch.reset", icon=":material/restart_alt:", on_click=reset)
 knobs.sync_url(ctx.lang, ops=",".join(demo.ops))
 
 # --- what the last operation did ----------------------------------------------------------------------------------

@@ -90,7 +90,9 @@ with st.expander(ctx.t("add_header"), expanded=not demo.all_specs()):
     c1, c2, c3, c4 = st.columns([2, 2, 1, 1.2], vertical_alignment="bottom")
     c1.slider(ctx.t("max_tokens"), 1, 128, 64, key="engine.new_max_tokens")
     c2.slider(ctx.t("temperature"), 0.0, 2.0, 0.0, 0.1, key="engine.new_temperature")
-    c3.number_input(ctx.t("seed"), 0, 9999, 0, key="engine.new_seed")
+    # no min/max: a value out of range reaches do_add, which refuses it by name (a bounded input would keep its
+    # old value silently)
+    c3.number_input(ctx.t("seed"), value=0, step=1, key="engine.new_seed", help=ctx.t("seed_help"))
     c4.button(ctx.t("add"), key="engine.add", icon=":material/add:", on_click=session.do_add,
               kwargs=dict(max_tokens=64, temperature=0.0))
     st.caption(ctx.t("task_help"))

@@ -9,6 +9,7 @@ import streamlit as st
 import ui
 from lessons.buglab import TASKS, model_scenario, run_fault, summarize
 from lessons.buglab_tensors import run_tensor_fault, tensor_scenario_for
+from lessons.tokens import TEXT, token_pieces
 from paged.faults import Fault
 from paged.kv_cache import default_device
 from viz.buglab import bad_cells_figure, step_error_figure
@@ -56,20 +57,17 @@ if off:
 
 
 # --- the model, with and without the bug --------------------------------------------------------------------------
-def render_ids(tok, ids) -> str:
-    """Token ids as escaped HTML text; special tokens as ⟨BOS⟩ / ⟨SEP⟩ / ⟨EOS⟩, spaces kept."""
-    names = {getattr(tok, a, None): n for a, n in (("bos_token_id", "BOS"), ("sep_token_id", "SEP"),
-                                                    ("eos_token_id", "EOS"))}
-    out, run = [], []
-    for i in list(ids) + [None]:
-        if i is None or i in names:
-            if run:
-                out.append(html.escape(tok.decode(run)))
-                run = []
-            if i is not None:
-                out.append(f"<span style='color:#777'>⟨{names[i]}⟩</span>")
-        else:
-            run.append(i)
+def render_ids(tok, ids, marked: bool = False) -> str:
+    """Token ids as HTML (lessons.tokens pieces: ⟨BOS⟩ / ⟨SEP⟩ / ⟨EOS⟩ and ⟨0xNN⟩ greyed). Each piece's text is
+    transformed (`marked`, inside the marker: a space shown as ␣, a newline as ⏎, nothing greyed on the marker's
+    colour), then escaped, then wrapped: markup is built last, so nothing ever rewrites it."""
+    out = []
+    for piece in token_pieces(tok, ids):
+        text = piece.text
+        if marked and piece.kind == TEXT:
+            text = text.replace(" ", "␣").replace("\n", "⏎")
+        text = html.escape(text)
+        out.append(text if marked or piece.kind == TEXT else f"<span style='color:#777'>{text}</span>")
     return "".join(out)
 
 
@@ -78,7 +76,7 @@ def marked_output(tok, ids, k: int | None, color: str, arrow: str = "", drifted:
     follows is tinted and underlined too (the faulty side: everything after the first difference is suspect)."""
     if k is None:
         return render_ids(tok, ids)
-    token = render_ids(tok, ids[k:k + 1]).replace(" ", "␣").replace("\n", "⏎") or "∅"
+    token = render_ids(tok, ids[k:k + 1], marked=True) or "∅"
     rest = render_ids(tok, ids[k + 1:])
     if drifted:
         rest = f"<span style='color:{color};text-decoration:underline dotted'>{rest}</span>"

@@ -6,6 +6,7 @@ import ui
 from ui.engine_actions import EngineSession, explain_step
 from lessons.engine import TOLERANCE
 from lessons.engine_requests import MAX_PROMPT_CHARS, SHARING_SCENARIOS, TASKS, DemoConfig, encode_requests
+from lessons.tokens import shown_text
 from paged.kv_cache import default_device
 from paged.model import load_model
 from viz.colors import seq_label
@@ -75,12 +76,16 @@ with st.expander(ctx.t("engine.add_header")):
     c1, c2, c3, c4, c5 = st.columns([2, 2, 1, 1, 1.2], vertical_alignment="bottom")
     c1.slider(ctx.t("engine.max_tokens"), 1, 128, 32, key="sharing.new_max_tokens")
     c2.slider(ctx.t("engine.temperature"), 0.0, 2.0, 0.8, 0.1, key="sharing.new_temperature")
-    c3.number_input(ctx.t("engine.seed"), 0, 9999, 0, key="sharing.new_seed")
-    c4.number_input(ctx.t("n"), 1, 4, 1, key="sharing.new_n")
+    # no min/max: a value out of range reaches do_add, which refuses it by name (a bounded input would keep its
+    # old value silently)
+    c3.number_input(ctx.t("engine.seed"), value=0, step=1, key="sharing.new_seed", help=ctx.t("engine.seed_help"))
+    c4.number_input(ctx.t("n"), value=1, step=1, key="sharing.new_n", help=ctx.t("n_help"))
     c5.button(ctx.t("engine.add"), key="sharing.add", icon=":material/add:", on_click=session.do_add,
               kwargs=dict(max_tokens=32, temperature=0.8))
 knobs.sync_url(ctx.lang, reqs=encode_requests(demo.all_specs()), steps=len(demo.steps))
-session.show_messages(demo)
+shown = demo.display_ids()  # seq_id -> the id its label and colour come from: fixed for the sequence's whole life
+label = lambda seq_id: seq_label(shown[seq_id])  # noqa: E731
+session.show_messages(demo, label)
 
 # --- what this step shared ----------------------------------------------------------------------------------------
 trace = demo.last.paged if demo.last else None
@@ -93,14 +98,14 @@ else:
     for a in (a for a in demo.allocations if a.step == len(demo.steps)):
         hits = [b for b, h in zip(a.table, a.hits) if h]
         key = "hits_msg" if hits else "miss_msg"
-        st.success(ctx.t(key, seq=seq_label(a.seq_id), hits=len(hits), blocks=len(a.table),
+        st.success(ctx.t(key, seq=label(a.seq_id), hits=len(hits), blocks=len(a.table),
                          hit_blocks=hits, computed=len(a.table) - len(hits)), icon="🎯" if hits else "🧮")
     for parent, children in trace.forked.items():
-        st.info(ctx.t("fork_msg", seq=seq_label(parent), children=", ".join(seq_label(c) for c in children),
+        st.info(ctx.t("fork_msg", seq=label(parent), children=", ".join(label(c) for c in children),
                       blocks=len(view.tables.get(parent, ())), ref=len(children) + 1), icon="🍴")
     owner_of = {b: s for s, blocks in trace.blocks_allocated.items() for b in blocks}
     for src, dst in trace.copies:
-        st.warning(ctx.t("cow_msg", src=src, dst=dst, seq=seq_label(owner_of[dst]) if dst in owner_of else "?"),
+        st.warning(ctx.t("cow_msg", src=src, dst=dst, seq=label(owner_of[dst]) if dst in owner_of else "?"),
                    icon="📝")
 
 m1, m2, m3, m4 = st.columns(4)
@@ -109,15 +114,17 @@ m2.metric(ctx.t("metric_tables"), view.table_blocks)
 m3.metric(ctx.t("metric_saved"), view.shared_saved)
 m4.metric(ctx.t("metric_shared"), sum(1 for c in view.ref_counts if c > 1))
 
-pool = refcount_pool_figure(view.num_blocks, view.block_size, view.tables, view.cached_counts,
-                            list(view.ref_counts), list(view.cached_blocks), trace.copies if trace else (),
+tables = {shown[sid]: table for sid, table in view.tables.items()}
+lens = {shown[sid]: count for sid, count in view.cached_counts.items()}
+pool = refcount_pool_figure(view.num_blocks, view.block_size, tables, lens, list(view.ref_counts),
+                            list(view.cached_blocks), trace.copies if trace else (),
                             title=ctx.t("pool_title", free=view.num_free_blocks, num_blocks=view.num_blocks))
 fig_col, note_col = st.columns([3, 1])
 ui.show_figure(pool, "sharing.pool", where=fig_col)
 ui.notice(ctx, ctx.t("pool_notice"), where=note_col)
 
 if demo.allocations:
-    rows = [(a.step, a.seq_id, a.table, a.hits) for a in reversed(demo.allocations)][:6]
+    rows = [(a.step, shown[a.seq_id], a.table, a.hits) for a in reversed(demo.allocations)][:6]
     fig_col, note_col = st.columns([3, 1])
     ui.show_figure(hits_figure(rows, ctx.t("hits_title"), hit_name=ctx.t("hit"), miss_name=ctx.t("computed")),
                    "sharing.hits", where=fig_col)
@@ -126,11 +133,11 @@ if demo.allocations:
 # --- parallel samples ---------------------------------------------------------------------------------------------
 groups = {rid: [view.seqs[sid] for sid in ids] for rid, ids in view.groups.items() if len(ids) > 1}
 for rid, group in groups.items():
-    st.subheader(ctx.t("samples_header", seq=seq_label(rid), n=len(group)))
+    st.subheader(ctx.t("samples_header", seq=label(rid), n=len(group)))
     for col, seq in zip(st.columns(len(group)), group):
         with col.container(border=True):
-            st.markdown(ctx.t("sample_title", seq=seq_label(seq.seq_id), i=seq.sample_index))
-            st.code(tokenizer.decode(list(seq.generated_token_ids)) or " ", language=None, wrap_lines=True)
+            st.markdown(ctx.t("sample_title", seq=label(seq.seq_id), i=seq.sample_index))
+            st.code(shown_text(tokenizer, list(seq.generated_token_ids)) or " ", language=None, wrap_lines=True)
             st.caption(ctx.t("sample_caption", table=list(seq.block_table) or "—", status=seq.status))
 
 fig_col, note_col = st.columns([3, 1])
@@ -143,7 +150,7 @@ ui.notice(ctx, ctx.t("memory_notice"), where=note_col)
 
 # --- every sequence and the twin check ----------------------------------------------------------------------------
 st.subheader(ctx.t("engine.text_header"))
-rows = [{ctx.t("engine.col_seq"): seq_label(r.seq_id), ctx.t("col_request"): seq_label(r.request_id),
+rows = [{ctx.t("engine.col_seq"): label(r.seq_id), ctx.t("col_request"): label(r.request_id),
          ctx.t("engine.col_prompt"): r.prompt, ctx.t("engine.col_output"): r.text,
          ctx.t("engine.col_status"): r.status + (f" ({r.finish_reason})" if r.finish_reason else ""),
          "cached_token_count": r.cached_token_count, ctx.t("engine.col_generated"): r.generated_len}

@@ -3,12 +3,14 @@
     session = EngineSession(ctx, "engine", config, model, tokenizer)
     demo = session.current(default_specs)   # after a scenario pick, on first visit (the URL's log), on a new config
     a1.button(…, on_click=session.do_step)  # do_step · do_run · do_reset · do_add(max_tokens=…, temperature=…)
-    session.show_messages(demo)             # the last add's outcome, rejected requests, an engine refusal
+    session.show_messages(demo)             # the last add's outcome, rejected requests, an engine failure
 
 Every key lives under the page's prefix ("engine.demo", "engine.new_text", …), so the two pages never share state.
 """
 
 from __future__ import annotations
+
+from typing import Callable
 
 import streamlit as st
 
@@ -19,6 +21,10 @@ from viz.colors import seq_label
 from .page import PageContext
 from .params import int_in, read_param
 from .widgets import show_error
+
+
+FIELD_LABELS = {"max_tokens": "engine.max_tokens", "temperature": "engine.temperature", "seed": "engine.seed",
+                "n": "sharing.n"}  # a form field -> the key of its label
 
 
 def explain_step(ctx, why) -> str:
@@ -40,7 +46,7 @@ class EngineSession:
         try:
             new = EngineDemo.replay(self.config, specs, steps, self.model, self.tokenizer)
         except (RuntimeError, ValueError) as err:
-            st.session_state[self.key("failure")] = str(err)
+            st.session_state[self.key("failure")] = ("replay_failed", str(err))
             new = EngineDemo.replay(self.config, specs, 0, self.model, self.tokenizer)
         st.session_state[self.key("demo")] = new
         return new
@@ -63,11 +69,11 @@ class EngineSession:
 
     # --- actions (callbacks: they run before the page is drawn, so every widget below sees the new state) ------
     def guarded(self, action) -> None:
-        """Run an engine action; an engine refusal is kept for an error box instead of a traceback."""
+        """Run an engine action; an engine error is kept for an error box instead of a traceback."""
         try:
             action()
         except (RuntimeError, ValueError) as err:
-            st.session_state[self.key("failure")] = str(err)
+            st.session_state[self.key("failure")] = ("step_failed", str(err))
 
     def do_step(self) -> None:
         self.guarded(st.session_state[self.key("demo")].step)
@@ -95,19 +101,26 @@ class EngineSession:
 
     # --- messages -------------------------------------------------------------------------------------------------
     def show_request_error(self, err: RequestError) -> None:
+        """err_<code> / fix_<code> of ui/strings/engine.py, filled with the error's numbers (a form field by the
+        label the form shows)."""
         t = self.ctx.t
-        show_error(self.ctx, t(f"engine.err_{err.code}", message=str(err), **err.detail),
-                   t(f"engine.fix_{err.code}", **err.detail))
+        detail = dict(err.detail)
+        if "field" in detail:
+            detail["label"] = t(FIELD_LABELS.get(detail["field"], detail["field"]))
+        show_error(self.ctx, t(f"engine.err_{err.code}", message=str(err), **detail),
+                   t(f"engine.fix_{err.code}", **detail))
 
-    def show_messages(self, demo: EngineDemo) -> None:
-        """The last add's outcome, every request the engine rejected, and an engine refusal (then forgotten)."""
+    def show_messages(self, demo: EngineDemo, label: Callable[[int], str] = seq_label) -> None:
+        """The last add's outcome, every request the engine rejected, and an engine failure (then forgotten).
+        label: seq_id -> the name the page shows it by (a page drawing display ids passes its own)."""
         state, t = st.session_state, self.ctx.t
         if self.key("added") in state:
-            st.success(t("engine.added", seq=seq_label(state.pop(self.key("added")))), icon="➕")
+            rid = state.pop(self.key("added"))
+            st.success(t("engine.added", seq="—" if rid is None else label(rid)), icon="➕")
         if self.key("add_error") in state:
             self.show_request_error(state.pop(self.key("add_error")))
         for _spec, err in demo.rejected:
             self.show_request_error(err)
         if self.key("failure") in state:
-            show_error(self.ctx, t("common.err_unexpected", message=state.pop(self.key("failure"))),
-                       t("common.fix_unexpected"))
+            code, message = state.pop(self.key("failure"))
+            show_error(self.ctx, t(f"engine.err_{code}", message=message), t(f"engine.fix_{code}"))

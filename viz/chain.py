@@ -2,7 +2,9 @@
 
     token_index → logical_block_id → physical_block_id → block_offset → slot (key_cache[block, offset])
 
-with the block table drawn underneath and the entry the chain reads outlined.
+with the block table drawn underneath and the entry the chain reads outlined. When the token's logical block has
+no entry in the table, the chain is drawn up to that failure: the physical_block_id box and the table cell it
+would read are outlined in vermillion ("no entry"), the slot is left blank.
 """
 
 from __future__ import annotations
@@ -18,29 +20,40 @@ BOX_W, BOX_H, GAP = 1.9, 0.9, 0.55
 MAX_TABLE = 14  # table entries drawn at most
 
 
+MISSING = "—"  # a link that cannot be followed
+BROKEN_COLOR = OKABE_ITO["vermillion"]
+
+
 def chain_links(token_index: int, block_size: int, block_table: Sequence[int], logical_block_id: int,
-                physical_block_id: int, block_offset: int, slot: int) -> list[tuple[str, str, str]]:
-    """(name, rule, value) for each link, the rule written with the numbers plugged in."""
+                physical_block_id: int | None, block_offset: int, slot: int | None) -> list[tuple[str, str, str]]:
+    """(name, rule, value) for each link, the rule written with the numbers plugged in. physical_block_id None
+    (the table has no entry for the logical block): that link and the slot are MISSING."""
+    physical = MISSING if physical_block_id is None else str(physical_block_id)
     return [
         ("token_index", "", str(token_index)),
         ("logical_block_id", f"{token_index} // {block_size}", str(logical_block_id)),
-        ("physical_block_id", f"block_table[{logical_block_id}]", str(physical_block_id)),
+        ("physical_block_id", f"block_table[{logical_block_id}]", physical),
         ("block_offset", f"{token_index} % {block_size}", str(block_offset)),
-        ("slot", f"{physical_block_id}·{block_size} + {block_offset}", str(slot)),
+        ("slot", f"{physical}·{block_size} + {block_offset}", MISSING if slot is None else str(slot)),
     ]
 
 
 def chain_figure(address, block_size: int, block_table: Sequence[int], seq_id: int = 0, title: str = "") -> go.Figure:
-    """The chain for `address` (a paged.addressing.Address). Shapes: one rect per link, one per table entry."""
+    """The chain for `address` (a paged.addressing.Address, or a lessons.address.MissingEntry whose
+    physical_block_id and slot are None: drawn up to the missing table entry). Shapes: one rect per link, one per
+    table cell drawn (the missing entries as dashed cells)."""
     links = chain_links(address.token_index, block_size, block_table, address.logical_block_id,
                         address.physical_block_id, address.block_offset, address.slot)
+    broken = address.physical_block_id is None
     shapes, notes = [], []
     accent = seq_color(seq_id)
     for i, (name, rule, value) in enumerate(links):
         x0 = i * (BOX_W + GAP)
-        fill = accent if name in ("physical_block_id", "slot") else "#F7F7F7"
-        shapes.append(dict(type="rect", x0=x0, x1=x0 + BOX_W, y0=0, y1=BOX_H, line=dict(color="#333333", width=1.5),
-                           fillcolor=fill, layer="below"))
+        fill = accent if name in ("physical_block_id", "slot") and not broken else "#F7F7F7"
+        edge = (dict(color=BROKEN_COLOR, width=4) if broken and name == "physical_block_id" else
+                dict(color="#AAAAAA", width=1.5, dash="dot") if value == MISSING else dict(color="#333333", width=1.5))
+        shapes.append(dict(type="rect", x0=x0, x1=x0 + BOX_W, y0=0, y1=BOX_H, line=edge, fillcolor=fill,
+                           layer="below"))
         body = f"<b>{value}</b>" if not rule else f"{rule} = <b>{value}</b>"
         ink = text_color(fill)
         notes.append(dict(x=x0 + BOX_W / 2, y=BOX_H * 0.72, text=f"<i>{name}</i>", showarrow=False,
@@ -53,25 +66,29 @@ def chain_figure(address, block_size: int, block_table: Sequence[int], seq_id: i
                               arrowwidth=1.8, arrowcolor="#333333"))
     # key_cache[block, offset] under the slot box
     last_x = (len(links) - 1) * (BOX_W + GAP) + BOX_W / 2
-    notes.append(dict(x=last_x, y=-0.28, text=f"key_cache[{address.physical_block_id}, {address.block_offset}]",
+    block = "?" if broken else address.physical_block_id
+    notes.append(dict(x=last_x, y=-0.28, text=f"key_cache[{block}, {address.block_offset}]",
                       showarrow=False, font=dict(size=13, family="monospace", color=OKABE_ITO["blue"])))
     # the block table underneath the physical_block_id box, the entry read outlined
     # (a long table shows a window of MAX_TABLE entries around the one read)
+    # (entries past the table's end, up to the logical block read, are drawn as dashed "missing" cells)
     cell = 0.42
-    lo = max(0, min(address.logical_block_id - MAX_TABLE // 2, len(block_table) - MAX_TABLE))
-    shown = list(enumerate(block_table))[lo:lo + MAX_TABLE]
+    entries = [str(b) for b in block_table] + [""] * max(0, address.logical_block_id + 1 - len(block_table))
+    lo = max(0, min(address.logical_block_id - MAX_TABLE // 2, len(entries) - MAX_TABLE))
+    shown = list(enumerate(entries))[lo:lo + MAX_TABLE]
     x_start = 2 * (BOX_W + GAP) + BOX_W / 2 - len(shown) * cell / 2
     notes.append(dict(x=x_start - 0.08, y=-0.5, text="block_table" + (" …" if lo else ""), xanchor="right",
                       showarrow=False, font=dict(size=12, family="monospace")))
-    if lo + MAX_TABLE < len(block_table):
+    if lo + MAX_TABLE < len(entries):
         notes.append(dict(x=x_start + len(shown) * cell + 0.05, y=-0.5, text="…", xanchor="left", showarrow=False))
     for k, (j, entry) in enumerate(shown):
-        used = j == address.logical_block_id
+        used, missing = j == address.logical_block_id, j >= len(block_table)
+        line = (dict(color=BROKEN_COLOR, width=3 if used else 1, dash="dash") if missing else
+                dict(color=HIGHLIGHT_COLOR if used else "#999999", width=3 if used else 1))
         shapes.append(dict(type="rect", x0=x_start + k * cell, x1=x_start + (k + 1) * cell, y0=-0.72, y1=-0.28,
-                           line=dict(color=HIGHLIGHT_COLOR if used else "#999999", width=3 if used else 1),
-                           fillcolor=accent if used else "white"))
-        notes.append(dict(x=x_start + (k + 0.5) * cell, y=-0.5, text=str(entry), showarrow=False,
-                          font=dict(size=12, color="#000000")))
+                           line=line, fillcolor=accent if used and not missing else "white"))
+        notes.append(dict(x=x_start + (k + 0.5) * cell, y=-0.5, text="?" if missing and used else entry,
+                          showarrow=False, font=dict(size=12, color=BROKEN_COLOR if missing else "#000000")))
         notes.append(dict(x=x_start + (k + 0.5) * cell, y=-0.86, text=str(j), showarrow=False,
                           font=dict(size=9, color="#777777")))
     total = len(links) * (BOX_W + GAP) - GAP

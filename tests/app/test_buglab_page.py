@@ -3,6 +3,8 @@ none, the URL restores the chosen fault and scenario, and a missing model is a f
 
 from __future__ import annotations
 
+import re
+
 import pytest
 import streamlit as st
 
@@ -97,3 +99,17 @@ def test_missing_model_is_an_error_with_the_fix(monkeypatch):
     assert at.error and "python -m paged.model.train" in at.error[0].value
     assert len(at.get("plotly_chart")) == 2
     assert any(t("faults.no_symptom", "en")[:40] in i.value for i in at.info)
+
+
+@needs_model
+def test_marker_on_a_special_token_is_well_formed_html():
+    """Aliased blocks, recall, block_size 4, seed 0: A's faulty first token is ⟨EOS⟩. The marker shows it as text in
+    the marker's own colour; the visible-space stand-in (␣) is applied to text only, never inside a tag."""
+    at = app_test(PAGE, params={"fault": "aliased_blocks", "task": "recall", "block_size": 4, "seed": 0}).run()
+    ok(at)
+    boxes = markers(at)
+    assert boxes
+    for box in boxes:
+        assert not re.search(r"<[^>]*[␣⏎][^>]*>", box), box
+    assert any("▶⟨EOS⟩</mark>" in box for box in boxes)
+    assert any("▶␣</mark>" in box for box in boxes)  # a real space still gets its stand-in

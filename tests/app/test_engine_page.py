@@ -82,7 +82,7 @@ def test_tiny_pool_scenario_preempts_and_recomputes():
 
 def test_bad_requests_show_errors_not_exceptions():
     """An empty prompt, a long prompt over the step's token budget, and requests the pool can never hold: each an
-    error box with its fix, no exception, and no request added."""
+    error box with its real fix (the knob and the number to set), no exception, and no request added."""
     at = app_test(ENGINE).run()
     count = len(demo(at).all_specs())
     at.text_input(key="engine.new_text").set_value("").run()
@@ -90,17 +90,44 @@ def test_bad_requests_show_errors_not_exceptions():
     no_exception(at)
     assert at.error and at.error[0].value.startswith(f"**{t('engine.err_empty', 'en')}**")
     at.selectbox(key="engine.max_num_batched_tokens").set_value(128).run()
+    at.slider(key="engine.num_blocks").set_value(64).run()
     at.text_input(key="engine.new_text").set_value("x" * MAX_PROMPT_CHARS).run()  # 202 + 64 tokens > 128
     at.button(key="engine.add").click().run()
     no_exception(at)
-    assert at.error and "max_num_batched_tokens" in at.error[0].value and t("common.fix", "en") in at.error[0].value
+    assert len(at.error) == 1 and at.error[0].value.endswith(
+        t("engine.fix_batch_tokens", "en", tokens=266, budget=128))
     assert len(demo(at).all_specs()) == count
     at.slider(key="engine.num_blocks").set_value(4).run()  # now the pool is too small for every default request
     no_exception(at)
-    assert len(at.error) == count and all("never fit" in e.value for e in at.error)
+    assert len(at.error) == count
+    assert all("Raise num_blocks to" in e.value and "never run" in e.value for e in at.error)
     at.slider(key="engine.num_blocks").set_value(32).run()  # the link kept them: a big pool runs them again
     no_exception(at)
     assert not at.error and len(demo(at).requests) == count
+
+
+def test_no_error_says_do_what_the_message_says():
+    """The pool's fix names the smallest num_blocks that holds the request; following it, the request is accepted."""
+    at = app_test(ENGINE).run()
+    at.slider(key="engine.num_blocks").set_value(4).run()
+    fix = at.error[0].value.split(t("common.fix", "en"))[1]
+    assert "message says" not in fix
+    need = int(fix.split("Raise num_blocks to ")[1].split()[0])
+    at.slider(key="engine.num_blocks").set_value(need).run()
+    no_exception(at)
+    assert len(demo(at).requests) >= 1 and len(at.error) < 3
+
+
+def test_a_seed_out_of_range_is_refused_by_name():
+    at = app_test(ENGINE).run()
+    count = len(demo(at).all_specs())
+    at.number_input(key="engine.new_seed").set_value(12345).run()
+    at.button(key="engine.add").click().run()
+    no_exception(at)
+    label = t("engine.seed", "en")
+    assert len(at.error) == 1 and len(demo(at).all_specs()) == count
+    assert at.error[0].value.startswith(
+        f"**{t('engine.err_out_of_range', 'en', label=label, value=12345, lo=0, hi=9999)}**")
 
 
 def test_query_params_replay_to_the_exact_step():
@@ -132,3 +159,4 @@ def test_an_engine_failure_is_an_error_box(monkeypatch):
     at.button(key="engine.step").click().run()
     no_exception(at)
     assert at.error and "scheduler stuck: test" in at.error[0].value
+    assert at.error[0].value.endswith(t("engine.fix_step_failed", "en"))

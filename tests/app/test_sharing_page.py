@@ -4,6 +4,7 @@ and the URL replays a session to the exact step."""
 
 from __future__ import annotations
 
+from lessons.engine_requests import RequestSpec, encode_requests
 from ui.strings import t
 
 from .conftest import app_test
@@ -70,6 +71,8 @@ def test_three_samples_fork_and_copy_on_write():
     no_exception(at)
     worst, agree = demo(at).twin_summary()
     assert agree and worst < 1e-4
+    samples = [c.value for c in at.get("code")]
+    assert len(set(samples)) >= 2, f"the samples should diverge: {samples}"
 
 
 def test_empty_prompt_is_an_error_and_the_url_replays():
@@ -84,3 +87,46 @@ def test_empty_prompt_is_an_error_and_the_url_replays():
     no_exception(shared)
     assert len(demo(shared).steps) == 3
     assert [a.hits for a in demo(shared).allocations] == [a.hits for a in demo(at).allocations]
+
+
+def test_a_forking_request_does_not_relabel_the_scenarios_prompt():
+    """Shared-prefix scenario (A now, B after step 1); before step 1 the learner adds a request with n = 4. It is C
+    (C, D, E, F with its samples); the scenario's second prompt is still B when it arrives, and its row says so."""
+    at = app_test(SHARING).run()
+    at.number_input(key="sharing.new_n").set_value(4).run()
+    at.button(key="sharing.add").click().run()
+    no_exception(at)
+    assert any(s.value == t("engine.added", "en", seq="C") for s in at.success)
+    steps(at, 1)
+    assert any(i.value.startswith("C forked into D, E, F after its prefill") for i in at.info)
+    steps(at, 1)
+    assert any(s.value.startswith("B's prompt") and "prefix-cache hits" in s.value for s in at.success)
+    table = at.dataframe[0].value
+    rows = dict(zip(table[t("engine.col_seq", "en")], table[t("engine.col_prompt", "en")]))
+    assert rows["B"].endswith("Q22 ⟨SEP⟩") and sorted(rows) == list("ABCDEF")
+
+
+def test_undecodable_bytes_are_shown_as_their_values():
+    """At temperature 2 the samples contain bytes that are not UTF-8: shown as ⟨0xNN⟩, never as U+FFFD."""
+    reqs = encode_requests([RequestSpec("a b c", "continue", max_tokens=24, temperature=2.0, seed=0, n=3)])
+    at = app_test(SHARING, params={"reqs": reqs, "steps": 30}).run()
+    no_exception(at)
+    shown = [c.value for c in at.get("code")] + list(at.dataframe[0].value[t("engine.col_output", "en")])
+    assert not any("\ufffd" in text for text in shown), shown
+    assert any("⟨0x" in text for text in shown)
+
+
+def test_a_number_out_of_range_is_refused_by_name():
+    """n = 9 (the form allows 1–4) and seed 10⁶ (0–9999): an error box names the field, its range and the fix;
+    nothing is added."""
+    at = app_test(SHARING).run()
+    count = len(demo(at).all_specs())
+    for key, value, label, lo, hi in (("sharing.new_n", 9, t("sharing.n", "en"), 1, 4),
+                                      ("sharing.new_seed", 10**6, t("engine.seed", "en"), 0, 9999)):
+        at.number_input(key=key).set_value(value).run()
+        at.button(key="sharing.add").click().run()
+        no_exception(at)
+        assert len(at.error) == 1 and len(demo(at).all_specs()) == count
+        assert at.error[0].value.startswith(f"**{t('engine.err_out_of_range', 'en', label=label, value=value, lo=lo, hi=hi)}**")
+        assert t("engine.fix_out_of_range", "en", label=label, lo=lo, hi=hi) in at.error[0].value
+        at.number_input(key=key).set_value(lo).run()

@@ -69,7 +69,7 @@ def test_request_errors_have_codes_and_change_nothing(tiny):
     model, tok = tiny
     demo = EngineDemo(DemoConfig(block_size=4, num_blocks=8), model, tok)
     for spec, code in ((RequestSpec("   "), "empty"), (RequestSpec("x" * (MAX_PROMPT_CHARS + 1)), "too_long"),
-                       (RequestSpec("y" * 60, max_tokens=64), "rejected")):  # 126 tokens > 8 blocks of 4
+                       (RequestSpec("y" * 60, max_tokens=64), "pool")):  # 126 tokens > 8 blocks of 4
         with pytest.raises(RequestError) as info:
             demo.add(spec)
         assert info.value.code == code
@@ -83,7 +83,7 @@ def test_replay_keeps_requests_this_config_refuses(tiny):
     model, tok = tiny
     specs = [RequestSpec("y" * 40, max_tokens=30), RequestSpec(" "), RequestSpec("ok", max_tokens=2)]
     small = EngineDemo.replay(DemoConfig(block_size=4, num_blocks=8), specs, 0, model, tok)
-    assert [e.code for _, e in small.rejected] == ["rejected", "empty"]
+    assert [e.code for _, e in small.rejected] == ["pool", "empty"]
     assert small.all_specs() == [specs[0], specs[2]] and small.requests == [specs[2]]
     big = EngineDemo.replay(DemoConfig(block_size=4, num_blocks=64), small.all_specs(), 0, model, tok)
     assert not big.rejected and big.requests == [specs[0], specs[2]]

@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from paged.addressing import address_table, locate
+from lessons.address import MissingEntry, follow
 from viz.attention import diverging_figure, kv_strip_figure, mask_figure, weights_figure
 from viz.chain import chain_figure
 from viz.colors import FREE_COLOR, OKABE_ITO, seq_color, seq_label, text_color, tint
@@ -97,6 +98,20 @@ def test_chain_figure_shows_every_link():
 def test_chain_figure_windows_a_long_table():
     fig = chain_figure(locate(100, list(range(64)), 2), 2, list(range(64)))
     assert len(fig.layout.shapes) == 5 + 14
+
+
+def test_chain_figure_stops_at_a_missing_table_entry():
+    """Token 11 of a one-entry table (block_size 4): the chain reaches logical block 2 and stops; the table is drawn
+    with dashed cells for the missing logical blocks 1 and 2, the one read marked "?"."""
+    address = follow(11, [7], 4)
+    assert isinstance(address, MissingEntry) and (address.logical_block_id, address.block_offset) == (2, 3)
+    assert address.capacity == 4 and follow(3, [7], 4) == locate(3, [7], 4)
+    fig = chain_figure(address, 4, [7])
+    text = [a.text for a in fig.layout.annotations]
+    assert "11 // 4 = <b>2</b>" in text and "block_table[2] = <b>—</b>" in text and "key_cache[?, 3]" in text
+    table = fig.layout.shapes[5:]
+    assert len(table) == 3 and [c.line.dash for c in table] == [None, "dash", "dash"] and "?" in text
+    assert fig.layout.shapes[2].line.width == 4  # the physical_block_id box: where the chain breaks
 
 
 def test_diverging_scale_is_symmetric_around_zero():

@@ -49,4 +49,25 @@ STRINGS = {
         "zh": ("在一个 block 内，offset 从 0 数到 {block_size}-1，slot 逐一增加；跨过 block 边界时，slot 会跳到下一个 "
                "physical block 所在的位置。"),
     },
+    # a token past the table (issue 10: the token is kept, the missing entry named)
+    "err_missing_entry": {
+        "en": ("Token {token_index} lives in logical block {logical}, but the block_table's last entry is logical "
+               "block {last}: logical block {logical} has no entry, so the chain stops before physical_block_id."),
+        "zh": ("token {token_index} 位于 logical block {logical}，但 block_table 的最后一项是 logical block {last}："
+               "logical block {logical} 没有对应的项，所以链路在 physical_block_id 之前中断。"),
+    },
+    "fix_missing_entry": {
+        "en": ("Add physical block ids to the table until it has {needed} entries (one for each logical block "
+               "0–{logical}), or move token_index below {capacity}."),
+        "zh": "在 block table 中继续添加 physical block 编号，直到它有 {needed} 项（logical block 0–{logical} 各一项），"
+              "或者把 token_index 移到 {capacity} 以下。",
+    },
+    "pool_notice_missing": {
+        "en": ("No cell is outlined: token {token_index} has no slot, because its logical block has no physical "
+               "block. The table's blocks hold tokens 0 … {last_token} only. A block manager appends a block to "
+               "the table before a token past its end is written."),
+        "zh": ("没有格子被加粗：token {token_index} 没有 slot，因为它的 logical block 没有对应的 physical block。"
+               "表中的 block 只存放 token 0 … {last_token}。Block Manager 会在写入超出表尾的 token 之前先往表中追加一个 "
+               "block。"),
+    },
 }

@@ -14,7 +14,10 @@ STRINGS = {
     "decode": {"en": "Decode step", "zh": "Decode 一步"},
     "which": {"en": "Sequence", "zh": "Sequence"},
     "finish": {"en": "Finish", "zh": "结束"},
+    "none_running": {"en": "none running", "zh": "没有运行中的"},
     "new_len": {"en": "Prompt length", "zh": "prompt 长度"},
+    "new_len_help": {"en": "Tokens in the new sequence's prompt: a whole number from 1 to {hi}.",
+                     "zh": "新 sequence 的 prompt 中的 token 数：1 到 {hi} 之间的整数。"},
     "add": {"en": "Add sequence", "zh": "添加 sequence"},
     "replay_stopped": {"en": "The link's steps could only be replayed up to step {applied} of {total}.",
                        "zh": "链接中的步骤只能重放到第 {applied} 步（共 {total} 步）。"},
@@ -59,6 +62,10 @@ STRINGS = {
                "shorter prompt."),
         "zh": ("无法添加：{tokens} 个 token 需要 {need} 个 block，但只有 {free} 个空闲。请结束一个 sequence，"
                "或选择更短的 prompt。"),
+    },
+    "refused_add_out_of_range": {
+        "en": "Prompt length {value} is outside its range {lo}–{hi}: nothing was added. Type a length from {lo} to {hi}.",
+        "zh": "prompt 长度 {value} 超出了范围 {lo}–{hi}：没有添加任何 sequence。请输入 {lo} 到 {hi} 之间的长度。",
     },
     "refused_add_bad_op": {"en": "That prompt length is not allowed.", "zh": "这个 prompt 长度不被允许。"},
     "refused_bad_op_bad_op": {"en": "Unknown step “{detail}”.", "zh": "未知的步骤“{detail}”。"},

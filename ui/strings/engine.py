@@ -51,9 +51,65 @@ STRINGS = {
     "fix_too_long": {"en": "Shorten the prompt to {max_chars} characters or fewer.",
                      "zh": "把 prompt 缩短到 {max_chars} 个字符以内。"},
     "err_rejected": {"en": "The engine refused this request: {message}", "zh": "引擎拒绝了这个请求：{message}"},
-    "fix_rejected": {"en": "Do what the message says: raise num_blocks or max_num_batched_tokens, or lower max_tokens "
-                           "or the prompt length.",
-                     "zh": "按消息提示操作：调大 num_blocks 或 max_num_batched_tokens，或减小 max_tokens 或 prompt 长度。"},
+    "fix_rejected": {"en": ("Change the value the engine names above (prompt, max_tokens, n or temperature) and add "
+                            "the request again; the requests already added are unchanged."),
+                     "zh": "修改上面引擎指出的那个值（prompt、max_tokens、n 或 temperature），然后重新添加；已添加的请求不受影响。"},
+    # why the engine refused a request, with the numbers for its fix (lessons.engine_checks.refusal)
+    "err_positions": {
+        "en": ("The request needs {tokens} positions (prompt {prompt} tokens + max_tokens), but the model has only "
+               "{max_positions}."),
+        "zh": "这个请求需要 {tokens} 个位置（prompt {prompt} 个 token + max_tokens），但模型只有 {max_positions} 个位置。",
+    },
+    "fix_positions": {"en": "Lower max_tokens to {fit} or less, or shorten the prompt.",
+                      "zh": "把 max_tokens 降到 {fit} 或更小，或者缩短 prompt。"},
+    "err_pool": {
+        "en": ("The request's {tokens} tokens need {need} blocks, but the pool can give at most {usable}: it could "
+               "never run, even alone."),
+        "zh": "这个请求的 {tokens} 个 token 需要 {need} 个 block，但 pool 最多只能提供 {usable} 个：即使单独运行也放不下。",
+    },
+    "fix_pool": {
+        "en": ("Raise num_blocks to {min_blocks} or more in the sidebar, or ask for fewer tokens: at most {fit_tokens} "
+               "in all (prompt + max_tokens)."),
+        "zh": "在侧边栏把 num_blocks 调到 {min_blocks} 或更大，或者减少 token：总数（prompt + max_tokens）最多 {fit_tokens} 个。",
+    },
+    "err_samples": {
+        "en": ("n = {n} parallel samples could never run together: they would need more blocks than the pool has, "
+               "or more than max_num_seqs = {max_num_seqs} sequences."),
+        "zh": "n = {n} 个并行样本永远无法同时运行：它们需要的 block 比 pool 的还多，或者超过 max_num_seqs = {max_num_seqs} 个 sequence。",
+    },
+    "fix_samples": {"en": "Lower n to {n_fit}, or lower max_tokens, or raise num_blocks in the sidebar.",
+                    "zh": "把 n 降到 {n_fit}，或者减小 max_tokens，或者在侧边栏调大 num_blocks。"},
+    "err_batch_tokens": {
+        "en": ("The request has {tokens} tokens, more than one step may schedule (max_num_batched_tokens = {budget}): "
+               "after a preemption it could not be recomputed."),
+        "zh": "这个请求有 {tokens} 个 token，超过了一步能调度的数量（max_num_batched_tokens = {budget}）：被抢占后无法重新计算。",
+    },
+    "fix_batch_tokens": {
+        "en": ("Raise max_num_batched_tokens to {tokens} or more in the sidebar, or ask for fewer tokens: at most "
+               "{budget} in all (prompt + max_tokens)."),
+        "zh": "在侧边栏把 max_num_batched_tokens 调到 {tokens} 或更大，或者减少 token：总数（prompt + max_tokens）最多 {budget} 个。",
+    },
+    "err_out_of_range": {"en": "{label} = {value} is outside its range {lo}–{hi}: nothing was added.",
+                         "zh": "{label} = {value} 超出了范围 {lo}–{hi}：没有添加任何请求。"},
+    "fix_out_of_range": {"en": "Type a value from {lo} to {hi} in “{label}”, then press Add again.",
+                         "zh": "在“{label}”中输入 {lo} 到 {hi} 之间的值，然后再点击添加。"},
+    "seed_help": {"en": "A whole number from 0 to 9999: the same seed samples the same tokens.",
+                  "zh": "0 到 9999 之间的整数：相同的 seed 采样出相同的 token。"},
+    # the engine raised while stepping, or while replaying a link
+    "err_step_failed": {"en": "The engine stopped with an error during a step: {message}",
+                        "zh": "引擎在执行一步时出错并停止：{message}"},
+    "fix_step_failed": {
+        "en": ("Press Reset: every request is replayed from step 0. Export keeps the steps that ran. If the same "
+               "step fails again, raise num_blocks in the sidebar or add fewer requests."),
+        "zh": "点击“重置”：所有请求从第 0 步重新回放。“导出”可以保存已经运行的步骤。如果同一步再次出错，请在侧边栏调大 num_blocks，或者少添加一些请求。",
+    },
+    "err_replay_failed": {"en": "The link's steps could not all be replayed: {message}",
+                          "zh": "链接中的步骤无法全部回放：{message}"},
+    "fix_replay_failed": {
+        "en": ("The page went back to step 0 with the same requests. Press Step to find the step that fails, or "
+               "raise num_blocks in the sidebar."),
+        "zh": "页面已回到第 0 步，请求保持不变。点击“单步”找出出错的那一步，或者在侧边栏调大 num_blocks。",
+    },
     "err_too_many": {"en": "This page keeps at most {max_requests} requests.", "zh": "本页最多保留 {max_requests} 个请求。"},
     "fix_too_many": {"en": "Press Reset or load a scenario to start over.", "zh": "点击“重置”或加载一个场景重新开始。"},
     # a new request

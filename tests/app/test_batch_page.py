@@ -1,0 +1,73 @@
+"""Page 3 · Batch decode, the "Finish" selector: it always shows a running sequence (or is disabled with a clear
+label when none runs), and Finish finishes exactly the sequence it shows, after a finish and after a settings
+change."""
+
+from __future__ import annotations
+
+from ui.strings import t
+
+from .conftest import app_test
+
+BATCH = "pages/3_Batch_decode.py"
+
+
+def ok(at) -> None:
+    assert not at.exception, [e.value for e in at.exception]
+
+
+def running(at) -> list[int]:
+    return [s.seq_id for s in at.session_state["batch.demo"].playground.running()]
+
+
+def shown(at):
+    """The selector as drawn: (its value, its options as labels)."""
+    box = at.selectbox(key="batch.target")
+    return box.value, list(box.options)
+
+
+def test_finish_always_finishes_the_sequence_shown():
+    """Finish A: the selector then shows a running sequence (not A); Finish again finishes that one; and so on
+    until none runs, when the selector and Finish are disabled and say so."""
+    at = app_test(BATCH).run()
+    ok(at)
+    assert shown(at) == (0, ["A", "B", "C"])
+    for _ in range(3):
+        value, options = shown(at)
+        assert value in running(at) and len(options) == len(running(at))
+        at.button(key="batch.finish").click().run()
+        ok(at)
+        assert at.session_state["batch.demo"].last_event.seq_id == value, "Finish finished another sequence"
+        assert value not in running(at)
+    assert running(at) == []
+    box = at.selectbox(key="batch.target")
+    assert box.disabled and box.value is None and box.placeholder == t("batch.none_running", "en")
+    assert at.button(key="batch.finish").disabled
+
+
+def test_a_settings_change_keeps_a_live_sequence_selected():
+    """Add D and select it, then change head_dim (the demo restarts with A, B, C): the selector shows A, not an
+    empty "Choose an option", and Finish finishes A."""
+    at = app_test(BATCH).run()
+    at.button(key="batch.add").click().run()
+    at.selectbox(key="batch.target").set_value(3).run()
+    assert shown(at)[0] == 3
+    at.selectbox(key="batch.head_dim").set_value(16).run()
+    ok(at)
+    assert running(at) == [0, 1, 2] and shown(at)[0] == 0
+    at.button(key="batch.finish").click().run()
+    assert at.session_state["batch.demo"].last_event.seq_id == 0 and shown(at)[0] == 1
+
+
+def test_a_prompt_length_out_of_range_is_refused_by_name():
+    """Prompt length 9999 (the form allows 1–64): a warning names the value and the range, nothing is added (the
+    old behaviour silently added a sequence of the previous length)."""
+    at = app_test(BATCH).run()
+    for value in (9999, 0):
+        at.number_input(key="batch.new_len").set_value(value).run()
+        at.button(key="batch.add").click().run()
+        ok(at)
+        assert running(at) == [0, 1, 2] and at.session_state["batch.demo"].ops == []
+        assert [w.value for w in at.warning] == [t("batch.refused_add_out_of_range", "en", value=value, lo=1, hi=64)]
+    at.number_input(key="batch.new_len").set_value(7).run()
+    at.button(key="batch.add").click().run()
+    assert at.session_state["batch.demo"].ops == ["a7"] and not at.warning
