@@ -4,6 +4,7 @@ import streamlit as st
 
 import ui
 from ui.engine_actions import EngineSession, explain_step
+from ui.chain_live import show_chain, show_state_rule
 from lessons.engine import TOLERANCE, table_changes
 from lessons.engine_requests import (ENGINE_SCENARIOS, MAX_PROMPT_CHARS, PROMPT_PRESETS, TASKS, DemoConfig,
                                    encode_requests)
@@ -129,6 +130,9 @@ ui.show_figure(queues_figure(waiting, running, finished, trace.preempted if trac
                "engine.queues", where=fig_col)
 ui.notice(ctx, ctx.t("queues_notice"), where=note_col)
 
+# --- the chain, live: the seven modules of this step ------------------------------------------------------------
+show_chain(ctx, demo)
+
 # --- this step's addresses ----------------------------------------------------------------------------------------
 view = demo.view
 written = trace.slot_mapping if trace else []
@@ -180,6 +184,9 @@ if series:
                                      x_title=ctx.t("axis_step"), y_title=ctx.t("axis_tokens")),
                    "engine.cache", where=fig_col)
     ui.notice(ctx, ctx.t("cache_notice"), where=note_col)
+
+# --- the state rule, one sequence step by step ------------------------------------------------------------------
+show_state_rule(ctx, demo, tokenizer)
 
 # --- the twins ----------------------------------------------------------------------------------------------------
 st.subheader(ctx.t("twins_header"))
