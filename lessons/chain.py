@@ -109,7 +109,7 @@ def chain_stages(trace: StepTrace | None, block_size: int) -> list[Stage]:
 
 
 def qualified_name(fn: Callable) -> str:
-    """"paged.engine.scheduler.Scheduler.schedule" for a function of paged/."""
+    """The dotted name of a function of paged/ (module, then qualified name), as the code picker shows it."""
     return f"{fn.__module__}.{fn.__qualname__}"
 
 
