@@ -3,6 +3,7 @@
 import streamlit as st
 
 import ui
+from ui.breaks import arm_wrong_slot, wrong_slot_controls
 from lessons.batch import MAX_OPS, OP_PATTERN, BatchConfig, BatchDemo
 from lessons.playground import tolerance
 from viz.colors import seq_label
@@ -44,6 +45,8 @@ if demo is None or demo.config != config:
     if applied < len(ops):
         st.warning(ctx.t("replay_stopped", applied=applied, total=len(ops)), icon="⚠️")
 
+arm_wrong_slot(demo)  # break it: when switched on, the next decode writes one token to the wrong slot
+
 # --- actions ------------------------------------------------------------------------------------------------------
 running = [s.seq_id for s in demo.playground.running()]
 a1, a2, a3, a4 = st.columns([1.2, 2, 2, 1], vertical_alignment="bottom")
@@ -63,6 +66,7 @@ with a3:
 if a4.button(ctx.t("common.reset"), key="batch.reset", icon=":material/restart_alt:"):
     demo = BatchDemo(config)
     st.session_state["batch.demo"] = demo
+wrong_slot_controls(ctx, knobs, demo)
 knobs.sync_url(ctx.lang, ops=",".join(demo.ops))
 
 # --- what the last operation did ----------------------------------------------------------------------------------
