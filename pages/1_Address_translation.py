@@ -6,6 +6,8 @@ import pandas as pd
 import streamlit as st
 
 import ui
+import ui.quiz
+from lessons.quiz import address_question
 from paged.addressing import address_table, locate
 from viz.chain import chain_figure
 from viz.colors import seq_color, tint
@@ -16,6 +18,7 @@ MAX_TABLE = 32  # block-table entries accepted
 
 ctx = ui.setup_page("address", icon="🧭")
 knobs = ui.Knobs("address")
+quiz_on = ui.quiz.enabled(knobs)  # ?quiz=1: predict, then reveal
 st.title(ctx.t("title"))
 st.caption(ctx.t("intro"))
 
@@ -64,6 +67,10 @@ names = ["token_index", "logical_block_id", "physical_block_id", "block_offset",
 for col, name in zip(st.columns(len(names)), names):
     col.metric(name, getattr(address, name), help=ctx.t(f"help_{name}"))
 ui.show_figure(chain_figure(address, block_size, block_table), "address.chain")
+
+if quiz_on:  # predict, then reveal: where does a random token of this table live?
+    ui.quiz.show(ctx, "address", (tuple(block_table), block_size),
+                 lambda seed: address_question(block_table, block_size, seed), watch=False)
 
 pool = pool_figure(num_blocks, block_size, {0: block_table}, {0: capacity}, highlight=[address.slot],
                    title=ctx.t("pool_title", num_blocks=num_blocks, block_size=block_size))

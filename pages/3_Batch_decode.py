@@ -3,6 +3,8 @@
 import streamlit as st
 
 import ui
+import ui.quiz
+from lessons.quiz import batch_question
 from ui.breaks import arm_wrong_slot, wrong_slot_controls
 from lessons.batch import MAX_OPS, OP_PATTERN, BatchConfig, BatchDemo
 from lessons.playground import tolerance
@@ -14,6 +16,7 @@ from lessons.address import DTYPES, SEED_BLOCK_SIZE, SEED_NUM_BLOCKS
 
 ctx = ui.setup_page("batch", icon="📦")
 knobs = ui.Knobs("batch")
+quiz_on = ui.quiz.enabled(knobs)  # ?quiz=1: predict, then reveal
 st.title(ctx.t("title"))
 st.caption(ctx.t("intro"))
 
@@ -67,6 +70,8 @@ if a4.button(ctx.t("common.reset"), key="batch.reset", icon=":material/restart_a
     demo = BatchDemo(config)
     st.session_state["batch.demo"] = demo
 wrong_slot_controls(ctx, knobs, demo)
+if quiz_on:  # predict, then reveal: who takes a new block at the next decode?
+    ui.quiz.show(ctx, "batch", (config, tuple(demo.ops)), lambda seed: batch_question(demo, seed), "quiz.none_batch")
 knobs.sync_url(ctx.lang, ops=",".join(demo.ops))
 
 # --- what the last operation did ----------------------------------------------------------------------------------

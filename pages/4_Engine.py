@@ -3,6 +3,8 @@
 import streamlit as st
 
 import ui
+import ui.quiz
+from lessons.quiz import engine_question
 from ui.engine_actions import EngineSession, explain_step
 from ui.chain_live import show_chain, show_state_rule
 from lessons.engine import TOLERANCE, table_changes
@@ -16,6 +18,7 @@ from viz.pool import pool_figure
 
 ctx = ui.setup_page("engine", icon="🚂")
 knobs = ui.Knobs("engine")
+quiz_on = ui.quiz.enabled(knobs)  # ?quiz=1: predict, then reveal
 st.title(ctx.t("title"))
 st.caption(ctx.t("intro"))
 
@@ -97,6 +100,9 @@ with st.expander(ctx.t("add_header"), expanded=not demo.all_specs()):
     st.caption(ctx.t("task_help"))
 knobs.sync_url(ctx.lang, reqs=encode_requests(demo.all_specs()), steps=len(demo.steps))
 session.show_messages(demo)
+if quiz_on:  # predict, then reveal: a sequence's cached_token_count after the next step
+    ui.quiz.show(ctx, "engine", (config, len(demo.steps), len(demo.all_specs())),
+                 lambda seed: engine_question(demo, seed), "quiz.none_engine")
 
 # --- the scheduler's decision -------------------------------------------------------------------------------------
 last = demo.last
