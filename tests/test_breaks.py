@@ -13,6 +13,9 @@ from lessons.batch import OP_PATTERN, BatchConfig, BatchDemo
 from lessons.gather import GatherConfig, GatherScene
 from lessons.gather_breaks import OFFSETS, context_len_off, without_causal_mask
 from paged.addressing import locate
+from ui.breaks import misplaced_lines
+from ui.page import PageContext
+from ui.strings import translator
 
 from conftest import naive_decode
 
@@ -124,6 +127,10 @@ def test_wrong_slot_names_its_victim_and_the_check_fails(seed):
         if m.victim is not None and m.victim != m.seq_id:
             assert ok[m.victim] == (not m.overwrote)
         seen.add("self" if m.victim == m.seq_id else "other" if m.victim is not None else "free")
+        for lang in ("en", "zh"):  # every case has its words, in both languages, with its numbers
+            text = "\n".join(misplaced_lines(PageContext("batch", lang, translator("batch", lang)), m,
+                                              [c.seq_id for c in demo.checks if not c.ok]))
+            assert str(m.slot) in text and (m.written < 0 or str(m.written) in text)
         demo = BatchDemo.replay(demo.config, [o for o in demo.ops if o[0] != "w"])[0]  # heal: replay without it
     assert seen
 
@@ -138,3 +145,23 @@ def test_wrong_slot_op_round_trips_and_is_refused_for_a_stopped_sequence():
     again, applied = BatchDemo.replay(demo.config, demo.ops)
     assert applied == 1 and again.last_event.misplaced == demo.last_event.misplaced
     assert [c.ok for c in again.checks] == [c.ok for c in demo.checks]
+
+
+def test_a_write_past_the_pool_is_dropped_and_said_so():
+    """The pool's very last slot + 1 is outside the cache: the stray write is dropped (slot -1), the writer's own
+    token is missing, and the page says a GPU would have written out of bounds."""
+    demo = BatchDemo(BatchConfig(num_blocks=4, block_size=2, seed=0))
+    for op in ("f0", "f1", "f2", "a1"):
+        demo.apply(op)
+    table = demo.tables()
+    (sid, blocks), = table.items()
+    demo.playground.sequences[sid].block_table[-1] = 3  # its one block is the pool's last: token 1 -> slot 7
+    demo.playground.manager.free_block_ids.remove(3)
+    demo.playground.manager.free_block_ids.append(blocks[-1])
+    demo.playground.manager.ref_counts[3], demo.playground.manager.ref_counts[blocks[-1]] = 1, 0
+    demo.playground.manager.tables[sid] = demo.playground.sequences[sid].block_table
+    event = demo.apply(f"w{sid}")
+    m = event.misplaced
+    assert (m.slot, m.written, m.victim) == (7, -1, None)
+    ctx = PageContext("batch", "en", translator("batch", "en"))
+    assert any("outside the cache" in line for line in misplaced_lines(ctx, m, [sid]))

@@ -16,6 +16,9 @@ from paged.config import CacheConfig, ModelConfig, SamplingParams, SchedulerConf
 from paged.engine.engine import LLMEngine
 from paged.engine.scheduler import Scheduler
 from paged.model import ByteTokenizer, TinyLlama
+from ui.chain_live import arrow_label
+from ui.page import PageContext
+from ui.strings import translator
 from viz.chain_live import chain_live_figure
 
 
@@ -110,6 +113,11 @@ def test_arrows_carry_what_the_runner_really_built(tiny, monkeypatch, name):
             {"preempt"} if trace.preempted else set()) | ({"cow"} if trace.copies else set())
     expected = {"plain": {"prefill", "decode", "finish"}, "tiny_pool": {"preempt"}, "sharing": {"cow"}}[name]
     assert expected <= kinds, kinds
+    for lang in ("en", "zh"):  # every arrow of every step has its words in both languages
+        ctx = PageContext("engine", lang, translator("engine", lang))
+        for trace, _ in steps:
+            labels = [arrow_label(ctx, s) for s in chain_stages(trace, engine.block_manager.block_size)]
+            assert all(labels) and str(trace.num_free_blocks) in labels[-1]
 
 
 def test_idle_modules_are_dimmed(tiny, monkeypatch):

@@ -16,6 +16,18 @@ from lessons.quiz import Question, address_question, batch_question, engine_ques
 from paged.attention import gather_kv_loop
 from paged.config import ModelConfig
 from paged.model import ByteTokenizer, TinyLlama
+from ui.page import PageContext
+from ui.quiz import choice_text, piece_text
+from ui.strings import translator
+
+
+def words(q: Question) -> None:
+    """The question, its choices and its why render in both languages (every key and field exists)."""
+    for lang in ("en", "zh"):
+        ctx = PageContext("quiz", lang, translator("quiz", lang))
+        for piece in (q.prompt, *q.why):
+            assert piece_text(ctx, piece)
+        assert all(choice_text(ctx, q, c) for c in q.choices)
 
 
 def slot_pool(num_blocks: int, block_size: int) -> torch.Tensor:
@@ -39,6 +51,7 @@ def test_address_answer_is_where_the_loop_reads(seed):
     assert len(q.choices) == (min(4, block_size) if name == "block_offset" else 4)
     assert all(isinstance(c, int) and c >= 0 for c in q.choices)
     assert q.why[0][1]["slot"] == slot
+    words(q)
 
 
 def test_address_question_refuses_an_empty_table():
@@ -78,6 +91,7 @@ def test_batch_answer_is_who_the_decode_gives_a_block(seed):
         asked += 1
         assert event.ok and tuple(sorted(event.new_blocks)) == q.answer
         assert q.answer in q.choices and len(q.choices) >= 2
+        words(q)
     assert asked >= 8
 
 
@@ -119,11 +133,12 @@ def test_engine_answer_is_the_cached_count_after_the_step(tiny, config):
         assert demo.view.seqs[sid].cached_token_count == q.answer, (seed, q)
         assert q.answer in q.choices and len(q.choices) == 4
         kinds.add(q.why[0][0])
+        words(q)
     worst, agree = demo.twin_summary()
     assert agree  # asking never disturbed the twins: the paged engine still matches its contiguous reference
     assert {"why_prefill", "why_decode"} <= kinds
     if config.num_blocks == 10:
-        assert any(r.preemptions for r in demo.rows())
+        assert any(r.preemptions for r in demo.rows()) and "why_preempted" in kinds
 
 
 def test_no_engine_question_once_everything_finished(tiny):

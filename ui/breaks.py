@@ -103,8 +103,13 @@ def wrong_slot_controls(ctx, knobs, demo) -> None:
         if on:
             c1.caption(ctx.t("breaks.wrong_armed", seq=seq_label(seq)))
     m = demo.last_event.misplaced if demo.last_event.ok else None
-    if m is None:
-        return
+    if m is not None:
+        failing = [c.seq_id for c in demo.checks if not c.ok]
+        st.error("  \n".join(misplaced_lines(ctx, m, failing)), icon=":material/bug_report:")
+
+
+def misplaced_lines(ctx, m, failing: list[int]) -> list[str]:
+    """What a write one slot too far did (a lessons.batch.Misplaced), and whose checks now fail, as text lines."""
     values = dict(seq=seq_label(m.seq_id), token=m.token_index, slot=m.slot, written=m.written,
                   victim=seq_label(m.victim) if m.victim is not None else "", victim_token=m.victim_token)
     if m.written < 0:
@@ -115,7 +120,5 @@ def wrong_slot_controls(ctx, knobs, demo) -> None:
         why = "wrong_overwrote" if m.overwrote else "wrong_reserved"
     else:
         why = "wrong_free"
-    failing = ", ".join(seq_label(c.seq_id) for c in demo.checks if not c.ok) or "—"
-    lines = ([ctx.t("breaks.wrong_what", **values)] if m.written >= 0 else []) + [
-        ctx.t(f"breaks.{why}", **values), ctx.t("breaks.wrong_checks", seqs=failing)]
-    st.error("  \n".join(lines), icon=":material/bug_report:")
+    return ([ctx.t("breaks.wrong_what", **values)] if m.written >= 0 else []) + [
+        ctx.t(f"breaks.{why}", **values), ctx.t("breaks.wrong_checks", seqs=", ".join(map(seq_label, failing)) or "—")]
