@@ -67,6 +67,16 @@ def test_without_a_gpu_every_rung_is_skipped_with_its_reason():
         assert r.ms is None and r.rel_err is None
 
 
+def test_cli_says_why_each_rung_was_skipped(capsys):
+    """`python -m paged.bench external` on a CPU: one line per kernel with its reason; exit status 0."""
+    import paged.bench as bench
+
+    assert bench.main(["external", "--device", "cpu", "--batch", "1", "--context-len", "32"]) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert [ln.split()[0] for ln in lines] == list(EXTERNAL_RUNGS)
+    assert all("skipped: needs a CUDA GPU; this run is on cpu" in ln for ln in lines)
+
+
 def test_a_missing_package_is_named(monkeypatch):
     monkeypatch.setattr(external.importlib.util, "find_spec", lambda name: None)
     assert why_not("flashinfer", torch.device("cuda")) == ("missing", {"package": "flashinfer"})

@@ -1,4 +1,5 @@
 """Paged decode kernels from outside this project, as extra rungs of the kernel ladder (CUDA only).
+`python -m paged.bench external [--batch B --context-len N --block-size S --json]`.
 
     flash_attn      FlashAttention's `flash_attn_with_kvcache(q, k_cache, v_cache, cache_seqlens, block_table)`;
                     its paged k_cache / v_cache are [num_blocks, page_block_size, num_kv_heads, head_dim]: ours.
@@ -15,9 +16,11 @@ GPU, the package is missing, or the kernel's own refusal, e.g. a page size it do
 
 from __future__ import annotations
 
+import argparse
 import importlib.util
+import json
 import math
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 
 import torch
 
@@ -184,3 +187,27 @@ def run_external(case: KernelCase, device: torch.device | str, reps: int = 5, wa
             if rung.name in ms:
                 rung.ms, rung.x_sdpa = ms[rung.name], ms[rung.name] / ms["sdpa"]
     return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    """One line per outside kernel: skipped with its reason, or its check and time next to contiguous SDPA."""
+    p = argparse.ArgumentParser(prog="python -m paged.bench external", description=__doc__.split("\n")[0])
+    for name, default in (("batch", 4), ("context_len", 1024), ("num_heads", 8), ("num_kv_heads", 2),
+                          ("head_dim", 64), ("block_size", 16), ("reps", 5)):
+        p.add_argument(f"--{name.replace('_', '-')}", type=int, default=default)
+    p.add_argument("--device", default=None, help="cpu or cuda (default: cuda when available)")
+    p.add_argument("--json", action="store_true", help="print JSON instead of lines")
+    args = p.parse_args(argv)
+    device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    case = KernelCase(args.batch, args.context_len, args.num_heads, args.num_kv_heads, args.head_dim,
+                      args.block_size)
+    rungs = run_external(case, device, reps=args.reps)
+    if args.json:
+        print(json.dumps([asdict(r) for r in rungs], indent=1))
+    for r in rungs if not args.json else []:
+        if not r.ran:
+            print(f"{r.name:15s} skipped: {r.reason}")
+        else:
+            timing = f"{r.ms:.3f} ms, {r.x_sdpa:.2f}x sdpa" if r.ms is not None else "not timed"
+            print(f"{r.name:15s} {'ok' if r.ok else 'WRONG'} (rel err {r.rel_err:.1e}, {r.dtype}) {timing}")
+    return 0 if all(r.ok for r in rungs if r.ran) else 1
