@@ -5,6 +5,8 @@ Operations are short strings, so a whole session fits in a URL and replays exact
     "d"      decode step for every running sequence
     "f<id>"  finish sequence <id> (its blocks return to the free list)
     "a<n>"   add a sequence with a prompt of n tokens (blocks from the free list)
+    "w<id>"  a decode step in which sequence <id> writes its newest token's K/V one slot past its own (a bug to
+             watch: `Event.misplaced` names the sequence whose slot it hit; the checks then fail)
 
 Each successful operation is followed by one `Playground.check()` (paged vs contiguous for every running sequence).
 The playground's seeded generators (one for K/V, one for check queries) make replaying the same log perform the
@@ -21,7 +23,7 @@ from paged.addressing import blocks_needed
 from .playground import DecodeCheck, Playground
 from .address import SEED_BATCH, dtype_of
 
-OP_PATTERN = re.compile(r"^(d|f\d{1,3}|a\d{1,4})$")
+OP_PATTERN = re.compile(r"^(d|f\d{1,3}|a\d{1,4}|w\d{1,3})$")
 MAX_OPS = 256
 MAX_PROMPT_LEN = 64  # tokens in an added sequence's prompt
 
@@ -46,6 +48,22 @@ class BatchConfig:
 
 
 @dataclass
+class Misplaced:
+    """A write that went one slot too far: `seq_id`'s token `token_index` belonged at `slot` but went to `written`
+    (-1: past the pool's end, dropped). `victim` holds the block of `written` (the sequence itself, another one, or
+    None for a free block), as its token `victim_token`; `overwrote` says whether that token's K/V were already
+    written (they are now lost) or the slot was still empty (its owner will write over the stray K/V later)."""
+
+    seq_id: int
+    token_index: int
+    slot: int
+    written: int
+    victim: int | None
+    victim_token: int | None
+    overwrote: bool
+
+
+@dataclass
 class Event:
     """What one operation did. kind: "start", "decode", "finish", "add". ok=False: nothing changed, see reason."""
 
@@ -58,6 +76,7 @@ class Event:
     seq_id: int | None = None                                 # finish / add: the sequence
     detail: str = ""                                          # the library's message, when there is one
     counts: dict[str, int] = field(default_factory=dict)      # numbers behind a refusal: need, free, tokens
+    misplaced: Misplaced | None = None                        # "w<id>": where the misplaced write landed
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -81,12 +100,20 @@ class BatchDemo:
                 start.ok, start.reason, start.detail = False, "pool_full", str(err)
                 break
         self.used_seed_tables = use_seed
+        self.armed: int | None = None  # arm_wrong_slot: the next "d" becomes "w<armed>"
         self.last_event = start
         self.checks: list[DecodeCheck] = self.playground.check()
 
     # --- operations -----------------------------------------------------------------------------------------
+    def arm_wrong_slot(self, seq_id: int | None) -> None:
+        """Make the next decode step ("d") a "w<seq_id>" step: that sequence's newest token goes one slot too far.
+        None disarms. Used once: the armed step disarms it (a refused step too)."""
+        self.armed = seq_id
+
     def apply(self, op: str) -> Event:
         """Run one operation; log it and re-check on success. Never raises for a well-formed op."""
+        if op == "d" and self.armed is not None:
+            op, self.armed = f"w{self.armed}", None
         if not OP_PATTERN.match(op):
             event = Event("bad_op", ok=False, reason="bad_op", detail=op)
         elif len(self.ops) >= MAX_OPS:
@@ -95,6 +122,8 @@ class BatchDemo:
             event = self._decode()
         elif op[0] == "f":
             event = self._finish(int(op[1:]))
+        elif op[0] == "w":
+            event = self._decode(misplace=int(op[1:]))
         else:
             event = self._add(int(op[1:]))
         if event.ok:
@@ -117,11 +146,13 @@ class BatchDemo:
         return Event("add", ok=False, reason="out_of_range", detail=f"a{prompt_len}",
                      counts={"value": prompt_len, "lo": 1, "hi": MAX_PROMPT_LEN})
 
-    def _decode(self) -> Event:
+    def _decode(self, misplace: int | None = None) -> Event:
         pg = self.playground
         running = pg.running()
         if not running:
             return Event("decode", ok=False, reason="nothing_running")
+        if misplace is not None and misplace not in [s.seq_id for s in running]:
+            return Event("decode", ok=False, reason="not_running", seq_id=misplace)
         if not pg.can_decode():
             short = [s.seq_id for s in running if pg.manager.needs_new_block(s)]
             free = pg.manager.num_free_blocks
@@ -129,10 +160,32 @@ class BatchDemo:
                          detail=f"{len(short)} sequence(s) need a new block, {free} free",
                          counts={"need": len(short), "free": free})
         before = {s.seq_id: len(s.block_table) for s in running}
-        written = pg.decode_step()
+        cached = {s.seq_id: s.cached_token_count for s in running}  # what each had written before this step
+        written = pg.decode_step(misplace=misplace)
         new_blocks = {s.seq_id: s.block_table[before[s.seq_id]:] for s in running
                       if len(s.block_table) > before[s.seq_id]}
-        return Event("decode", written=written, new_blocks=new_blocks)
+        event = Event("decode", written=written, new_blocks=new_blocks)
+        if misplace is not None:
+            event.misplaced = self._where(misplace, written[misplace], cached)
+        return event
+
+    def _where(self, seq_id: int, written: int, cached: dict[int, int]) -> Misplaced:
+        """Whose slot a write one slot too far landed in. `cached`: each sequence's cached_token_count before the
+        step. A token below it was already written; a token written this step was lost only if its owner wrote it
+        before the stray write (the step goes through the running sequences in order)."""
+        seq = self.playground.sequences[seq_id]
+        token, bs = seq.cached_token_count - 1, self.config.block_size
+        slot = seq.block_table[token // bs] * bs + token % bs
+        if written < 0:
+            return Misplaced(seq_id, token, slot, written, None, None, False)
+        block, offset = divmod(written, bs)
+        order = [s.seq_id for s in self.playground.running()]
+        for s in self.playground.running():
+            if block in s.block_table:
+                victim_token = s.block_table.index(block) * bs + offset
+                done = cached[s.seq_id] + (order.index(s.seq_id) < order.index(seq_id))  # written by then
+                return Misplaced(seq_id, token, slot, written, s.seq_id, victim_token, victim_token < done)
+        return Misplaced(seq_id, token, slot, written, None, None, False)
 
     def _finish(self, seq_id: int) -> Event:
         seq = self.playground.sequences.get(seq_id)

@@ -29,7 +29,8 @@ from paged.addressing import slot_mapping
 from paged.attention import contiguous_attention_decode, paged_attention_decode
 from paged.faults import NUM_PAD_ROWS, Fault, as_fault, writer_block_size
 from paged.kv_cache import write_kv
-from .playground import Playground, tolerance
+from paged.attention import tolerance
+from .playground import Playground
 from paged.sequence import Sequence
 from .address import SEED_BATCH
 

@@ -14,10 +14,9 @@ from dataclasses import asdict, dataclass
 import torch
 
 from paged.addressing import Address, address_table, blocks_needed, slot_mapping
-from paged.attention import attention, gather_kv, gather_kv_loop
+from paged.attention import attention, gather_kv, gather_kv_loop, tolerance
 from paged.kv_cache import ContiguousKVCache, KVCachePool, write_kv
 from .address import dtype_of
-from .playground import tolerance
 
 MAX_POOL_BLOCKS = 64  # the gather page's pool never exceeds this many blocks
 

@@ -11,8 +11,8 @@ from dataclasses import dataclass
 
 import torch
 
-from paged.addressing import slot_mapping
-from paged.attention import contiguous_attention_decode, paged_attention_decode, tolerance  # noqa: F401 (pages read it here)
+from paged.addressing import PAD_SLOT, slot_mapping
+from paged.attention import contiguous_attention_decode, paged_attention_decode, tolerance
 from paged.block_manager import BlockManager
 from paged.kv_cache import ContiguousKVCache, KVCachePool, write_kv
 from paged.sequence import Sequence, SequenceStatus
@@ -57,10 +57,12 @@ class Playground:
         v = torch.randn(shape, generator=self.generator).to(self.device, self.dtype)
         return k, v
 
-    def _write(self, seq: Sequence, start: int, end: int) -> None:
-        """Write tokens [start, end) of seq: the pool at their slots, the twin in token order."""
+    def _write(self, seq: Sequence, start: int, end: int, shift: int = 0) -> None:
+        """Write tokens [start, end) of seq: the pool at their slots (+ shift: a misplaced write), the twin in
+        token order."""
         k, v = self._random_kv(end - start)
-        slots = slot_mapping(seq.block_table, start, end, self.block_size, device=self.device)
+        slots = slot_mapping(seq.block_table, start, end, self.block_size, device=self.device) + shift
+        slots = torch.where(slots < self.pool.num_slots, slots, PAD_SLOT)  # only a misplaced write can overflow
         write_kv(*self.pool.layer(0), k, v, slots)
         self.twins[seq.seq_id].update(0, torch.arange(start, end), k, v)
         self.last_write[seq.seq_id] = slots.tolist()
@@ -89,19 +91,24 @@ class Playground:
         seqs = self.running() if seq_ids is None else [self.sequences[i] for i in seq_ids]
         return sum(self.manager.needs_new_block(s) for s in seqs) <= self.manager.num_free_blocks
 
-    def decode_step(self, seq_ids: list[int] | None = None) -> dict[int, int]:
+    def decode_step(self, seq_ids: list[int] | None = None, misplace: int | None = None) -> dict[int, int]:
         """One decode step for the listed (default: all running) sequences: append_slot, write the newest token's
-        K/V at that slot, cached += 1, one more generated token. Returns seq_id -> slot written."""
+        K/V at that slot, cached += 1, one more generated token. Returns seq_id -> slot written.
+
+        misplace: a bug to watch: sequence `misplace` writes its newest token's K/V one slot past its own (its
+        contiguous twin gets it right); past the pool's last slot the write is dropped (slot -1: skipped)."""
         seqs = self.running() if seq_ids is None else [self.sequences[i] for i in seq_ids]
         if not self.can_decode([s.seq_id for s in seqs]):
             raise ValueError("not enough free blocks for every sequence to append a slot; finish one first")
         written = {}
         for seq in seqs:
             slot = self.manager.append_slot(seq)
-            self._write(seq, seq.cached_token_count, seq.cached_token_count + 1)
-            assert self.last_write[seq.seq_id] == [slot], "write slot and block manager slot disagree"
+            shift = int(seq.seq_id == misplace)
+            self._write(seq, seq.cached_token_count, seq.cached_token_count + 1, shift)
+            target = slot + shift if slot + shift < self.pool.num_slots else PAD_SLOT
+            assert self.last_write[seq.seq_id] == [target], "write slot and block manager slot disagree"
             seq.on_decode_done(next_token_id=0)
-            written[seq.seq_id] = slot
+            written[seq.seq_id] = target
         return written
 
     def finish(self, seq_id: int) -> list[int]:

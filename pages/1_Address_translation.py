@@ -6,7 +6,9 @@ import pandas as pd
 import streamlit as st
 
 import ui
-from paged.addressing import address_table
+import ui.quiz
+from lessons.quiz import address_question
+from paged.addressing import address_table, locate
 from viz.chain import chain_figure
 from viz.colors import seq_color, tint
 from viz.pool import pool_figure
@@ -15,6 +17,7 @@ from lessons.address import (MAX_TABLE, MAX_TOKEN, SEED_BLOCK_SIZE, SEED_BLOCK_T
 
 ctx = ui.setup_page("address", icon="🧭")
 knobs = ui.Knobs("address")
+quiz_on = ui.quiz.enabled(knobs)  # ?quiz=1: predict, then reveal
 st.title(ctx.t("title"))
 st.caption(ctx.t("intro"))
 
@@ -76,6 +79,10 @@ for col, name in zip(st.columns(len(names)), names):
     value = getattr(address, name)
     col.metric(name, "—" if value is None else value, help=ctx.t(f"help_{name}"))
 ui.show_figure(chain_figure(address, block_size, block_table), "address.chain")
+
+if quiz_on:  # predict, then reveal: where does a random token of this table live?
+    ui.quiz.show(ctx, "address", (tuple(block_table), block_size),
+                 lambda seed: address_question(block_table, block_size, seed), watch=False)
 
 pool = pool_figure(num_blocks, block_size, {0: block_table}, {0: capacity},
                    highlight=[] if missing else [address.slot],

@@ -5,6 +5,7 @@ import inspect
 import streamlit as st
 
 import ui
+from ui.breaks import gather_knobs, show_gather_breaks
 from paged.addressing import blocks_needed
 from paged.attention import gather_kv_loop
 from viz.attention import diverging_figure, kv_strip_figure, mask_figure, weights_figure
@@ -44,6 +45,7 @@ if mode == "prefill":
     q_len = (knobs.slider(ctx.t("q_len"), "q_len", context_len, 1, context_len, help=ctx.t("q_len_help"))
              if context_len > 1 else 1)
 step = min(knobs.state("step", 0, ui.int_in(0, 512)), context_len)
+no_mask, ctx_off = gather_knobs(ctx, knobs, mode)  # break it: no causal mask, context_len off by one
 
 # friendly refusals before any tensor is made
 if num_heads % num_kv_heads:
@@ -143,5 +145,8 @@ else:
     diff_fig = diverging_figure(diff.float(), title=ctx.t("diff_title"), y_labels=diff_rows, x_title="head_dim")
     ui.show_figure(diff_fig, "gather.diff", where=fig_col)
     ui.notice(ctx, ctx.t("bitwise_yes" if result.bitwise_equal else "bitwise_no", dtype=dtype), where=note_col)
+
+# --- break it: the same attention with the mask removed or context_len off by one ------------------------------
+show_gather_breaks(ctx, scene, step, no_mask, ctx_off)
 
 ui.export_button(ctx, scene.trace(step), "gather_trace.json", key="gather.export")

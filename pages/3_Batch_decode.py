@@ -3,8 +3,11 @@
 import streamlit as st
 
 import ui
+import ui.quiz
+from lessons.quiz import batch_question
+from ui.breaks import arm_wrong_slot, wrong_slot_controls
 from lessons.batch import MAX_OPS, MAX_PROMPT_LEN, OP_PATTERN, BatchConfig, BatchDemo
-from lessons.playground import tolerance
+from paged.attention import tolerance
 from viz.colors import seq_label
 from viz.mapping import mapping_figure
 from viz.pool import pool_figure
@@ -13,6 +16,7 @@ from lessons.address import DTYPES, SEED_BLOCK_SIZE, SEED_NUM_BLOCKS
 
 ctx = ui.setup_page("batch", icon="📦")
 knobs = ui.Knobs("batch")
+quiz_on = ui.quiz.enabled(knobs)  # ?quiz=1: predict, then reveal
 st.title(ctx.t("title"))
 st.caption(ctx.t("intro"))
 
@@ -43,6 +47,8 @@ if demo is None or demo.config != config:
     st.session_state["batch.demo"] = demo
     if applied < len(ops):
         st.warning(ctx.t("replay_stopped", applied=applied, total=len(ops)), icon="⚠️")
+
+arm_wrong_slot(demo)  # break it: when switched on, the next decode writes one token to the wrong slot
 
 # --- actions ------------------------------------------------------------------------------------------------------
 # Callbacks: they run before the page is drawn, so the selector below already lists the sequences the action left.
@@ -81,6 +87,9 @@ with a3:
     c_btn.button(ctx.t("add"), key="batch.add", icon=":material/add:",
                  on_click=lambda: st.session_state["batch.demo"].add(int(st.session_state["batch.new_len"])))
 a4.button(ctx.t("common.reset"), key="batch.reset", icon=":material/restart_alt:", on_click=reset)
+wrong_slot_controls(ctx, knobs, demo)
+if quiz_on:  # predict, then reveal: who takes a new block at the next decode?
+    ui.quiz.show(ctx, "batch", (config, tuple(demo.ops)), lambda seed: batch_question(demo, seed), "quiz.none_batch")
 knobs.sync_url(ctx.lang, ops=",".join(demo.ops))
 
 # --- what the last operation did ----------------------------------------------------------------------------------

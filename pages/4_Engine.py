@@ -3,7 +3,10 @@
 import streamlit as st
 
 import ui
+import ui.quiz
+from lessons.quiz import engine_question
 from ui.engine_actions import EngineSession, explain_step
+from ui.chain_live import show_chain, show_state_rule
 from lessons.engine import TOLERANCE, table_changes
 from lessons.engine_requests import (ENGINE_SCENARIOS, MAX_PROMPT_CHARS, PROMPT_PRESETS, TASKS, DemoConfig,
                                    encode_requests)
@@ -15,6 +18,7 @@ from viz.pool import pool_figure
 
 ctx = ui.setup_page("engine", icon="🚂")
 knobs = ui.Knobs("engine")
+quiz_on = ui.quiz.enabled(knobs)  # ?quiz=1: predict, then reveal
 st.title(ctx.t("title"))
 st.caption(ctx.t("intro"))
 
@@ -98,6 +102,9 @@ with st.expander(ctx.t("add_header"), expanded=not demo.all_specs()):
     st.caption(ctx.t("task_help"))
 knobs.sync_url(ctx.lang, reqs=encode_requests(demo.all_specs()), steps=len(demo.steps))
 session.show_messages(demo)
+if quiz_on:  # predict, then reveal: a sequence's cached_token_count after the next step
+    ui.quiz.show(ctx, "engine", (config, len(demo.steps), len(demo.all_specs())),
+                 lambda seed: engine_question(demo, seed), "quiz.none_engine")
 
 # --- the scheduler's decision -------------------------------------------------------------------------------------
 last = demo.last
@@ -130,6 +137,9 @@ ui.show_figure(queues_figure(waiting, running, finished, trace.preempted if trac
                              lane_names=[ctx.t("lane_waiting"), ctx.t("lane_running"), ctx.t("lane_finished")]),
                "engine.queues", where=fig_col)
 ui.notice(ctx, ctx.t("queues_notice"), where=note_col)
+
+# --- the chain, live: the seven modules of this step ------------------------------------------------------------
+show_chain(ctx, demo)
 
 # --- this step's addresses ----------------------------------------------------------------------------------------
 view = demo.view
@@ -182,6 +192,9 @@ if series:
                                      x_title=ctx.t("axis_step"), y_title=ctx.t("axis_tokens")),
                    "engine.cache", where=fig_col)
     ui.notice(ctx, ctx.t("cache_notice"), where=note_col)
+
+# --- the state rule, one sequence step by step ------------------------------------------------------------------
+show_state_rule(ctx, demo, tokenizer)
 
 # --- the twins ----------------------------------------------------------------------------------------------------
 st.subheader(ctx.t("twins_header"))

@@ -4,6 +4,7 @@ live; then why paging is worth it (KV memory reserved vs needed on a seeded requ
 import streamlit as st
 
 import ui
+from ui.beyond import show_what_comes_next
 from lessons.fast import (HEAD_COUNTS, HEAD_DIMS, LOOP_MAX_TOKENS, MAIN_REPS, RUNGS, SWEEP_BLOCK_SIZES,
                                 SWEEP_REPS, LadderConfig, run_ladder, series)
 from paged.kernels import native_error  # (importing paged.kernels registers "fused", "native", "triton")
@@ -205,6 +206,9 @@ else:
     ui.show_figure(fig, "fast.frag", where=fig_col)
     ui.notice(ctx, ctx.t("frag_notice"), where=note_col)
     st.caption(ctx.t("external_note"))
+
+# --- what comes next: vLLM, FlashAttention, FlashInfer; split-K; outside kernels as extra rungs --------------
+show_what_comes_next(ctx, config.case() if config is not None else None, cuda)
 
 export = {"ladder": run.to_dict() if run is not None else None, "config": dict(knobs.values),
           "memory": report.to_dict() if report is not None else None}

@@ -209,6 +209,12 @@ class Knobs:
             st.session_state[key] = default
         return self._done(name, where.radio(label, list(options), key=key, **kw))
 
+    def toggle(self, label: str, name: str, default: bool, where=st, **kw) -> bool:
+        """An on/off switch; the URL holds it as 1 / 0."""
+        key = self._start(name, default, one_of([0, 1]))
+        st.session_state[key] = bool(st.session_state[key])
+        return self._done(name, where.toggle(label, key=key, **kw))
+
     def text(self, label: str, name: str, default: str, max_chars: int = 200, where=st, **kw) -> str:
         key = self._start(name, default, text_max(max_chars))
         return self._done(name, where.text_input(label, key=key, max_chars=max_chars, **kw))

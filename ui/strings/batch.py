@@ -99,4 +99,7 @@ STRINGS = {
         "zh": ("每一步之后，每个 sequence 都用一个随机 query 计算两次：一次通过它的 block_table，一次在收到相同 K/V "
                "的连续 cache 上。相对误差必须小于 {tolerance}（{dtype}）。"),
     },
+    # a "w<id>" step (write one token to the wrong slot, see ui.breaks) aimed at a sequence that is not running
+    "refused_decode_not_running": {"en": "{seq} is not running, so it has no new token to write.",
+                                   "zh": "{seq} 没有在运行，没有要写入的新 token。"},
 }

@@ -1,0 +1,86 @@
+"""Break it where it is taught, through AppTest in both languages: page 2's "remove the causal mask" and
+"context_len off by one" (knobs in the URL), page 3's "write the next token to the wrong slot" (the op log in the
+URL replays the damage)."""
+
+from __future__ import annotations
+
+import pytest
+
+from ui.strings import t
+
+from .conftest import app_test
+
+GATHER, BATCH = "pages/2_Gather_and_attend.py", "pages/3_Batch_decode.py"
+
+
+def no_exception(at) -> None:
+    assert not at.exception, [e.value for e in at.exception]
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_no_mask_changes_all_prefill_rows_but_the_last(lang):
+    at = app_test(GATHER, lang, {"mode": "prefill", "context_len": 8, "no_mask": 1}).run()
+    assert at.toggle(key="gather.no_mask").value
+    assert any(i.value == t("breaks.wait", lang) for i in at.info)
+    at.button(key="gather.all").click().run()
+    no_exception(at)
+    br = at.session_state["gather.mask_break"]
+    assert br.changed == [True] * 7 + [False]
+    assert any(t("breaks.mask_header", lang) == s.value for s in at.subheader)
+    assert at.query_params["no_mask"] == "1"
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_no_mask_in_decode_changes_nothing_and_says_why(lang):
+    at = app_test(GATHER, lang, {"context_len": 6}).run()
+    at.toggle(key="gather.no_mask").set_value(True).run()
+    at.button(key="gather.all").click().run()
+    no_exception(at)
+    br = at.session_state["gather.mask_break"]
+    assert br.changed == [False]
+    why = t("breaks.mask_decode", lang, worst=f"{max(br.row_diff):.2e}", last=5)
+    assert any(why in i.value for i in at.info)
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_context_len_minus_one_drops_the_newest_token(lang):
+    """The select sets ctx_off in the URL; −1 drops token context_len − 1 and the check fails."""
+    at = app_test(GATHER, lang, {"context_len": 9}).run()
+    at.selectbox(key="gather.ctx_off").set_value(-1).run()
+    assert at.query_params["ctx_off"] == "-1"
+    at.button(key="gather.all").click().run()
+    no_exception(at)
+    br = at.session_state["gather.len_break"]
+    assert br.context_len == 8 and br.dropped_token == 8 and not br.ok
+    assert any(m.value == t("common.not_ok", lang) for m in at.metric)
+
+
+def test_context_len_plus_one_from_the_url_reads_an_unwritten_slot():
+    at = app_test(GATHER, "en", {"context_len": 9, "ctx_off": 1, "step": 9}).run()
+    no_exception(at)
+    br = at.session_state["gather.len_break"]
+    assert br.context_len == 10 and br.holds_token is None and not br.past_table and not br.ok
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_wrong_slot_corrupts_the_neighbour_and_the_link_replays_it(lang):
+    """Seed batch, switch on, sequence C: C's token 15 belongs in slot 27 (block 6, offset 3); the stray write
+    lands in slot 28, block 7 offset 0 = A's token 0. The page names A, the checks of A and C fail, the switch is
+    off again, and the link (ops=w2) rebuilds the same damage."""
+    at = app_test(BATCH, lang).run()
+    at.toggle(key="batch.wrong").set_value(True).run()
+    at.selectbox(key="batch.wrong_seq").set_value(2).run()
+    at.button(key="batch.decode").click().run()
+    no_exception(at)
+    demo = at.session_state["batch.demo"]
+    m = demo.last_event.misplaced
+    assert demo.ops == ["w2"] and (m.slot, m.written, m.victim, m.victim_token, m.overwrote) == (27, 28, 0, 0, True)
+    assert {c.seq_id for c in demo.checks if not c.ok} == {0, 2}
+    text = t("breaks.wrong_overwrote", lang, written=28, victim="A", victim_token=0, seq="C", slot=27)
+    assert any(text in e.value for e in at.error)
+    assert not at.toggle(key="batch.wrong").value and at.query_params["ops"] == "w2"
+    at.button(key="batch.decode").click().run()
+    assert at.session_state["batch.demo"].ops == ["w2", "d"]
+    again = app_test(BATCH, lang, {"ops": "w2,d"}).run()
+    no_exception(again)
+    assert {c.seq_id for c in again.session_state["batch.demo"].checks if not c.ok} == {0, 2}

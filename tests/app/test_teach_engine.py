@@ -1,0 +1,77 @@
+"""Page 4 · Engine, the teaching additions through AppTest, in both languages: the chain, live (the code shown is
+the library's real source), and the state rule table of a chosen sequence."""
+
+from __future__ import annotations
+
+import inspect
+import json
+import textwrap
+
+import pytest
+
+from paged.block_manager import BlockManager
+from paged.engine.scheduler import Scheduler
+from paged.sequence import Sequence
+from ui.strings import t
+
+from .conftest import app_test
+
+ENGINE = "pages/4_Engine.py"
+
+
+def no_exception(at) -> None:
+    assert not at.exception, [e.value for e in at.exception]
+
+
+def source(fn) -> str:
+    """What inspect reads for `fn`, dedented (st.code drops the final newline)."""
+    return textwrap.dedent(inspect.getsource(fn)).rstrip("\n")
+
+
+def chain_spec(at) -> dict:
+    specs = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
+    found = [s for s in specs if any(d.get("name") == "modules" for d in s["data"])]
+    assert len(found) == 1
+    return found[0]
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_chain_lights_up_and_shows_the_real_code(lang):
+    """Before a step every module is dimmed; after the first step (a prefill) the scheduler box carries the phase
+    and the scheduled sequences, and the code under the picker is exactly inspect's source of the functions."""
+    at = app_test(ENGINE, lang).run()
+    no_exception(at)
+    spec = chain_spec(at)
+    assert spec["layout"]["title"]["text"] == t("chain.title_none", lang)
+    assert all(s["line"]["dash"] == "dot" for s in spec["layout"]["shapes"])
+    at.button(key="engine.step").click().run()
+    no_exception(at)
+    spec = chain_spec(at)
+    assert spec["layout"]["title"]["text"] == t("chain.title", lang, step=1)
+    texts = [a["text"] for a in spec["layout"]["annotations"]]
+    assert any(x.startswith("prefill") and "A, B, C" in x for x in texts), texts
+    assert at.code[0].value == source(Scheduler.schedule)
+    at.radio(key="engine.chain_module").set_value("sequence_update").run()
+    assert [c.value for c in at.code] == [source(f) for f in (Sequence.on_prefill_done, Sequence.on_decode_done)]
+    at.radio(key="engine.chain_module").set_value("free_blocks").run()
+    assert at.code[-1].value == source(BlockManager.free)
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_state_rule_table_for_a_chosen_sequence(lang):
+    """Three steps in: B's rows are one prefill then two decodes; each decode feeds the token the previous row
+    generated; the table's columns are in the page's language."""
+    at = app_test(ENGINE, lang).run()
+    for _ in range(3):
+        at.button(key="engine.step").click().run()
+    at.selectbox(key="engine.rule_seq").set_value(1).run()
+    no_exception(at)
+    rows = at.session_state["engine.rule_rows"]
+    assert [r.phase for r in rows] == ["prefill", "decode", "decode"]
+    assert rows[1].fed == (rows[0].generated[-1],) and rows[2].fed == (rows[1].generated[-1],)
+    tables = [d.value for d in at.dataframe if t("chain.col_fed", lang) in d.value.columns]
+    assert len(tables) == 1
+    table = tables[0]
+    assert list(table.columns)[:2] == [t("chain.col_step", lang), t("chain.col_phase", lang)]
+    assert len(table) == 3 and table.iloc[2][t("chain.col_cached", lang)] == \
+        f"{rows[2].cached_before} → {rows[2].cached_after}"

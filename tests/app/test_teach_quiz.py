@@ -1,0 +1,73 @@
+"""Predict, then reveal (`?quiz=1`) through AppTest on pages 1, 3 and 4, in both languages: the box appears only
+when asked for, a reveal scores once, the step then does what the answer said, and a new state asks anew."""
+
+from __future__ import annotations
+
+import pytest
+
+from ui.strings import t
+
+from .conftest import app_test
+
+ADDRESS, BATCH, ENGINE = "pages/1_Address_translation.py", "pages/3_Batch_decode.py", "pages/4_Engine.py"
+
+
+def no_exception(at) -> None:
+    assert not at.exception, [e.value for e in at.exception]
+
+
+def answer(at, page: str, right: bool):
+    """Pick the right (or a wrong) choice of the page's question and press Reveal; returns the question."""
+    held = at.session_state[f"quiz.{page}"]
+    q = held["question"]
+    pick = q.answer if right else next(c for c in q.choices if c != q.answer)
+    at.radio(key=f"quiz.{page}.choice.{held['n']}").set_value(pick).run()
+    at.button(key=f"quiz.{page}.reveal").click().run()
+    no_exception(at)
+    return q
+
+
+@pytest.mark.parametrize("path", [ADDRESS, BATCH, ENGINE])
+def test_no_quiz_unless_the_link_asks(path):
+    at = app_test(path).run()
+    no_exception(at)
+    assert not any(m.value.endswith(f"**{t('quiz.header', 'en')}**") for m in at.markdown)
+    assert "quiz" not in at.query_params
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_address_quiz_scores_and_asks_again(lang):
+    at = app_test(ADDRESS, lang, {"quiz": 1}).run()
+    no_exception(at)
+    assert at.query_params["quiz"] == "1"
+    q = answer(at, "address", right=True)
+    assert any(t("quiz.right", lang, answer=q.answer) in s.value for s in at.success)
+    assert at.session_state["quiz.score"] == {"right": 1, "asked": 1}
+    at.button(key="quiz.address.another_btn").click().run()
+    q2 = answer(at, "address", right=False)
+    assert at.session_state["quiz.score"] == {"right": 1, "asked": 2} and at.error
+    assert any(t("quiz.score", lang, right=1, asked=2) == c.value for c in at.caption)
+    assert q2 is at.session_state["quiz.address"]["question"]
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_batch_quiz_answer_is_what_the_decode_does(lang):
+    at = app_test(BATCH, lang, {"quiz": 1}).run()
+    for _ in range(3):
+        q = answer(at, "batch", right=True)
+        at.button(key="batch.decode").click().run()
+        no_exception(at)
+        event = at.session_state["batch.demo"].last_event
+        assert tuple(sorted(event.new_blocks)) == q.answer
+    assert at.session_state["quiz.score"] == {"right": 3, "asked": 3}
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_engine_quiz_answer_is_the_cached_count_after_the_step(lang):
+    at = app_test(ENGINE, lang, {"quiz": 1}).run()
+    for _ in range(3):
+        q = answer(at, "engine", right=False)
+        at.button(key="engine.step").click().run()
+        no_exception(at)
+        assert at.session_state["engine.demo"].view.seqs[q.prompt[1]["seq"]].cached_token_count == q.answer
+    assert at.session_state["quiz.score"] == {"right": 0, "asked": 3}

@@ -1,0 +1,242 @@
+"""The chain, live (lessons.chain) and the state rule table (lessons.state_rule), checked against what the engine
+really did: the model runner's own inputs captured at each step, the engine's output token ids, and inspect."""
+
+from __future__ import annotations
+
+import inspect
+import textwrap
+
+import pytest
+import torch
+
+import paged.engine.runner as runner_module
+from lessons.chain import SOURCES, STAGES, attention_tables, chain_stages, stage_sources
+from lessons.state_rule import state_rows, tail
+from paged.config import CacheConfig, ModelConfig, SamplingParams, SchedulerConfig
+from paged.engine.engine import LLMEngine
+from paged.engine.scheduler import Scheduler
+from paged.model import ByteTokenizer, TinyLlama
+from ui.chain_live import arrow_label
+from ui.page import PageContext
+from ui.strings import translator
+from viz.chain_live import chain_live_figure
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    """A small random model: fast, and every step's inputs are real."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    torch.manual_seed(0)
+    cfg = ModelConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=4,
+                      num_key_value_heads=2, max_position_embeddings=256)
+    yield TinyLlama(cfg).eval(), ByteTokenizer()
+    torch.set_num_threads(threads)
+
+
+def run_recorded(engine: LLMEngine, monkeypatch, max_steps: int = 200):
+    """Step `engine` to the end; returns [(trace, the paged BatchInput prepare_inputs built for it, or None)]."""
+    seen = []
+    real = runner_module.prepare_inputs
+
+    def spy(*args, **kwargs):
+        batch = real(*args, **kwargs)
+        seen.append(batch)
+        return batch
+
+    monkeypatch.setattr(runner_module, "prepare_inputs", spy)
+    out = []
+    for _ in range(max_steps):
+        if not engine.has_unfinished():
+            break
+        before = len(seen)
+        trace = engine.step()
+        out.append((trace, seen[before] if len(seen) > before else None))
+    assert not engine.has_unfinished()
+    return out
+
+
+def make_engine(tiny, num_blocks: int, block_size: int = 4, prefix: bool = False) -> LLMEngine:
+    model, tok = tiny
+    return LLMEngine(model, tok, CacheConfig(block_size=block_size, num_blocks=num_blocks, watermark=0.0, seed=3,
+                                             enable_prefix_caching=prefix),
+                     SchedulerConfig(max_num_batched_tokens=256, max_num_seqs=4), attn_impl="gather")
+
+
+SCENES = {
+    # three prompts, one finishing early: prefill, decodes with and without new blocks, a finish mid-run
+    "plain": (40, False, [("hello paged world", SamplingParams(max_tokens=9, ignore_eos=True)),
+                          ("abc", SamplingParams(max_tokens=3, ignore_eos=True)),
+                          ("a longer prompt here", SamplingParams(max_tokens=6, ignore_eos=True))]),
+    # a pool too small for all three at full length: preemption by recompute
+    "tiny_pool": (12, False, [("0123456789", SamplingParams(max_tokens=14, ignore_eos=True)),
+                              ("abcdefghij", SamplingParams(max_tokens=14, ignore_eos=True)),
+                              ("ABCDEFGHIJ", SamplingParams(max_tokens=14, ignore_eos=True))]),
+    # parallel samples (fork, copy-on-write) and a repeated prompt (prefix-cache hits)
+    "sharing": (40, True, [("shared prefix text", SamplingParams(max_tokens=6, n=3, temperature=1.0, seed=1,
+                                                                ignore_eos=True)),
+                           ("shared prefix text", SamplingParams(max_tokens=5, ignore_eos=True))]),
+}
+
+
+def build(tiny, name):
+    """The scene's engine with its requests added; returns (engine, request ids, traces of steps already run)."""
+    num_blocks, prefix, requests = SCENES[name]
+    engine = make_engine(tiny, num_blocks, prefix=prefix)
+    ids, early = [], []
+    for i, (text, params) in enumerate(requests):
+        ids.append(engine.add_request(text, params))
+        if prefix and i == 0:
+            early.append(engine.step())  # the first prompt fills the prefix cache before the second arrives
+    return engine, ids, early
+
+
+@pytest.mark.parametrize("name", sorted(SCENES))
+def test_arrows_carry_what_the_runner_really_built(tiny, monkeypatch, name):
+    """The ModelRunner stage's slot_mapping, block_tables and context_lens equal the paged BatchInput that
+    prepare_inputs built in that very step (captured by a spy), finished and preempted sequences included."""
+    engine, _, _ = build(tiny, name)
+    steps = run_recorded(engine, monkeypatch)
+    kinds = set()
+    for trace, batch in steps:
+        stages = {s.key: s for s in chain_stages(trace, engine.block_manager.block_size)}
+        runner = stages["model_runner"]
+        if batch is None:
+            assert trace.phase == "idle" and not runner.active
+            continue
+        assert runner.active and runner.out["slot_mapping"] == batch.slot_mapping.tolist()
+        rows = batch.block_tables.tolist()
+        for i, seq_id in enumerate(batch.seq_ids):
+            assert runner.out["block_tables"][seq_id] == [b for b in rows[i] if b >= 0]
+            assert runner.out["context_lens"][seq_id] == int(batch.context_lens[i])
+        kinds |= {trace.phase} | ({"finish"} if trace.finished else set()) | (
+            {"preempt"} if trace.preempted else set()) | ({"cow"} if trace.copies else set())
+    expected = {"plain": {"prefill", "decode", "finish"}, "tiny_pool": {"preempt"}, "sharing": {"cow"}}[name]
+    assert expected <= kinds, kinds
+    for lang in ("en", "zh"):  # every arrow of every step has its words in both languages
+        ctx = PageContext("engine", lang, translator("engine", lang))
+        for trace, _ in steps:
+            labels = [arrow_label(ctx, s) for s in chain_stages(trace, engine.block_manager.block_size)]
+            assert all(labels) and str(trace.num_free_blocks) in labels[-1]
+
+
+def test_idle_modules_are_dimmed(tiny, monkeypatch):
+    """A decode with no new block leaves the Block Manager dimmed, a step where nothing finished leaves the free
+    stage dimmed, a finishing step lights it with exactly the freed blocks; before any step everything is dim."""
+    assert not any(s.active for s in chain_stages(None, 4))
+    engine, _, _ = build(tiny, "plain")
+    steps = run_recorded(engine, monkeypatch)
+    quiet = [t for t, _ in steps if t.phase == "decode" and not t.blocks_allocated and not t.finished]
+    assert quiet
+    stages = {s.key: s for s in chain_stages(quiet[0], 4)}
+    assert not stages["block_manager"].active and not stages["free_blocks"].active
+    assert stages["scheduler"].active and stages["sampler"].active
+    finishing = next(t for t, _ in steps if t.finished)
+    free = {s.key: s for s in chain_stages(finishing, 4)}["free_blocks"]
+    assert free.active and set(free.out["freed"]) == set(finishing.finished)
+    assert all(free.out["freed"][sid] == finishing.blocks_freed[sid] for sid in finishing.finished)
+
+
+def test_tables_of_finished_sequences_are_rebuilt(tiny, monkeypatch):
+    """A sequence that finished in a step is no longer in block_tables_after; its table is rebuilt anyway and
+    equals the one attention was handed."""
+    engine, _, _ = build(tiny, "plain")
+    checked = 0
+    for trace, batch in run_recorded(engine, monkeypatch):
+        for sid in trace.finished:
+            if batch is not None and sid in batch.seq_ids:
+                row = batch.block_tables.tolist()[batch.seq_ids.index(sid)]
+                assert sid not in trace.block_tables_after
+                assert attention_tables(trace, 4)[sid] == [b for b in row if b >= 0]
+                checked += 1
+    assert checked >= 2
+
+
+def test_rebuilt_table_after_a_new_block_or_a_copy_on_write():
+    """A finished sequence's table: a decode past a full last block appends the new block; a decode into a shared
+    partly filled last block replaced it (copy-on-write)."""
+    from paged.engine.trace import SeqStepState, StepTrace
+
+    def decode(context_len):
+        return StepTrace(step=0, phase="decode", reason="", kv_layout="paged", block_tables_before={5: [3, 7]},
+                         blocks_allocated={5: [9]}, finished=[5],
+                         seqs=[SeqStepState(5, [1], [context_len - 1], [0], context_len, 2)])
+
+    assert attention_tables(decode(9), 4) == {5: [3, 7, 9]}  # token 8 needs a third block
+    assert attention_tables(decode(6), 4) == {5: [3, 9]}  # token 5 lives in logical block 1: it was copied
+
+
+def test_stage_sources_are_the_real_functions():
+    """Every stage shows the source inspect reads from the running library (not a copy), starting with its def."""
+    assert set(SOURCES) == set(STAGES)
+    for key in STAGES:
+        shown = stage_sources(key)
+        assert len(shown) == len(SOURCES[key])
+        for (name, source), fn in zip(shown, SOURCES[key]):
+            assert source == textwrap.dedent(inspect.getsource(fn))
+            assert name.endswith(fn.__qualname__) and source.lstrip().startswith(("def ", "@"))
+    assert stage_sources("scheduler")[0][1] == textwrap.dedent(inspect.getsource(Scheduler.schedule))
+    with pytest.raises(ValueError, match="unknown stage"):
+        stage_sources("tokenizer")
+
+
+@pytest.mark.parametrize("name", sorted(SCENES))
+def test_state_rule_rows_follow_the_engine(tiny, monkeypatch, name):
+    """For every sequence: cached after = cached before + tokens fed; the first prefill ends with cached =
+    prompt_len and generated = [t1]; each decode feeds the last generated token and reads cached-after tokens; the
+    generated ids end equal to the engine's output (its own token ids, not this module's)."""
+    engine, request_ids, early = build(tiny, name)
+    steps = early + [t for t, _ in run_recorded(engine, monkeypatch)]
+    checked, hits = 0, 0
+    for rid in request_ids:
+        out = engine.output(rid)
+        for seq, tokens in zip(engine.groups[rid], out.samples):
+            seq_id = seq.seq_id
+            rows = state_rows(steps, seq_id)
+            assert rows and list(rows[-1].generated) == tokens
+            first = rows[0]
+            if first.phase == "prefill":
+                assert first.cached_after == len(out.prompt_token_ids) and first.generated == (tokens[0],)
+                hits += first.cached_before > 0  # a prefix-cache hit: only the rest of the prompt is fed
+            else:
+                assert first.phase == "fork" and first.fed == () and first.generated == (tokens[0],)
+            for prev, row in zip([None] + rows[:-1], rows):
+                assert row.cached_after == row.cached_before + len(row.fed)
+                if row.phase == "decode":
+                    assert row.fed == (tokens[len(prev.generated) - 1],) == (prev.generated[-1],)
+                    assert row.context_len == row.cached_after and row.slots and len(row.slots) == 1
+                    checked += 1
+    assert checked > 5
+    assert hits == (name == "sharing")
+
+
+def test_preempted_sequence_recomputes_in_one_prefill(tiny, monkeypatch):
+    """After a preemption the next prefill feeds prompt + generated tokens from index 0 and ends with cached equal
+    to all of them; the generated ids carry over (one more sampled)."""
+    engine, _, _ = build(tiny, "tiny_pool")
+    steps = [t for t, _ in run_recorded(engine, monkeypatch)]
+    victim = next(p for t in steps for p in t.preempted)
+    rows = state_rows(steps, victim)
+    again = [r for r in rows[1:] if r.phase == "prefill"]
+    assert again
+    r = again[0]
+    prev = rows[rows.index(r) - 1]
+    prompt_len = len(engine.output(victim).prompt_token_ids)
+    assert r.cached_before == 0 and r.cached_after == prompt_len + len(prev.generated)
+    assert r.generated[:-1] == prev.generated
+
+
+def test_tail_keeps_the_newest():
+    assert tail([1, 2, 3, 4, 5, 6], 3) == (True, (4, 5, 6))
+    assert tail([1, 2], 3) == (False, (1, 2))
+
+
+def test_chain_figure_marks_idle_and_selected(validate_figures):
+    """Dimmed boxes are dotted and grey, the selected one has the thick outline; mismatched inputs are refused."""
+    fig = chain_live_figure(["a", "b", "c"], [True, False, True], ["x", "y", "z"], title="t", selected=2)
+    rects = [s for s in fig.layout.shapes if s.type == "rect"]
+    assert [r.line.dash for r in rects] == ["solid", "dot", "solid"]
+    assert rects[2].line.width > rects[0].line.width
+    assert [d.name for d in fig.data] == ["modules"]
+    with pytest.raises(ValueError, match="same length"):
+        chain_live_figure(["a"], [True, False], ["x"])

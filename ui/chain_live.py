@@ -1,0 +1,135 @@
+"""Page 4 · Engine: the chain, live, and the state rule table (render helpers; the data comes from lessons.chain and
+lessons.state_rule, the figure from viz.chain_live).
+
+    show_chain(ctx, demo)        # the seven modules with this step's values, and the code of a chosen one
+    show_state_rule(ctx, demo)   # one sequence's rows: fed, slot, cached before → after, generated, context_len
+"""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from lessons.chain import STAGES, Stage, chain_stages, stage_sources
+from lessons.state_rule import state_rows, tail
+from viz.chain_live import chain_live_figure
+from viz.colors import seq_label
+
+from .engine_actions import explain_step
+from .widgets import show_figure
+
+KEEP = 6  # list entries shown on an arrow before "…"
+
+
+def short(values, keep: int = KEEP) -> str:
+    """[44, 39, 7, …] : the first `keep` entries of a long list."""
+    values = list(values)
+    return str(values) if len(values) <= keep else "[" + ", ".join(map(str, values[:keep])) + ", …]"
+
+
+def per_seq(mapping: dict, fmt=str, keep: int = 4) -> str:
+    """"A [3, 7] · B [1]" for {seq_id: value}, at most `keep` sequences."""
+    items = [f"{seq_label(k)} {fmt(v)}" for k, v in sorted(mapping.items())]
+    return " · ".join(items[:keep]) + (" · …" if len(items) > keep else "") if items else "—"
+
+
+def arrow_label(ctx, stage: Stage) -> str:
+    """The values on the arrow leaving `stage`, in the page's language."""
+    t, out = ctx.t, stage.out
+    if not out:
+        return t("chain.out_none")
+    key = stage.key
+    if key == "scheduler":
+        if out["phase"] == "idle" and not out["preempted"]:
+            return t("chain.out_idle")
+        return t("chain.out_scheduler", phase=out["phase"], seqs=", ".join(map(seq_label, out["scheduled"])) or "—",
+                 why=explain_step(ctx, out["why"]))
+    if key == "block_manager":
+        parts = []
+        if out["allocated"]:
+            parts.append(t("chain.out_allocated", blocks=per_seq(out["allocated"], short)))
+        if out["freed"]:
+            parts.append(t("chain.out_preempt_freed", blocks=per_seq(out["freed"], short)))
+        if out["copies"]:
+            parts.append(t("chain.out_copies", copies=", ".join(f"{a}→{b}" for a, b in out["copies"])))
+        return "<br>".join(parts) or t("chain.out_no_blocks")
+    if key == "model_runner":
+        if not out["tokens"]:
+            return t("chain.out_none")
+        return t("chain.out_runner", slots=short(out["slot_mapping"]), tables=per_seq(out["block_tables"], short),
+                 lens=per_seq(out["context_lens"]))
+    if key == "paged_attention":
+        if not out["rows"]:
+            return t("chain.out_none")
+        return t("chain.out_attention", written=out["written"], read=per_seq(out["read"]), rows=out["rows"])
+    if key == "sampler":
+        return t("chain.out_sampler", tokens=per_seq(out["tokens"], lambda v: f"{v[1]!r}")) if out["tokens"] \
+            else t("chain.out_none")
+    if key == "sequence_update":
+        if not out["counts"]:
+            return t("chain.out_none")
+        text = t("chain.out_update", counts=per_seq(out["counts"], lambda v: f"{v[0]}/{v[1]}"))
+        if out["forked"]:
+            text += "<br>" + t("chain.out_forked", forked=per_seq(out["forked"], lambda v: ", ".join(map(seq_label, v))))
+        return text
+    if out["freed"]:
+        return t("chain.out_freed", freed=per_seq(out["freed"], short), free=out["free"], num_blocks=out["num_blocks"])
+    return t("chain.out_nothing_freed", free=out["free"], num_blocks=out["num_blocks"])
+
+
+def show_chain(ctx, demo) -> None:
+    """The chain diagram of the demo's last step, a module picker beside it and that module's code below."""
+    trace = demo.last.paged if demo.last else None
+    stages = chain_stages(trace, demo.view.block_size)
+    st.subheader(ctx.t("chain.header"))
+    st.caption(ctx.t("chain.caption"))
+    fig_col, pick_col = st.columns([3, 1])
+    picked = pick_col.radio(ctx.t("chain.pick"), STAGES, key="engine.chain_module",
+                            format_func=lambda k: ctx.t(f"chain.stage_{k}"))
+    title = ctx.t("chain.title", step=len(demo.steps)) if trace else ctx.t("chain.title_none")
+    fig = chain_live_figure([ctx.t(f"chain.stage_{s.key}") for s in stages], [s.active for s in stages],
+                            [arrow_label(ctx, s) for s in stages], title=title, selected=STAGES.index(picked))
+    show_figure(fig, "engine.chain_live", where=fig_col)
+    for name, source in stage_sources(picked):
+        st.caption(ctx.t("chain.code_from", name=name))
+        st.code(source, language="python")
+
+
+def _fed(ctx, row, tokenizer) -> str:
+    if row.phase == "fork":
+        return ctx.t("chain.fed_fork")
+    if len(row.fed) == 1:
+        return f"{tokenizer.decode(list(row.fed))!r} ({row.fed[0]})"
+    return ctx.t("chain.fed_many", count=len(row.fed))
+
+
+def _slots(row) -> str:
+    if not row.slots:
+        return "—"
+    return str(row.slots[0]) if len(row.slots) == 1 else f"{row.slots[0]}…{row.slots[-1]}"
+
+
+def show_state_rule(ctx, demo, tokenizer) -> None:
+    """One chosen sequence's rows of the state rule (a narrow table: no horizontal scrolling)."""
+    st.subheader(ctx.t("chain.rule_header"))
+    seq_ids = sorted(demo.view.seqs)
+    if not seq_ids:
+        st.info(ctx.t("chain.rule_no_seqs"))
+        return
+    pick_col, note_col = st.columns([1, 3])
+    seq_id = pick_col.selectbox(ctx.t("chain.rule_pick"), seq_ids, format_func=seq_label, key="engine.rule_seq")
+    note_col.caption(ctx.t("chain.rule_caption"))
+    rows = state_rows([s.paged for s in demo.steps], seq_id)
+    if not rows:
+        st.info(ctx.t("chain.rule_none"))
+        return
+    table = []
+    for r in rows:
+        cut, last = tail(r.generated)
+        table.append({ctx.t("chain.col_step"): r.step,
+                      ctx.t("chain.col_phase"): ctx.t("chain.phase_fork") if r.phase == "fork" else r.phase,
+                      ctx.t("chain.col_fed"): _fed(ctx, r, tokenizer), ctx.t("chain.col_slot"): _slots(r),
+                      ctx.t("chain.col_cached"): f"{r.cached_before} → {r.cached_after}",
+                      ctx.t("chain.col_generated"): ("…" if cut else "") + str(list(last)),
+                      ctx.t("chain.col_context"): r.context_len})
+    st.session_state["engine.rule_rows"] = rows  # what the tests read back
+    st.dataframe(table, hide_index=True, key="engine.rule_table", on_select="ignore", width="stretch")
