@@ -7,12 +7,14 @@ import json
 
 import streamlit as st
 
+from .fit import NARROW_PX, present_figure, wrap_title
 from .page import PageContext
+from .present import PRESENT_KEY
 
 
 def show_error(ctx: PageContext, what: str, fix: str, where=None) -> None:
     """st.error with the problem and how to fix it (never a traceback)."""
-    (where or st).error(f"**{what}**  \n{ctx.t('common.fix')} {fix}", icon="🚫")
+    (where or st).error(f"**{what}**  \n{ctx.t('common.fix')} {fix}", icon=":material/error:")
 
 
 def stop_with_error(ctx: PageContext, what: str, fix: str) -> None:
@@ -23,19 +25,28 @@ def stop_with_error(ctx: PageContext, what: str, fix: str) -> None:
 
 def notice(ctx: PageContext, text: str, where=None) -> None:
     """The "what to notice" box placed beside a figure."""
-    (where or st).info(f"**{ctx.t('common.notice')}** {text}", icon="👀")
+    (where or st).info(f"**{ctx.t('common.notice')}** {text}", icon=":material/visibility:")
 
 
-def export_button(ctx: PageContext, trace: dict, file_name: str, key: str | None = None, where=None) -> None:
-    """Download `trace` as pretty JSON (no rerun on click)."""
-    data = json.dumps(trace, indent=2, ensure_ascii=False, default=str)
+def export_button(ctx: PageContext, trace, file_name: str, key: str | None = None, where=None) -> None:
+    """Download `trace` as pretty JSON (no rerun on click). `trace` is a dict, or a function returning one: then
+    the JSON is made only when the button is pressed, so a long session's trace costs nothing per rerun."""
+    if callable(trace):
+        make = trace
+
+        def data() -> str:
+            return json.dumps(make(), indent=2, ensure_ascii=False, default=str)
+    else:
+        data = json.dumps(trace, indent=2, ensure_ascii=False, default=str)
     (where or st).download_button(ctx.t("common.export"), data, file_name=file_name, mime="application/json",
                                   key=key, on_click="ignore", icon=":material/download:")
 
 
 def show_figure(fig, key: str, where=None) -> None:
     """st.plotly_chart without the mode bar; a figure that sets its own width (a grid of fixed-size cells) keeps
-    it, any other stretches to the column."""
+    it, any other stretches to the column. Fitted to the screen first (ui.fit): a long title wrapped, and in
+    presenter mode larger text and cells."""
+    fig = present_figure(fig) if st.session_state.get(PRESENT_KEY) else wrap_title(fig, NARROW_PX)
     width = "content" if fig.layout.width else "stretch"
     (where or st).plotly_chart(fig, key=key, width=width, config={"displayModeBar": False})
 

@@ -16,7 +16,7 @@ WHY_ZH = {
 
 STRINGS = {
     **{f"why_{code}": {"en": WHY_ENGLISH[code], "zh": WHY_ZH[code]} for code in WHY_ENGLISH},
-    "title": {"en": "4 · Engine", "zh": "4 · Engine"},
+    "title": {"en": "4 · Engine", "zh": "4 · 推理引擎（Engine）"},
     "intro": {
         "en": ("The whole mini vLLM on the shipped tiny Llama, one step at a time: the Scheduler picks who runs "
                "(prefill or decode) within its budgets, the Block Manager hands out blocks, the model runner builds "
@@ -64,7 +64,7 @@ STRINGS = {
     "preset_recall_code": {"en": "recall: a line of code", "zh": "复述：一行代码"},
     "preset_count": {"en": "continue: counting", "zh": "续写：数数"},
     "preset_alphabet": {"en": "continue: the alphabet", "zh": "续写：字母表"},
-    "prompt": {"en": "Prompt", "zh": "Prompt"},
+    "prompt": {"en": "Prompt", "zh": "提示词"},
     "task": {"en": "Task", "zh": "任务"},
     "task_recall": {"en": "recall", "zh": "复述"},
     "task_continue": {"en": "continue", "zh": "续写"},
@@ -108,9 +108,9 @@ STRINGS = {
     # figures
     "queues_title": {"en": "The Scheduler's queues (outlined: scheduled this step; ring: preempted)",
                      "zh": "Scheduler 的队列（粗框：本步被调度；圆环：被抢占）"},
-    "lane_waiting": {"en": "waiting", "zh": "waiting"},
-    "lane_running": {"en": "running", "zh": "running"},
-    "lane_finished": {"en": "finished", "zh": "finished"},
+    "lane_waiting": {"en": "waiting", "zh": "等待中"},
+    "lane_running": {"en": "running", "zh": "运行中"},
+    "lane_finished": {"en": "finished", "zh": "已完成"},
     "queues_notice": {
         "en": ("A step is either prefill (waiting prompts, first come first served, while they fit the token, "
                "sequence and block budgets) or decode (one token for every running sequence). Prefill goes first "
@@ -143,11 +143,11 @@ STRINGS = {
               "blocks back (finished or preempted).",
         "zh": "只有 decode 跨过 block 边界时，block table 才会增加一个 block；— 表示该 sequence 归还了 block（结束或被抢占）。",
     },
-    "col_seq": {"en": "sequence", "zh": "sequence"},
+    "col_seq": {"en": "sequence", "zh": "序列"},
     "col_before": {"en": "before", "zh": "之前"},
     "col_after": {"en": "after", "zh": "之后"},
     "text_header": {"en": "The text as it grows", "zh": "逐步生成的文本"},
-    "col_prompt": {"en": "prompt", "zh": "prompt"},
+    "col_prompt": {"en": "prompt", "zh": "提示词"},
     "col_output": {"en": "output so far", "zh": "目前的输出"},
     "col_newest": {"en": "this step's token", "zh": "本步的 token"},
     "col_status": {"en": "status", "zh": "状态"},

@@ -3,6 +3,7 @@
 import streamlit as st
 
 import ui
+from ui.playback import Stepper, playback_bar
 from lessons.batch import MAX_OPS, OP_PATTERN, BatchConfig, BatchDemo
 from lessons.playground import tolerance
 from viz.colors import seq_label
@@ -11,7 +12,7 @@ from viz.pool import pool_figure
 from lessons.address import DTYPES, SEED_BLOCK_SIZE, SEED_NUM_BLOCKS
 
 
-ctx = ui.setup_page("batch", icon="📦")
+ctx = ui.setup_page("batch", icon=":material/view_module:")
 knobs = ui.Knobs("batch")
 st.title(ctx.t("title"))
 st.caption(ctx.t("intro"))
@@ -42,49 +43,65 @@ if demo is None or demo.config != config:
     demo, applied = BatchDemo.replay(config, ops)
     st.session_state["batch.demo"] = demo
     if applied < len(ops):
-        st.warning(ctx.t("replay_stopped", applied=applied, total=len(ops)), icon="⚠️")
+        st.warning(ctx.t("replay_stopped", applied=applied, total=len(ops)), icon=":material/warning:")
 
-# --- actions ------------------------------------------------------------------------------------------------------
+# --- actions (callbacks: they run before the page is drawn, on the demo kept in session_state) ---------------------
+def demo_now() -> BatchDemo:
+    return st.session_state["batch.demo"]
+
+
+def undo_last() -> bool:
+    """Back: the same log without its last operation, replayed from the start (exactly the state it had then)."""
+    if not demo_now().ops:
+        return False
+    st.session_state["batch.demo"] = demo_now().without_last()
+    return True
+
+
+def reset() -> None:
+    st.session_state["batch.demo"] = BatchDemo(demo_now().config)
+
+
 running = [s.seq_id for s in demo.playground.running()]
-a1, a2, a3, a4 = st.columns([1.2, 2, 2, 1], vertical_alignment="bottom")
-if a1.button(ctx.t("decode"), key="batch.decode", type="primary", icon=":material/play_arrow:"):
-    demo.apply("d")
-with a2:
-    c_sel, c_btn = st.columns([1, 1], vertical_alignment="bottom")
-    target = c_sel.selectbox(ctx.t("which"), running, format_func=seq_label, key="batch.target",
-                             disabled=not running)
-    if c_btn.button(ctx.t("finish"), key="batch.finish", disabled=not running, icon=":material/stop:"):
-        demo.apply(f"f{target}")
-with a3:
-    c_len, c_btn = st.columns([1, 1], vertical_alignment="bottom")
-    new_len = c_len.number_input(ctx.t("new_len"), 1, 64, 5, key="batch.new_len")
-    if c_btn.button(ctx.t("add"), key="batch.add", icon=":material/add:"):
-        demo.apply(f"a{int(new_len)}")
-if a4.button(ctx.t("common.reset"), key="batch.reset", icon=":material/restart_alt:"):
-    demo = BatchDemo(config)
-    st.session_state["batch.demo"] = demo
+bar = playback_bar(ctx, knobs, Stepper(
+    "batch", step_key="batch.decode", step_label=ctx.t("decode"), position=len(demo.ops), can_forward=bool(running),
+    can_back=bool(demo.ops), forward=lambda: demo_now().apply("d").ok, back=undo_last))
+row = st.container(horizontal=True, vertical_alignment="bottom", gap="small")
+row.selectbox(ctx.t("which"), running, format_func=seq_label, key="batch.target", disabled=not running, width=130)
+row.button(ctx.t("finish"), key="batch.finish", disabled=not running, icon=":material/stop:",
+           on_click=lambda: demo_now().apply(f"f{st.session_state['batch.target']}"))
+row.number_input(ctx.t("new_len"), 1, 64, 5, key="batch.new_len", width=150)
+row.button(ctx.t("add"), key="batch.add", icon=":material/add:",
+           on_click=lambda: demo_now().apply(f"a{int(st.session_state['batch.new_len'])}"))
+row.button(ctx.t("common.reset"), key="batch.reset", icon=":material/restart_alt:", on_click=reset)
 knobs.sync_url(ctx.lang, ops=",".join(demo.ops))
 
 # --- what the last operation did ----------------------------------------------------------------------------------
 event = demo.last_event
 label = seq_label  # 0, 1, 2 -> A, B, C
 if event.kind == "start":
-    st.info(ctx.t("start_seed" if demo.used_seed_tables else "start_free_list"), icon="🏁")
+    said = ctx.t("start_seed" if demo.used_seed_tables else "start_free_list")
+    st.info(said, icon=":material/flag:")
     if not event.ok:
-        st.warning(ctx.t("start_short", detail=event.detail), icon="⚠️")
+        st.warning(ctx.t("start_short", detail=event.detail), icon=":material/warning:")
 elif not event.ok:
-    st.warning(ctx.t(f"refused_{event.kind}_{event.reason}", detail=event.detail, **event.counts,
-                     seq=label(event.seq_id) if event.seq_id is not None else ""), icon="✋")
+    said = ctx.t(f"refused_{event.kind}_{event.reason}", detail=event.detail, **event.counts,
+                 seq=label(event.seq_id) if event.seq_id is not None else "")
+    st.warning(said, icon=":material/back_hand:")
 elif event.kind == "decode":
     writes = ", ".join(f"{label(s)} → slot {slot}" for s, slot in event.written.items())
-    st.success(ctx.t("decoded", step=len(demo.ops), writes=writes), icon="✍️")
+    said = ctx.t("decoded", step=len(demo.ops), writes=writes)
+    st.success(said, icon=":material/edit_note:")
     for s, blocks in event.new_blocks.items():
         st.info(ctx.t("new_block", seq=label(s), blocks=", ".join(map(str, blocks)),
-                      block_size=block_size), icon="🆕")
+                      block_size=block_size), icon=":material/add_box:")
 elif event.kind == "finish":
-    st.success(ctx.t("finished", seq=label(event.seq_id), blocks=event.freed), icon="🏁")
+    said = ctx.t("finished", seq=label(event.seq_id), blocks=event.freed)
+    st.success(said, icon=":material/flag:")
 elif event.kind == "add":
-    st.success(ctx.t("added", seq=label(event.seq_id), blocks=event.new_blocks[event.seq_id]), icon="➕")
+    said = ctx.t("added", seq=label(event.seq_id), blocks=event.new_blocks[event.seq_id])
+    st.success(said, icon=":material/add:")
+bar.say(said)
 
 # --- the pool and the mappings ------------------------------------------------------------------------------------
 tables, lens = demo.tables(), demo.context_lens()
@@ -115,4 +132,4 @@ else:
     table_col.info(ctx.t("nothing_running"))
 ui.notice(ctx, ctx.t("check_notice", tolerance=f"{tolerance(DTYPES[dtype]):.0e}", dtype=dtype), where=note_col)
 
-ui.export_button(ctx, demo.trace(), "batch_trace.json", key="batch.export")
+ui.export_button(ctx, demo.trace, "batch_trace.json", key="batch.export")

@@ -1,0 +1,159 @@
+"""Figures fitted to the screen they are shown on, applied by ui.show_figure after a viz builder made them.
+
+    wrap_title(fig, width_px)         a title longer than the figure is broken into lines (plotly never wraps)
+    present_figure(fig, max_width)    presenter mode: text >= 16 px, cells zoomed, never wider than max_width
+
+Plotly titles are not clipped by the browser but by the figure: a title wider than the figure is cut at its edge.
+The server does not know the column's width, so titles are wrapped for the narrowest column a figure can get at a
+projector's 1024 px (stacked under 1000 px, see ui.present): NARROW_PX, PRESENT_PX.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+
+import plotly.graph_objects as go
+
+NARROW_PX = 540    # a stretching figure's width at 1024 px with the sidebar open (main area 564 px, stacked)
+PRESENT_PX = 920   # presenter mode at 1024 px: sidebar collapsed, 1.5rem margins, figures stacked
+FIGURE_PX = 16     # presenter mode's smallest figure text
+TITLE_PX = 20      # presenter mode's titles
+MAX_ZOOM = 1.6
+
+
+def text_width(text: str, font_px: float) -> float:
+    """Estimated rendered width of one line of text: wide (CJK) characters one em, others 0.62 em (DejaVu Sans,
+    the fallback of plotly's default font, is wide)."""
+    return sum(font_px * (1.05 if unicodedata.east_asian_width(c) in "WF" else 0.62) for c in text)
+
+
+def wrap_text(text: str, width_px: float, font_px: float) -> list[str]:
+    """`text` (lines separated by <br>) broken at spaces, or anywhere between wide characters, so each line fits
+    width_px."""
+    lines = []
+    for para in text.split("<br>"):
+        line = ""
+        for piece in _pieces(para):
+            if line and text_width((line + piece).rstrip(), font_px) > width_px:
+                lines.append(line.rstrip())
+                line = piece.lstrip()
+            else:
+                line += piece
+        lines.append(line.rstrip())
+    return lines
+
+
+def _pieces(text: str) -> list[str]:
+    """Words with their trailing space; each wide character is a piece of its own (Chinese breaks anywhere)."""
+    out, word = [], ""
+    for c in text:
+        if unicodedata.east_asian_width(c) in "WF":
+            if word:
+                out.append(word)
+                word = ""
+            out.append(c)
+        else:
+            word += c
+            if c == " ":
+                out.append(word)
+                word = ""
+    return out + ([word] if word else [])
+
+
+def wrap_title(fig: go.Figure, width_px: float) -> go.Figure:
+    """Break the title into lines that fit min(width_px, the figure's own width); the top margin (and a fixed
+    height) grow by the added lines."""
+    title = fig.layout.title
+    text = title.text if title else None
+    if not text:
+        return fig
+    own = fig.layout.width
+    avail = min(width_px, own or width_px) - 24
+    font_px = (title.font.size if title.font and title.font.size else None) or 17
+    lines = wrap_text(text, avail, font_px)
+    added = len(lines) - len(text.split("<br>"))
+    if added <= 0:
+        return fig
+    extra = int(added * font_px * 1.3)
+    margin_t = fig.layout.margin.t if fig.layout.margin and fig.layout.margin.t is not None else 80
+    update = {"title_text": "<br>".join(lines), "margin_t": margin_t + extra, "title_yanchor": "top",
+              "title_y": 1.0, "title_yref": "container", "title_pad_t": 6}
+    if fig.layout.height:
+        update["height"] = fig.layout.height + extra
+    fig.update_layout(**update)
+    return fig
+
+
+def _scaled(value, f: float):
+    if isinstance(value, (int, float)):
+        return value * f
+    if isinstance(value, (list, tuple)):
+        return [v * f if isinstance(v, (int, float)) else v for v in value]
+    return value
+
+
+def _smallest(value) -> float | None:
+    if isinstance(value, (int, float)):
+        return float(value)
+    if isinstance(value, (list, tuple)):
+        nums = [v for v in value if isinstance(v, (int, float))]
+        return float(min(nums)) if nums else None
+    return None
+
+
+def _shows_text(trace: dict) -> bool:
+    if trace.get("type", "scatter") == "scatter":
+        return "text" in (trace.get("mode") or "")
+    return bool(trace.get("text") is not None or trace.get("texttemplate"))
+
+
+def present_figure(fig: go.Figure, max_width: int = PRESENT_PX) -> go.Figure:
+    """A copy of `fig` for presenter mode: every text >= FIGURE_PX (titles TITLE_PX), markers and a fixed size
+    zoomed by up to MAX_ZOOM so cell labels fit, never wider than max_width. A cell label that would still be
+    smaller than FIGURE_PX in a cell too small to hold it is dropped (its hover still tells everything)."""
+    d = fig.to_dict()
+    data, layout = d.get("data", []), d.get("layout", {})
+    text_fonts = [s for tr in data if _shows_text(tr)
+                  for s in [_smallest((tr.get("textfont") or {}).get("size"))] if s]
+    f = min(MAX_ZOOM, max([1.0] + [FIGURE_PX / s for s in text_fonts]))
+    if layout.get("width"):
+        f = max(1.0, min(f, max_width / layout["width"]))
+    margin = layout.setdefault("margin", {})
+    for tr in data:
+        marker = tr.get("marker")
+        if isinstance(marker, dict) and marker.get("size") is not None:
+            marker["size"] = _scaled(marker["size"], f)
+        if not _shows_text(tr):
+            continue
+        font = tr.setdefault("textfont", {})
+        size = (_smallest(font.get("size")) or 12) * f
+        cell = _smallest((marker or {}).get("size")) if isinstance(marker, dict) else None
+        if size >= FIGURE_PX or cell is None or cell >= 2.1 * FIGURE_PX:
+            font["size"] = max(FIGURE_PX, size) if not isinstance(font.get("size"), list) else \
+                [max(FIGURE_PX, v * f) for v in font["size"]]
+        elif tr.get("type", "scatter") == "scatter":  # too small a cell for legible text: markers only
+            tr["mode"] = (tr.get("mode") or "").replace("+text", "").replace("text+", "")
+        else:
+            tr.pop("texttemplate", None)
+            tr.pop("text", None)
+    for key in list(layout):
+        if key.startswith(("xaxis", "yaxis")) and isinstance(layout[key], dict):
+            axis = layout[key]
+            axis.setdefault("tickfont", {})["size"] = max(FIGURE_PX, axis.get("tickfont", {}).get("size") or 0)
+            if isinstance(axis.get("title"), dict):
+                axis["title"].setdefault("font", {})["size"] = FIGURE_PX
+    for ann in layout.get("annotations", []) or []:
+        ann.setdefault("font", {})["size"] = max(FIGURE_PX, (ann.get("font") or {}).get("size") or 0)
+    layout.setdefault("font", {})["size"] = FIGURE_PX
+    layout.setdefault("legend", {}).setdefault("font", {})["size"] = FIGURE_PX
+    layout.setdefault("hoverlabel", {}).setdefault("font", {})["size"] = FIGURE_PX
+    top, bottom = margin.get("t", 80), margin.get("b", 80)
+    if isinstance(layout.get("title"), dict) and layout["title"].get("text"):
+        layout["title"].setdefault("font", {})["size"] = TITLE_PX
+        margin["t"] = max(top, int(TITLE_PX * 2.2))
+    if layout.get("width"):
+        layout["width"] = int(layout["width"] * f)
+    if layout.get("height"):
+        layout["height"] = int((layout["height"] - top - bottom) * f) + margin.get("t", top) + bottom + 8
+    out = go.Figure(data=data, layout=layout, _validate=False)
+    return wrap_title(out, max_width)
