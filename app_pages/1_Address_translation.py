@@ -14,7 +14,7 @@ from lessons.address import SEED_BLOCK_SIZE, SEED_BLOCK_TABLE, SEED_NUM_BLOCKS, 
 
 MAX_TABLE = 32  # block-table entries accepted
 
-ctx = ui.setup_page("address", icon="🧭")
+ctx = ui.setup_page("address", icon=":material/route:")
 knobs = ui.Knobs("address")
 st.title(ctx.t("title"))
 st.caption(ctx.t("intro"))
@@ -55,7 +55,7 @@ for twice in ui.duplicates(block_table):
     logical = [i for i, b in enumerate(block_table) if b == twice]
     st.warning(ctx.t("duplicate", block=twice, logical=", ".join(map(str, logical)),
                      first=f"{logical[0] * block_size}–{(logical[0] + 1) * block_size - 1}",
-                     second=f"{logical[1] * block_size}–{(logical[1] + 1) * block_size - 1}"), icon="⚠️")
+                     second=f"{logical[1] * block_size}–{(logical[1] + 1) * block_size - 1}"), icon=":material/warning:")
 
 address = locate(token_index, block_table, block_size)
 

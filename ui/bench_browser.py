@@ -12,11 +12,11 @@ import statistics
 
 from .browser import BrowserUnavailable, app_server, chromium, cpu_seconds, key_selector, timed_click, wait_idle
 
-PAGES = {  # URL path -> (step button key, reset button key, clicks before a reset)
-    "Gather_and_attend": ("gather.step", "gather.reset", 8),
-    "Batch_decode": ("batch.step", "batch.reset", 5),
+PAGES = {  # URL path -> (step button key, button that starts over (None: Back until it is disabled), clicks per cycle)
+    "Gather_and_attend": ("gather.next", "gather.reset", 8),
+    "Batch_decode": ("batch.decode", "batch.reset", 5),
     "Engine": ("engine.step", "engine.reset", 20),
-    "Bug_lab": ("buglab.step", "buglab.reset", 5),
+    "Bug_lab": ("buglab.next", None, 5),
     "Sharing": ("sharing.step", "sharing.reset", 20),
 }
 VIEWPORT = {"width": 1280, "height": 720}
@@ -30,6 +30,10 @@ def percentile(values: list[float], q: float) -> float:
     return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
 
 
+def path_prefix(key: str) -> str:
+    return key.split(".")[0]
+
+
 def bench_page(page, base: str, path: str, pid: int, clicks: int) -> dict[str, float]:
     """Times of `clicks` clicks on one page's step button and the server CPU they cost."""
     step, reset, cycle = PAGES[path]
@@ -40,8 +44,13 @@ def bench_page(page, base: str, path: str, pid: int, clicks: int) -> dict[str, f
     times, cpu = [], 0.0
     done = 1
     for _ in range(clicks):
-        if done % cycle == 0 or page.locator(key_selector(step)).is_disabled():
-            timed_click(page, key_selector(reset))
+        if done % cycle == 0 or page.locator(key_selector(step) + " >> visible=true").is_disabled():
+            if reset:
+                timed_click(page, key_selector(reset))
+            else:
+                back = key_selector(path_prefix(step) + ".back")
+                while not page.locator(back + " >> visible=true").is_disabled():
+                    timed_click(page, back)
             done = 0
         before = cpu_seconds(pid)
         times.append(timed_click(page, key_selector(step)))

@@ -129,20 +129,24 @@ def wait_idle(page, timeout_ms: int = 30000) -> None:
     page.wait_for_function(IDLE, timeout=timeout_ms)
 
 
-# Click `selector` from inside the page and resolve with the milliseconds until the app's script state is back to
-# notRunning after having left it (then two animation frames, so what the run changed is painted).
+# Click `selector` from inside the page and resolve with the milliseconds until the rerun it caused is over: the app's
+# script state back to notRunning after having left it, or (a run so quick the state never visibly changed) back to
+# notRunning with the main area's text changed; then two animation frames, so what the run changed is painted.
 TIMED_CLICK = """async ([selector, timeoutMs]) => {
     const app = document.querySelector('[data-testid="stApp"]');
+    const main = () => (document.querySelector('[data-testid="stMain"]') || app).innerText;
     const state = () => app.getAttribute('data-test-script-state');
+    const before = main();
     const t0 = performance.now();
     const done = new Promise((resolve, reject) => {
         let left = false;
-        const check = () => {
-            if (state() !== 'notRunning') left = true;
-            else if (left) { obs.disconnect(); resolve(); }
-        };
-        const obs = new MutationObserver(check);
-        obs.observe(app, {attributes: true, attributeFilter: ['data-test-script-state']});
+        const obs = new MutationObserver((records) => {
+            if (records.some(r => r.attributeName === 'data-test-script-state' && r.oldValue === 'notRunning')
+                || state() !== 'notRunning') left = true;
+            if (state() === 'notRunning' && (left || main() !== before)) { obs.disconnect(); resolve(); }
+        });
+        obs.observe(app, {attributes: true, attributeOldValue: true, attributeFilter: ['data-test-script-state'],
+                          childList: true, subtree: true, characterData: true});
         setTimeout(() => { obs.disconnect(); reject(new Error('no rerun finished in ' + timeoutMs + ' ms')); },
                    timeoutMs);
     });

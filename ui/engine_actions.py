@@ -3,6 +3,7 @@
     session = EngineSession(ctx, "engine", config, model, tokenizer)
     demo = session.current(default_specs)   # after a scenario pick, on first visit (the URL's log), on a new config
     a1.button(…, on_click=session.do_step)  # do_step · do_run · do_reset · do_add(max_tokens=…, temperature=…)
+    Stepper(…, forward=session.forward, back=session.back)   # the playback bar (ui.playback)
     session.show_messages(demo)             # the last add's outcome, rejected requests, an engine refusal
 
 Every key lives under the page's prefix ("engine.demo", "engine.new_text", …), so the two pages never share state.
@@ -19,6 +20,12 @@ from viz.colors import seq_label
 from .page import PageContext
 from .params import int_in, read_param
 from .widgets import show_error
+
+
+def status_text(ctx, status: str, finish_reason: str | None) -> str:
+    """A sequence's status in the page's language, with why it finished: "finished (eos)"."""
+    text = ctx.t(f"engine.status_{status}")
+    return f"{text} ({ctx.t(f'engine.reason_{finish_reason}')})" if finish_reason else text
 
 
 def explain_step(ctx, why) -> str:
@@ -58,7 +65,7 @@ class EngineSession:
                                read_param("steps", int_in(0, MAX_STEPS), 0))
         if demo.config != self.config:
             demo = self.replay(demo.all_specs(), 0)
-            st.toast(self.ctx.t("engine.restarted"), icon="🔁")
+            st.toast(self.ctx.t("engine.restarted"), icon=":material/replay:")
         return demo
 
     # --- actions (callbacks: they run before the page is drawn, so every widget below sees the new state) ------
@@ -71,6 +78,22 @@ class EngineSession:
 
     def do_step(self) -> None:
         self.guarded(st.session_state[self.key("demo")].step)
+
+    def forward(self) -> bool:
+        """One engine step (the playback bar's Step and Play); False when there is nothing left to run."""
+        demo: EngineDemo = st.session_state[self.key("demo")]
+        if not demo.can_step():
+            return False
+        self.guarded(demo.step)
+        return True
+
+    def back(self) -> bool:
+        """Back: the same requests replayed to one step fewer, exactly the state the page had then."""
+        demo: EngineDemo = st.session_state[self.key("demo")]
+        if not demo.steps:
+            return False
+        self.replay(demo.all_specs(), len(demo.steps) - 1)
+        return True
 
     def do_run(self) -> None:
         with st.spinner(self.ctx.t("engine.running")):
@@ -103,7 +126,7 @@ class EngineSession:
         """The last add's outcome, every request the engine rejected, and an engine refusal (then forgotten)."""
         state, t = st.session_state, self.ctx.t
         if self.key("added") in state:
-            st.success(t("engine.added", seq=seq_label(state.pop(self.key("added")))), icon="➕")
+            st.success(t("engine.added", seq=seq_label(state.pop(self.key("added")))), icon=":material/add:")
         if self.key("add_error") in state:
             self.show_request_error(state.pop(self.key("add_error")))
         for _spec, err in demo.rejected:

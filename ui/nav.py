@@ -9,6 +9,7 @@ needed for a page to draw itself.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -99,3 +100,23 @@ def link(name: str, label: str, lang: str, where=None, query: dict | None = None
         where.page_link(pages[page.script], label=label, icon=page.icon, query_params=params)
     else:
         where.markdown(f"[{label}](/{page.url_path}?{'&'.join(f'{k}={v}' for k, v in params.items())})")
+
+
+GUIDE_LINK = re.compile(r"\]\((/[^)\s]*)\)")  # a markdown link to a path of this app: [text](/Engine?lang=en&…)
+
+
+def guide_links(markdown: str) -> list[str]:
+    """Every app link of a guide, in order ("/Engine?lang=en&steps=3")."""
+    return GUIDE_LINK.findall(markdown)
+
+
+def guide_markdown(markdown: str, present: bool) -> str:
+    """The guide as shown in the app: its first heading dropped (the page has its title), and with `present` every
+    app link given present=1."""
+    lines = markdown.splitlines()
+    if lines and lines[0].startswith("# "):
+        lines = lines[1:]
+    text = "\n".join(lines)
+    if present:
+        text = GUIDE_LINK.sub(lambda m: f"]({m.group(1)}{'&' if '?' in m.group(1) else '?'}present=1)", text)
+    return text

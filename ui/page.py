@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import os
 from dataclasses import dataclass, field
 from typing import Callable
@@ -14,6 +15,11 @@ from paged.kv_cache import default_device
 
 from .params import NOTES_BOX_KEY
 from .present import inject_css, present_mode, presenter_toggle
+
+# Everything loaded by now (torch, plotly, streamlit, the model code: most of the heap, never garbage) leaves the
+# collector's view, so the automatic collections that remain (.streamlit/config.toml turns off Streamlit's full
+# collection after every run) stay short. Runs once, when this module is first imported.
+gc.freeze()
 
 LANG_KEY = "_lang"                # the language, kept for the whole browser session
 LANG_WIDGET_KEY = "_lang_widget"  # the sidebar radio that edits it

@@ -22,15 +22,20 @@ PRESENT_KEY = "_present"                # the mode, kept for the whole browser s
 PRESENT_WIDGET_KEY = "_present_widget"  # the sidebar toggle that edits it
 BODY_PX, FIGURE_PX = 20, 16             # the smallest text in presenter mode (body, figures)
 
-# A figure row = a horizontal block one of whose columns holds a plotly chart.
-_FIGURE_ROW = '[data-testid="stHorizontalBlock"]:has(> [data-testid="stColumn"] [data-testid="stPlotlyChart"])'
+# A figure row: columns (not a horizontal container) one of which holds a chart, a table, or a note in its last
+# column ("what to notice" beside a figure or a table).
+_ROW = '[data-testid="stHorizontalBlock"]'
+_FIGURE_ROW = ", ".join(f'{_ROW}:has(> [data-testid="stColumn"]{inner})' for inner in (
+    ' [data-testid="stPlotlyChart"]', ' [data-testid="stDataFrame"]', ' [data-testid="stTable"]',
+    ':last-child:nth-child(2) [data-testid="stAlert"]'))
 _STACKED = f"""
-{_FIGURE_ROW} {{ flex-wrap: wrap !important; }}
-{_FIGURE_ROW} > [data-testid="stColumn"] {{ flex: 1 1 100% !important; width: 100% !important;
+:is({_FIGURE_ROW}) {{ flex-wrap: wrap !important; }}
+:is({_FIGURE_ROW}) > [data-testid="stColumn"] {{ flex: 1 1 100% !important; width: 100% !important;
     min-width: 100% !important; }}
 """
 BASE_CSS = f"""
 [data-testid="stMainBlockContainer"] {{ container-type: inline-size; container-name: paged-main; }}
+[data-testid="stTable"] td, [data-testid="stTable"] th {{ overflow-wrap: anywhere; }}
 @container paged-main (max-width: 1000px) {{ {_STACKED} }}
 """
 PRESENT_CSS = f"""

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+import pandas as pd
 import streamlit as st
 
 from .fit import NARROW_PX, present_figure, wrap_title
@@ -49,6 +50,14 @@ def show_figure(fig, key: str, where=None) -> None:
     fig = present_figure(fig) if st.session_state.get(PRESENT_KEY) else wrap_title(fig, NARROW_PX)
     width = "content" if fig.layout.width else "stretch"
     (where or st).plotly_chart(fig, key=key, width=width, config={"displayModeBar": False})
+
+
+def state_table(rows: list[dict], key: str, where=None) -> None:
+    """A small table of per-sequence state as HTML (st.table): long text wraps inside its cell, so every column
+    (cached_token_count next to generated_token_ids) stays in view at a projector's width; no scrolling grid.
+    The first column is the row label. `key` names the table's container (CSS class st-key-<key>)."""
+    frame = pd.DataFrame(rows)
+    (where or st).container(key=key).table(frame.set_index(frame.columns[0]))
 
 
 def session_cached(store: str, key, compute, max_items: int):

@@ -108,6 +108,13 @@ STRINGS = {
     # figures
     "queues_title": {"en": "The Scheduler's queues (outlined: scheduled this step; ring: preempted)",
                      "zh": "Scheduler 的队列（粗框：本步被调度；圆环：被抢占）"},
+    "status_waiting": {"en": "waiting", "zh": "等待中"},
+    "status_running": {"en": "running", "zh": "运行中"},
+    "status_finished": {"en": "finished", "zh": "已完成"},
+    "reason_eos": {"en": "eos", "zh": "遇到 EOS"},
+    "reason_stop": {"en": "stop string", "zh": "遇到停止串"},
+    "reason_length": {"en": "max_tokens reached", "zh": "达到 max_tokens"},
+    "reason_abort": {"en": "aborted", "zh": "已中止"},
     "lane_waiting": {"en": "waiting", "zh": "等待中"},
     "lane_running": {"en": "running", "zh": "运行中"},
     "lane_finished": {"en": "finished", "zh": "已完成"},
@@ -151,7 +158,7 @@ STRINGS = {
     "col_output": {"en": "output so far", "zh": "目前的输出"},
     "col_newest": {"en": "this step's token", "zh": "本步的 token"},
     "col_status": {"en": "status", "zh": "状态"},
-    "col_generated": {"en": "generated", "zh": "已生成"},
+    "col_generated": {"en": "generated_token_ids (count)", "zh": "generated_token_ids（个数）"},
     "col_preemptions": {"en": "preemptions", "zh": "被抢占次数"},
     "no_requests": {"en": "No requests yet: add one above or load a scenario.",
                     "zh": "还没有请求：在上方添加一个，或加载一个场景。"},
@@ -168,11 +175,11 @@ STRINGS = {
                "cached_token_count = prompt_len + generated − 1。被抢占的 sequence 降到 0，重算之后回到虚线上。"),
     },
     "twins_header": {"en": "Paged vs contiguous twin, token by token", "zh": "paged 与连续 cache 孪生引擎逐 token 对比"},
-    "twins_ok": {"en": "✔ The twins agree: same schedule and same tokens at every step; max |Δlogits| = {worst} "
+    "twins_ok": {"en": ":material/check_circle: The twins agree: same schedule and same tokens at every step; max |Δlogits| = {worst} "
                        "(tolerance {tol}).",
-                 "zh": "✔ 两个孪生引擎一致：每一步调度相同、token 相同；最大 |Δlogits| = {worst}（容差 {tol}）。"},
-    "twins_bad": {"en": "✗ The twins differ: max |Δlogits| = {worst} (tolerance {tol}) or a token / schedule differs.",
-                  "zh": "✗ 两个孪生引擎不一致：最大 |Δlogits| = {worst}（容差 {tol}），或某个 token / 调度不同。"},
+                 "zh": ":material/check_circle: 两个孪生引擎一致：每一步调度相同、token 相同；最大 |Δlogits| = {worst}（容差 {tol}）。"},
+    "twins_bad": {"en": ":material/cancel: The twins differ: max |Δlogits| = {worst} (tolerance {tol}) or a token / schedule differs.",
+                  "zh": ":material/cancel: 两个孪生引擎不一致：最大 |Δlogits| = {worst}（容差 {tol}），或某个 token / 调度不同。"},
     "twins_title": {"en": "max |paged − contiguous| logits per step", "zh": "每一步 paged 与连续 cache 的最大 logits 差"},
     "twins_none": {"en": "Run a step to compare the twins.", "zh": "运行一步以对比两个孪生引擎。"},
     "twins_notice": {
