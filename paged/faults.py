@@ -40,27 +40,27 @@ FAULTS: dict[Fault, FaultInfo] = {
         "still holds stale data.",
         "write slot ↔ context_len (the state rule)",
         "Every decode step attends to garbage (zeros or a freed sequence's leftovers) in place of the newest key.",
-        "tests/test_attention.py::test_early_increment_reads_unwritten_slot_and_is_caught and the paged == "
+        "tests/paged/test_attention.py::test_early_increment_reads_unwritten_slot_and_is_caught and the paged == "
         "contiguous engine parity"),
     Fault.LATE_INCREMENT: FaultInfo(
         "cached_token_count incremented late",
         "The newest token's K/V are written, but context_len still counts only the older tokens.",
         "context_len",
         "Each decode step ignores the token it is processing: the model loses its most recent input.",
-        "paged == contiguous engine parity (tests/test_engine.py)"),
+        "paged == contiguous engine parity (tests/paged/test_engine.py)"),
     Fault.SLOT_OFF_BY_ONE: FaultInfo(
         "slot_mapping off by one",
         "Every token's K/V are written one slot past the slot its address says.",
         "block_offset → slot (write side)",
         "Reads return the previous token's K/V; the write after a block's last slot spills into the next "
         "physical block, which may belong to another sequence.",
-        "tests/test_kv_cache.py::test_write_kv_lands_where_locate_reads and engine parity"),
+        "tests/paged/test_kv_cache.py::test_write_kv_lands_where_locate_reads and engine parity"),
     Fault.BLOCK_SIZE_MISMATCH: FaultInfo(
         "writer and reader disagree on block_size",
         "The writer computes slots with half the block size the reader uses.",
         "logical_block_id / block_offset (write side)",
         "Tokens land at the wrong offsets and in the wrong blocks; history reads back scrambled.",
-        "tests/test_addressing.py::test_slot_mapping_equals_locate and engine parity"),
+        "tests/paged/test_addressing.py::test_slot_mapping_equals_locate and engine parity"),
     Fault.USE_AFTER_FREE: FaultInfo(
         "use after free: a stale block table",
         "The runner keeps each batch row's old block table when a different sequence takes the row, so after a "
@@ -73,20 +73,20 @@ FAULTS: dict[Fault, FaultInfo] = {
         "Decode feeds the newest token at position num_tokens instead of num_tokens - 1.",
         "positions (RoPE)",
         "The cache is addressed correctly but the rotary embedding sees the wrong position: subtle drift.",
-        "tests/test_engine.py::test_state_rule_and_decode_positions and engine parity"),
+        "tests/paged/test_engine.py::test_state_rule_and_decode_positions and engine parity"),
     Fault.PAD_NOT_SKIPPED: FaultInfo(
         "padding slot −1 not skipped",
         "Batches are padded (as CUDA graphs do) with slot −1, and the write does not skip it: −1 wraps around to "
         "the pool's very last slot.",
         "slot_mapping (padding)",
         "Whoever owns the pool's last physical block finds a foreign key in its last slot.",
-        "tests/test_kv_cache.py::test_write_kv_skips_padding_slots"),
+        "tests/paged/test_kv_cache.py::test_write_kv_skips_padding_slots"),
     Fault.ALIASED_BLOCKS: FaultInfo(
         "two logical blocks aliased to one physical block",
         "Logical block 1 is mapped to the same physical block as logical block 0.",
         "block_table",
         "Tokens of the two logical blocks overwrite each other; the first block's history reads back the second's.",
-        "validate_block_table ('appears twice') in tests/test_addressing.py"),
+        "validate_block_table ('appears twice') in tests/paged/test_addressing.py"),
 }
 
 

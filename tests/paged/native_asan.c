@@ -9,7 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "../paged/kernels/native_decode.c"
+#include "../../paged/kernels/native_decode.c"
 
 static uint64_t rng = 88172645463325252ull;
 static int64_t rand_int(int64_t n) { /* xorshift: 0 <= r < n */

@@ -13,7 +13,7 @@ import pytest
 import ui.strings as i18n
 from ui.strings import LANGS, MODULES, normalize_lang, strings, t, translator
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _fields(text: str) -> set[str]:

@@ -2,7 +2,7 @@
 
 Threads and work splitting, the plain (no AVX2, pthread) build, head_dims that are no multiple of 8, float64, and
 memory safety: with validation off (as the bug lab runs), a bad block id or context_len must raise, not read
-foreign memory; and the C code itself runs clean under AddressSanitizer (tests/native_asan.c)."""
+foreign memory; and the C code itself runs clean under AddressSanitizer (tests/paged/native_asan.c)."""
 
 from __future__ import annotations
 
@@ -125,7 +125,7 @@ def test_failed_build_is_reported(fresh_native, monkeypatch):
 
 @pytest.mark.parametrize("threads_flag", ["-fopenmp", "-pthread"])
 def test_kernel_stays_inside_its_buffers_under_address_sanitizer(tmp_path, threads_flag):
-    """tests/native_asan.c calls the kernel on exact-size heap buffers (144 cases: every dtype, GQA/MQA, odd
+    """tests/paged/native_asan.c calls the kernel on exact-size heap buffers (144 cases: every dtype, GQA/MQA, odd
     head_dims and block sizes, ragged -1 padded tables, 1 or 3 threads, split heads) built with AddressSanitizer
     and UBSan: any read or write outside them aborts. Each case is also checked against plain attention in C."""
     cc = native.compiler()

@@ -55,7 +55,14 @@ def test_gather_scene_is_seeded_and_validates():
         GatherConfig(num_heads=4, num_kv_heads=3).validate()
     with pytest.raises(ValueError, match="needs 512 blocks"):
         GatherConfig(context_len=512, block_size=1).validate()
-    json.dumps(a.trace(10))
+    exported = json.loads(json.dumps(a.trace(10)))  # the export is JSON as it stands
+    reads = exported["reads"]
+    assert [r["token_index"] for r in reads] == list(range(10)) and exported["check"]["ok"]
+    for r in reads:  # every read follows the address chain, recomputed here by hand
+        physical = a.block_table[r["token_index"] // 4]
+        assert (r["physical_block_id"], r["block_offset"]) == (physical, r["token_index"] % 4)
+        assert r["slot"] == physical * 4 + r["token_index"] % 4
+    assert "check" not in a.trace(3) and len(a.trace(3)["reads"]) == 3  # the check only once the gather is done
 
 
 def test_batch_demo_starts_with_the_seed_batch():

@@ -1,6 +1,8 @@
 """Bug lab: every classic fault shows its symptom when injected, and the same run is exact without it."""
 
+import re
 from functools import lru_cache
+from pathlib import Path
 
 import pytest
 import torch
@@ -35,11 +37,21 @@ def test_symptom_appears_with_fault_and_disappears_without(fault):
     assert any(d.first_bad_step is not None for d in drifts)
 
 
-def test_every_fault_is_documented():
-    """Each fault says what it is, where it sits in the chain, its symptom and which check catches it."""
+def test_every_fault_is_documented_and_its_check_exists():
+    """Each fault says what it is, where it sits in the chain, its symptom and which check catches it; every test
+    its `caught_by` names exists (a renamed or moved test would leave the bug lab pointing at nothing)."""
     assert set(FAULTS) == set(Fault)
-    for info in FAULTS.values():
-        assert all([info.title, info.what, info.where, info.symptom, info.caught_by])
+    assert len({info.title for info in FAULTS.values()}) == len(FAULTS)  # no two faults share a title
+    root = Path(__file__).resolve().parents[2]
+    named = 0
+    for fault, info in FAULTS.items():
+        assert all([info.title, info.what, info.where, info.symptom, info.caught_by]), fault
+        for path, test in re.findall(r"(tests/[\w/]+\.py)(?:::(\w+))?", info.caught_by):
+            assert (root / path).is_file(), f"{fault.value}: {path} does not exist"
+            if test:
+                assert re.search(rf"^def {test}\(", (root / path).read_text(), re.M), f"{fault.value}: no {test}"
+            named += 1
+    assert named >= len(FAULTS) // 2  # most faults point at a concrete test
 
 
 def test_faults_are_off_by_default_and_scoped_to_one_engine():

@@ -21,7 +21,7 @@ from paged.attention import contiguous_attention_decode, paged_attention_decode
 from paged.kernels import fused, triton_available
 from paged.kv_cache import write_kv
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 HEADS = [(8, 8), (8, 2), (8, 1)]
 HEAD_DIMS = [32, 64, 80, 128]
 BLOCK_SIZES = [1, 4, 16, 32]
@@ -154,7 +154,7 @@ def test_triton_missing_raises_clear_error(monkeypatch):
 # ----------------------------------------------------------------------------------------------------------------
 TRITON_SWEEP = """
 import json, sys
-sys.path[:0] = [{repo!r}, {tests!r}]
+sys.path[:0] = [{repo!r}, {tests!r}, {here!r}]
 import torch
 from test_kernels import sweep_failures
 torch.set_num_threads(1)
@@ -169,7 +169,7 @@ print(json.dumps(bad))
 
 TRITON_ERRORS = """
 import sys
-sys.path[:0] = [{repo!r}, {tests!r}]
+sys.path[:0] = [{repo!r}, {tests!r}, {here!r}]
 import torch
 from test_kernels import build
 from paged.attention import paged_attention_decode
@@ -187,7 +187,7 @@ def _run(script: str, interpret: bool) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     if interpret:
         env["TRITON_INTERPRET"] = "1"
-    code = script.format(repo=str(REPO), tests=str(REPO / "tests"))
+    code = script.format(repo=str(REPO), tests=str(REPO / "tests"), here=str(Path(__file__).parent))
     return subprocess.run([sys.executable, "-c", code], env=env, cwd=REPO, capture_output=True, text=True,
                           timeout=300)
 

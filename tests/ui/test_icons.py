@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 # Pictographs and symbols drawn from an emoji font: the emoji blocks, the dingbats and miscellaneous symbols
 # (U+2600-U+27BF: ⚠ ✔ ✗ ♻ …), the arrows-and-stars block (⭐), the hourglass / stopwatch symbols, and the
 # variation selector that asks for the emoji form.
