@@ -1,11 +1,11 @@
 """Figures fitted to the screen they are shown on, applied by ui.show_figure after a viz builder made them.
 
-    wrap_title(fig, width_px)         a title longer than the figure is broken into lines (plotly never wraps)
+    take_title(fig)                   the title moves out of the figure, to be shown above it as page text
     present_figure(fig, max_width)    presenter mode: text >= 16 px, cells zoomed, never wider than max_width
 
-Plotly titles are not clipped by the browser but by the figure: a title wider than the figure is cut at its edge.
-The server does not know the column's width, so titles are wrapped for the narrowest column a figure can get at a
-projector's 1024 px (stacked under 1000 px, see ui.present): NARROW_PX, PRESENT_PX.
+A plotly title wider than its figure is cut at the figure's edge (plotly never wraps), and the server does not know
+how wide the column will be. Shown as text above the figure, a title wraps like any paragraph, at every width.
+wrap_text / wrap_title remain for text that must stay inside a figure.
 """
 
 from __future__ import annotations
@@ -76,12 +76,28 @@ def wrap_title(fig: go.Figure, width_px: float) -> go.Figure:
         return fig
     extra = int(added * font_px * 1.3)
     margin_t = fig.layout.margin.t if fig.layout.margin and fig.layout.margin.t is not None else 80
-    update = {"title_text": "<br>".join(lines), "margin_t": margin_t + extra, "title_yanchor": "top",
-              "title_y": 1.0, "title_yref": "container", "title_pad_t": 6}
+    # above the plot area, in a top margin grown by the added lines (plotly grows it further if needed)
+    update = {"title_text": "<br>".join(lines), "margin_t": margin_t + extra, "title_yref": "paper",
+              "title_automargin": True}
     if fig.layout.height:
         update["height"] = fig.layout.height + extra
     fig.update_layout(**update)
     return fig
+
+
+def take_title(fig: go.Figure) -> str | None:
+    """Remove the figure's title (returned, None when it has none) and the top margin it needed: the plot area
+    keeps its size, a fixed height shrinks by the margin given back."""
+    title = fig.layout.title
+    text = title.text if title else None
+    if not text:
+        return None
+    top = fig.layout.margin.t if fig.layout.margin and fig.layout.margin.t is not None else 100
+    fig.layout.title.text = None
+    fig.layout.margin.t = min(top, 10)
+    if fig.layout.height:
+        fig.layout.height = max(40, fig.layout.height - max(0, top - 10))
+    return text
 
 
 def _scaled(value, f: float):
@@ -155,5 +171,4 @@ def present_figure(fig: go.Figure, max_width: int = PRESENT_PX) -> go.Figure:
         layout["width"] = int(layout["width"] * f)
     if layout.get("height"):
         layout["height"] = int((layout["height"] - top - bottom) * f) + margin.get("t", top) + bottom + 8
-    out = go.Figure(data=data, layout=layout, _validate=False)
-    return wrap_title(out, max_width)
+    return go.Figure(data=data, layout=layout, _validate=False)

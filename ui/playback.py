@@ -21,6 +21,7 @@ load) the buttons' own on_click callbacks do the same actions.
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 from typing import Callable
 
@@ -34,6 +35,7 @@ ACTIONS = ("step", "back", "play", "tick")  # what the ledger may log
 MAX_LOG = 128                               # actions the ledger keeps (far more than clicks during one run)
 APPLIED_KEY = "_ledger_applied"             # nonce of a browser page -> last action applied from its log
 SHORTCUTS = {"step": "ArrowRight", "back": "ArrowLeft", "play": "Space"}
+LOCK_KEY = "_playback_lock"  # one per session: a new run's callbacks wait for an interrupted run's to finish
 
 LEDGER_JS = """
 export default function (component) {
@@ -127,22 +129,33 @@ def apply_log(value, applied: dict[str, int], do: Callable[[str], None], page: s
     log = value.get("log")
     if not isinstance(log, list):
         return 0
-    nonce, done, ran = value["nonce"], applied.get(value["nonce"], 0), 0
+    nonce, ran = value["nonce"], 0
     for entry in log[-MAX_LOG:]:
         if not (isinstance(entry, list) and len(entry) == 3 and isinstance(entry[0], int)
-                and not isinstance(entry[0], bool) and entry[0] > done):
+                and not isinstance(entry[0], bool) and entry[0] > applied.get(nonce, 0)):
             continue
-        done = entry[0]
+        applied[nonce] = entry[0]  # recorded before the action runs: an action is never run twice
         if entry[1] in ACTIONS and entry[2] == page:
             do(entry[1])
             ran += 1
-    applied[nonce] = done
     return ran
+
+
+def _session_lock():
+    """The session's playback lock. Streamlit starts a new run on each click without waiting for the run it stops
+    (that one stops only at its next Streamlit call), so two runs' callbacks could otherwise step the same demo at
+    once, or apply the same logged click twice."""
+    return st.session_state.get(LOCK_KEY) or threading.RLock()
 
 
 def act(prefix: str, action: str) -> None:
     """One action on the page `prefix` with the Stepper of its last run: step / back pause playing; play toggles it
     (not at the end); a tick steps only while playing, and stops playing at the end."""
+    with _session_lock():
+        _act(prefix, action)
+
+
+def _act(prefix: str, action: str) -> None:
     stepper: Stepper | None = st.session_state.get(f"_stepper.{prefix}")
     if stepper is None:
         return
@@ -161,8 +174,9 @@ def act(prefix: str, action: str) -> None:
 
 
 def _on_ledger(prefix: str) -> None:
-    value = (st.session_state.get(f"{prefix}.ledger") or {}).get("log")
-    apply_log(value, st.session_state.setdefault(APPLIED_KEY, {}), lambda action: act(prefix, action), prefix)
+    with _session_lock():
+        value = (st.session_state.get(f"{prefix}.ledger") or {}).get("log")
+        apply_log(value, st.session_state.setdefault(APPLIED_KEY, {}), lambda action: _act(prefix, action), prefix)
 
 
 @dataclass
@@ -186,6 +200,7 @@ def _css_class(key: str) -> str:
 def playback_bar(ctx: PageContext, knobs: Knobs, stepper: Stepper) -> Bar:
     """Draw the bar (see the module docstring); `play` and `speed` are knobs, so they round-trip through the URL."""
     p, t = stepper.prefix, ctx.t
+    st.session_state.setdefault(LOCK_KEY, threading.RLock())  # made by a run, before any callback can need it
     st.session_state[f"_stepper.{p}"] = stepper  # the callbacks of the next run act with it
     playing = bool(knobs.state("play", 0, lambda text: {"0": 0, "1": 1}.get(str(text).strip())))
     if playing and not stepper.can_forward:

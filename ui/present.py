@@ -36,6 +36,7 @@ _STACKED = f"""
 BASE_CSS = f"""
 [data-testid="stMainBlockContainer"] {{ container-type: inline-size; container-name: paged-main; }}
 [data-testid="stTable"] td, [data-testid="stTable"] th {{ overflow-wrap: anywhere; }}
+.paged-figure-title {{ font-weight: 600; margin-bottom: -0.6rem; }}
 @container paged-main (max-width: 1000px) {{ {_STACKED} }}
 """
 PRESENT_CSS = f"""
@@ -63,6 +64,7 @@ PRESENT_CSS = f"""
 [data-testid="stMain"] button {{ min-height: 48px; }}
 .paged-counter {{ font-size: 52px; font-weight: 700; line-height: 1.1; white-space: nowrap; }}
 .paged-say {{ font-size: 24px; line-height: 1.35; }}
+.paged-figure-title {{ font-size: 22px !important; }}
 """
 
 

@@ -8,7 +8,9 @@ import json
 import pandas as pd
 import streamlit as st
 
-from .fit import NARROW_PX, present_figure, wrap_title
+import html
+
+from .fit import present_figure, take_title
 from .page import PageContext
 from .present import PRESENT_KEY
 
@@ -45,11 +47,17 @@ def export_button(ctx: PageContext, trace, file_name: str, key: str | None = Non
 
 def show_figure(fig, key: str, where=None) -> None:
     """st.plotly_chart without the mode bar; a figure that sets its own width (a grid of fixed-size cells) keeps
-    it, any other stretches to the column. Fitted to the screen first (ui.fit): a long title wrapped, and in
-    presenter mode larger text and cells."""
-    fig = present_figure(fig) if st.session_state.get(PRESENT_KEY) else wrap_title(fig, NARROW_PX)
+    it, any other stretches to the column. Its title is shown above it as text, which wraps at any width (a plotly
+    title is cut at the figure's edge); in presenter mode the figure's text and cells are larger (ui.fit)."""
+    where = where or st
+    if st.session_state.get(PRESENT_KEY):
+        fig = present_figure(fig)
+    title = take_title(fig)
+    if title:
+        text = "<br>".join(html.escape(line) for line in title.split("<br>"))
+        where.markdown(f"<div class='paged-figure-title'>{text}</div>", unsafe_allow_html=True)
     width = "content" if fig.layout.width else "stretch"
-    (where or st).plotly_chart(fig, key=key, width=width, config={"displayModeBar": False})
+    where.plotly_chart(fig, key=key, width=width, config={"displayModeBar": False})
 
 
 def state_table(rows: list[dict], key: str, where=None) -> None:
