@@ -72,7 +72,7 @@ knobs.set_state("loop", int(loop))
 if not num_heads % num_kv_heads:
     config = LadderConfig(batch, context_len, num_heads, num_kv_heads, head_dim, block_size, loop)
 clicked = run_col.button(ctx.t("run"), key="fast.run", type="primary", icon=":material/speed:",
-                         disabled=config is None)
+                         disabled=config is None, wrap=True)  # a narrow column: wrap, never cut the label
 
 runs = st.session_state.setdefault("fast.runs", {})
 if clicked and config is not None:

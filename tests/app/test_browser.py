@@ -85,11 +85,13 @@ def _wait_for_steps(page, prefix: str, want, timeout_s: float = 30) -> int:
 @pytest.mark.parametrize("lang", ["en", "zh"])
 def test_every_page_renders_and_steps(server, browser, lang):
     """Open the app with ?lang=, then visit each page through its sidebar link (at the URL path it always had): no
-    exception box, before and after clicking the page's first step button."""
+    exception box, before and after clicking the page's first step button; with the sidebar open, at 1024x768 and
+    1280x720, no truncated button label, clipped figure title or table that scrolls sideways."""
     SHOTS.mkdir(parents=True, exist_ok=True)
     # a tall viewport: the app scrolls inside its own container, so full_page would show only the top
     context = browser.new_context(viewport={"width": 1400, "height": 2200}, locale="en-US")
     page = context.new_page()
+    problems = []
     try:
         page.goto(f"{server}/?lang={lang}", wait_until="domcontentloaded")
         for nav_page in PAGES:
@@ -98,6 +100,11 @@ def test_every_page_renders_and_steps(server, browser, lang):
                 page.locator(f'[data-testid="stSidebarNav"] a[href$="/{name}"]').click()
                 page.wait_for_url(f"**/{name}**")
             _check(page, f"{name or 'home'} ({lang})")
+            for size in PROJECTORS:
+                page.set_viewport_size(size)
+                page.wait_for_timeout(250)
+                problems += [f"{name or 'home'} {size['width']} {lang}: {p}" for p in page.evaluate(LAYOUT_PROBLEMS)]
+            page.set_viewport_size({"width": 1400, "height": 2200})
             page.screenshot(path=str(SHOTS / f"{name or 'home'}_{lang}.png"))
             buttons = page.locator(MAIN_BUTTON)
             if buttons.count():
@@ -106,6 +113,7 @@ def test_every_page_renders_and_steps(server, browser, lang):
                 _check(page, f"{name or 'home'} after a click ({lang})")
     finally:
         context.close()
+    assert not problems, "\n".join(problems)
 
 
 # --- a lesson at a projector's resolution --------------------------------------------------------------------------
