@@ -36,7 +36,7 @@ _STACKED = f"""
 BASE_CSS = f"""
 [data-testid="stMainBlockContainer"] {{ container-type: inline-size; container-name: paged-main; }}
 [data-testid="stTable"] :is(td, th, td *, th *) {{ white-space: normal !important; overflow-wrap: anywhere !important; }}
-.paged-figure-title {{ font-weight: 600; margin-bottom: -0.6rem; }}
+.paged-figure-title {{ font-weight: 600; margin-bottom: -0.3rem; }}
 @container paged-main (max-width: 1000px) {{ {_STACKED} }}
 """
 PRESENT_CSS = f"""

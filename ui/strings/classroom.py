@@ -30,7 +30,6 @@ STRINGS = {
     "speed_value": {"en": "{speed} steps/s", "zh": "每秒 {speed} 步"},
     "step_counter": {"en": "Step {step}", "zh": "第 {step} 步"},
     "step_counter_of": {"en": "Step {step} / {total}", "zh": "第 {step} / {total} 步"},
-    "queued": {"en": "{count} more clicks queued", "zh": "还有 {count} 次点击在排队"},
     # the teacher's guide page
     "guide_title": {"en": "Teacher's guide: a 45-minute lesson", "zh": "教师指南：45 分钟的一堂课"},
     "guide_link": {"en": "Teacher's guide: a 45-minute lesson with a link for every step",
