@@ -77,7 +77,7 @@ class EngineSession:
             st.session_state[self.key("failure")] = str(err)
 
     def do_step(self) -> None:
-        self.guarded(st.session_state[self.key("demo")].step)
+        self.forward()
 
     def forward(self) -> bool:
         """One engine step (the playback bar's Step and Play); False when there is nothing left to run."""

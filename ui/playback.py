@@ -77,7 +77,7 @@ export default function (component) {
       if (!btn) return;
       e.stopImmediatePropagation(); e.preventDefault();
       if (e.key === ' ') L.ateSpace = true;  // its keyup must not also press a focused button
-      if (!btn.disabled) push(action);
+      push(action);  // even if the button still looks disabled: keys queued ahead of a rerun act in order
     }, true);
     w.addEventListener('keyup', (e) => {
       if (e.key === ' ' && L.ateSpace) { L.ateSpace = false; e.stopImmediatePropagation(); e.preventDefault(); }
