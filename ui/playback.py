@@ -188,8 +188,9 @@ class Bar:
     present: bool
 
     def say(self, text: str) -> None:
+        """Markdown, like the page's own messages (the presenter's CSS sets it large)."""
         if self.present and self.line is not None:
-            self.line.markdown(f"<div class='paged-say'>{text}</div>", unsafe_allow_html=True)
+            self.line.markdown(text)
 
 
 def _css_class(key: str) -> str:
@@ -212,7 +213,7 @@ def playback_bar(ctx: PageContext, knobs: Knobs, stepper: Stepper) -> Bar:
     if ctx.present:
         top = st.container(horizontal=True, vertical_alignment="center", gap="medium")
         top.markdown(f"<div class='paged-counter'>{counter}</div>", unsafe_allow_html=True)
-        line = top.empty()
+        line = top.container(key=f"paged_say_{p}").empty()  # one line, replaced if said twice
     row = st.container(horizontal=True, vertical_alignment="center", gap="small", key=f"{p}.bar")
     row.button(t("classroom.back"), key=f"{p}.back", icon=":material/skip_previous:", on_click=act,
                args=(p, "back"), disabled=not stepper.can_back, help=t("classroom.back_help"),

@@ -37,6 +37,8 @@ BASE_CSS = f"""
 [data-testid="stMainBlockContainer"] {{ container-type: inline-size; container-name: paged-main; }}
 [data-testid="stTable"] :is(td, th, td *, th *) {{ white-space: normal !important; overflow-wrap: anywhere !important; }}
 .paged-figure-title {{ font-weight: 600; margin-bottom: -0.3rem; }}
+[data-testid="stMetricLabel"] :is(div, p, label) {{ white-space: normal !important; overflow: visible !important;
+    text-overflow: clip !important; }}
 @container paged-main (max-width: 1000px) {{ {_STACKED} }}
 """
 PRESENT_CSS = f"""
@@ -63,7 +65,8 @@ PRESENT_CSS = f"""
 [data-testid="stMain"] [data-testid="stMetricValue"] div {{ font-size: 40px !important; }}
 [data-testid="stMain"] button {{ min-height: 48px; }}
 .paged-counter {{ font-size: 52px; font-weight: 700; line-height: 1.1; white-space: nowrap; }}
-.paged-say {{ font-size: 24px; line-height: 1.35; }}
+[data-testid="stMain"] [class*="st-key-paged_say_"] [data-testid="stMarkdownContainer"] p {{ font-size: 24px !important;
+    line-height: 1.35 !important; }}
 .paged-figure-title {{ font-size: 22px !important; }}
 """
 
