@@ -5,84 +5,16 @@
 
 A plotly title wider than its figure is cut at the figure's edge (plotly never wraps), and the server does not know
 how wide the column will be. Shown as text above the figure, a title wraps like any paragraph, at every width.
-wrap_text / wrap_title remain for text that must stay inside a figure.
 """
 
 from __future__ import annotations
 
-import unicodedata
-
 import plotly.graph_objects as go
 
-NARROW_PX = 540    # a stretching figure's width at 1024 px with the sidebar open (main area 564 px, stacked)
 PRESENT_PX = 920   # presenter mode at 1024 px: sidebar collapsed, 1.5rem margins, figures stacked
 FIGURE_PX = 16     # presenter mode's smallest figure text
 TITLE_PX = 20      # presenter mode's titles
 MAX_ZOOM = 1.6
-
-
-def text_width(text: str, font_px: float) -> float:
-    """Estimated rendered width of one line of text: wide (CJK) characters one em, others 0.62 em (DejaVu Sans,
-    the fallback of plotly's default font, is wide)."""
-    return sum(font_px * (1.05 if unicodedata.east_asian_width(c) in "WF" else 0.62) for c in text)
-
-
-def wrap_text(text: str, width_px: float, font_px: float) -> list[str]:
-    """`text` (lines separated by <br>) broken at spaces, or anywhere between wide characters, so each line fits
-    width_px."""
-    lines = []
-    for para in text.split("<br>"):
-        line = ""
-        for piece in _pieces(para):
-            if line and text_width((line + piece).rstrip(), font_px) > width_px:
-                lines.append(line.rstrip())
-                line = piece.lstrip()
-            else:
-                line += piece
-        lines.append(line.rstrip())
-    return lines
-
-
-def _pieces(text: str) -> list[str]:
-    """Words with their trailing space; each wide character is a piece of its own (Chinese breaks anywhere)."""
-    out, word = [], ""
-    for c in text:
-        if unicodedata.east_asian_width(c) in "WF":
-            if word:
-                out.append(word)
-                word = ""
-            out.append(c)
-        else:
-            word += c
-            if c == " ":
-                out.append(word)
-                word = ""
-    return out + ([word] if word else [])
-
-
-def wrap_title(fig: go.Figure, width_px: float) -> go.Figure:
-    """Break the title into lines that fit min(width_px, the figure's own width); the top margin (and a fixed
-    height) grow by the added lines."""
-    title = fig.layout.title
-    text = title.text if title else None
-    if not text:
-        return fig
-    own = fig.layout.width
-    avail = min(width_px, own or width_px) - 24
-    font_px = (title.font.size if title.font and title.font.size else None) or 17
-    lines = wrap_text(text, avail, font_px)
-    added = len(lines) - len(text.split("<br>"))
-    if added <= 0:
-        return fig
-    extra = int(added * font_px * 1.3)
-    margin_t = fig.layout.margin.t if fig.layout.margin and fig.layout.margin.t is not None else 80
-    # above the plot area, in a top margin grown by the added lines (plotly grows it further if needed)
-    update = {"title_text": "<br>".join(lines), "margin_t": margin_t + extra, "title_yref": "paper",
-              "title_automargin": True}
-    if fig.layout.height:
-        update["height"] = fig.layout.height + extra
-    fig.update_layout(**update)
-    return fig
 
 
 def take_title(fig: go.Figure) -> str | None:
