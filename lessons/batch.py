@@ -86,7 +86,7 @@ class BatchDemo:
     """A Playground started with the seed batch (A, B, C), driven by logged operations."""
 
     def __init__(self, config: BatchConfig, device=None) -> None:
-        self.config = config
+        self.config, self.device = config, device
         self.playground = Playground(config.num_blocks, config.block_size, config.num_heads, config.num_kv_heads,
                                      config.head_dim, dtype_of(config.dtype), device, seed=config.seed)
         self.ops: list[str] = []
@@ -218,6 +218,12 @@ class BatchDemo:
             if not demo.apply(op).ok:
                 return demo, i
         return demo, min(len(ops), MAX_OPS)
+
+    def without_last(self) -> "BatchDemo":
+        """"Back": a fresh demo with every logged operation but the last, replayed from the start, so it is exactly
+        the state the page had before that operation (the seeded draws replay in the same order)."""
+        demo, _ = BatchDemo.replay(self.config, self.ops[:-1], self.device)
+        return demo
 
     def tables(self) -> dict[int, list[int]]:
         """seq_id -> block_table of every running sequence."""

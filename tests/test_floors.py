@@ -45,7 +45,7 @@ def test_the_checker_sees_a_wrong_arrow(tmp_path):
 
 
 def test_nothing_above_paged_reads_engine_internals():
-    files = [ROOT / "app.py", *(ROOT / "pages").glob("*.py")] + [
+    files = [ROOT / "app.py", *(ROOT / "app_pages").glob("*.py")] + [
         p for floor in ("ui", "viz", "lessons") for p in (ROOT / floor).rglob("*.py")]
     hits = [f"{p.relative_to(ROOT)}:{i}" for p in files
             for i, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1)

@@ -1,4 +1,5 @@
-"""Server time of one step of the app, at default sizes: `python -m ui.bench [--clicks N] [--json]`.
+"""Time of one step of the app, at default sizes: `python -m ui.bench [--clicks N] [--json]` (server side, AppTest) or
+`python -m ui.bench browser [--clicks N] [--json]` (a real browser, one session).
 
 For "Next token" on page 2 and "Decode step" on page 3 it reports, as medians over N clicks:
     script   the page script's own run per click: what the server spends on a step (AppTest runs the page inside a
@@ -6,6 +7,10 @@ For "Next token" on page 2 and "Decode step" on page 3 it reports, as medians ov
     round    the whole AppTest round trip per click (script + the test harness), an upper bound
 and the paged/ compute alone (no Streamlit, no figures): building the gather scene and attending, and one
 batch-decode step with its paged-vs-contiguous check.
+
+`browser` starts `streamlit run app.py` and Debian's chromium (ui.browser), opens pages 2-6 at default settings and
+clicks each page's step button N times: p50 / p95 of click -> app idle (the script state back to notRunning), and
+the server's CPU time per rerun (utime + stime from /proc/<pid>/stat, before and after the clicks).
 """
 
 from __future__ import annotations
@@ -31,9 +36,9 @@ finally:
     st.session_state["_bench_script_ms"] = (time.perf_counter() - _start) * 1000
 """
 STEPS = {  # page -> (button that steps, how to tell the step can't go on, button that starts over)
-    "pages/2_Gather_and_attend.py": ("gather.next", lambda at: at.session_state["gather.step"] >= 10,
+    "app_pages/2_Gather_and_attend.py": ("gather.next", lambda at: at.session_state["gather.step"] >= 10,
                                      "gather.reset"),
-    "pages/3_Batch_decode.py": ("batch.decode", lambda at: len(at.session_state["batch.demo"].ops) >= 5,
+    "app_pages/3_Batch_decode.py": ("batch.decode", lambda at: len(at.session_state["batch.demo"].ops) >= 5,
                                 "batch.reset"),
 }
 
@@ -89,11 +94,17 @@ def time_compute(repeat: int) -> dict[str, float]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m ui.bench", description=__doc__.splitlines()[0])
-    parser.add_argument("--clicks", type=int, default=7, help="timed clicks per page (median reported)")
+    parser.add_argument("what", nargs="?", choices=["server", "browser"], default="server",
+                        help="server: script time through AppTest (default); browser: click -> idle in chromium")
+    parser.add_argument("--clicks", type=int, default=None, help="timed clicks per page (7 server, 20 browser)")
     parser.add_argument("--json", action="store_true", help="print the numbers as JSON")
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
     if str(ROOT) not in sys.path:
         sys.path.insert(0, str(ROOT))
+    if args.what == "browser":
+        from .bench_browser import main as browser_main
+        return browser_main(args.clicks or 20, args.json)
+    args.clicks = args.clicks or 7
     from ui.page import configure_torch
 
     configure_torch()  # what every page does first

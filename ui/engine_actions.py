@@ -3,6 +3,7 @@
     session = EngineSession(ctx, "engine", config, model, tokenizer)
     demo = session.current(default_specs)   # after a scenario pick, on first visit (the URL's log), on a new config
     a1.button(…, on_click=session.do_step)  # do_step · do_run · do_reset · do_add(max_tokens=…, temperature=…)
+    Stepper(…, forward=session.forward, back=session.back)   # the playback bar (ui.playback)
     session.show_messages(demo)             # the last add's outcome, rejected requests, an engine failure
 
 Every key lives under the page's prefix ("engine.demo", "engine.new_text", …), so the two pages never share state.
@@ -25,6 +26,12 @@ from .widgets import show_error
 
 FIELD_LABELS = {"max_tokens": "engine.max_tokens", "temperature": "engine.temperature", "seed": "engine.seed",
                 "n": "sharing.n"}  # a form field -> the key of its label
+
+
+def status_text(ctx, status: str, finish_reason: str | None) -> str:
+    """A sequence's status in the page's language, with why it finished: "finished (eos)"."""
+    text = ctx.t(f"engine.status_{status}")
+    return f"{text} ({ctx.t(f'engine.reason_{finish_reason}')})" if finish_reason else text
 
 
 def explain_step(ctx, why) -> str:
@@ -64,7 +71,7 @@ class EngineSession:
                                read_param("steps", int_in(0, MAX_STEPS), 0))
         if demo.config != self.config:
             demo = self.replay(demo.all_specs(), 0)
-            st.toast(self.ctx.t("engine.restarted"), icon="🔁")
+            st.toast(self.ctx.t("engine.restarted"), icon=":material/replay:")
         return demo
 
     # --- actions (callbacks: they run before the page is drawn, so every widget below sees the new state) ------
@@ -76,7 +83,23 @@ class EngineSession:
             st.session_state[self.key("failure")] = ("step_failed", str(err))
 
     def do_step(self) -> None:
-        self.guarded(st.session_state[self.key("demo")].step)
+        self.forward()
+
+    def forward(self) -> bool:
+        """One engine step (the playback bar's Step and Play); False when there is nothing left to run."""
+        demo: EngineDemo = st.session_state[self.key("demo")]
+        if not demo.can_step():
+            return False
+        self.guarded(demo.step)
+        return True
+
+    def back(self) -> bool:
+        """Back: the same requests replayed to one step fewer, exactly the state the page had then."""
+        demo: EngineDemo = st.session_state[self.key("demo")]
+        if not demo.steps:
+            return False
+        self.replay(demo.all_specs(), len(demo.steps) - 1)
+        return True
 
     def do_run(self) -> None:
         with st.spinner(self.ctx.t("engine.running")):
@@ -116,7 +139,7 @@ class EngineSession:
         state, t = st.session_state, self.ctx.t
         if self.key("added") in state:
             rid = state.pop(self.key("added"))
-            st.success(t("engine.added", seq="—" if rid is None else label(rid)), icon="➕")
+            st.success(t("engine.added", seq="—" if rid is None else label(rid)), icon=":material/add:")
         if self.key("add_error") in state:
             self.show_request_error(state.pop(self.key("add_error")))
         for _spec, err in demo.rejected:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import os
 from dataclasses import dataclass, field
 from typing import Callable
@@ -13,6 +14,12 @@ from ui.strings import LANG_NAMES, LANGS, normalize_lang, translator
 from paged.kv_cache import default_device
 
 from .params import NOTES_BOX_KEY
+from .present import inject_css, present_mode, presenter_toggle
+
+# Everything loaded by now (torch, plotly, streamlit, the model code: most of the heap, never garbage) leaves the
+# collector's view, so the automatic collections that remain (.streamlit/config.toml turns off Streamlit's full
+# collection after every run) stay short. Runs once, when this module is first imported.
+gc.freeze()
 
 LANG_KEY = "_lang"                # the language, kept for the whole browser session
 LANG_WIDGET_KEY = "_lang_widget"  # the sidebar radio that edits it
@@ -25,6 +32,7 @@ class PageContext:
     module: str
     lang: str
     tr: Callable[..., str] = field(repr=False)
+    present: bool = False  # presenter mode (ui.present)
 
     def t(self, key: str, **fmt) -> str:
         """Shorthand for ctx.tr(key, **fmt): "key" in the page's module, "common.key" elsewhere."""
@@ -58,16 +66,20 @@ def configure_torch() -> None:
         torch.set_num_threads(want)
 
 
-def setup_page(module: str, icon: str = "📘", title_key: str = "title") -> PageContext:
-    """Call first on every page: page config (title from ui/strings/<module>.py), language switch, torch threads.
-    Returns the PageContext with the translator."""
+def setup_page(module: str, icon: str = ":material/menu_book:", title_key: str = "title") -> PageContext:
+    """Call first on every page: page config (title from ui/strings/<module>.py; `icon` a ":material/…:" icon),
+    language switch, presenter mode, torch threads. Returns the PageContext with the translator."""
     configure_torch()
     lang = current_lang()
+    present = present_mode()
     tr = translator(module, lang)
-    st.set_page_config(page_title=f"{tr(title_key)} · paged", page_icon=icon, layout="wide")
+    st.set_page_config(page_title=f"{tr(title_key)} · paged", page_icon=icon, layout="wide",
+                       initial_sidebar_state="collapsed" if present else "auto")
     language_switch(lang)
+    presenter_toggle(lang, present)
+    inject_css(present)
     st.session_state[NOTES_BOX_KEY] = st.container()  # the link's unusable values are listed here (sync_url)
-    return PageContext(module, lang, tr)
+    return PageContext(module, lang, tr, present)
 
 
 @st.cache_resource(show_spinner=False)

@@ -136,10 +136,14 @@ def url_notes() -> list[tuple[str, str, Any]]:
     return st.session_state.pop(URL_NOTES_KEY, [])
 
 
+SESSION_PARAMS = {"_present": "present"}  # session-wide modes every link keeps: session_state key -> URL name
+
+
 def write_params(params: dict[str, Any]) -> None:
-    """Make the URL's query string exactly `params` (values as text); untouched when already equal, so reruns do
-    not churn the browser history."""
-    wanted = {k: _to_text(v) for k, v in params.items() if v is not None}
+    """Make the URL's query string exactly `params` (values as text) plus the session's modes that are on
+    (present=1); untouched when already equal, so reruns do not churn the browser history."""
+    modes = {name: 1 for key, name in SESSION_PARAMS.items() if st.session_state.get(key)}
+    wanted = {k: _to_text(v) for k, v in {**params, **modes}.items() if v is not None}
     if st.query_params.to_dict() != wanted:
         st.query_params.from_dict(wanted)
 

@@ -5,14 +5,19 @@ from __future__ import annotations
 
 import json
 
+import pandas as pd
 import streamlit as st
 
+import html
+
+from .fit import present_figure, take_title
 from .page import PageContext
+from .present import PRESENT_KEY
 
 
 def show_error(ctx: PageContext, what: str, fix: str, where=None) -> None:
     """st.error with the problem and how to fix it (never a traceback)."""
-    (where or st).error(f"**{what}**  \n{ctx.t('common.fix')} {fix}", icon="🚫")
+    (where or st).error(f"**{what}**  \n{ctx.t('common.fix')} {fix}", icon=":material/error:")
 
 
 def stop_with_error(ctx: PageContext, what: str, fix: str) -> None:
@@ -23,21 +28,44 @@ def stop_with_error(ctx: PageContext, what: str, fix: str) -> None:
 
 def notice(ctx: PageContext, text: str, where=None) -> None:
     """The "what to notice" box placed beside a figure."""
-    (where or st).info(f"**{ctx.t('common.notice')}** {text}", icon="👀")
+    (where or st).info(f"**{ctx.t('common.notice')}** {text}", icon=":material/visibility:")
 
 
-def export_button(ctx: PageContext, trace: dict, file_name: str, key: str | None = None, where=None) -> None:
-    """Download `trace` as pretty JSON (no rerun on click)."""
-    data = json.dumps(trace, indent=2, ensure_ascii=False, default=str)
+def export_button(ctx: PageContext, trace, file_name: str, key: str | None = None, where=None) -> None:
+    """Download `trace` as pretty JSON (no rerun on click). `trace` is a dict, or a function returning one: then
+    the JSON is made only when the button is pressed, so a long session's trace costs nothing per rerun."""
+    if callable(trace):
+        make = trace
+
+        def data() -> str:
+            return json.dumps(make(), indent=2, ensure_ascii=False, default=str)
+    else:
+        data = json.dumps(trace, indent=2, ensure_ascii=False, default=str)
     (where or st).download_button(ctx.t("common.export"), data, file_name=file_name, mime="application/json",
                                   key=key, on_click="ignore", icon=":material/download:")
 
 
 def show_figure(fig, key: str, where=None) -> None:
     """st.plotly_chart without the mode bar; a figure that sets its own width (a grid of fixed-size cells) keeps
-    it, any other stretches to the column."""
+    it, any other stretches to the column. Its title is shown above it as text, which wraps at any width (a plotly
+    title is cut at the figure's edge); in presenter mode the figure's text and cells are larger (ui.fit)."""
+    where = where or st
+    if st.session_state.get(PRESENT_KEY):
+        fig = present_figure(fig)
+    title = take_title(fig)
+    if title:
+        text = "<br>".join(html.escape(line) for line in title.split("<br>"))
+        where.markdown(f"<div class='paged-figure-title'>{text}</div>", unsafe_allow_html=True)
     width = "content" if fig.layout.width else "stretch"
-    (where or st).plotly_chart(fig, key=key, width=width, config={"displayModeBar": False})
+    where.plotly_chart(fig, key=key, width=width, config={"displayModeBar": False})
+
+
+def state_table(rows: list[dict], key: str, where=None) -> None:
+    """A small table of per-sequence state as HTML (st.table): long text wraps inside its cell, so every column
+    (cached_token_count next to generated_token_ids) stays in view at a projector's width; no scrolling grid.
+    The first column is the row label. `key` names the table's container (CSS class st-key-<key>)."""
+    frame = pd.DataFrame(rows)
+    (where or st).container(key=key).table(frame.set_index(frame.columns[0]))
 
 
 def session_cached(store: str, key, compute, max_items: int):

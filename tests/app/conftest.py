@@ -15,13 +15,13 @@ if str(ROOT) not in sys.path:  # pages import `ui` and `paged` from the repo roo
 from streamlit.source_util import page_sort_key  # noqa: E402
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
-APP = ROOT / "app.py"
-PAGES_DIR = ROOT / "pages"
+APP = ROOT / "app.py"           # the entry point: the navigation, which runs the chosen page
+PAGES_DIR = ROOT / "app_pages"  # every page script, each runnable on its own too
 TIMEOUT = 30  # seconds: the first run imports torch and plotly
 
 
 def page_files() -> list[Path]:
-    """Every page of the app, in Streamlit's order: the home script first, then pages/ by number."""
+    """The entry point (it runs the home page), then every page script of app_pages/ by number."""
     return [APP] + sorted(PAGES_DIR.glob("*.py"), key=page_sort_key)
 
 

@@ -1,34 +1,35 @@
-"""The app in a real browser: one `streamlit run` server and one headless Chromium for the module; every page in
-both languages (reached through the sidebar, at the URL path Streamlit derives from its file name), one click on its
-first step button, no exception box; screenshots in artifacts/screenshots/.
+"""The app in a real browser: one `streamlit run app.py` server and one headless Chromium for the module
+(ui.browser). Screenshots go to artifacts/screenshots/.
 
-Pages are discovered from pages/, so pages added later are visited too. Skips when chromium or playwright is
-missing, unless PAGED_REQUIRE_BROWSER=1 (CI), which turns the skip into a failure.
+- every page in both languages, reached through the sidebar at its URL path, renders, and its first step works
+- a lesson from the teacher's guide at a projector's 1024x768 and 1280x720 in presenter mode, in both languages,
+  without touching the sidebar: no truncated button label, no clipped figure title, no table to scroll sideways,
+  no figure wider than its column, body text >= 20 px and figure text >= 16 px; the step shortcut works
+- ten quick clicks on a step button are ten steps; the keyboard steps, goes back, plays and pauses
+
+Skips when chromium or playwright is missing, unless PAGED_REQUIRE_BROWSER=1 (CI), which turns the skip into a
+failure.
 """
 
 from __future__ import annotations
 
 import os
-import shutil
-import socket
-import subprocess
-import sys
-import time
-import urllib.request
-from pathlib import Path
+import re
+from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
-from .conftest import APP, ROOT, page_files
+from ui.browser import BrowserUnavailable, app_server, chromium, key_selector, wait_idle
+from ui.nav import PAGES, guide_links
+
+from .conftest import ROOT
 
 pytestmark = pytest.mark.browser
 
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 SHOTS = ROOT / "artifacts" / "screenshots"
 MAIN_BUTTON = ('[data-testid="stMain"] [data-testid^="stBaseButton"]:not([disabled])'
                ':not([data-testid*="Download"])')
+PROJECTORS = ({"width": 1024, "height": 768}, {"width": 1280, "height": 720})
 
 
 def _skip_or_fail(reason: str) -> None:
@@ -37,123 +38,217 @@ def _skip_or_fail(reason: str) -> None:
     pytest.skip(reason)
 
 
-def url_path(page: Path) -> str:
-    """The URL path Streamlit serves a page under: "" for the home script, else the page name derived from the
-    file name (leading number and separators dropped, spaces as underscores, e.g. 1_Address_translation.py ->
-    Address_translation)."""
-    if page == APP:
-        return ""
-    from streamlit.source_util import page_icon_and_name
-    return page_icon_and_name(page)[1]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def server():
-    """`streamlit run app.py` on a free port; yields its base URL; terminated at the end of the module."""
-    port = _free_port()
-    log = open(ROOT / "artifacts" / "streamlit_test_server.log", "w") if (ROOT / "artifacts").exists() else None
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", str(APP), "--server.headless", "true", "--server.port", str(port),
-         "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false",
-         "--server.fileWatcherType", "none", "--server.runOnSave", "false"],
-        cwd=ROOT, stdout=log or subprocess.DEVNULL, stderr=subprocess.STDOUT)
-    base = f"http://127.0.0.1:{port}"
+    """`streamlit run app.py` on a free port (log in artifacts/ when that folder exists)."""
+    log = ROOT / "artifacts" / "streamlit_test_server.log" if (ROOT / "artifacts").exists() else None
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                if urllib.request.urlopen(f"{base}/_stcore/health", timeout=2).read().decode() == "ok":
-                    break
-            except OSError:
-                pass
-            if proc.poll() is not None or time.monotonic() > deadline:
-                pytest.fail(f"streamlit did not become healthy (exit code {proc.poll()})")
-            time.sleep(0.3)
-        yield base
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-        if log:
-            log.close()
+        with app_server(log_path=log) as srv:
+            yield srv.base
+    except RuntimeError as err:
+        pytest.fail(str(err))
 
 
 @pytest.fixture(scope="module")
 def browser():
-    """One headless Debian chromium driven by playwright (never `playwright install`)."""
-    if not Path(CHROMIUM).exists() and not shutil.which("chromium"):
-        _skip_or_fail(f"chromium is not installed at {CHROMIUM}")
     try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        _skip_or_fail("the playwright package is not installed")
-    pw = sync_playwright().start()
-    try:
-        chromium = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
-    except Exception as err:  # noqa: BLE001 — any launch failure means "no usable browser here"
-        pw.stop()
-        _skip_or_fail(f"chromium did not start: {err}")
-    yield chromium
-    chromium.close()
-    pw.stop()
-
-
-IDLE = """() => {
-    const app = document.querySelector('[data-testid="stApp"]');
-    if (!app || app.getAttribute('data-test-script-state') !== 'notRunning') return false;  // script still running
-    const running = document.querySelector('[data-testid="stStatusWidgetRunningIcon"]');
-    const charts = Array.from(document.querySelectorAll('[data-testid="stPlotlyChart"]'));
-    const loading = document.querySelector('[data-testid="stSkeleton"]');
-    return !running && !loading && document.querySelector('[data-testid="stMain"] h1') !== null
-        && charts.every(c => c.querySelector('.main-svg') !== null);
-}"""
-
-
-def _wait_idle(page, timeout_ms: int = 30000) -> None:
-    """Wait until the script run is over: the app's script state is notRunning, a title, no 'running' icon, no
-    skeleton, every plotly chart drawn; looked at twice, 250 ms apart, since a rerun may start just after the
-    first look."""
-    page.wait_for_selector('[data-testid="stApp"]', timeout=timeout_ms)
-    page.wait_for_function(IDLE, timeout=timeout_ms)
-    page.wait_for_timeout(250)
-    page.wait_for_function(IDLE, timeout=timeout_ms)
+        with chromium() as b:
+            yield b
+    except BrowserUnavailable as err:
+        _skip_or_fail(str(err))
 
 
 def _check(page, what: str) -> None:
-    _wait_idle(page)
+    wait_idle(page)
     assert page.locator('[data-testid="stException"]').count() == 0, f"exception box on {what}"
 
 
+def _step_count(page, prefix: str) -> int:
+    """The step the page's URL holds (step=, steps= or the length of ops=)."""
+    query = parse_qs(urlsplit(page.url).query)
+    if prefix == "batch":
+        return len([op for op in query.get("ops", [""])[0].split(",") if op])
+    return int((query.get("steps") or query.get("step") or ["-1"])[0])
+
+
+def _wait_for_steps(page, prefix: str, want, timeout_s: float = 30) -> int:
+    """Poll the URL until `want(step)` holds; returns the step (AssertionError after timeout_s)."""
+    for _ in range(int(timeout_s * 10)):
+        step = _step_count(page, prefix)
+        if want(step):
+            return step
+        page.wait_for_timeout(100)
+    raise AssertionError(f"{prefix}: the URL's step stayed at {_step_count(page, prefix)}")
+
+
+# --- every page ----------------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("lang", ["en", "zh"])
 def test_every_page_renders_and_steps(server, browser, lang):
-    """Open the app with ?lang=, then visit each page through its sidebar link (whose URL path must be the one
-    derived from the file name): no exception box, before and after clicking the page's first step button."""
+    """Open the app with ?lang=, then visit each page through its sidebar link (at the URL path it always had): no
+    exception box, before and after clicking the page's first step button; with the sidebar open, at 1024x768 and
+    1280x720, no truncated button label, clipped figure title or table that scrolls sideways."""
     SHOTS.mkdir(parents=True, exist_ok=True)
     # a tall viewport: the app scrolls inside its own container, so full_page would show only the top
     context = browser.new_context(viewport={"width": 1400, "height": 2200}, locale="en-US")
     page = context.new_page()
+    problems = []
     try:
         page.goto(f"{server}/?lang={lang}", wait_until="domcontentloaded")
-        for path in page_files():
-            name = url_path(path)
+        for nav_page in PAGES:
+            name = nav_page.url_path
             if name:  # the home page is already open; others through the sidebar, as a learner would
                 page.locator(f'[data-testid="stSidebarNav"] a[href$="/{name}"]').click()
                 page.wait_for_url(f"**/{name}**")
-            _check(page, f"{path.name} ({lang})")
-            page.screenshot(path=str(SHOTS / f"{path.stem}_{lang}.png"))
+            _check(page, f"{name or 'home'} ({lang})")
+            for size in PROJECTORS:
+                page.set_viewport_size(size)
+                page.wait_for_timeout(250)
+                problems += [f"{name or 'home'} {size['width']} {lang}: {p}" for p in page.evaluate(LAYOUT_PROBLEMS)]
+            page.set_viewport_size({"width": 1400, "height": 2200})
+            page.screenshot(path=str(SHOTS / f"{name or 'home'}_{lang}.png"))
             buttons = page.locator(MAIN_BUTTON)
             if buttons.count():
                 buttons.first.click()
                 page.wait_for_timeout(200)
-                _check(page, f"{path.name} after a click ({lang})")
-                page.screenshot(path=str(SHOTS / f"{path.stem}_{lang}_step.png"))
+                _check(page, f"{name or 'home'} after a click ({lang})")
+    finally:
+        context.close()
+    assert not problems, "\n".join(problems)
+
+
+# --- a lesson at a projector's resolution --------------------------------------------------------------------------
+LAYOUT_PROBLEMS = """() => {
+    const out = [], visible = (el) => el.getBoundingClientRect().width > 0;
+    const main = document.querySelector('[data-testid="stMain"]');
+    main.querySelectorAll('button').forEach(b => {
+        if (!visible(b)) return;
+        b.querySelectorAll('p, span, div').forEach(e => {
+            if (visible(e) && e.scrollWidth > e.clientWidth + 1)
+                out.push('truncated button: ' + JSON.stringify(b.innerText.trim()));
+        });
+    });
+    main.querySelectorAll('[data-testid="stTable"], [data-testid="stTable"] *, .dvn-scroller').forEach(t => {
+        if (visible(t) && getComputedStyle(t).overflowX !== 'visible' && t.scrollWidth > t.clientWidth + 1)
+            out.push('table scrolls sideways: ' + t.scrollWidth + ' > ' + t.clientWidth);
+    });
+    main.querySelectorAll('[data-testid="stPlotlyChart"]').forEach(c => {
+        const svg = c.querySelector('.main-svg');
+        if (!svg || !visible(c)) return;
+        const box = c.getBoundingClientRect(), s = svg.getBoundingClientRect();
+        if (s.width > box.width + 1) out.push('figure wider than its column: ' + s.width + ' > ' + box.width);
+        const title = c.querySelector('.gtitle');
+        if (title) {
+            const r = title.getBoundingClientRect();
+            if (r.right > s.right + 1 || r.left < s.left - 1 || r.top < s.top - 1)
+                out.push('clipped title: ' + JSON.stringify(title.textContent.slice(0, 50)));
+        }
+    });
+    return out;
+}"""
+
+SMALL_TEXT = """([bodyPx, figurePx]) => {
+    const out = [], px = (el) => parseFloat(getComputedStyle(el).fontSize);
+    const main = document.querySelector('[data-testid="stMain"]');
+    main.querySelectorAll('[data-testid="stMarkdownContainer"] p, [data-testid="stCaptionContainer"] p, button p')
+        .forEach(p => { if (p.innerText.trim() && p.getBoundingClientRect().width > 0 && px(p) < bodyPx - 0.5)
+            out.push('body text ' + px(p) + 'px: ' + JSON.stringify(p.innerText.slice(0, 40))); });
+    main.querySelectorAll('[data-testid="stPlotlyChart"] svg text').forEach(t => {
+        if (t.textContent.trim() && t.getBoundingClientRect().width > 0 && px(t) < figurePx - 0.5)
+            out.push('figure text ' + px(t) + 'px: ' + JSON.stringify(t.textContent.slice(0, 40)));
+    });
+    return out.slice(0, 12);
+}"""
+
+
+def lesson_links(lang: str) -> list[str]:
+    """The first link of each page in the guide, in the lesson's order (one stop per page)."""
+    seen, out = set(), []
+    for link in guide_links((ROOT / "docs" / f"teaching{'.zh' if lang == 'zh' else ''}.md").read_text("utf-8")):
+        path = urlsplit(link).path
+        if path not in seen:
+            seen.add(path)
+            out.append(link)
+    return out
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_a_lesson_at_projector_sizes_in_presenter_mode(server, browser, lang):
+    """Each page of the lesson, opened from the guide's link with presenter mode on, at 1024x768 and 1280x720:
+    sidebar collapsed, no layout problem, large text; → takes one step on the stepping pages."""
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    context = browser.new_context(viewport=PROJECTORS[0], locale="en-US")
+    page = context.new_page()
+    problems = []
+    try:
+        for link in lesson_links(lang):
+            page.set_viewport_size(PROJECTORS[0])
+            page.goto(f"{server}{link}&present=1", wait_until="domcontentloaded")
+            _check(page, link)
+            name = urlsplit(link).path.strip("/") or "home"
+            assert page.locator('[data-testid="stSidebar"][aria-expanded="true"]').count() == 0, "sidebar open"
+            for size in PROJECTORS:
+                page.set_viewport_size(size)
+                page.wait_for_timeout(300)
+                found = page.evaluate(LAYOUT_PROBLEMS) + page.evaluate(SMALL_TEXT, [20, 16])
+                problems += [f"{name} {size['width']}x{size['height']} {lang}: {p}" for p in found]
+                page.screenshot(path=str(SHOTS / f"lesson_{name}_{size['width']}_{lang}.png"))
+            prefix = next(p.name for p in PAGES if p.url_path == urlsplit(link).path.strip("/"))
+            step = page.locator(f'.st-key-{prefix}-bar [data-testid="stBaseButton-primary"] >> visible=true')
+            if step.count() and step.first.is_enabled():  # a stepping page: the shortcut takes one step
+                page.wait_for_function("() => window.__pagedLedger && window.__pagedLedger.send", timeout=20000)
+                before = _step_count(page, prefix)
+                page.keyboard.press("ArrowRight")
+                _wait_for_steps(page, prefix, lambda s: s == before + 1)
+                _check(page, f"{link} after →")
+    finally:
+        context.close()
+    assert not problems, "\n".join(problems)
+
+
+# --- no lost clicks, and the keyboard --------------------------------------------------------------------------------
+@pytest.mark.parametrize("path, key, prefix", [
+    ("Batch_decode?lang=en&num_blocks=64", "batch.decode", "batch"),
+    ("Engine?lang=en", "engine.step", "engine")])
+def test_ten_quick_clicks_are_ten_steps(server, browser, path, key, prefix):
+    """Clicks come as fast as playwright can send them, each while the previous one's rerun is still running."""
+    context = browser.new_context(viewport=PROJECTORS[1], locale="en-US")
+    page = context.new_page()
+    try:
+        page.goto(f"{server}/{path}", wait_until="domcontentloaded")
+        _check(page, path)
+        page.wait_for_function("() => window.__pagedLedger && window.__pagedLedger.send", timeout=20000)
+        button = page.locator(key_selector(key) + " >> visible=true")
+        for _ in range(10):
+            button.click(timeout=30000)
+        _wait_for_steps(page, prefix, lambda s: s >= 10, timeout_s=60)
+        _check(page, f"{path} after 10 clicks")
+        page.wait_for_timeout(500)
+        assert _step_count(page, prefix) == 10
+    finally:
+        context.close()
+
+
+def test_keyboard_steps_back_plays_and_pauses(server, browser):
+    context = browser.new_context(viewport=PROJECTORS[0], locale="en-US")
+    page = context.new_page()
+    try:
+        page.goto(f"{server}/Gather_and_attend?lang=en&context_len=64&speed=4", wait_until="domcontentloaded")
+        _check(page, "gather")
+        page.wait_for_function("() => window.__pagedLedger && window.__pagedLedger.send", timeout=20000)
+        for _ in range(3):
+            page.keyboard.press("ArrowRight")
+        page.keyboard.press("ArrowLeft")
+        _wait_for_steps(page, "gather", lambda s: s == 2)
+        _check(page, "gather after → → → ←")
+        page.keyboard.press(" ")
+        page.wait_for_function("() => location.search.includes('play=1')", timeout=20000)
+        _wait_for_steps(page, "gather", lambda s: s >= 6)
+        page.keyboard.press(" ")
+        page.wait_for_function("() => location.search.includes('play=0')", timeout=20000)
+        _check(page, "gather paused")
+        paused_at = _step_count(page, "gather")
+        page.wait_for_timeout(1200)
+        assert _step_count(page, "gather") == paused_at, "no step after pausing"
+        assert re.search(r"Step \d+ / 64", page.locator('[data-testid="stMain"]').inner_text())
     finally:
         context.close()

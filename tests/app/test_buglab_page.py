@@ -14,7 +14,7 @@ from ui.strings import t
 
 from .conftest import app_test
 
-PAGE = "pages/5_Bug_lab.py"
+PAGE = "app_pages/5_Bug_lab.py"
 
 
 def have_model() -> bool:

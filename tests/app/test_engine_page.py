@@ -9,7 +9,7 @@ from ui.strings import t
 
 from .conftest import app_test
 
-ENGINE = "pages/4_Engine.py"
+ENGINE = "app_pages/4_Engine.py"
 
 
 def no_exception(at) -> None:
@@ -57,7 +57,7 @@ def test_one_step_is_a_prefill_then_running_to_the_end_the_twins_agree():
     assert not waiting and not running and finished == [0, 1, 2]
     worst, agree = d.twin_summary()
     assert agree and worst < 1e-4
-    assert any(m.value.startswith("✔") for m in at.markdown)
+    assert any(m.value.startswith(":material/check_circle:") for m in at.markdown)
     assert at.button(key="engine.step").disabled
 
 

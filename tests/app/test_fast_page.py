@@ -12,7 +12,7 @@ from ui.strings import t
 
 from .conftest import app_test
 
-PAGE = "pages/7_Correct_to_fast.py"
+PAGE = "app_pages/7_Correct_to_fast.py"
 TINY = dict(batch=1, context_len=32, num_heads=2, num_kv_heads=1, head_dim=32, block_size=4, requests=40)
 MEMORY_CHARTS = 4  # trace, waste, fit, fragmentation
 LADDER_CHARTS = 4  # ladder bars, ms vs context_len, GB/s vs context_len, ms vs block_size

@@ -11,9 +11,9 @@ from ui.params import duplicates, int_in, one_of, parse_int_list
 
 from .conftest import APP, page_files, app_test
 
-ADDRESS = "pages/1_Address_translation.py"
-GATHER = "pages/2_Gather_and_attend.py"
-BATCH = "pages/3_Batch_decode.py"
+ADDRESS = "app_pages/1_Address_translation.py"
+GATHER = "app_pages/2_Gather_and_attend.py"
+BATCH = "app_pages/3_Batch_decode.py"
 
 
 def ok(at) -> None:

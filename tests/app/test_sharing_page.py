@@ -9,7 +9,7 @@ from ui.strings import t
 
 from .conftest import app_test
 
-SHARING = "pages/6_Sharing.py"
+SHARING = "app_pages/6_Sharing.py"
 
 
 def no_exception(at) -> None:

@@ -1,7 +1,7 @@
 """Page 3 · Batch decode."""
 
 STRINGS = {
-    "title": {"en": "3 · Batch decode", "zh": "3 · Batch decode"},
+    "title": {"en": "3 · Batch decode", "zh": "3 · 批量解码（batch decode）"},
     "intro": {
         "en": ("Sequences A, B and C from the article share one pool of physical blocks, each with its own "
                "block_table and context_len. A decode step gives every running sequence one new token: the block "
@@ -12,7 +12,7 @@ STRINGS = {
                "K/V 写到那里，attention 再通过 block table 读回全部历史。"),
     },
     "decode": {"en": "Decode step", "zh": "Decode 一步"},
-    "which": {"en": "Sequence", "zh": "Sequence"},
+    "which": {"en": "Sequence", "zh": "序列"},
     "finish": {"en": "Finish", "zh": "结束"},
     "none_running": {"en": "none running", "zh": "没有运行中的"},
     "new_len": {"en": "Prompt length", "zh": "prompt 长度"},
@@ -89,7 +89,7 @@ STRINGS = {
                "is a block taken by the latest step."),
         "zh": "logical block 按顺序排列，对应的 physical block 可以在 pool 的任何位置。粗虚线是最新一步新分配的 block。",
     },
-    "seq": {"en": "sequence", "zh": "sequence"},
+    "seq": {"en": "sequence", "zh": "序列"},
     "verdict": {"en": "verdict", "zh": "结论"},
     "nothing_running": {"en": "No running sequence.", "zh": "没有运行中的 sequence。"},
     "check_notice": {

@@ -16,7 +16,7 @@ WHY_ZH = {
 
 STRINGS = {
     **{f"why_{code}": {"en": WHY_ENGLISH[code], "zh": WHY_ZH[code]} for code in WHY_ENGLISH},
-    "title": {"en": "4 · Engine", "zh": "4 · Engine"},
+    "title": {"en": "4 · Engine", "zh": "4 · 推理引擎（Engine）"},
     "intro": {
         "en": ("The whole mini vLLM on the shipped tiny Llama, one step at a time: the Scheduler picks who runs "
                "(prefill or decode) within its budgets, the Block Manager hands out blocks, the model runner builds "
@@ -120,7 +120,7 @@ STRINGS = {
     "preset_recall_code": {"en": "recall: a line of code", "zh": "复述：一行代码"},
     "preset_count": {"en": "continue: counting", "zh": "续写：数数"},
     "preset_alphabet": {"en": "continue: the alphabet", "zh": "续写：字母表"},
-    "prompt": {"en": "Prompt", "zh": "Prompt"},
+    "prompt": {"en": "Prompt", "zh": "提示词"},
     "task": {"en": "Task", "zh": "任务"},
     "task_recall": {"en": "recall", "zh": "复述"},
     "task_continue": {"en": "continue", "zh": "续写"},
@@ -164,9 +164,16 @@ STRINGS = {
     # figures
     "queues_title": {"en": "The Scheduler's queues (outlined: scheduled this step; ring: preempted)",
                      "zh": "Scheduler 的队列（粗框：本步被调度；圆环：被抢占）"},
-    "lane_waiting": {"en": "waiting", "zh": "waiting"},
-    "lane_running": {"en": "running", "zh": "running"},
-    "lane_finished": {"en": "finished", "zh": "finished"},
+    "status_waiting": {"en": "waiting", "zh": "等待中"},
+    "status_running": {"en": "running", "zh": "运行中"},
+    "status_finished": {"en": "finished", "zh": "已完成"},
+    "reason_eos": {"en": "eos", "zh": "遇到 EOS"},
+    "reason_stop": {"en": "stop string", "zh": "遇到停止串"},
+    "reason_length": {"en": "max_tokens reached", "zh": "达到 max_tokens"},
+    "reason_abort": {"en": "aborted", "zh": "已中止"},
+    "lane_waiting": {"en": "waiting", "zh": "等待中"},
+    "lane_running": {"en": "running", "zh": "运行中"},
+    "lane_finished": {"en": "finished", "zh": "已完成"},
     "queues_notice": {
         "en": ("A step is either prefill (waiting prompts, first come first served, while they fit the token, "
                "sequence and block budgets) or decode (one token for every running sequence). Prefill goes first "
@@ -199,15 +206,15 @@ STRINGS = {
               "blocks back (finished or preempted).",
         "zh": "只有 decode 跨过 block 边界时，block table 才会增加一个 block；— 表示该 sequence 归还了 block（结束或被抢占）。",
     },
-    "col_seq": {"en": "sequence", "zh": "sequence"},
+    "col_seq": {"en": "sequence", "zh": "序列"},
     "col_before": {"en": "before", "zh": "之前"},
     "col_after": {"en": "after", "zh": "之后"},
     "text_header": {"en": "The text as it grows", "zh": "逐步生成的文本"},
-    "col_prompt": {"en": "prompt", "zh": "prompt"},
+    "col_prompt": {"en": "prompt", "zh": "提示词"},
     "col_output": {"en": "output so far", "zh": "目前的输出"},
     "col_newest": {"en": "this step's token", "zh": "本步的 token"},
     "col_status": {"en": "status", "zh": "状态"},
-    "col_generated": {"en": "generated", "zh": "已生成"},
+    "col_generated": {"en": "generated_token_ids (count)", "zh": "generated_token_ids（个数）"},
     "col_preemptions": {"en": "preemptions", "zh": "被抢占次数"},
     "no_requests": {"en": "No requests yet: add one above or load a scenario.",
                     "zh": "还没有请求：在上方添加一个，或加载一个场景。"},
@@ -224,11 +231,11 @@ STRINGS = {
                "cached_token_count = prompt_len + generated − 1。被抢占的 sequence 降到 0，重算之后回到虚线上。"),
     },
     "twins_header": {"en": "Paged vs contiguous twin, token by token", "zh": "paged 与连续 cache 孪生引擎逐 token 对比"},
-    "twins_ok": {"en": "✔ The twins agree: same schedule and same tokens at every step; max |Δlogits| = {worst} "
+    "twins_ok": {"en": ":material/check_circle: The twins agree: same schedule and same tokens at every step; max |Δlogits| = {worst} "
                        "(tolerance {tol}).",
-                 "zh": "✔ 两个孪生引擎一致：每一步调度相同、token 相同；最大 |Δlogits| = {worst}（容差 {tol}）。"},
-    "twins_bad": {"en": "✗ The twins differ: max |Δlogits| = {worst} (tolerance {tol}) or a token / schedule differs.",
-                  "zh": "✗ 两个孪生引擎不一致：最大 |Δlogits| = {worst}（容差 {tol}），或某个 token / 调度不同。"},
+                 "zh": ":material/check_circle: 两个孪生引擎一致：每一步调度相同、token 相同；最大 |Δlogits| = {worst}（容差 {tol}）。"},
+    "twins_bad": {"en": ":material/cancel: The twins differ: max |Δlogits| = {worst} (tolerance {tol}) or a token / schedule differs.",
+                  "zh": ":material/cancel: 两个孪生引擎不一致：最大 |Δlogits| = {worst}（容差 {tol}），或某个 token / 调度不同。"},
     "twins_title": {"en": "max |paged − contiguous| logits per step", "zh": "每一步 paged 与连续 cache 的最大 logits 差"},
     "twins_none": {"en": "Run a step to compare the twins.", "zh": "运行一步以对比两个孪生引擎。"},
     "twins_notice": {

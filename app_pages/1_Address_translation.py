@@ -15,7 +15,7 @@ from viz.pool import pool_figure
 from lessons.address import (MAX_TABLE, MAX_TOKEN, SEED_BLOCK_SIZE, SEED_BLOCK_TABLE, SEED_NUM_BLOCKS,
                              SEED_TOKEN_INDEX, MissingEntry, follow)
 
-ctx = ui.setup_page("address", icon="🧭")
+ctx = ui.setup_page("address", icon=":material/route:")
 knobs = ui.Knobs("address")
 quiz_on = ui.quiz.enabled(knobs)  # ?quiz=1: predict, then reveal
 st.title(ctx.t("title"))
@@ -63,7 +63,7 @@ for twice in ui.duplicates(block_table):
     logical = [i for i, b in enumerate(block_table) if b == twice]
     st.warning(ctx.t("duplicate", block=twice, logical=", ".join(map(str, logical)),
                      first=f"{logical[0] * block_size}–{(logical[0] + 1) * block_size - 1}",
-                     second=f"{logical[1] * block_size}–{(logical[1] + 1) * block_size - 1}"), icon="⚠️")
+                     second=f"{logical[1] * block_size}–{(logical[1] + 1) * block_size - 1}"), icon=":material/warning:")
 
 address = follow(token_index, block_table, block_size)
 missing = isinstance(address, MissingEntry)

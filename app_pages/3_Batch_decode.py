@@ -6,6 +6,7 @@ import ui
 import ui.quiz
 from lessons.quiz import batch_question
 from ui.breaks import arm_wrong_slot, wrong_slot_controls
+from ui.playback import Stepper, playback_bar
 from lessons.batch import MAX_OPS, MAX_PROMPT_LEN, OP_PATTERN, BatchConfig, BatchDemo
 from paged.attention import tolerance
 from viz.colors import seq_label
@@ -14,7 +15,7 @@ from viz.pool import pool_figure
 from lessons.address import DTYPES, SEED_BLOCK_SIZE, SEED_NUM_BLOCKS
 
 
-ctx = ui.setup_page("batch", icon="📦")
+ctx = ui.setup_page("batch", icon=":material/view_module:")
 knobs = ui.Knobs("batch")
 quiz_on = ui.quiz.enabled(knobs)  # ?quiz=1: predict, then reveal
 st.title(ctx.t("title"))
@@ -46,47 +47,52 @@ if demo is None or demo.config != config:
     demo, applied = BatchDemo.replay(config, ops)
     st.session_state["batch.demo"] = demo
     if applied < len(ops):
-        st.warning(ctx.t("replay_stopped", applied=applied, total=len(ops)), icon="⚠️")
+        st.warning(ctx.t("replay_stopped", applied=applied, total=len(ops)), icon=":material/warning:")
+
+# --- actions (callbacks: they run before the page is drawn, on the demo kept in session_state) ---------------------
+def demo_now() -> BatchDemo:
+    return st.session_state["batch.demo"]
+
+
+def undo_last() -> bool:
+    """Back: the same log without its last operation, replayed from the start (exactly the state it had then)."""
+    if not demo_now().ops:
+        return False
+    st.session_state["batch.demo"] = demo_now().without_last()
+    return True
+
+
+def reset() -> None:
+    st.session_state["batch.demo"] = BatchDemo(demo_now().config)
+
 
 arm_wrong_slot(demo)  # break it: when switched on, the next decode writes one token to the wrong slot
 
-# --- actions ------------------------------------------------------------------------------------------------------
-# Callbacks: they run before the page is drawn, so the selector below already lists the sequences the action left.
-def apply(op: str) -> None:
-    st.session_state["batch.demo"].apply(op)
+running = [s.seq_id for s in demo.playground.running()]
+if st.session_state.get("batch.target") not in running:  # finished, or gone with a settings change
+    st.session_state["batch.target"] = running[0] if running else None
 
 
 def finish_shown() -> None:
     """Finish the sequence the selector shows (the value the learner saw when clicking)."""
     if st.session_state.get("batch.target") is not None:
-        apply(f"f{st.session_state['batch.target']}")
+        demo_now().apply(f"f{st.session_state['batch.target']}")
 
 
-def reset() -> None:
-    st.session_state["batch.demo"] = BatchDemo(st.session_state["batch.demo"].config)
-
-
-running = [s.seq_id for s in demo.playground.running()]
-if st.session_state.get("batch.target") not in running:  # finished, or gone with a settings change
-    st.session_state["batch.target"] = running[0] if running else None
-a1, a2, a3, a4 = st.columns([1.2, 2, 2, 1], vertical_alignment="bottom")
-a1.button(ctx.t("decode"), key="batch.decode", type="primary", icon=":material/play_arrow:", on_click=apply,
-          args=("d",))
-with a2:
-    c_sel, c_btn = st.columns([1, 1], vertical_alignment="bottom")
-    c_sel.selectbox(ctx.t("which"), running, format_func=seq_label, key="batch.target", disabled=not running,
-                    placeholder=ctx.t("none_running"))
-    c_btn.button(ctx.t("finish"), key="batch.finish", disabled=not running, icon=":material/stop:",
-                 on_click=finish_shown)
-with a3:
-    c_len, c_btn = st.columns([1, 1], vertical_alignment="bottom")
-    # no min/max: a length out of range reaches BatchDemo.add, which refuses it by name (a bounded input would
-    # silently keep its old value)
-    c_len.number_input(ctx.t("new_len"), value=5, step=1, key="batch.new_len",
-                       help=ctx.t("new_len_help", hi=MAX_PROMPT_LEN))
-    c_btn.button(ctx.t("add"), key="batch.add", icon=":material/add:",
-                 on_click=lambda: st.session_state["batch.demo"].add(int(st.session_state["batch.new_len"])))
-a4.button(ctx.t("common.reset"), key="batch.reset", icon=":material/restart_alt:", on_click=reset)
+bar = playback_bar(ctx, knobs, Stepper(
+    "batch", step_key="batch.decode", step_label=ctx.t("decode"), position=len(demo.ops), can_forward=bool(running),
+    can_back=bool(demo.ops), forward=lambda: demo_now().apply("d").ok, back=undo_last))
+row = st.container(horizontal=True, vertical_alignment="bottom", gap="small")
+row.selectbox(ctx.t("which"), running, format_func=seq_label, key="batch.target", disabled=not running, width=130,
+              placeholder=ctx.t("none_running"))
+row.button(ctx.t("finish"), key="batch.finish", disabled=not running, icon=":material/stop:", on_click=finish_shown)
+# no min/max: a length out of range reaches BatchDemo.add, which refuses it by name (a bounded input would silently
+# keep its old value)
+row.number_input(ctx.t("new_len"), value=5, step=1, key="batch.new_len", width=150,
+                 help=ctx.t("new_len_help", hi=MAX_PROMPT_LEN))
+row.button(ctx.t("add"), key="batch.add", icon=":material/add:",
+           on_click=lambda: demo_now().add(int(st.session_state["batch.new_len"])))
+row.button(ctx.t("common.reset"), key="batch.reset", icon=":material/restart_alt:", on_click=reset)
 wrong_slot_controls(ctx, knobs, demo)
 if quiz_on:  # predict, then reveal: who takes a new block at the next decode?
     ui.quiz.show(ctx, "batch", (config, tuple(demo.ops)), lambda seed: batch_question(demo, seed), "quiz.none_batch")
@@ -96,22 +102,28 @@ knobs.sync_url(ctx.lang, ops=",".join(demo.ops))
 event = demo.last_event
 label = seq_label  # 0, 1, 2 -> A, B, C
 if event.kind == "start":
-    st.info(ctx.t("start_seed" if demo.used_seed_tables else "start_free_list"), icon="🏁")
+    said = ctx.t("start_seed" if demo.used_seed_tables else "start_free_list")
+    st.info(said, icon=":material/flag:")
     if not event.ok:
-        st.warning(ctx.t("start_short", detail=event.detail), icon="⚠️")
+        st.warning(ctx.t("start_short", detail=event.detail), icon=":material/warning:")
 elif not event.ok:
-    st.warning(ctx.t(f"refused_{event.kind}_{event.reason}", detail=event.detail, **event.counts,
-                     seq=label(event.seq_id) if event.seq_id is not None else ""), icon="✋")
+    said = ctx.t(f"refused_{event.kind}_{event.reason}", detail=event.detail, **event.counts,
+                 seq=label(event.seq_id) if event.seq_id is not None else "")
+    st.warning(said, icon=":material/back_hand:")
 elif event.kind == "decode":
     writes = ", ".join(f"{label(s)} → slot {slot}" for s, slot in event.written.items())
-    st.success(ctx.t("decoded", step=len(demo.ops), writes=writes), icon="✍️")
+    said = ctx.t("decoded", step=len(demo.ops), writes=writes)
+    st.success(said, icon=":material/edit_note:")
     for s, blocks in event.new_blocks.items():
         st.info(ctx.t("new_block", seq=label(s), blocks=", ".join(map(str, blocks)),
-                      block_size=block_size), icon="🆕")
+                      block_size=block_size), icon=":material/add_box:")
 elif event.kind == "finish":
-    st.success(ctx.t("finished", seq=label(event.seq_id), blocks=event.freed), icon="🏁")
+    said = ctx.t("finished", seq=label(event.seq_id), blocks=event.freed)
+    st.success(said, icon=":material/flag:")
 elif event.kind == "add":
-    st.success(ctx.t("added", seq=label(event.seq_id), blocks=event.new_blocks[event.seq_id]), icon="➕")
+    said = ctx.t("added", seq=label(event.seq_id), blocks=event.new_blocks[event.seq_id])
+    st.success(said, icon=":material/add:")
+bar.say(said)
 
 # --- the pool and the mappings ------------------------------------------------------------------------------------
 tables, lens = demo.tables(), demo.context_lens()
@@ -142,4 +154,4 @@ else:
     table_col.info(ctx.t("nothing_running"))
 ui.notice(ctx, ctx.t("check_notice", tolerance=f"{tolerance(DTYPES[dtype]):.0e}", dtype=dtype), where=note_col)
 
-ui.export_button(ctx, demo.trace(), "batch_trace.json", key="batch.export")
+ui.export_button(ctx, demo.trace, "batch_trace.json", key="batch.export")

@@ -6,6 +6,7 @@ import streamlit as st
 
 import ui
 from ui.breaks import gather_knobs, show_gather_breaks
+from ui.playback import Stepper, playback_bar
 from paged.addressing import blocks_needed
 from paged.attention import gather_kv_loop
 from viz.attention import diverging_figure, kv_strip_figure, mask_figure, weights_figure
@@ -22,7 +23,7 @@ def short(values: list[int], keep: int = 8) -> str:
     return str(values) if len(values) <= keep else "[" + ", ".join(map(str, values[:keep])) + ", …]"
 
 
-ctx = ui.setup_page("gather", icon="🧲")
+ctx = ui.setup_page("gather", icon=":material/merge:")
 knobs = ui.Knobs("gather")
 st.title(ctx.t("title"))
 st.caption(ctx.t("intro"))
@@ -69,25 +70,34 @@ if scene is None or scene.config != config:
         ui.stop_with_error(ctx, ctx.t("common.err_unexpected", message=err), ctx.t("common.fix_unexpected"))
     st.session_state["gather.scene"] = scene
 
-# --- the teaching loop, one read per click ------------------------------------------------------------------------
-b1, b2, b3, progress = st.columns([1.4, 1.4, 1, 3], vertical_alignment="center")
-if b1.button(ctx.t("next"), key="gather.next", disabled=step >= context_len, icon=":material/skip_next:"):
-    step += 1
-if b2.button(ctx.t("all"), key="gather.all", disabled=step >= context_len, icon=":material/fast_forward:"):
-    step = context_len
-if b3.button(ctx.t("common.reset"), key="gather.reset", icon=":material/restart_alt:"):
-    step = 0
+# --- the teaching loop, one read per click (callbacks: they run before the page is drawn) --------------------------
+def move(by: int | None = None, to: int | None = None) -> bool:
+    """Set the step (clamped to 0..context_len of the scene in session_state); False when it did not change."""
+    now, end = st.session_state["gather.step"], st.session_state["gather.scene"].config.context_len
+    new = max(0, min(end, now + by if by is not None else to))
+    st.session_state["gather.step"] = new
+    return new != now
+
+
+bar = playback_bar(ctx, knobs, Stepper(
+    "gather", step_key="gather.next", step_label=ctx.t("next"), position=step, total=context_len,
+    can_forward=step < context_len, can_back=step > 0, forward=lambda: move(by=1), back=lambda: move(by=-1)))
+bar.row.button(ctx.t("all"), key="gather.all", disabled=step >= context_len, icon=":material/fast_forward:",
+               on_click=move, kwargs={"to": context_len})
+bar.row.button(ctx.t("common.reset"), key="gather.reset", icon=":material/restart_alt:", on_click=move,
+               kwargs={"to": 0})
 knobs.set_state("step", step)
 knobs.sync_url(ctx.lang, step=step)
-progress.progress(step / context_len, text=ctx.t("progress", step=step, context_len=context_len))
 
 current = scene.addresses[step - 1] if step else None
 if current:
     chain = chain_figure(current, block_size, scene.block_table,
                          title=ctx.t("current_read", step=step, token_index=current.token_index))
     ui.show_figure(chain, "gather.chain")
+    bar.say(ctx.t("current_read", step=step, token_index=current.token_index))
 else:
-    st.info(ctx.t("press_next"), icon="👆")
+    st.info(ctx.t("press_next"), icon=":material/touch_app:")
+    bar.say(ctx.t("press_next"))
 pool = pool_figure(config.num_blocks, block_size, {0: scene.block_table}, {0: context_len},
                    highlight=[current.slot] if current else [], read=scene.read_slots(step - 1),
                    title=ctx.t("pool_title", num_blocks=config.num_blocks, block_table=short(scene.block_table)))
@@ -103,7 +113,7 @@ with st.expander(ctx.t("loop_heading")):
 
 # --- attention over the gathered K/V, checked against the contiguous cache ----------------------------------------
 if step < context_len:
-    st.info(ctx.t("attend_after", remaining=context_len - step), icon="⏳")
+    st.info(ctx.t("attend_after", remaining=context_len - step), icon=":material/hourglass_top:")
 else:
     result = scene.result()
     st.subheader(ctx.t("attend_heading"))

@@ -5,8 +5,9 @@ import streamlit as st
 import ui
 import ui.quiz
 from lessons.quiz import engine_question
-from ui.engine_actions import EngineSession, explain_step
+from ui.engine_actions import EngineSession, explain_step, status_text
 from ui.chain_live import show_chain, show_state_rule
+from ui.playback import Stepper, playback_bar
 from lessons.engine import TOLERANCE, table_changes
 from lessons.engine_requests import (ENGINE_SCENARIOS, MAX_PROMPT_CHARS, PROMPT_PRESETS, TASKS, DemoConfig,
                                    encode_requests)
@@ -16,7 +17,7 @@ from viz.colors import seq_label
 from viz.engine import cache_rule_figure, queues_figure, slot_mapping_figure, twin_diff_figure
 from viz.pool import pool_figure
 
-ctx = ui.setup_page("engine", icon="🚂")
+ctx = ui.setup_page("engine", icon=":material/settings:")
 knobs = ui.Knobs("engine")
 quiz_on = ui.quiz.enabled(knobs)  # ?quiz=1: predict, then reveal
 st.title(ctx.t("title"))
@@ -74,13 +75,13 @@ def use_preset() -> None:
     st.session_state["engine.new_text"], st.session_state["engine.new_task"] = text, task
 
 
-a1, a2, a3, a4 = st.columns([1, 1.3, 1, 3], vertical_alignment="center")
-a1.button(ctx.t("step"), key="engine.step", type="primary", icon=":material/skip_next:", on_click=session.do_step,
-          disabled=not demo.can_step())
-a2.button(ctx.t("run"), key="engine.run", icon=":material/fast_forward:", on_click=session.do_run,
-          disabled=not demo.can_step())
-a3.button(ctx.t("common.reset"), key="engine.reset", icon=":material/restart_alt:", on_click=session.do_reset)
-a4.markdown(ctx.t("step_count", steps=len(demo.steps)) + " · " + ctx.t("common.share_hint"))
+bar = playback_bar(ctx, knobs, Stepper(
+    "engine", step_key="engine.step", step_label=ctx.t("step"), position=len(demo.steps),
+    can_forward=demo.can_step(), can_back=bool(demo.steps), forward=session.forward, back=session.back))
+bar.row.button(ctx.t("run"), key="engine.run", icon=":material/fast_forward:", on_click=session.do_run,
+               disabled=not demo.can_step())
+bar.row.button(ctx.t("common.reset"), key="engine.reset", icon=":material/restart_alt:", on_click=session.do_reset)
+st.caption(ctx.t("common.share_hint"))
 
 # --- a new request ------------------------------------------------------------------------------------------------
 with st.expander(ctx.t("add_header"), expanded=not demo.all_specs()):
@@ -91,13 +92,13 @@ with st.expander(ctx.t("add_header"), expanded=not demo.all_specs()):
     st.session_state.setdefault("engine.new_text", PROMPT_PRESETS["recall_fox"][1])
     c2.text_input(ctx.t("prompt"), max_chars=MAX_PROMPT_CHARS, key="engine.new_text")
     c3.radio(ctx.t("task"), TASKS, key="engine.new_task", format_func=lambda k: ctx.t(f"task_{k}"), horizontal=True)
-    c1, c2, c3, c4 = st.columns([2, 2, 1, 1.2], vertical_alignment="bottom")
+    c1, c2, c3 = st.columns([2, 2, 1], vertical_alignment="bottom")
     c1.slider(ctx.t("max_tokens"), 1, 128, 64, key="engine.new_max_tokens")
     c2.slider(ctx.t("temperature"), 0.0, 2.0, 0.0, 0.1, key="engine.new_temperature")
     # no min/max: a value out of range reaches do_add, which refuses it by name (a bounded input would keep its
     # old value silently)
     c3.number_input(ctx.t("seed"), value=0, step=1, key="engine.new_seed", help=ctx.t("seed_help"))
-    c4.button(ctx.t("add"), key="engine.add", icon=":material/add:", on_click=session.do_add,
+    st.button(ctx.t("add"), key="engine.add", icon=":material/add:", on_click=session.do_add,
               kwargs=dict(max_tokens=64, temperature=0.0))
     st.caption(ctx.t("task_help"))
 knobs.sync_url(ctx.lang, reqs=encode_requests(demo.all_specs()), steps=len(demo.steps))
@@ -111,10 +112,12 @@ last = demo.last
 trace = last.paged if last else None
 waiting, running, finished = demo.queues()
 if trace is None:
-    st.info(ctx.t("no_step_yet"), icon="🏁")
+    st.info(ctx.t("no_step_yet"), icon=":material/flag:")
+    bar.say(ctx.t("no_step_yet"))
 else:
-    st.info(ctx.t("step_info", step=len(demo.steps), phase=trace.phase,
-                 reason=explain_step(ctx, trace.why)), icon="🧭")
+    said = ctx.t("step_info", step=len(demo.steps), phase=trace.phase, reason=explain_step(ctx, trace.why))
+    st.info(said, icon=":material/explore:")
+    bar.say(said)
     m1, m2, m3, m4 = st.columns(4)
     m1.metric(ctx.t("budget_tokens"), f"{len(trace.slot_mapping)} / {config.max_num_batched_tokens}",
               help="max_num_batched_tokens")
@@ -123,9 +126,9 @@ else:
     m4.metric(ctx.t("step_time"), f"{trace.elapsed_ms:.1f} ms")
     labels = lambda ids: ", ".join(seq_label(s) for s in ids)  # noqa: E731
     if trace.preempted:
-        st.warning(ctx.t("preempted_msg", seqs=labels(trace.preempted)), icon="♻️")
+        st.warning(ctx.t("preempted_msg", seqs=labels(trace.preempted)), icon=":material/recycling:")
     if trace.finished:
-        st.success(ctx.t("finished_msg", seqs=labels(trace.finished)), icon="🏁")
+        st.success(ctx.t("finished_msg", seqs=labels(trace.finished)), icon=":material/flag:")
 if demo.pending:
     st.caption(ctx.t("pending", count=len(demo.pending), steps=", ".join(str(s.at_step) for s in demo.pending)))
 if not demo.can_step() and demo.steps:
@@ -172,16 +175,13 @@ if trace is not None:
 # --- text and the state rule --------------------------------------------------------------------------------------
 st.subheader(ctx.t("text_header"))
 newest = {s.seq_id: s.text_out for s in trace.seqs} if trace else {}
-rows = [{ctx.t("col_seq"): seq_label(r.seq_id), ctx.t("col_prompt"): r.prompt, ctx.t("col_output"): r.text,
-         ctx.t("col_newest"): repr(newest[r.seq_id]) if r.seq_id in newest else "",
-         ctx.t("col_status"): r.status + (f" ({r.finish_reason})" if r.finish_reason else ""),
+rows = [{ctx.t("col_seq"): seq_label(r.seq_id), ctx.t("col_status"): status_text(ctx, r.status, r.finish_reason),
          "cached_token_count": r.cached_token_count, ctx.t("col_generated"): r.generated_len,
-         ctx.t("col_preemptions"): r.preemptions} for r in demo.rows()]
+         ctx.t("col_preemptions"): r.preemptions,
+         ctx.t("col_newest"): repr(newest[r.seq_id]) if r.seq_id in newest else "",
+         ctx.t("col_prompt"): r.prompt, ctx.t("col_output"): r.text} for r in demo.rows()]
 if rows:
-    st.dataframe(rows, hide_index=True, key="engine.text", on_select="ignore", column_config={
-        ctx.t("col_prompt"): st.column_config.TextColumn(width="medium"),
-        ctx.t("col_output"): st.column_config.TextColumn(width="large"),
-        ctx.t("col_newest"): st.column_config.TextColumn(width="small")})
+    ui.state_table(rows, key="engine.text")
 else:
     st.info(ctx.t("no_requests"))
 
@@ -212,4 +212,4 @@ else:
     fig_col.info(ctx.t("twins_none"))
 ui.notice(ctx, ctx.t("twins_notice"), where=note_col)
 
-ui.export_button(ctx, demo.trace(), "engine_trace.json", key="engine.export")
+ui.export_button(ctx, demo.trace, "engine_trace.json", key="engine.export")

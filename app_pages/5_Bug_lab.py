@@ -7,6 +7,7 @@ from dataclasses import asdict
 import streamlit as st
 
 import ui
+from ui.playback import Stepper, playback_bar
 from lessons.buglab import TASKS, model_scenario, run_fault, summarize
 from lessons.buglab_tensors import run_tensor_fault, tensor_scenario_for
 from lessons.tokens import TEXT, token_pieces
@@ -27,7 +28,7 @@ def shipped_model():
     return load_model(device=default_device())
 
 
-ctx = ui.setup_page("faults", icon="🐞")
+ctx = ui.setup_page("faults", icon=":material/bug_report:")
 knobs = ui.Knobs("buglab")
 st.title(ctx.t("title"))
 st.caption(ctx.t("intro"))
@@ -53,7 +54,7 @@ for col, field in zip(st.columns(4), ("what", "where", "symptom", "caught_by")):
     with col.container(border=True):
         st.markdown(f"**{ctx.t(f'card_{field}')}**  \n{ctx.t(f'{field}_{fault.value}')}")
 if off:
-    st.success(ctx.t("off_banner"), icon="🩹")
+    st.success(ctx.t("off_banner"), icon=":material/healing:")
 
 
 # --- the model, with and without the bug --------------------------------------------------------------------------
@@ -108,11 +109,11 @@ if run is not None:
                                      None) for d in drifts}
     drifted = sum(d.first_divergence is not None for d in drifts)
     if drifted:
-        st.warning(ctx.t("status_drift", count=drifted, total=len(drifts)), icon="🐞")
+        st.warning(ctx.t("status_drift", count=drifted, total=len(drifts)), icon=":material/bug_report:")
     elif run.max_diff > LOGITS_TOL:
-        st.warning(ctx.t("status_hidden", diff=f"{run.max_diff:.1e}"), icon="🔍")
+        st.warning(ctx.t("status_hidden", diff=f"{run.max_diff:.1e}"), icon=":material/search:")
     else:
-        st.success(ctx.t("status_identical", total=len(drifts)), icon="✅")
+        st.success(ctx.t("status_identical", total=len(drifts)), icon=":material/check_circle:")
     side = ctx.t("paged_clean") if off else ctx.t("faulty")
     for d, p, c in zip(drifts, run.paged, run.contiguous):
         k = d.first_divergence
@@ -147,7 +148,7 @@ if tscenario.tables[-1][-1] == tscenario.num_blocks - 1:
     intro += " " + ctx.t("tensor_intro_pad", last=tscenario.num_blocks - 1)
 st.caption(intro)
 if fault is Fault.POSITION_OFF_BY_ONE:
-    st.info(ctx.t("no_symptom"), icon="🧭")
+    st.info(ctx.t("no_symptom"), icon=":material/explore:")
 
 decode_steps = trun.steps[1:]
 fig = step_error_figure([s.step for s in decode_steps], [s.rel_err for s in decode_steps], trun.tolerance,
@@ -166,6 +167,18 @@ if st.session_state.get("buglab.step_fault", fault) != fault:
 st.session_state["buglab.step_fault"] = fault
 step = knobs.slider(ctx.t("pool_step"), "step", faulty_run.first_bad_step() or 1, 0, tscenario.num_steps,
                     help=ctx.t("pool_step_help"))
+
+
+def move(by: int, last: int = tscenario.num_steps) -> bool:
+    """The pool step one up or down (a callback: it sets the slider before the next run draws it)."""
+    now = st.session_state["buglab.step"]
+    st.session_state["buglab.step"] = max(0, min(last, now + by))
+    return st.session_state["buglab.step"] != now
+
+
+bar = playback_bar(ctx, knobs, Stepper(
+    "buglab", step_key="buglab.next", step_label=ctx.t("next_step"), position=step, total=tscenario.num_steps,
+    can_forward=step < tscenario.num_steps, can_back=step > 0, forward=lambda: move(1), back=lambda: move(-1)))
 knobs.sync_url(ctx.lang)
 
 shown = trun.steps[step]
@@ -178,7 +191,9 @@ fig_col, note_col = st.columns([3, 1])
 ui.show_figure(pool, "buglab.pool", where=fig_col)
 with note_col:
     ui.notice(ctx, ctx.t("pool_notice"))
-    st.caption(ctx.t("damage", writes=len({c.slot for c in writes}), reads=len(shown.bad_reads), step=step))
+    damage = ctx.t("damage", writes=len({c.slot for c in writes}), reads=len(shown.bad_reads), step=step)
+    st.caption(damage)
+    bar.say(damage)
     for s in trun.steps[1:step + 1]:
         if s.finished:
             st.caption(ctx.t("finished_note", seqs=", ".join(map(seq_label, s.finished)), step=s.step))

@@ -3,7 +3,8 @@
 import streamlit as st
 
 import ui
-from ui.engine_actions import EngineSession, explain_step
+from ui.engine_actions import EngineSession, explain_step, status_text
+from ui.playback import Stepper, playback_bar
 from lessons.engine import TOLERANCE
 from lessons.engine_requests import MAX_PROMPT_CHARS, SHARING_SCENARIOS, TASKS, DemoConfig, encode_requests
 from lessons.tokens import shown_text
@@ -12,7 +13,7 @@ from paged.model import load_model
 from viz.colors import seq_label
 from viz.sharing import hits_figure, memory_figure, refcount_pool_figure
 
-ctx = ui.setup_page("sharing", icon="🔗")
+ctx = ui.setup_page("sharing", icon=":material/call_split:")
 knobs = ui.Knobs("sharing")
 st.title(ctx.t("title"))
 st.caption(ctx.t("intro"))
@@ -58,13 +59,13 @@ config = DemoConfig(block_size=block_size, num_blocks=num_blocks, enable_prefix_
 session = EngineSession(ctx, "sharing", config, model, tokenizer)
 demo = session.current(list(DEFAULT.requests))
 
-a1, a2, a3, a4 = st.columns([1, 1.3, 1, 3], vertical_alignment="center")
-a1.button(ctx.t("engine.step"), key="sharing.step", type="primary", icon=":material/skip_next:",
-          on_click=session.do_step, disabled=not demo.can_step())
-a2.button(ctx.t("engine.run"), key="sharing.run", icon=":material/fast_forward:", on_click=session.do_run,
-          disabled=not demo.can_step())
-a3.button(ctx.t("common.reset"), key="sharing.reset", icon=":material/restart_alt:", on_click=session.do_reset)
-a4.markdown(ctx.t("engine.step_count", steps=len(demo.steps)) + " · " + ctx.t("common.share_hint"))
+bar = playback_bar(ctx, knobs, Stepper(
+    "sharing", step_key="sharing.step", step_label=ctx.t("engine.step"), position=len(demo.steps),
+    can_forward=demo.can_step(), can_back=bool(demo.steps), forward=session.forward, back=session.back))
+bar.row.button(ctx.t("engine.run"), key="sharing.run", icon=":material/fast_forward:", on_click=session.do_run,
+               disabled=not demo.can_step())
+bar.row.button(ctx.t("common.reset"), key="sharing.reset", icon=":material/restart_alt:", on_click=session.do_reset)
+st.caption(ctx.t("common.share_hint"))
 
 # --- a new request ------------------------------------------------------------------------------------------------
 with st.expander(ctx.t("engine.add_header")):
@@ -73,14 +74,14 @@ with st.expander(ctx.t("engine.add_header")):
     c1.text_input(ctx.t("engine.prompt"), max_chars=MAX_PROMPT_CHARS, key="sharing.new_text")
     c2.radio(ctx.t("engine.task"), TASKS, key="sharing.new_task", horizontal=True,
              format_func=lambda k: ctx.t(f"engine.task_{k}"))
-    c1, c2, c3, c4, c5 = st.columns([2, 2, 1, 1, 1.2], vertical_alignment="bottom")
+    c1, c2, c3, c4 = st.columns([2, 2, 1, 1], vertical_alignment="bottom")
     c1.slider(ctx.t("engine.max_tokens"), 1, 128, 32, key="sharing.new_max_tokens")
     c2.slider(ctx.t("engine.temperature"), 0.0, 2.0, 0.8, 0.1, key="sharing.new_temperature")
     # no min/max: a value out of range reaches do_add, which refuses it by name (a bounded input would keep its
     # old value silently)
     c3.number_input(ctx.t("engine.seed"), value=0, step=1, key="sharing.new_seed", help=ctx.t("engine.seed_help"))
     c4.number_input(ctx.t("n"), value=1, step=1, key="sharing.new_n", help=ctx.t("n_help"))
-    c5.button(ctx.t("engine.add"), key="sharing.add", icon=":material/add:", on_click=session.do_add,
+    st.button(ctx.t("engine.add"), key="sharing.add", icon=":material/add:", on_click=session.do_add,
               kwargs=dict(max_tokens=32, temperature=0.8))
 knobs.sync_url(ctx.lang, reqs=encode_requests(demo.all_specs()), steps=len(demo.steps))
 shown = demo.display_ids()  # seq_id -> the id its label and colour come from: fixed for the sequence's whole life
@@ -91,22 +92,24 @@ session.show_messages(demo, label)
 trace = demo.last.paged if demo.last else None
 view = demo.view
 if trace is None:
-    st.info(ctx.t("no_step_yet"), icon="🏁")
+    st.info(ctx.t("no_step_yet"), icon=":material/flag:")
+    bar.say(ctx.t("no_step_yet"))
 else:
-    st.info(ctx.t("engine.step_info", step=len(demo.steps), phase=trace.phase,
-                 reason=explain_step(ctx, trace.why)), icon="🧭")
+    said = ctx.t("engine.step_info", step=len(demo.steps), phase=trace.phase, reason=explain_step(ctx, trace.why))
+    st.info(said, icon=":material/explore:")
+    bar.say(said)
     for a in (a for a in demo.allocations if a.step == len(demo.steps)):
         hits = [b for b, h in zip(a.table, a.hits) if h]
         key = "hits_msg" if hits else "miss_msg"
         st.success(ctx.t(key, seq=label(a.seq_id), hits=len(hits), blocks=len(a.table),
-                         hit_blocks=hits, computed=len(a.table) - len(hits)), icon="🎯" if hits else "🧮")
+                         hit_blocks=hits, computed=len(a.table) - len(hits)), icon=":material/target:" if hits else ":material/calculate:")
     for parent, children in trace.forked.items():
         st.info(ctx.t("fork_msg", seq=label(parent), children=", ".join(label(c) for c in children),
-                      blocks=len(view.tables.get(parent, ())), ref=len(children) + 1), icon="🍴")
+                      blocks=len(view.tables.get(parent, ())), ref=len(children) + 1), icon=":material/call_split:")
     owner_of = {b: s for s, blocks in trace.blocks_allocated.items() for b in blocks}
     for src, dst in trace.copies:
         st.warning(ctx.t("cow_msg", src=src, dst=dst, seq=label(owner_of[dst]) if dst in owner_of else "?"),
-                   icon="📝")
+                   icon=":material/content_copy:")
 
 m1, m2, m3, m4 = st.columns(4)
 m1.metric(ctx.t("metric_held"), view.held_blocks)
@@ -138,7 +141,8 @@ for rid, group in groups.items():
         with col.container(border=True):
             st.markdown(ctx.t("sample_title", seq=label(seq.seq_id), i=seq.sample_index))
             st.code(shown_text(tokenizer, list(seq.generated_token_ids)) or " ", language=None, wrap_lines=True)
-            st.caption(ctx.t("sample_caption", table=list(seq.block_table) or "—", status=seq.status))
+            st.caption(ctx.t("sample_caption", table=list(seq.block_table) or "—",
+                             status=status_text(ctx, seq.status, seq.finish_reason)))
 
 fig_col, note_col = st.columns([3, 1])
 hist = demo.history
@@ -151,18 +155,16 @@ ui.notice(ctx, ctx.t("memory_notice"), where=note_col)
 # --- every sequence and the twin check ----------------------------------------------------------------------------
 st.subheader(ctx.t("engine.text_header"))
 rows = [{ctx.t("engine.col_seq"): label(r.seq_id), ctx.t("col_request"): label(r.request_id),
-         ctx.t("engine.col_prompt"): r.prompt, ctx.t("engine.col_output"): r.text,
-         ctx.t("engine.col_status"): r.status + (f" ({r.finish_reason})" if r.finish_reason else ""),
-         "cached_token_count": r.cached_token_count, ctx.t("engine.col_generated"): r.generated_len}
+         ctx.t("engine.col_status"): status_text(ctx, r.status, r.finish_reason),
+         "cached_token_count": r.cached_token_count, ctx.t("engine.col_generated"): r.generated_len,
+         ctx.t("engine.col_prompt"): r.prompt, ctx.t("engine.col_output"): r.text}
         for r in demo.rows()]
 if rows:
-    st.dataframe(rows, hide_index=True, key="sharing.text", on_select="ignore", column_config={
-        ctx.t("engine.col_prompt"): st.column_config.TextColumn(width="medium"),
-        ctx.t("engine.col_output"): st.column_config.TextColumn(width="medium")})
+    ui.state_table(rows, key="sharing.text")
 worst, agree = demo.twin_summary()
 if demo.steps:
     ok = agree and worst <= TOLERANCE
     st.markdown(ctx.t("twins_line") + " " + ctx.t("engine.twins_ok" if ok else "engine.twins_bad",
                                                    worst=f"{worst:.2e}", tol=f"{TOLERANCE:.0e}"))
 
-ui.export_button(ctx, demo.trace(), "sharing_trace.json", key="sharing.export")
+ui.export_button(ctx, demo.trace, "sharing_trace.json", key="sharing.export")

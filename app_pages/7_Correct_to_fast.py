@@ -18,7 +18,7 @@ BUDGETS = [16384, 32768, 65536, 131072]
 HIGHLIGHT_BS = 16  # vLLM's default block_size, named in the metrics
 
 
-ctx = ui.setup_page("fast", icon="🏎️")
+ctx = ui.setup_page("fast", icon=":material/speed:")
 knobs = ui.Knobs("fast")
 st.title(ctx.t("title"))
 st.caption(ctx.t("intro"))
@@ -73,7 +73,7 @@ knobs.set_state("loop", int(loop))
 if not num_heads % num_kv_heads:
     config = LadderConfig(batch, context_len, num_heads, num_kv_heads, head_dim, block_size, loop)
 clicked = run_col.button(ctx.t("run"), key="fast.run", type="primary", icon=":material/speed:",
-                         disabled=config is None)
+                         disabled=config is None, wrap=True)  # a narrow column: wrap, never cut the label
 
 runs = st.session_state.setdefault("fast.runs", {})
 if clicked and config is not None:
@@ -91,21 +91,21 @@ if clicked and config is not None:
 run = runs.get(config) if config is not None else None
 
 if config is not None and run is None:
-    st.info(ctx.t("press_run"), icon="⏱️")
+    st.info(ctx.t("press_run"), icon=":material/timer:")
 elif run is not None:
     load = "–" if run.load_avg is None else f"{run.load_avg:.1f}"
     st.caption(ctx.t("measured", device=run.device, threads=run.threads, reps=MAIN_REPS, sweep_reps=SWEEP_REPS,
                      bw=run.read_bw_gbps, load=load, seconds=run.seconds))
     if run.ok:
-        st.success(ctx.t("all_ok"), icon="✅")
+        st.success(ctx.t("all_ok"), icon=":material/check_circle:")
     else:
-        st.error(ctx.t("some_bad"), icon="🚫")
+        st.error(ctx.t("some_bad"), icon=":material/error:")
     by_impl = {r.impl: r for r in run.main.results}
     # gather runs SDPA itself after a copy: faster than SDPA alone means the machine was busy. (native may beat SDPA:
     # it is shaped for decode, SDPA is general.)
     beat = [labels[r.impl] for r in run.main.results if r.impl == "gather" and r.x_sdpa < 0.9]
     if beat:
-        st.warning(ctx.t("noisy", rungs=", ".join(beat)), icon="🎲")
+        st.warning(ctx.t("noisy", rungs=", ".join(beat)), icon=":material/casino:")
     table, bars = [], []
     for impl in RUNGS:
         r = by_impl.get(impl)

@@ -1,0 +1,17 @@
+"""Teacher's guide: docs/teaching.md (简体中文: docs/teaching.zh.md) inside the app. With presenter mode on, every
+link of the guide carries present=1, so each page it opens is already readable from the back row."""
+
+from pathlib import Path
+
+import streamlit as st
+
+import ui
+from ui.nav import guide_markdown
+
+ctx = ui.setup_page("classroom", icon=":material/school:", title_key="guide_title")
+st.title(ctx.t("guide_title"))
+path = Path(__file__).resolve().parents[1] / "docs" / ("teaching.zh.md" if ctx.lang == "zh" else "teaching.md")
+ui.write_params({"lang": ctx.lang})
+if not path.exists():
+    ui.stop_with_error(ctx, ctx.t("guide_missing", path=f"docs/{path.name}"), ctx.t("guide_fix"))
+st.markdown(guide_markdown(path.read_text(encoding="utf-8"), present=ctx.present))

@@ -1,0 +1,37 @@
+"""`python -m ui.bench browser`'s pure pieces: percentiles, a process's CPU time from /proc, the selector of a keyed
+button, and the command line (the old default still means the AppTest benchmark)."""
+
+from __future__ import annotations
+
+import os
+
+from ui.bench_browser import PAGES, percentile
+from ui.browser import cpu_seconds, key_selector
+from ui.nav import PAGES as NAV
+
+
+def test_percentile_interpolates_between_order_statistics():
+    assert percentile([5, 1, 3], 0.5) == 3 and percentile([1, 2, 3, 4], 0.5) == 2.5
+    assert percentile(list(range(1, 21)), 0.95) == 19.05 and percentile([7], 0.95) == 7
+
+
+def test_cpu_seconds_grows_with_work():
+    before = cpu_seconds(os.getpid())
+    sum(i * i for i in range(300_000))
+    assert cpu_seconds(os.getpid()) > before >= 0
+
+
+def test_key_selector_follows_streamlits_class_names():
+    assert key_selector("batch.decode") == ".st-key-batch-decode button"
+
+
+def test_bench_visits_every_stepping_page_by_its_url_path():
+    assert set(PAGES) == {p.url_path for p in NAV if p.name in ("gather", "batch", "engine", "buglab", "sharing")}
+
+
+def test_cli_browser_subcommand_is_known(monkeypatch, capsys):
+    from ui import bench
+
+    seen = {}
+    monkeypatch.setattr("ui.bench_browser.main", lambda clicks, as_json: seen.update(clicks=clicks) or 0)
+    assert bench.main(["browser", "--clicks", "3"]) == 0 and seen == {"clicks": 3}

@@ -1,0 +1,49 @@
+"""ui.fit: a figure's title comes out (shown above it as text, so it wraps instead of being cut), the plot area
+keeping its size; presenter mode makes every figure text >= 16 px, zooms cells, never past the projector's width."""
+
+from __future__ import annotations
+
+from ui.fit import FIGURE_PX, PRESENT_PX, present_figure, take_title
+from viz.engine import queues_figure
+from viz.pool import pool_figure
+
+
+def pool(num_blocks: int = 12):
+    return pool_figure(num_blocks, 4, {0: [7, 2, 9], 1: [4, 1]}, {0: 10, 1: 6}, highlight=[9],
+                       title="Physical pool: a title long enough to need more than one line at a projector's width")
+
+
+def test_take_title_returns_it_and_gives_back_its_margin():
+    fig = pool()
+    height, top = fig.layout.height, fig.layout.margin.t
+    assert take_title(fig).startswith("Physical pool")
+    assert not fig.layout.title.text and fig.layout.margin.t == 10 and fig.layout.height == height - (top - 10)
+    assert take_title(fig) is None
+
+
+def text_sizes(fig) -> list[float]:
+    out = []
+    for trace in fig.data:
+        if "text" in (trace.mode or "") and trace.textfont and trace.textfont.size is not None:
+            size = trace.textfont.size
+            out += list(size) if isinstance(size, (list, tuple)) else [size]
+    return out
+
+
+def test_presenter_figures_have_large_text_and_bigger_cells_within_the_projector():
+    small, big = pool(), present_figure(pool())
+    assert min(text_sizes(big)) >= FIGURE_PX > min(text_sizes(small))
+    assert big.layout.width <= PRESENT_PX and big.layout.width > small.layout.width
+    assert big.data[1].marker.size > small.data[1].marker.size  # the cells grow with the text
+    assert big.layout.font.size >= FIGURE_PX and big.layout.legend.font.size >= FIGURE_PX
+
+
+def test_presenter_drops_labels_that_cannot_be_legible_rather_than_shrinking_them():
+    """A 64-block pool's cells stay small at the projector's width: their labels go (the hover keeps them)."""
+    big = present_figure(pool(num_blocks=64))
+    assert big.layout.width <= PRESENT_PX and all(s >= FIGURE_PX for s in text_sizes(big))
+
+
+def test_a_stretching_figure_gets_large_text_too():
+    fig = present_figure(queues_figure([0, 1], [2], [], title="queues"))
+    assert all(s >= FIGURE_PX for s in text_sizes(fig)) and fig.layout.yaxis.tickfont.size >= FIGURE_PX

@@ -1,0 +1,78 @@
+"""The playback bar's click ledger (ui.playback): each logged action runs exactly once and in order, however the
+browser's values arrive (repeated, cut short, from another page, malformed), and the actions do what the bar says."""
+
+from __future__ import annotations
+
+import streamlit as st
+from hypothesis import given, strategies as hs
+
+from ui.playback import MAX_LOG, Stepper, act, apply_log
+
+
+def value(nonce: str, entries: list[tuple[int, str, str]]) -> dict:
+    return {"nonce": nonce, "seq": entries[-1][0] if entries else 0, "log": [list(e) for e in entries]}
+
+
+def test_each_action_runs_once_in_order_across_repeated_and_growing_values():
+    applied, ran = {}, []
+    log = [(1, "step", "p"), (2, "step", "p"), (3, "back", "p")]
+    assert apply_log(value("n1", log[:2]), applied, ran.append, "p") == 2
+    assert apply_log(value("n1", log[:2]), applied, ran.append, "p") == 0  # the same value again: nothing
+    assert apply_log(value("n1", log), applied, ran.append, "p") == 1
+    assert ran == ["step", "step", "back"] and applied == {"n1": 3}
+
+
+@given(hs.lists(hs.sampled_from(["step", "back", "play", "tick"]), max_size=40), hs.data())
+def test_any_sequence_of_deliveries_runs_every_action_exactly_once(actions, data):
+    """Whatever subset of intermediate values reaches the server (runs cut short), as long as the newest one does,
+    the actions run are exactly the ones logged, in order."""
+    entries = [(i + 1, a, "p") for i, a in enumerate(actions)]
+    cuts = sorted(set(data.draw(hs.lists(hs.integers(0, len(entries)), max_size=6)))) + [len(entries)]
+    applied, ran = {}, []
+    for cut in cuts:
+        apply_log(value("n", entries[:cut][-MAX_LOG:]), applied, ran.append, "p")
+    assert ran == actions
+
+
+def test_other_pages_other_tabs_and_junk_are_skipped():
+    applied, ran = {}, []
+    apply_log(value("a", [(1, "step", "gather"), (2, "step", "batch")]), applied, ran.append, "batch")
+    apply_log(value("b", [(1, "back", "batch")]), applied, ran.append, "batch")  # another tab: its own numbering
+    for junk in (None, "x", {"nonce": 3}, {"nonce": "c", "log": "x"}, {"nonce": "c", "log": [[1, "rm -rf", "batch"],
+                                                                                            ["1", "step", "batch"],
+                                                                                            [True, "step", "batch"]]}):
+        apply_log(junk, applied, ran.append, "batch")
+    assert ran == ["step", "back"]
+
+
+class Counter:
+    """A page whose state is a number from 0 to `end` in session_state."""
+
+    def __init__(self, end: int) -> None:
+        self.end = end
+        st.session_state["t.n"] = 0
+
+    def move(self, by: int) -> bool:
+        now = st.session_state["t.n"]
+        st.session_state["t.n"] = max(0, min(self.end, now + by))
+        return st.session_state["t.n"] != now
+
+    def stepper(self) -> Stepper:
+        return Stepper("t", "t.next", "Next", st.session_state["t.n"], True, True,
+                       forward=lambda: self.move(1), back=lambda: self.move(-1))
+
+
+def test_step_back_play_and_ticks():
+    page = Counter(end=3)
+    st.session_state["_stepper.t"] = page.stepper()
+    st.session_state["t.play"] = 0
+    act("t", "tick")                       # not playing: a tick does nothing
+    assert st.session_state["t.n"] == 0
+    act("t", "play")
+    assert st.session_state["t.play"] == 1
+    for _ in range(5):                     # ticks step until the end, then playing stops by itself
+        act("t", "tick")
+    assert st.session_state["t.n"] == 3 and st.session_state["t.play"] == 0
+    act("t", "play")
+    act("t", "back")                       # back pauses and undoes one step
+    assert st.session_state["t.n"] == 2 and st.session_state["t.play"] == 0

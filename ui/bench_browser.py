@@ -1,0 +1,82 @@
+"""`python -m ui.bench browser`: click -> idle on the stepping pages in a real browser, one session, default settings.
+
+For each page: open it, click its step button `clicks` times (starting over with its reset button, untimed, every
+`cycle` clicks so every timed click is a real step), and report p50 / p95 of click -> app idle and the server's CPU
+seconds per rerun.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+
+from .browser import BrowserUnavailable, app_server, chromium, cpu_seconds, key_selector, timed_click, wait_idle
+
+PAGES = {  # URL path -> (step button key, button that starts over (None: Back until it is disabled), clicks per cycle)
+    "Gather_and_attend": ("gather.next", "gather.reset", 8),
+    "Batch_decode": ("batch.decode", "batch.reset", 5),
+    "Engine": ("engine.step", "engine.reset", 20),
+    "Bug_lab": ("buglab.next", None, 5),
+    "Sharing": ("sharing.step", "sharing.reset", 20),
+}
+VIEWPORT = {"width": 1280, "height": 720}
+
+
+def percentile(values: list[float], q: float) -> float:
+    """The q-quantile (0..1) by linear interpolation between order statistics."""
+    xs = sorted(values)
+    pos = (len(xs) - 1) * q
+    lo, hi = int(pos), min(int(pos) + 1, len(xs) - 1)
+    return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
+
+
+def path_prefix(key: str) -> str:
+    return key.split(".")[0]
+
+
+def bench_page(page, base: str, path: str, pid: int, clicks: int) -> dict[str, float]:
+    """Times of `clicks` clicks on one page's step button and the server CPU they cost."""
+    step, reset, cycle = PAGES[path]
+    page.goto(f"{base}/{path}?lang=en", wait_until="domcontentloaded")
+    wait_idle(page)
+    page.wait_for_selector(key_selector(step), timeout=30000)
+    timed_click(page, key_selector(step))  # warm-up: first figures of this page in this session
+    times, cpu = [], 0.0
+    done = 1
+    for _ in range(clicks):
+        if done % cycle == 0 or page.locator(key_selector(step) + " >> visible=true").is_disabled():
+            if reset:
+                timed_click(page, key_selector(reset))
+            else:
+                back = key_selector(path_prefix(step) + ".back")
+                while not page.locator(back + " >> visible=true").is_disabled():
+                    timed_click(page, back)
+            done = 0
+        before = cpu_seconds(pid)
+        times.append(timed_click(page, key_selector(step)))
+        cpu += cpu_seconds(pid) - before
+        done += 1
+    return {"p50_ms": percentile(times, 0.5), "p95_ms": percentile(times, 0.95), "max_ms": max(times),
+            "server_cpu_ms_per_rerun": 1000 * cpu / clicks, "clicks": clicks}
+
+
+def main(clicks: int, as_json: bool) -> int:
+    try:
+        with app_server() as server, chromium() as browser:
+            context = browser.new_context(viewport=VIEWPORT, locale="en-US")
+            page = context.new_page()
+            results = {path: bench_page(page, server.base, path, server.pid, clicks) for path in PAGES}
+            context.close()
+    except BrowserUnavailable as err:
+        print(f"no browser: {err}")
+        return 2
+    if as_json:
+        print(json.dumps(results, indent=2))
+        return 0
+    print(f"click -> app idle in chromium, one session, default settings, {clicks} clicks per page "
+          f"(viewport {VIEWPORT['width']}x{VIEWPORT['height']})")
+    for path, r in results.items():
+        print(f"  {path:<18} p50 {r['p50_ms']:6.0f} ms   p95 {r['p95_ms']:6.0f} ms   max {r['max_ms']:6.0f} ms   "
+              f"server CPU {r['server_cpu_ms_per_rerun']:5.0f} ms/rerun")
+    print("  median of those p95:", f"{statistics.median(r['p95_ms'] for r in results.values()):.0f} ms")
+    return 0

@@ -1,0 +1,106 @@
+"""Figures fitted to the screen they are shown on, applied by ui.show_figure after a viz builder made them.
+
+    take_title(fig)                   the title moves out of the figure, to be shown above it as page text
+    present_figure(fig, max_width)    presenter mode: text >= 16 px, cells zoomed, never wider than max_width
+
+A plotly title wider than its figure is cut at the figure's edge (plotly never wraps), and the server does not know
+how wide the column will be. Shown as text above the figure, a title wraps like any paragraph, at every width.
+"""
+
+from __future__ import annotations
+
+import plotly.graph_objects as go
+
+PRESENT_PX = 920   # presenter mode at 1024 px: sidebar collapsed, 1.5rem margins, figures stacked
+FIGURE_PX = 16     # presenter mode's smallest figure text
+TITLE_PX = 20      # presenter mode's titles
+MAX_ZOOM = 1.6
+
+
+def take_title(fig: go.Figure) -> str | None:
+    """Remove the figure's title (returned, None when it has none) and the top margin it needed: the plot area
+    keeps its size, a fixed height shrinks by the margin given back."""
+    title = fig.layout.title
+    text = title.text if title else None
+    if not text:
+        return None
+    top = fig.layout.margin.t if fig.layout.margin and fig.layout.margin.t is not None else 100
+    fig.layout.title.text = None
+    fig.layout.margin.t = min(top, 10)
+    if fig.layout.height:
+        fig.layout.height = max(40, fig.layout.height - max(0, top - 10))
+    return text
+
+
+def _scaled(value, f: float):
+    if isinstance(value, (int, float)):
+        return value * f
+    if isinstance(value, (list, tuple)):
+        return [v * f if isinstance(v, (int, float)) else v for v in value]
+    return value
+
+
+def _smallest(value) -> float | None:
+    if isinstance(value, (int, float)):
+        return float(value)
+    if isinstance(value, (list, tuple)):
+        nums = [v for v in value if isinstance(v, (int, float))]
+        return float(min(nums)) if nums else None
+    return None
+
+
+def _shows_text(trace: dict) -> bool:
+    if trace.get("type", "scatter") == "scatter":
+        return "text" in (trace.get("mode") or "")
+    return bool(trace.get("text") is not None or trace.get("texttemplate"))
+
+
+def present_figure(fig: go.Figure, max_width: int = PRESENT_PX) -> go.Figure:
+    """A copy of `fig` for presenter mode: every text >= FIGURE_PX (titles TITLE_PX), markers and a fixed size
+    zoomed by up to MAX_ZOOM so cell labels fit, never wider than max_width. A cell label that would still be
+    smaller than FIGURE_PX in a cell too small to hold it is dropped (its hover still tells everything)."""
+    d = fig.to_dict()
+    data, layout = d.get("data", []), d.get("layout", {})
+    text_fonts = [s for tr in data if _shows_text(tr)
+                  for s in [_smallest((tr.get("textfont") or {}).get("size"))] if s]
+    f = min(MAX_ZOOM, max([1.0] + [FIGURE_PX / s for s in text_fonts]))
+    if layout.get("width"):
+        f = max(1.0, min(f, max_width / layout["width"]))
+    margin = layout.setdefault("margin", {})
+    for tr in data:
+        marker = tr.get("marker")
+        if isinstance(marker, dict) and marker.get("size") is not None:
+            marker["size"] = _scaled(marker["size"], f)
+        if not _shows_text(tr):
+            continue
+        font = tr.setdefault("textfont", {})
+        size = (_smallest(font.get("size")) or 12) * f
+        cell = _smallest((marker or {}).get("size")) if isinstance(marker, dict) else None
+        if size >= FIGURE_PX or cell is None or cell >= 2.1 * FIGURE_PX:
+            font["size"] = max(FIGURE_PX, size) if not isinstance(font.get("size"), list) else \
+                [max(FIGURE_PX, v * f) for v in font["size"]]
+        elif tr.get("type", "scatter") == "scatter":  # too small a cell for legible text: markers only
+            tr["mode"] = (tr.get("mode") or "").replace("+text", "").replace("text+", "")
+        else:
+            tr.pop("texttemplate", None)
+            tr.pop("text", None)
+    for key in list(layout):
+        if key.startswith(("xaxis", "yaxis")) and isinstance(layout[key], dict):
+            axis = layout[key]
+            axis.setdefault("tickfont", {})["size"] = max(FIGURE_PX, axis.get("tickfont", {}).get("size") or 0)
+            if isinstance(axis.get("title"), dict):
+                axis["title"].setdefault("font", {})["size"] = FIGURE_PX
+    for ann in layout.get("annotations", []) or []:
+        ann.setdefault("font", {})["size"] = max(FIGURE_PX, (ann.get("font") or {}).get("size") or 0)
+    layout.setdefault("font", {})["size"] = FIGURE_PX
+    layout.setdefault("legend", {}).setdefault("font", {})["size"] = FIGURE_PX
+    layout.setdefault("hoverlabel", {}).setdefault("font", {})["size"] = FIGURE_PX
+    top, bottom = margin.get("t", 80), margin.get("b", 80)
+    if isinstance(layout.get("title"), dict) and layout["title"].get("text"):
+        layout["title"].setdefault("font", {})["size"] = TITLE_PX
+        margin["t"] = max(top, int(TITLE_PX * 2.2))
+    if layout.get("width"):
+        layout["width"] = int(layout["width"] * f)
+    if layout.get("height"):
+        layout["height"] = int((layout["height"] - top - bottom) * f) + margin.get("t", top) + bottom + 8
+    return go.Figure(data=data, layout=layout, _validate=False)

@@ -1,0 +1,237 @@
+"""The playback bar of every stepping page: Back, Step, Play / Pause at a speed, keyboard shortcuts (→ step, ← back,
+space play / pause), and a step counter; in presenter mode a large counter and one line on what the last step did.
+
+    stepper = Stepper("batch", step_key="batch.decode", step_label=ctx.t("decode"), position=len(demo.ops),
+                      can_forward=True, can_back=bool(demo.ops), forward=decode_once, back=undo_last)
+    bar = playback_bar(ctx, knobs, stepper)   # before anything the step changes is drawn
+    bar.row.button(…)                          # the page's own buttons go in the same row
+    bar.say(text)                              # what the last step did (shown in presenter mode)
+
+`forward` and `back` run in callbacks, before the next run of the page draws anything; they read the page's state
+from st.session_state (never from this run's locals) and return whether they changed something.
+
+No lost clicks. Streamlit drops clicks that come faster than its reruns: each click starts a new run and stops the
+one in flight, and a run stopped before it handled its click forgets it (a trigger is one-shot). So in the browser
+every click on these buttons, and every shortcut, is caught first by a small script (the "ledger", a
+st.components.v2 component) that appends it to a numbered log and sends the whole log as the component's value.
+A value is not a trigger: the newest one always arrives, whatever runs were cut short, and `apply_log` runs each
+logged action exactly once, in order. Where the script is not running (AppTest, the first moment after a page
+load) the buttons' own on_click callbacks do the same actions.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from typing import Callable
+
+import streamlit as st
+
+from .page import PageContext
+from .params import Knobs
+
+SPEEDS = ("0.5", "1", "2", "4")             # steps per second (strings: they round-trip through the URL as typed)
+ACTIONS = ("step", "back", "play", "tick")  # what the ledger may log
+MAX_LOG = 128                               # actions the ledger keeps (far more than clicks during one run)
+APPLIED_KEY = "_ledger_applied"             # nonce of a browser page -> last action applied from its log
+SHORTCUTS = {"step": "ArrowRight", "back": "ArrowLeft", "play": "Space"}
+LOCK_KEY = "_playback_lock"  # one per session: a new run's callbacks wait for an interrupted run's to finish
+
+LEDGER_JS = """
+export default function (component) {
+  const { data, setStateValue } = component;
+  const w = window;
+  let L = w.__pagedLedger;
+  if (!L) {
+    L = w.__pagedLedger = { nonce: Math.random().toString(36).slice(2) + Date.now().toString(36), seq: 0,
+                            log: [], buttons: {}, keys: {}, send: null, playing: false, interval: 1000,
+                            lastTick: 0, ateSpace: false, page: '' };
+    const push = (action) => {
+      if (!L.send) return;
+      L.seq += 1;
+      L.log.push([L.seq, action, L.page]);
+      if (L.log.length > %(max_log)d) L.log.shift();
+      L.send({ nonce: L.nonce, seq: L.seq, log: L.log.slice() });
+    };
+    const buttonOf = (action) => {
+      const cls = Object.keys(L.buttons).find((c) => L.buttons[c] === action);
+      return cls ? document.querySelector('.' + cls + ' button') : null;
+    };
+    w.addEventListener('click', (e) => {
+      if (!L.send || !e.target || !e.target.closest) return;
+      for (const [cls, action] of Object.entries(L.buttons)) {
+        const btn = e.target.closest('.' + cls + ' button');
+        if (btn) {
+          e.stopImmediatePropagation(); e.preventDefault();
+          if (!btn.disabled) push(action);
+          return;
+        }
+      }
+    }, true);
+    const typing = (t) => t && t.closest && t.closest(
+      'input, textarea, select, [contenteditable="true"], [role="slider"], [role="combobox"], [role="listbox"]');
+    w.addEventListener('keydown', (e) => {
+      if (!L.send || e.ctrlKey || e.metaKey || e.altKey || typing(e.target)) return;
+      const action = L.keys[e.key];
+      const btn = action && buttonOf(action);
+      if (!btn) return;
+      e.stopImmediatePropagation(); e.preventDefault();
+      if (e.key === ' ') L.ateSpace = true;  // its keyup must not also press a focused button
+      push(action);  // even if the button still looks disabled: keys queued ahead of a rerun act in order
+    }, true);
+    w.addEventListener('keyup', (e) => {
+      if (e.key === ' ' && L.ateSpace) { L.ateSpace = false; e.stopImmediatePropagation(); e.preventDefault(); }
+    }, true);
+    setInterval(() => {  // playing: one tick per interval, only while the app is idle (ticks never pile up)
+      if (!L.playing || !L.send) return;
+      const app = document.querySelector('[data-testid="stApp"]');
+      if (!app || app.getAttribute('data-test-script-state') !== 'notRunning') return;
+      const now = performance.now();
+      if (now - L.lastTick < L.interval) return;
+      L.lastTick = now;
+      push('tick');
+    }, 25);
+  }
+  L.buttons = data.buttons; L.keys = data.keys; L.interval = data.interval_ms; L.page = data.page;
+  if (data.playing && !L.playing) L.lastTick = performance.now();
+  L.playing = !!data.playing;
+  const send = (value) => setStateValue('log', value);
+  L.send = send;
+  return () => { if (L.send === send) { L.send = null; L.playing = false; L.buttons = {}; L.keys = {}; } };
+}
+""" % {"max_log": MAX_LOG}
+
+_ledger = st.components.v2.component("paged_ledger", js=LEDGER_JS)
+
+
+@dataclass
+class Stepper:
+    """What a page's playback bar drives (see the module docstring)."""
+
+    prefix: str                    # the page's key prefix: its bar's keys are <prefix>.back, .play_pause, .speed, .ledger
+    step_key: str                  # the key of the page's step button (kept from before the bar existed)
+    step_label: str
+    position: int                  # steps taken so far (the counter)
+    can_forward: bool
+    can_back: bool
+    forward: Callable[[], bool]    # one step; False when nothing could be done (playing stops)
+    back: Callable[[], bool]       # undo the last step; False when there was none
+    total: int | None = None       # steps there are in all, when known (the counter shows "7 / 10")
+
+
+def apply_log(value, applied: dict[str, int], do: Callable[[str], None], page: str) -> int:
+    """Run, in order, each action of a ledger value {"nonce", "seq", "log": [[seq, action, page], …]} that is newer
+    than applied[nonce] and was logged on `page`; record the newest seen. Anything malformed (it comes from the
+    browser) is skipped, and so is an action logged on another page (clicked just before leaving it). Returns the
+    number of actions run."""
+    if not isinstance(value, dict) or not isinstance(value.get("nonce"), str) or len(value["nonce"]) > 64:
+        return 0
+    log = value.get("log")
+    if not isinstance(log, list):
+        return 0
+    nonce, ran = value["nonce"], 0
+    for entry in log[-MAX_LOG:]:
+        if not (isinstance(entry, list) and len(entry) == 3 and isinstance(entry[0], int)
+                and not isinstance(entry[0], bool) and entry[0] > applied.get(nonce, 0)):
+            continue
+        applied[nonce] = entry[0]  # recorded before the action runs: an action is never run twice
+        if entry[1] in ACTIONS and entry[2] == page:
+            do(entry[1])
+            ran += 1
+    return ran
+
+
+def _session_lock():
+    """The session's playback lock. Streamlit starts a new run on each click without waiting for the run it stops
+    (that one stops only at its next Streamlit call), so two runs' callbacks could otherwise step the same demo at
+    once, or apply the same logged click twice."""
+    return st.session_state.get(LOCK_KEY) or threading.RLock()
+
+
+def act(prefix: str, action: str) -> None:
+    """One action on the page `prefix` with the Stepper of its last run: step / back pause playing; play toggles it
+    (not at the end); a tick steps only while playing, and stops playing at the end."""
+    with _session_lock():
+        _act(prefix, action)
+
+
+def _act(prefix: str, action: str) -> None:
+    stepper: Stepper | None = st.session_state.get(f"_stepper.{prefix}")
+    if stepper is None:
+        return
+    play_key = f"{prefix}.play"
+    playing = bool(st.session_state.get(play_key))
+    if action == "step":
+        st.session_state[play_key] = 0
+        stepper.forward()
+    elif action == "back":
+        st.session_state[play_key] = 0
+        stepper.back()
+    elif action == "play":
+        st.session_state[play_key] = 0 if playing else 1
+    elif action == "tick" and playing and not stepper.forward():
+        st.session_state[play_key] = 0
+
+
+def _on_ledger(prefix: str) -> None:
+    with _session_lock():
+        value = (st.session_state.get(f"{prefix}.ledger") or {}).get("log")
+        apply_log(value, st.session_state.setdefault(APPLIED_KEY, {}), lambda action: _act(prefix, action), prefix)
+
+
+@dataclass
+class Bar:
+    """The drawn bar: `row` takes the page's own buttons; `say` fills the presenter's line."""
+
+    row: object
+    line: object
+    present: bool
+
+    def say(self, text: str) -> None:
+        """Markdown, like the page's own messages (the presenter's CSS sets it large)."""
+        if self.present and self.line is not None:
+            self.line.markdown(text)
+
+
+def _css_class(key: str) -> str:
+    import re
+    return "st-key-" + re.sub(r"[^a-zA-Z0-9_-]", "-", key.strip())
+
+
+def playback_bar(ctx: PageContext, knobs: Knobs, stepper: Stepper) -> Bar:
+    """Draw the bar (see the module docstring); `play` and `speed` are knobs, so they round-trip through the URL."""
+    p, t = stepper.prefix, ctx.t
+    st.session_state.setdefault(LOCK_KEY, threading.RLock())  # made by a run, before any callback can need it
+    st.session_state[f"_stepper.{p}"] = stepper  # the callbacks of the next run act with it
+    playing = bool(knobs.state("play", 0, lambda text: {"0": 0, "1": 1}.get(str(text).strip())))
+    if playing and not stepper.can_forward:
+        knobs.set_state("play", 0)
+        playing = False
+    counter = (t("classroom.step_counter_of", step=stepper.position, total=stepper.total)
+               if stepper.total is not None else t("classroom.step_counter", step=stepper.position))
+    line = None
+    if ctx.present:
+        top = st.container(horizontal=True, vertical_alignment="center", gap="medium")
+        top.markdown(f"<div class='paged-counter'>{counter}</div>", unsafe_allow_html=True)
+        line = top.container(key=f"paged_say_{p}").empty()  # one line, replaced if said twice
+    row = st.container(horizontal=True, vertical_alignment="center", gap="small", key=f"{p}.bar")
+    row.button(t("classroom.back"), key=f"{p}.back", icon=":material/skip_previous:", on_click=act,
+               args=(p, "back"), disabled=not stepper.can_back, help=t("classroom.back_help"),
+               shortcut=SHORTCUTS["back"])
+    row.button(stepper.step_label, key=stepper.step_key, type="primary", icon=":material/skip_next:", on_click=act,
+               args=(p, "step"), disabled=not stepper.can_forward, help=t("classroom.step_help"),
+               shortcut=SHORTCUTS["step"])
+    row.button(t("classroom.pause") if playing else t("classroom.play"), key=f"{p}.play_pause",
+               icon=":material/pause:" if playing else ":material/play_arrow:", on_click=act, args=(p, "play"),
+               disabled=not (playing or stepper.can_forward), help=t("classroom.play_help"),
+               shortcut=SHORTCUTS["play"])
+    speed = knobs.select(t("classroom.speed"), "speed", "1", SPEEDS, where=row, label_visibility="collapsed",
+                         format_func=lambda s: t("classroom.speed_value", speed=s), width=140)
+    if not ctx.present:
+        row.markdown(f"**{counter}**")
+    _ledger(key=f"{p}.ledger", height=0, default={"log": None}, on_log_change=lambda: _on_ledger(p),
+            data={"buttons": {_css_class(f"{p}.back"): "back", _css_class(stepper.step_key): "step",
+                              _css_class(f"{p}.play_pause"): "play"},
+                  "keys": {"ArrowRight": "step", "ArrowLeft": "back", " ": "play"},
+                  "playing": playing, "interval_ms": int(1000 / float(speed)), "page": p})
+    return Bar(row, line, ctx.present)

@@ -1,0 +1,94 @@
+"""Presenter mode: the app readable from the back row of a classroom.
+
+On (sidebar toggle, or `?present=1` in a link; kept for the session and written back into the URL):
+  - the sidebar starts collapsed (settings folded away; everything a lesson needs is in the page)
+  - body text >= 20 px, headings and metrics larger, narrower page margins
+  - figures stacked above their notes at full width, their text >= 16 px, cells larger (ui.fit.present_figure)
+  - the playback bar shows a large step counter and one line saying what the last step did
+
+Always (both modes): a figure row whose main area is narrower than 1000 px stacks its figure above its note, so a
+fixed-size grid is never squeezed into a narrow column (its cells would overlap).
+"""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from ui.strings import t
+
+from .params import one_of, read_param
+
+PRESENT_KEY = "_present"                # the mode, kept for the whole browser session
+PRESENT_WIDGET_KEY = "_present_widget"  # the sidebar toggle that edits it
+BODY_PX, FIGURE_PX = 20, 16             # the smallest text in presenter mode (body, figures)
+
+# A figure row: columns (not a horizontal container) one of which holds a chart, a table, or a note in its last
+# column ("what to notice" beside a figure or a table).
+_ROW = '[data-testid="stHorizontalBlock"]'
+_FIGURE_ROW = ", ".join(f'{_ROW}:has(> [data-testid="stColumn"]{inner})' for inner in (
+    ' [data-testid="stPlotlyChart"]', ' [data-testid="stDataFrame"]', ' [data-testid="stTable"]',
+    ':last-child:nth-child(2) [data-testid="stAlert"]'))
+_STACKED = f"""
+:is({_FIGURE_ROW}) {{ flex-wrap: wrap !important; }}
+:is({_FIGURE_ROW}) > [data-testid="stColumn"] {{ flex: 1 1 100% !important; width: 100% !important;
+    min-width: 100% !important; }}
+"""
+BASE_CSS = f"""
+[data-testid="stMainBlockContainer"] {{ container-type: inline-size; container-name: paged-main; }}
+[data-testid="stTable"] :is(td, th, td *, th *) {{ white-space: normal !important; overflow-wrap: anywhere !important; }}
+.paged-figure-title {{ font-weight: 600; margin-bottom: -0.3rem; }}
+[data-testid="stMetricLabel"] :is(div, p, label) {{ white-space: normal !important; overflow: visible !important;
+    text-overflow: clip !important; }}
+@container paged-main (max-width: 1000px) {{ {_STACKED} }}
+"""
+PRESENT_CSS = f"""
+{_STACKED}
+[data-testid="stMainBlockContainer"] {{ padding: 2.5rem 1.5rem 4rem 1.5rem !important; max-width: none !important; }}
+[data-testid="stMain"] [data-testid="stMarkdownContainer"] p,
+[data-testid="stMain"] [data-testid="stMarkdownContainer"] li,
+[data-testid="stMain"] [data-testid="stMarkdownContainer"] td,
+[data-testid="stMain"] [data-testid="stMarkdownContainer"] th,
+[data-testid="stMain"] [data-testid="stCaptionContainer"],
+[data-testid="stMain"] [data-testid="stCaptionContainer"] p,
+[data-testid="stMain"] [data-testid="stWidgetLabel"] p,
+[data-testid="stMain"] [data-testid="stMetricLabel"] p,
+[data-testid="stMain"] [data-testid="stTable"] td,
+[data-testid="stMain"] [data-testid="stTable"] th,
+[data-testid="stMain"] [data-testid="stExpander"] summary p,
+[data-testid="stMain"] input,
+[data-testid="stMain"] [data-baseweb="select"] div,
+[data-testid="stMain"] button p,
+[data-testid="stMain"] a p {{ font-size: {BODY_PX}px !important; line-height: 1.45 !important; }}
+[data-testid="stMain"] h1 {{ font-size: 46px !important; }}
+[data-testid="stMain"] h2 {{ font-size: 34px !important; }}
+[data-testid="stMain"] h3 {{ font-size: 28px !important; }}
+[data-testid="stMain"] [data-testid="stMetricValue"] div {{ font-size: 40px !important; }}
+[data-testid="stMain"] button {{ min-height: 48px; }}
+.paged-counter {{ font-size: 52px; font-weight: 700; line-height: 1.1; white-space: nowrap; }}
+[data-testid="stMain"] [class*="st-key-paged_say_"] [data-testid="stMarkdownContainer"] p {{ font-size: 24px !important;
+    line-height: 1.35 !important; }}
+.paged-figure-title {{ font-size: 22px !important; }}
+"""
+
+
+def present_mode() -> bool:
+    """The session's presenter mode: set by the sidebar toggle, else taken once from `?present=1`, else off."""
+    if PRESENT_KEY not in st.session_state:
+        st.session_state[PRESENT_KEY] = bool(read_param("present", one_of([0, 1]), 0))
+    return st.session_state[PRESENT_KEY]
+
+
+def _on_toggle() -> None:
+    st.session_state[PRESENT_KEY] = bool(st.session_state[PRESENT_WIDGET_KEY])
+
+
+def presenter_toggle(lang: str, on: bool) -> None:
+    """The sidebar switch; the choice persists across pages (session_state) and goes into links (?present=1)."""
+    st.session_state[PRESENT_WIDGET_KEY] = on
+    st.sidebar.toggle(t("classroom.present", lang), key=PRESENT_WIDGET_KEY, on_change=_on_toggle,
+                      help=t("classroom.present_help", lang))
+
+
+def inject_css(on: bool) -> None:
+    """This run's style sheet: the base rules, and the presenter's when on (a style-only st.html takes no space)."""
+    st.html(f"<style>{BASE_CSS}{PRESENT_CSS if on else ''}</style>")

@@ -1,0 +1,39 @@
+"""Strings of the classroom machinery every page shares: page names in the navigation, presenter mode, the
+playback bar (back, step, play / pause, speed) and the previous / next links."""
+
+STRINGS = {
+    # page names in the navigation (ui.nav.PAGES)
+    "nav_home": {"en": "Home", "zh": "首页"},
+    "nav_address": {"en": "1 · Address translation", "zh": "1 · 地址映射"},
+    "nav_gather": {"en": "2 · Gather & attend", "zh": "2 · Gather 与 attention"},
+    "nav_batch": {"en": "3 · Batch decode", "zh": "3 · 批量解码"},
+    "nav_engine": {"en": "4 · Engine", "zh": "4 · 推理引擎"},
+    "nav_buglab": {"en": "5 · Bug lab", "zh": "5 · Bug 实验室"},
+    "nav_sharing": {"en": "6 · Sharing", "zh": "6 · 共享"},
+    "nav_fast": {"en": "7 · Correct → fast", "zh": "7 · 从正确到快速"},
+    "nav_guide": {"en": "Teacher's guide", "zh": "教师指南"},
+    "previous": {"en": "Previous: {page}", "zh": "上一页：{page}"},
+    "next": {"en": "Next: {page}", "zh": "下一页：{page}"},
+    # presenter mode (ui.present)
+    "present": {"en": "Presenter mode", "zh": "演示模式"},
+    "present_help": {"en": "Large text and figures for a projector; the settings fold away. In the link: present=1.",
+                     "zh": "为投影放大文字和图；设置栏自动收起。链接参数：present=1。"},
+    # the playback bar (ui.playback)
+    "back": {"en": "Back", "zh": "后退"},
+    "back_help": {"en": "Undo the last step (shortcut: ←)", "zh": "撤销上一步（快捷键：←）"},
+    "step_help": {"en": "One step (shortcut: →)", "zh": "前进一步（快捷键：→）"},
+    "play": {"en": "Play", "zh": "播放"},
+    "pause": {"en": "Pause", "zh": "暂停"},
+    "play_help": {"en": "Step on its own at the chosen speed until there is nothing left (shortcut: space)",
+                  "zh": "按所选速度自动前进，直到无事可做（快捷键：空格）"},
+    "speed": {"en": "Speed", "zh": "速度"},
+    "speed_value": {"en": "{speed} steps/s", "zh": "每秒 {speed} 步"},
+    "step_counter": {"en": "Step {step}", "zh": "第 {step} 步"},
+    "step_counter_of": {"en": "Step {step} / {total}", "zh": "第 {step} / {total} 步"},
+    # the teacher's guide page
+    "guide_title": {"en": "Teacher's guide: a 45-minute lesson", "zh": "教师指南：45 分钟的一堂课"},
+    "guide_link": {"en": "Teacher's guide: a 45-minute lesson with a link for every step",
+                   "zh": "教师指南：45 分钟的一堂课，每一步都有对应链接"},
+    "guide_missing": {"en": "The guide file {path} is missing.", "zh": "缺少指南文件 {path}。"},
+    "guide_fix": {"en": "Restore docs/ from the repository.", "zh": "从仓库中恢复 docs/ 目录。"},
+}
