@@ -259,7 +259,8 @@ def main(argv: list[str] | None = None) -> int:
     if bad or not pages or not sessions or args.seconds <= 0 or args.period <= 0:
         parser.error(f"pages must be among {','.join(PAGES)}, 1 <= sessions <= {MAX_SESSIONS}, seconds and "
                      f"period > 0 (bad: {bad or 'empty or non-positive'})")
-    show = None if args.json else (lambda r: print(format_row(r), flush=True))
+    out = sys.stderr if args.json else sys.stdout  # with --json, stdout holds only the JSON
+    show = lambda r: print(format_row(r), file=out, flush=True)  # noqa: E731
     with streamlit_server() as server:
         rows = asyncio.run(run_bench(server, pages, sessions, args.seconds, args.period, args.seed, show))
     if args.json:

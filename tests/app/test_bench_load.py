@@ -11,7 +11,7 @@ from urllib.parse import parse_qs
 
 import pytest
 
-from ui.bench_load import PAGES, Server, main, measure, percentile, streamlit_server
+from ui.bench_load import PAGES, Server, main, measure, percentile, step, streamlit_server
 from ui.bench_ws import WsSession
 
 
@@ -74,6 +74,33 @@ def test_measure_reports_every_click_and_sane_numbers(server):
     assert row["cpu_ms_per_rerun"] > 0 and row["server_rss_mib"] > 0 and row["load_p50_ms"] > 0
     for key in ("late", "resets", "client_cpu_s", "server_cpu_share", "load_avg_1m"):
         assert math.isfinite(row[key]) and row[key] >= 0, key
+
+
+@pytest.mark.slow
+def test_a_finished_page_is_reset(server):
+    """Page 2 steps through context_len = 10 tokens; once it draws "next" disabled, the learner presses reset
+    instead: the URL's step climbs 1..10, stays at 10, then returns to 0 on the one reset. (Page 2 draws its
+    buttons before applying the click, so the "next" drawn after the 10th step is still enabled: the reset comes
+    at the 11th or 12th click.)"""
+    async def scenario():
+        s = WsSession(server.url, PAGES["gather"].page, "lang=en")
+        try:
+            await s.open()
+            await s.load()
+            resets, url_steps, exceptions = [], [], []
+            for _ in range(12):
+                resets.append((await step(s, PAGES["gather"], {}))[1])
+                url_steps.append(int(parse_qs(s.query_string)["step"][0]))
+                exceptions += s.last.exceptions
+            return resets, url_steps, s.finished_runs, exceptions
+        finally:
+            await s.close()
+
+    resets, url_steps, finished, exceptions = asyncio.run(scenario())
+    assert sum(resets) == 1 and resets.index(True) >= 10, resets
+    reset_at = resets.index(True)
+    assert url_steps[:reset_at + 1] == list(range(1, 11)) + [10] * (reset_at - 10) + [0], url_steps
+    assert finished == 13 and exceptions == []
 
 
 def test_percentile_interpolates():
