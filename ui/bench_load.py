@@ -13,7 +13,8 @@ not finished clicks as soon as it has ("late"). Reported per page and N:
     late, errors      clicks that waited for their own previous one; exceptions drawn and failed clicks
     load              the machine's 1-minute load average at the start (other processes distort every number)
 A page's step that can't go on (the engine ran out of requests, the gather reached the end) is followed by its
-reset button; the pool-step slider steps page 5. Everything is stopped in a `finally`.
+reset button; the pool-step slider steps page 5. Everything is stopped in a `finally`. `--set name=value` passes a
+streamlit config option to the server (A/B a setting without editing .streamlit/config.toml).
 """
 
 from __future__ import annotations
@@ -76,14 +77,16 @@ def free_port() -> int:
 
 
 @contextmanager
-def streamlit_server(timeout_s: float = 90.0) -> Iterator[Server]:
+def streamlit_server(options: dict[str, str] | None = None, timeout_s: float = 90.0) -> Iterator[Server]:
     """`streamlit run app.py` on a free loopback port, healthy when yielded, terminated (then killed) on exit.
+    `options` are extra config options (e.g. {"runner.postScriptGC": "false"}) given as --name value.
     RuntimeError with the server's log tail if it does not answer /_stcore/health within `timeout_s`."""
     port = free_port()
+    extra = [arg for name, value in (options or {}).items() for arg in (f"--{name}", value)]
     with tempfile.TemporaryFile() as log:
         proc = subprocess.Popen(
             [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true",
-             "--server.port", str(port), "--server.address", "127.0.0.1"],
+             "--server.port", str(port), "--server.address", "127.0.0.1", *extra],
             cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         try:
             deadline = time.monotonic() + timeout_s
@@ -252,16 +255,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=20.0, help="clicking time per measurement")
     parser.add_argument("--period", type=float, default=2.0, help="seconds between one learner's clicks")
     parser.add_argument("--seed", type=int, default=0, help="seed of the learners' phases")
+    parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
+                        help="a streamlit config option for the server, e.g. runner.postScriptGC=false")
     parser.add_argument("--json", action="store_true", help="print the rows as JSON")
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
     pages, sessions = _csv(args.pages, str.strip), _csv(args.sessions, int)
     bad = [p for p in pages if p not in PAGES] + [n for n in sessions if not 1 <= n <= MAX_SESSIONS]
+    bad += [o for o in args.set if "=" not in o or not o.split("=", 1)[0].strip()]
     if bad or not pages or not sessions or args.seconds <= 0 or args.period <= 0:
-        parser.error(f"pages must be among {','.join(PAGES)}, 1 <= sessions <= {MAX_SESSIONS}, seconds and "
-                     f"period > 0 (bad: {bad or 'empty or non-positive'})")
+        parser.error(f"pages must be among {','.join(PAGES)}, 1 <= sessions <= {MAX_SESSIONS}, --set NAME=VALUE, "
+                     f"seconds and period > 0 (bad: {bad or 'empty or non-positive'})")
+    options = dict(o.split("=", 1) for o in args.set)
     out = sys.stderr if args.json else sys.stdout  # with --json, stdout holds only the JSON
     show = lambda r: print(format_row(r), file=out, flush=True)  # noqa: E731
-    with streamlit_server() as server:
+    with streamlit_server(options) as server:
         rows = asyncio.run(run_bench(server, pages, sessions, args.seconds, args.period, args.seed, show))
     if args.json:
         print(json.dumps(rows, indent=2))

@@ -121,3 +121,5 @@ def test_bad_arguments_are_refused():
         WsSession("http://127.0.0.1:1/", "Engine")
     with pytest.raises(SystemExit):
         main(["--pages", "nope"])
+    with pytest.raises(SystemExit):
+        main(["--pages", "batch", "--set", "runner.postScriptGC"])  # NAME=VALUE expected
