@@ -62,15 +62,18 @@ PAGES = {
 
 @dataclass(frozen=True)
 class Server:
+    """A running streamlit server: its process id (for /proc CPU) and loopback port."""
     pid: int
     port: int
 
     @property
     def url(self) -> str:
+        """The websocket address browsers open."""
         return f"ws://127.0.0.1:{self.port}/_stcore/stream"
 
 
 def free_port() -> int:
+    """A TCP port free on 127.0.0.1 right now."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
