@@ -8,7 +8,7 @@ from lessons.quiz import engine_question
 from ui.engine_actions import EngineSession, explain_step, status_text
 from ui.chain_live import show_chain, show_state_rule
 from ui.playback import Stepper, playback_bar
-from lessons.engine import TOLERANCE, table_changes
+from lessons.engine import table_changes
 from lessons.engine_requests import (ENGINE_SCENARIOS, MAX_PROMPT_CHARS, PROMPT_PRESETS, TASKS, DemoConfig,
                                    encode_requests)
 from paged.kv_cache import default_device
@@ -199,14 +199,16 @@ show_state_rule(ctx, demo, tokenizer)
 # --- the twins ----------------------------------------------------------------------------------------------------
 st.subheader(ctx.t("twins_header"))
 worst, agree = demo.twin_summary()
-verdict = agree and worst <= TOLERANCE
+verdict, tolerance = agree, demo.twin_tolerance()
 fig_col, note_col = st.columns([3, 1])
 if demo.steps:
-    fig_col.markdown(ctx.t("twins_ok" if verdict else "twins_bad", worst=f"{worst:.2e}", tol=f"{TOLERANCE:.0e}"))
+    fig_col.markdown(ctx.t("twins_ok" if verdict else "twins_bad", worst=f"{worst:.2e}", tol=f"{tolerance:.0e}"))
+    if demo.schedules_differ():
+        fig_col.caption(ctx.t("twins_schedules_differ"))
     steps = list(range(1, len(demo.steps) + 1))
     ui.show_figure(twin_diff_figure(steps, [s.max_diff for s in demo.steps],
-                                    [all(s.same_tokens.values()) and s.same_schedule for s in demo.steps],
-                                    TOLERANCE, ctx.t("twins_title"), x_title=ctx.t("axis_step")),
+                                    [all(s.same_tokens.values()) for s in demo.steps],
+                                    tolerance, ctx.t("twins_title"), x_title=ctx.t("axis_step")),
                    "engine.twins", where=fig_col)
 else:
     fig_col.info(ctx.t("twins_none"))

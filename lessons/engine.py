@@ -23,13 +23,12 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Mapping
 
-from paged.engine.twins import TwinEngines, TwinStep
+from paged.engine.twins import RTOL, TwinEngines, TwinStep
 from paged.engine.view import EngineView, engine_view
 from .engine_checks import ENGINE_CODES, Limits, check_form, refusal
 from .engine_requests import MAX_REQUESTS, MAX_STEPS, DemoConfig, RequestError, RequestSpec
 from .tokens import shown_text
 
-TOLERANCE = 1e-4  # max |Δlogits| between the twins, fp32
 
 
 # --- what the pages draw ---------------------------------------------------------------------------------------------
@@ -259,10 +258,19 @@ class EngineDemo:
         return series
 
     def twin_summary(self) -> tuple[float, bool]:
-        """(max |Δlogits| over all steps, every step's tokens and schedule agreed)."""
-        worst = max((s.max_diff for s in self.steps), default=0.0)
-        agree = all(all(s.same_tokens.values()) and s.same_schedule for s in self.steps)
-        return worst, agree
+        """(max |Δlogits| over every token both twins produced, they agree: same tokens and that difference within
+        `twin_tolerance()`). Compared token by token, so schedules that differ (prefix caching saves the paged
+        engine steps the contiguous twin must compute) are still compared like with like."""
+        verdict = self.twins.verdict()
+        return verdict.max_diff, verdict.agrees()
+
+    def twin_tolerance(self) -> float:
+        """The largest |Δlogits| still counted as agreement: fp32 reassociation, scaled to the logits' size."""
+        return RTOL * max(1.0, self.twins.verdict().max_abs_logit)
+
+    def schedules_differ(self) -> bool:
+        """Whether the twins scheduled some step differently (expected only with prefix caching)."""
+        return not self.twins.verdict().same_schedule
 
     def trace(self) -> dict:
         """Everything for the export: config, requests, every step of both twins, the outputs."""

@@ -93,12 +93,16 @@ def time_compute(repeat: int) -> dict[str, float]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["load"]:  # a whole class on one server, over the websocket (its own options)
+        from .bench_load import main as load_main
+        return load_main(argv[1:])
     parser = argparse.ArgumentParser(prog="python -m ui.bench", description=__doc__.splitlines()[0])
     parser.add_argument("what", nargs="?", choices=["server", "browser"], default="server",
                         help="server: script time through AppTest (default); browser: click -> idle in chromium")
     parser.add_argument("--clicks", type=int, default=None, help="timed clicks per page (7 server, 20 browser)")
     parser.add_argument("--json", action="store_true", help="print the numbers as JSON")
-    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    args = parser.parse_args(argv)
     if str(ROOT) not in sys.path:
         sys.path.insert(0, str(ROOT))
     if args.what == "browser":

@@ -12,7 +12,7 @@ from ui.strings import t
 
 from .conftest import app_test
 
-ADDRESS = "pages/1_Address_translation.py"
+ADDRESS = "app_pages/1_Address_translation.py"
 
 
 def ok(at) -> None:

@@ -8,7 +8,7 @@ from ui.strings import t
 
 from .conftest import app_test
 
-BATCH = "pages/3_Batch_decode.py"
+BATCH = "app_pages/3_Batch_decode.py"
 
 
 def ok(at) -> None:

@@ -11,7 +11,7 @@ from ui.strings import t
 
 from .conftest import app_test
 
-FAST = "pages/7_Correct_to_fast.py"
+FAST = "app_pages/7_Correct_to_fast.py"
 
 
 @pytest.mark.parametrize("lang", ["en", "zh"])

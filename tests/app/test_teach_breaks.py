@@ -10,7 +10,7 @@ from ui.strings import t
 
 from .conftest import app_test
 
-GATHER, BATCH = "pages/2_Gather_and_attend.py", "pages/3_Batch_decode.py"
+GATHER, BATCH = "app_pages/2_Gather_and_attend.py", "app_pages/3_Batch_decode.py"
 
 
 def no_exception(at) -> None:

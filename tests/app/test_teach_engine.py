@@ -16,7 +16,7 @@ from ui.strings import t
 
 from .conftest import app_test
 
-ENGINE = "pages/4_Engine.py"
+ENGINE = "app_pages/4_Engine.py"
 
 
 def no_exception(at) -> None:

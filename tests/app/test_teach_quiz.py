@@ -9,7 +9,7 @@ from ui.strings import t
 
 from .conftest import app_test
 
-ADDRESS, BATCH, ENGINE = "pages/1_Address_translation.py", "pages/3_Batch_decode.py", "pages/4_Engine.py"
+ADDRESS, BATCH, ENGINE = "app_pages/1_Address_translation.py", "app_pages/3_Batch_decode.py", "app_pages/4_Engine.py"
 
 
 def no_exception(at) -> None:

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from paged.config import ModelConfig
-from lessons.engine import TOLERANCE, EngineDemo, table_changes
+from lessons.engine import EngineDemo, table_changes
 from lessons.engine_requests import (MAX_PROMPT_CHARS, MAX_REQUESTS, DemoConfig, RequestError, RequestSpec,
                                    decode_requests, encode_requests)
 from paged.model import ByteTokenizer, TinyLlama
@@ -137,7 +137,7 @@ def test_cache_series_follows_the_state_rule_and_shows_preemption(tiny):
     worst, agree = demo.twin_summary()
     paged, contiguous = demo.twins.outputs()
     assert agree == ([o.token_ids for o in paged] == [o.token_ids for o in contiguous]) and agree
-    assert worst <= TOLERANCE
+    assert worst <= demo.twin_tolerance()
 
 
 def test_sharing_views(tiny):
@@ -165,3 +165,21 @@ def test_export_is_json_ready(tiny):
     demo = EngineDemo.replay(DemoConfig(), SPECS[:1], 2, model, tok)
     data = json.loads(json.dumps(demo.trace()))
     assert data["steps_run"] == 2 and len(data["steps"]) == 2 and data["steps"][0]["paged"]["phase"] == "prefill"
+
+
+@pytest.mark.parametrize("scenario,num_blocks", [("prefix", 20), ("prefix", 34), ("same", 30), ("same", 50)])
+def test_sharing_under_memory_pressure_is_no_false_alarm(tiny, scenario, num_blocks):
+    """With prefix caching only the paged engine saves steps, so under memory pressure the twins schedule
+    differently; the verdict compares token by token and stays true, and every output equals the twin's."""
+    from dataclasses import replace
+
+    from lessons.engine_requests import SHARING_SCENARIOS
+
+    model, tok = tiny
+    chosen = SHARING_SCENARIOS[scenario]
+    demo = EngineDemo.replay(replace(chosen.config, num_blocks=num_blocks), list(chosen.requests), 600, model, tok)
+    worst, agree = demo.twin_summary()
+    paged, contiguous = demo.twins.outputs()
+    assert [o.token_ids for o in paged] == [o.token_ids for o in contiguous] and paged
+    assert agree and worst <= demo.twin_tolerance()
+    assert demo.schedules_differ()  # the situation that used to raise the false alarm

@@ -171,6 +171,7 @@ STRINGS = {
     "reason_stop": {"en": "stop string", "zh": "遇到停止串"},
     "reason_length": {"en": "max_tokens reached", "zh": "达到 max_tokens"},
     "reason_abort": {"en": "aborted", "zh": "已中止"},
+    "reason_error": {"en": "error (its step failed and was rolled back)", "zh": "出错（其所在的 step 失败并已回滚）"},
     "lane_waiting": {"en": "waiting", "zh": "等待中"},
     "lane_running": {"en": "running", "zh": "运行中"},
     "lane_finished": {"en": "finished", "zh": "已完成"},
@@ -245,4 +246,9 @@ STRINGS = {
         "zh": ("连续 cache 孪生引擎把每个 sequence 的 K/V 存在一个数组中，调度决策完全相同。只有 K/V 的存放位置不同，"
                "所以 logits 只差浮点舍入（远小于 1e-4 的容差），token 完全相同。"),
     },
+    "twins_schedules_differ": {
+        "en": "The twins' schedules differ: prefix caching saves the paged engine steps the contiguous twin has to "
+              "compute, so they are compared token by token (the logits that produced the same generated token).",
+        "zh": "两个引擎的调度不同：prefix caching 让 paged 引擎省下了 contiguous 孪生引擎必须计算的步骤，"
+              "因此逐个 token 比较（比较产生同一个生成 token 的 logits）。"},
 }

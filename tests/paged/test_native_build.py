@@ -22,7 +22,7 @@ from paged.attention import contiguous_attention_decode, paged_attention_decode
 from paged.kernels import native, native_build
 from test_kernels import build
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 QUICK_FLAGS = (("-O1", "-pthread", "-shared", "-fPIC"),)
 
 
@@ -128,7 +128,7 @@ def test_created_cache_folder_is_private(cache, monkeypatch):
 
 TRUNCATED = """
 import sys
-sys.path[:0] = [{repo!r}, {tests!r}]
+sys.path[:0] = [{repo!r}, {tests!r}, {tests!r} + "/paged"]
 import torch
 from paged.kernels import native, native_build
 native_build.FLAG_SETS = {flags!r}

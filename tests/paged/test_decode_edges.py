@@ -24,7 +24,7 @@ from paged.attention import DECODE_IMPLS, contiguous_attention_decode, paged_att
 from paged.kernels import triton_available
 from paged.kv_cache import write_kv
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 IMPLS = list(DECODE_IMPLS)
 CASES = ["noncontiguous", "stale_entries", "empty_batch"]
 
@@ -95,7 +95,7 @@ def run_case(case: str, impl: str) -> str:
 
 TRITON_SCRIPT = """
 import json, sys
-sys.path[:0] = [{repo!r}, {tests!r}]
+sys.path[:0] = [{repo!r}, {tests!r}, {tests!r} + "/paged"]
 import torch
 torch.set_num_threads(1)
 from test_decode_edges import CASES, run_case

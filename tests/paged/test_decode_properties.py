@@ -21,7 +21,7 @@ from conftest import naive_decode
 from paged.attention import attention, paged_attention_decode
 from paged.kernels import triton_available
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 @st.composite
@@ -158,7 +158,7 @@ def test_paged_attention_decode(impl, examples):
 def test_paged_attention_decode_triton_interpreted():
     """The same property for impl='triton' under its CPU interpreter (a subprocess; few examples: ~1 ms per
     program and block)."""
-    code = (f"import sys; sys.path[:0] = [{str(REPO)!r}, {str(REPO / 'tests')!r}]\n"
+    code = (f"import sys; sys.path[:0] = [{str(REPO)!r}, {str(REPO / 'tests')!r}, {str(REPO / 'tests' / 'paged')!r}]\n"
             "import torch; torch.set_num_threads(1)\n"
             "from test_decode_properties import decode_property\n"
             "decode_property('triton', 15)(); print('ok')\n")
