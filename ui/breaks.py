@@ -19,6 +19,7 @@ from viz.colors import seq_label
 from .widgets import notice, show_figure
 
 WRONG, WRONG_SEQ, ARMED = "batch.wrong", "batch.wrong_seq", "batch._wrong_armed"  # page 3's session keys
+ARMED_BEFORE = "batch._wrong_armed_before"  # the last run left the demo armed (a callback may use it up)
 
 
 # --- page 2 · Gather & attend ---------------------------------------------------------------------------------------
@@ -42,7 +43,7 @@ def show_gather_breaks(ctx, scene, step: int, no_mask: bool, ctx_off: int) -> No
     n = scene.config.context_len
     st.header(ctx.t("breaks.header"))
     if step < n:
-        st.info(ctx.t("breaks.wait"), icon="⏳")
+        st.info(ctx.t("breaks.wait"), icon=":material/hourglass_empty:")
         return
     if no_mask:
         br = without_causal_mask(scene)
@@ -60,7 +61,7 @@ def show_gather_breaks(ctx, scene, step: int, no_mask: bool, ctx_off: int) -> No
         st.subheader(ctx.t("breaks.len_header", told=br.context_len, context_len=n))
         st.session_state["gather.len_break"] = br
         if not br.possible:
-            st.warning(ctx.t("breaks.len_minus_impossible"), icon="✋")
+            st.warning(ctx.t("breaks.len_minus_impossible"), icon=":material/block:")
             return
         worst = f"{br.max_abs_err:.2e}"
         if ctx_off < 0:
@@ -80,11 +81,15 @@ def show_gather_breaks(ctx, scene, step: int, no_mask: bool, ctx_off: int) -> No
 
 # --- page 3 · Batch decode --------------------------------------------------------------------------------------
 def arm_wrong_slot(demo) -> None:
-    """Before the page's actions: arm the demo from the switch's last value, so its next decode is the broken one."""
+    """Before the page's actions: arm the demo from the switch's last value, so its next decode is the broken one.
+    A decode that ran in a button callback (before this run) used the arming up: the switch goes off here."""
+    if st.session_state.pop(ARMED_BEFORE, False) and demo.armed is None:
+        st.session_state[WRONG] = False
     target = st.session_state.get(WRONG_SEQ) if st.session_state.get(WRONG) else None
     running = [s.seq_id for s in demo.playground.running()]
     demo.arm_wrong_slot(target if target in running else None)
     st.session_state[ARMED] = (demo, demo.armed)
+    st.session_state[ARMED_BEFORE] = demo.armed is not None
 
 
 def wrong_slot_controls(ctx, knobs, demo) -> None:

@@ -101,8 +101,8 @@ def test_a_forking_request_does_not_relabel_the_scenarios_prompt():
     assert any(i.value.startswith("C forked into D, E, F after its prefill") for i in at.info)
     steps(at, 1)
     assert any(s.value.startswith("B's prompt") and "prefix-cache hits" in s.value for s in at.success)
-    table = at.dataframe[0].value
-    rows = dict(zip(table[t("engine.col_seq", "en")], table[t("engine.col_prompt", "en")]))
+    table = at.table[0].value  # the per-sequence state table (ui.state_table): sequence labels are its index
+    rows = dict(zip(table.index, table[t("engine.col_prompt", "en")]))
     assert rows["B"].endswith("Q22 ⟨SEP⟩") and sorted(rows) == list("ABCDEF")
 
 
@@ -111,7 +111,7 @@ def test_undecodable_bytes_are_shown_as_their_values():
     reqs = encode_requests([RequestSpec("a b c", "continue", max_tokens=24, temperature=2.0, seed=0, n=3)])
     at = app_test(SHARING, params={"reqs": reqs, "steps": 30}).run()
     no_exception(at)
-    shown = [c.value for c in at.get("code")] + list(at.dataframe[0].value[t("engine.col_output", "en")])
+    shown = [c.value for c in at.get("code")] + list(at.table[0].value[t("engine.col_output", "en")])
     assert not any("\ufffd" in text for text in shown), shown
     assert any("⟨0x" in text for text in shown)
 

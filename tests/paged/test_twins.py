@@ -8,7 +8,7 @@ import pytest
 
 from paged.config import SamplingParams
 from paged.engine.twins import TwinEngines
-from paged.engine_requests import SHARED_PREFIX, SHARING_SCENARIOS, RequestSpec
+from lessons.engine_requests import SHARED_PREFIX, SHARING_SCENARIOS, RequestSpec
 from paged.model import load_model
 
 
