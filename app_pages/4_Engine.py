@@ -5,14 +5,12 @@ import streamlit as st
 import ui
 import ui.quiz
 from lessons.quiz import engine_question
-from ui.engine_actions import EngineSession, explain_step, status_text
+from ui.engine_actions import EngineSession, engine_model, explain_step, status_text
 from ui.chain_live import show_chain, show_state_rule
 from ui.playback import Stepper, playback_bar
 from lessons.engine import table_changes
 from lessons.engine_requests import (ENGINE_SCENARIOS, MAX_PROMPT_CHARS, PROMPT_PRESETS, TASKS, DemoConfig,
                                    encode_requests)
-from paged.kv_cache import default_device
-from paged.model import load_model
 from viz.colors import seq_label
 from viz.engine import cache_rule_figure, queues_figure, slot_mapping_figure, twin_diff_figure
 from viz.pool import pool_figure
@@ -24,16 +22,7 @@ st.title(ctx.t("title"))
 st.caption(ctx.t("intro"))
 
 
-@st.cache_resource(show_spinner=ctx.t("loading_model"))
-def shipped_model():
-    """The shipped tiny Llama and its tokenizer, loaded once per process (read-only)."""
-    return load_model(device=default_device())
-
-
-try:
-    model, tokenizer = shipped_model()
-except (FileNotFoundError, ValueError) as err:
-    ui.stop_with_error(ctx, ctx.t("err_model", detail=str(err)), ctx.t("fix_model"))
+model, tokenizer = engine_model(ctx)
 
 CONFIG_KNOBS = ("block_size", "num_blocks", "watermark", "max_num_batched_tokens", "max_num_seqs")
 

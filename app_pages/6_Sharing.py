@@ -3,12 +3,10 @@
 import streamlit as st
 
 import ui
-from ui.engine_actions import EngineSession, explain_step, status_text
+from ui.engine_actions import EngineSession, engine_model, explain_step, status_text
 from ui.playback import Stepper, playback_bar
 from lessons.engine_requests import MAX_PROMPT_CHARS, SHARING_SCENARIOS, TASKS, DemoConfig, encode_requests
 from lessons.tokens import shown_text
-from paged.kv_cache import default_device
-from paged.model import load_model
 from viz.colors import seq_label
 from viz.sharing import hits_figure, memory_figure, refcount_pool_figure
 
@@ -18,16 +16,7 @@ st.title(ctx.t("title"))
 st.caption(ctx.t("intro"))
 
 
-@st.cache_resource(show_spinner=ctx.t("engine.loading_model"))
-def shipped_model():
-    """The shipped tiny Llama and its tokenizer, loaded once per process (read-only)."""
-    return load_model(device=default_device())
-
-
-try:
-    model, tokenizer = shipped_model()
-except (FileNotFoundError, ValueError) as err:
-    ui.stop_with_error(ctx, ctx.t("engine.err_model", detail=str(err)), ctx.t("engine.fix_model"))
+model, tokenizer = engine_model(ctx)
 
 
 def load_scenario() -> None:

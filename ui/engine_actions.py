@@ -15,13 +15,15 @@ from typing import Callable
 
 import streamlit as st
 
+from paged.kv_cache import default_device
+from paged.model import load_model
 from lessons.engine import EngineDemo
 from lessons.engine_requests import MAX_STEPS, DemoConfig, RequestError, RequestSpec, decode_requests
 from viz.colors import seq_label
 
 from .page import PageContext
 from .params import int_in, read_param
-from .widgets import show_error
+from .widgets import show_error, stop_with_error
 
 
 FIELD_LABELS = {"max_tokens": "engine.max_tokens", "temperature": "engine.temperature", "seed": "engine.seed",
@@ -37,6 +39,20 @@ def status_text(ctx, status: str, finish_reason: str | None) -> str:
 def explain_step(ctx, why) -> str:
     """A step's why (the scheduler's (code, values) pieces) in the page's language, joined with "; "."""
     return "; ".join(ctx.t(f"engine.why_{code}", **values) for code, values in why)
+
+
+@st.cache_resource(show_spinner="Loading the model… / 正在加载模型…")
+def _shipped_model():
+    """The shipped tiny Llama and its tokenizer, loaded once per process (read-only, shared by every session)."""
+    return load_model(device=default_device())
+
+
+def engine_model(ctx: PageContext):
+    """(model, tokenizer) for pages 4 and 6; an error box with the fix (and the page stops) when it cannot load."""
+    try:
+        return _shipped_model()
+    except (FileNotFoundError, ValueError) as err:
+        stop_with_error(ctx, ctx.t("engine.err_model", detail=str(err)), ctx.t("engine.fix_model"))
 
 
 class EngineSession:

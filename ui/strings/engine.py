@@ -26,7 +26,6 @@ STRINGS = {
                "Block Manager 分配 block，model runner 构造 slot_mapping 和 block table，PagedAttention 通过它们写入和"
                "读取 K/V，sampler 选出下一个 token。一个使用连续 cache 的孪生引擎执行同样的步骤，每个 token 都可以核对。"),
     },
-    "loading_model": {"en": "Loading the shipped model…", "zh": "正在加载自带的模型…"},
     "err_model": {"en": "The shipped model could not be loaded: {detail}",
                   "zh": "无法加载自带的模型：{detail}"},
     "fix_model": {"en": "Train it once with `python -m paged.model.train` (about 10 minutes on a CPU), then reload.",
