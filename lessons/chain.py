@@ -20,7 +20,7 @@ from paged.attention import paged_attention_decode
 from paged.block_manager import BlockManager
 from paged.engine.runner import PagedBackend, prepare_inputs
 from paged.engine.sampler import sample
-from paged.engine.scheduler import Scheduler
+from paged.engine import Scheduler
 from paged.engine.trace import StepTrace
 from paged.kv_cache import write_kv
 from paged.sequence import Sequence

@@ -1,8 +1,8 @@
 """Page 4 · Engine (several keys are reused by page 6 · Sharing as "engine.<key>")."""
 
-from paged.engine.scheduler import WHY_ENGLISH
+from paged.engine import WHY_ENGLISH
 
-# The scheduler's reasons for a step, by code (see paged.engine.scheduler): English from the scheduler itself.
+# The scheduler's reasons for a step, by code (see the scheduler, paged/engine/scheduler.py): English from the scheduler itself.
 WHY_ZH = {
     "prefill": "prefill {count} 个等待中的 prompt，共 {tokens} 个 token",
     "stop_max_seqs": "停止：已达到 max_num_seqs {max_num_seqs}",
