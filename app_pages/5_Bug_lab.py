@@ -28,7 +28,7 @@ def shipped_model():
     return load_model(device=default_device())
 
 
-ctx = ui.setup_page("faults", icon=":material/bug_report:")
+ctx = ui.setup_page("buglab", icon=":material/bug_report:")
 knobs = ui.Knobs("buglab")
 st.title(ctx.t("title"))
 st.caption(ctx.t("intro"))

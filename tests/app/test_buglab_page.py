@@ -44,8 +44,8 @@ def test_loads_in_both_languages(lang):
     at = app_test(PAGE, lang).run()
     ok(at)
     assert not at.error, [e.value for e in at.error]
-    assert at.title[0].value == t("faults.title", lang)
-    assert at.subheader[0].value == t("faults.title_early_increment", lang)
+    assert at.title[0].value == t("buglab.title", lang)
+    assert at.subheader[0].value == t("buglab.title_early_increment", lang)
     assert len(at.get("plotly_chart")) == 3
 
 
@@ -98,7 +98,7 @@ def test_missing_model_is_an_error_with_the_fix(monkeypatch):
     ok(at)
     assert at.error and "python -m paged.model.train" in at.error[0].value
     assert len(at.get("plotly_chart")) == 2
-    assert any(t("faults.no_symptom", "en")[:40] in i.value for i in at.info)
+    assert any(t("buglab.no_symptom", "en")[:40] in i.value for i in at.info)
 
 
 @needs_model

@@ -23,7 +23,7 @@ LANG_NAMES = {"en": "English", "zh": "简体中文"}
 DEFAULT_LANG = "en"
 
 # One entry per strings module. Adding a page: create ui/strings/<name>.py with STRINGS and add "<name>" here.
-MODULES = ("common", "classroom", "home", "address", "gather", "batch", "faults", "engine", "sharing", "fast", "chain",
+MODULES = ("common", "classroom", "home", "address", "gather", "batch", "buglab", "engine", "sharing", "fast", "chain",
            "breaks", "quiz", "beyond")
 
 
