@@ -1,4 +1,5 @@
-"""Tolerances that scale with the magnitude compared (import as `from helpers import ...`).
+"""Helpers the tests share (import as `from helpers import ...`): independent references for attention
+(naive_decode, rel_err, scattered_tables) and tolerances that scale with the magnitude compared.
 
 fp32 results differ in their last bits between CPUs (an AVX-512 / AMX machine sums in another order than an AVX2
 one), so an absolute bound like 1e-5 on logits of size ~10 fails on some machines and not others. These helpers
@@ -7,6 +8,8 @@ A real cache mistake moves logits by ~1e-1, so rel = 1e-5 still catches it by fo
 """
 
 from __future__ import annotations
+
+import random
 
 import torch
 
@@ -43,3 +46,40 @@ def prompt_logits_scale(model: torch.nn.Module, tokenizer, prompts) -> float:
         ids = tokenizer.encode(prompt) if isinstance(prompt, str) else list(prompt)
         scale = max(scale, model(torch.tensor([ids])).abs().max().item())
     return scale
+
+
+# --- independent references for the attention tests ---------------------------------------------------------
+def rel_err(out: torch.Tensor, ref: torch.Tensor) -> float:
+    """max |out - ref| / max |ref|, computed in float64."""
+    out, ref = out.double(), ref.double()
+    return ((out - ref).abs().max() / ref.abs().max().clamp_min(1e-12)).item()
+
+
+def naive_decode(query: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, scale: float | None = None):
+    """An independent float64 decode attention for one sequence: explicit loops over heads, no shared code.
+
+    query [num_heads, head_dim]; keys/values [context_len, num_kv_heads, head_dim] -> [num_heads, head_dim]
+    """
+    num_heads, head_dim = query.shape
+    group = num_heads // keys.shape[1]
+    scale = head_dim ** -0.5 if scale is None else scale
+    out = torch.empty(num_heads, head_dim, dtype=torch.float64)
+    for h in range(num_heads):
+        k = keys[:, h // group].double()
+        s = (k @ query[h].double()) * scale
+        w = torch.exp(s - s.max())
+        out[h] = (w / w.sum()) @ values[:, h // group].double()
+    return out
+
+
+def scattered_tables(rng: random.Random, num_blocks: int, lens: list[int], block_size: int) -> list[list[int]]:
+    """Disjoint, shuffled block tables with exactly enough blocks for each context length."""
+    ids = list(range(num_blocks))
+    rng.shuffle(ids)
+    tables, at = [], 0
+    for n in lens:
+        need = -(-n // block_size)
+        tables.append(ids[at:at + need])
+        at += need
+    assert at <= num_blocks, "pool too small for the requested lengths"
+    return tables

@@ -17,7 +17,7 @@ from ui.breaks import misplaced_lines
 from ui.page import PageContext
 from ui.strings import translator
 
-from conftest import naive_decode
+from helpers import naive_decode
 
 
 def naive_rows(query, keys, values, visible_to):

@@ -22,18 +22,6 @@ from ui.strings import translator
 from viz.chain_live import chain_live_figure
 
 
-@pytest.fixture(scope="module")
-def tiny():
-    """A small random model: fast, and every step's inputs are real."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    torch.manual_seed(0)
-    cfg = ModelConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=4,
-                      num_key_value_heads=2, max_position_embeddings=256)
-    yield TinyLlama(cfg).eval(), ByteTokenizer()
-    torch.set_num_threads(threads)
-
-
 def run_recorded(engine: LLMEngine, monkeypatch, max_steps: int = 200):
     """Step `engine` to the end; returns [(trace, the paged BatchInput prepare_inputs built for it, or None)]."""
     seen = []

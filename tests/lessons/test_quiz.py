@@ -95,17 +95,6 @@ def test_batch_answer_is_who_the_decode_gives_a_block(seed):
     assert asked >= 8
 
 
-@pytest.fixture(scope="module")
-def tiny():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    torch.manual_seed(0)
-    cfg = ModelConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=4,
-                      num_key_value_heads=2, max_position_embeddings=256)
-    yield TinyLlama(cfg).eval(), ByteTokenizer()
-    torch.set_num_threads(threads)
-
-
 SPECS = [RequestSpec("hello paged world", max_tokens=10), RequestSpec("1 2 3", "continue", max_tokens=12,
                                                                      temperature=1.0, seed=4),
          RequestSpec("abc", max_tokens=6, at_step=3), RequestSpec("a longer prompt", max_tokens=8, n=2, seed=2,

@@ -5,7 +5,7 @@ import random
 import pytest
 import torch
 
-from conftest import naive_decode, rel_err, scattered_tables
+from helpers import naive_decode, rel_err, scattered_tables
 from paged.addressing import slot_mapping
 from paged.attention import (attention, contiguous_attention_decode, gather_kv, gather_kv_loop,
                              paged_attention_decode)

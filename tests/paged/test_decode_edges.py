@@ -18,7 +18,7 @@ import pytest
 import torch
 
 import paged.kernels  # noqa: F401  (registers "fused", "native", "triton")
-from conftest import rel_err
+from helpers import rel_err
 from paged.addressing import slot_mapping
 from paged.attention import DECODE_IMPLS, contiguous_attention_decode, paged_attention_decode
 from paged.kernels import triton_available

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from boundary_util import (FAST, INT64_MAX, anything, bad_scale, close, entries_of, is_int, scale_is_valid, small,
                            spoil, table_is_valid)
-from conftest import naive_decode
+from helpers import naive_decode
 from paged.attention import attention, paged_attention_decode
 from paged.kernels import triton_available
 

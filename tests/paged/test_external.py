@@ -16,7 +16,7 @@ from paged.bench.external import (EXTERNAL_RUNGS, flashinfer_page_table, flex_de
                                   why_not)
 from paged.bench.kernels import KernelCase, make_case_data
 
-from conftest import naive_decode, scattered_tables
+from helpers import naive_decode, scattered_tables
 
 
 @pytest.mark.parametrize("seed", range(6))

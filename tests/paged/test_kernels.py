@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from conftest import rel_err, scattered_tables
+from helpers import rel_err, scattered_tables
 from paged.addressing import slot_mapping
 from paged.attention import contiguous_attention_decode, paged_attention_decode
 from paged.kernels import fused, triton_available

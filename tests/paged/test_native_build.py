@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from conftest import rel_err
+from helpers import rel_err
 from paged.attention import contiguous_attention_decode, paged_attention_decode
 from paged.kernels import native, native_build
 from test_kernels import build
