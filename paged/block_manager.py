@@ -84,14 +84,22 @@ class BlockManager:
             hits.append(block)
         return hits
 
-    def _blocks_to_take(self, seq: Sequence) -> int:
+    def _tokens_to_cover(self, seq: Sequence, num_hits: int, max_new_tokens: int | None) -> int:
+        """Tokens the first allocation covers: all of them, or (chunked prefill) the hits plus max_new_tokens."""
+        if max_new_tokens is None:
+            return seq.num_tokens
+        return min(seq.num_tokens, num_hits * self.block_size + max_new_tokens)
+
+    def _blocks_to_take(self, seq: Sequence, max_new_tokens: int | None = None) -> int:
         hits = self._prefix_hits(seq.token_ids)
-        fresh = blocks_needed(seq.num_tokens, self.block_size) - len(hits)
+        covered = self._tokens_to_cover(seq, len(hits), max_new_tokens)
+        fresh = blocks_needed(covered, self.block_size) - len(hits)
         return fresh + sum(self.ref_counts[b] == 0 for b in hits)  # cached blocks on the free list count too
 
-    def can_allocate(self, seq: Sequence) -> bool:
-        """Enough free blocks for all of seq's tokens (less prefix-cache hits) while keeping the watermark free."""
-        return self.num_free_blocks - self._blocks_to_take(seq) >= self.watermark_blocks
+    def can_allocate(self, seq: Sequence, max_new_tokens: int | None = None) -> bool:
+        """Enough free blocks for all of seq's tokens (less prefix-cache hits) while keeping the watermark free;
+        with max_new_tokens (chunked prefill), only for the hits plus that many tokens."""
+        return self.num_free_blocks - self._blocks_to_take(seq, max_new_tokens) >= self.watermark_blocks
 
     def needs_new_block(self, seq: Sequence) -> bool:
         """True when the next token to cache (index cached_token_count) starts a new block."""
@@ -145,9 +153,12 @@ class BlockManager:
             self.block_tokens[block] = tokens
         return h
 
-    def allocate(self, seq: Sequence, block_ids: list[int] | None = None) -> list[int]:
+    def allocate(self, seq: Sequence, block_ids: list[int] | None = None,
+                 max_new_tokens: int | None = None) -> list[int]:
         """Give `seq` blocks for all its tokens (the prompt at first prefill; prompt + generated after a
         preemption). `block_ids` picks specific free blocks (teaching demos); default takes from the free list.
+        max_new_tokens (chunked prefill, not with block_ids): cover only the prefix-cache hits plus that many tokens;
+        `ensure_capacity` grows the table for later chunks.
 
         Raises ValueError (nothing changed) if seq already holds blocks, the pool lacks free blocks, or a chosen
         block is not free / listed twice / more or fewer than the tokens need.
@@ -168,7 +179,7 @@ class BlockManager:
             taken = [b for b in block_ids if b not in free]
             if taken:
                 raise ValueError(f"physical block(s) {taken} are not free (pool has blocks 0..{self.num_blocks - 1})")
-        elif self._blocks_to_take(seq) > self.num_free_blocks:
+        elif self._blocks_to_take(seq, max_new_tokens) > self.num_free_blocks:
             raise ValueError(f"sequence {seq.seq_id} needs {needed} blocks but only {self.num_free_blocks} of "
                              f"{self.num_blocks} are free")
         if block_ids is not None:
@@ -179,7 +190,8 @@ class BlockManager:
                 if self.ref_counts[block] == 0:
                     self.free_block_ids.remove(block)
                 self.ref_counts[block] += 1
-            table = hits + [self._take() for _ in range(needed - len(hits))]
+            covered = self._tokens_to_cover(seq, len(hits), max_new_tokens)
+            table = hits + [self._take() for _ in range(blocks_needed(covered, self.block_size) - len(hits))]
         seq.block_table = table
         self.tables[seq.seq_id] = table
         self._freed.discard(seq.seq_id)
@@ -188,7 +200,7 @@ class BlockManager:
             seq.cached_token_count = len(hits) * self.block_size  # their K/V are already written
         if self.enable_prefix_caching:
             parent, bs, tokens = None, self.block_size, seq.token_ids
-            for i in range(len(tokens) // bs):  # index every full block (hits are already indexed)
+            for i in range(min(len(tokens), len(table) * bs) // bs):  # index every full block written this step
                 parent = self._register(table[i], parent, tuple(tokens[i * bs:(i + 1) * bs]))
         return table
 
@@ -224,6 +236,29 @@ class BlockManager:
             self.pending_copies.append((shared, seq.block_table[-1]))
         token_index = seq.cached_token_count
         return seq.block_table[token_index // self.block_size] * self.block_size + token_index % self.block_size
+
+    def blocks_to_grow(self, seq: Sequence, num_tokens: int) -> int:
+        """Free blocks `ensure_capacity(seq, num_tokens)` would take."""
+        return max(0, blocks_needed(num_tokens, self.block_size) - len(seq.block_table))
+
+    def ensure_capacity(self, seq: Sequence, num_tokens: int) -> list[int]:
+        """Chunked prefill: grow seq's table with fresh blocks until it holds `num_tokens` tokens (the ones written
+        this step included); with prefix caching, index the blocks those tokens fill. Returns the blocks taken.
+        Raises ValueError if seq holds no blocks or the pool lacks free blocks (nothing changed)."""
+        if not seq.block_table or seq.seq_id not in self.tables:
+            raise ValueError(f"sequence {seq.seq_id} holds no blocks: allocate before ensure_capacity")
+        grow = self.blocks_to_grow(seq, num_tokens)
+        if grow > self.num_free_blocks:
+            raise ValueError(f"sequence {seq.seq_id} needs {grow} more blocks for {num_tokens} tokens, "
+                             f"{self.num_free_blocks} free (the scheduler should preempt)")
+        assert self.ref_counts[seq.block_table[-1]] == 1, "a sequence mid-prefill never shares its last block"
+        taken = [self._take() for _ in range(grow)]
+        seq.block_table.extend(taken)
+        if self.enable_prefix_caching:
+            parent, bs, tokens = None, self.block_size, seq.token_ids
+            for i in range(min(len(tokens), num_tokens) // bs):
+                parent = self._register(seq.block_table[i], parent, tuple(tokens[i * bs:(i + 1) * bs]))
+        return taken
 
     def _index_full_blocks(self, seq: Sequence) -> None:
         parent, bs, tokens = None, self.block_size, seq.token_ids

@@ -90,6 +90,11 @@ class Sequence:
         self.cached_token_count = self.num_tokens  # every known token was fed (a recompute re-feeds generated ones)
         self.generated_token_ids.append(int(first_token_id))
 
+    def on_chunk_done(self, num_tokens: int) -> None:
+        """Chunked prefill: a non-final chunk of `num_tokens` tokens was written (cached += it), nothing sampled."""
+        assert 0 < num_tokens < self.num_uncached_tokens, "a non-final chunk leaves at least one token uncached"
+        self.cached_token_count += num_tokens
+
     def on_decode_done(self, next_token_id: int) -> None:
         """The last generated token's K/V written (cached += 1), the next token sampled."""
         assert self.cached_token_count == self.num_tokens - 1, "decode expects exactly one uncached token"

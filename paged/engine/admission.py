@@ -65,6 +65,6 @@ def check_fits(num_prompt_tokens: int, params: SamplingParams, model_config: Mod
             raise ValueError(f"n={params.n} parallel samples could never run together: they need up to {worst} "
                              f"blocks (pool {bm.num_blocks}) and {params.n} sequence slots (max_num_seqs "
                              f"{scheduler_config.max_num_seqs}); lower n or max_tokens")
-    if total > scheduler_config.max_num_batched_tokens:
+    if total > scheduler_config.max_num_batched_tokens and not scheduler_config.enable_chunked_prefill:
         raise ValueError(f"{total} tokens exceed max_num_batched_tokens ({scheduler_config.max_num_batched_tokens}): "
                          "a preempted request could not be recomputed in one step")

@@ -88,6 +88,8 @@ class LLMEngine:
 
         if impl not in DECODE_IMPLS:
             raise ValueError(f"unknown attn_impl {impl!r}; choose one of {sorted(DECODE_IMPLS)}")
+        if self.fault is not None and self.scheduler_config.enable_chunked_prefill:
+            raise ValueError("faults are injected with whole-prompt prefill only; set enable_chunked_prefill=False")
         self.runner = ModelRunner(model, num_blocks, cc.block_size, kv_layout, impl, self.fault)
         self.kv_layout = kv_layout
         self.requests: dict[int, Sequence] = {}
@@ -258,20 +260,25 @@ class LLMEngine:
             self.runner.release(seq_id)
         self.step_count += 1
         if sched.phase != "idle":
-            is_prefill = sched.phase == "prefill"
+            is_prefill = sched.phase in ("prefill", "mixed")  # mixed: the prefill path, a decode is a 1-token chunk
             seqs = sched.seqs
-            batch = self.runner.prepare(seqs, is_prefill)
+            chunks = [sched.num_tokens[s.seq_id] for s in seqs] if sched.num_tokens else None
+            # Only a sequence fed all its uncached tokens samples; one mid-prefill (non-final chunk) samples nothing.
+            samples = [chunks is None or n == s.num_uncached_tokens for s, n in zip(seqs, chunks or seqs)]
+            batch = self.runner.prepare(seqs, is_prefill, chunks)
             logits = self.runner.run(seqs, batch)
             finite = torch.isfinite(logits).all(dim=-1).tolist()
-            bad = next((seq for seq, ok in zip(seqs, finite) if not ok), None)
+            bad = next((seq for seq, ok, s in zip(seqs, finite, samples) if s and not ok), None)
             if bad is not None:
                 raise SequenceFailure(bad, "the model's logits hold NaN or inf")
-            tokens = [self._sample(seq, row) for seq, row in zip(seqs, logits)]
+            tokens = [self._sample(seq, row) if s else None for seq, row, s in zip(seqs, logits, samples)]
             trace.slot_mapping = batch.slot_mapping.tolist()
             fed_ids, fed_positions = batch.input_ids.tolist(), batch.positions.tolist()  # once, not per sequence
             for i, (seq, tok) in enumerate(zip(seqs, tokens)):
                 start, n = batch.starts[i], batch.query_lens[i]
-                if is_prefill:
+                if tok is None:
+                    seq.on_chunk_done(n)
+                elif is_prefill and not (chunks and seq.generated_token_ids and seq.num_uncached_tokens == 1):
                     seq.on_prefill_done(tok)
                     if seq.extra.get("n", 1) > 1:
                         children = self._fork_samples(seq, logits[i])
@@ -279,7 +286,7 @@ class LLMEngine:
                 else:
                     seq.on_decode_done(tok)
                 for s in [seq] + [self.sequences[c] for c in trace.forked.get(seq.seq_id, [])]:
-                    reason = self._stop_reason(s)
+                    reason = self._stop_reason(s) if tok is not None else None
                     if reason is not None:
                         s.finish_reason = reason
                         trace.blocks_freed[s.seq_id] = self.scheduler.finish(s)
@@ -290,8 +297,9 @@ class LLMEngine:
                     trace.seqs.append(SeqStepState(
                         seq_id=s.seq_id, tokens_in=fed_ids[fed],
                         positions=fed_positions[fed], slots=trace.slot_mapping[fed],
-                        context_len=int(batch.context_lens[i]), token_out=s.generated_token_ids[-1],
-                        text_out=self.tokenizer.decode([s.generated_token_ids[-1]]),
+                        context_len=int(batch.context_lens[i]),
+                        token_out=s.generated_token_ids[-1] if tok is not None else None,
+                        text_out=self.tokenizer.decode([s.generated_token_ids[-1]]) if tok is not None else "",
                         cached_token_count=s.cached_token_count, generated_len=len(s.generated_token_ids),
                         finished=s.is_finished, finish_reason=s.finish_reason))
         trace.block_tables_after = {s.seq_id: list(s.block_table) for s in self.scheduler.running}

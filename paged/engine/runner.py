@@ -62,19 +62,24 @@ def batch_slot_mapping(block_tables: torch.Tensor, rows: torch.Tensor, token_ind
 
 
 def prepare_inputs(seqs: list[Sequence], block_size: int, is_prefill: bool, device: torch.device,
-                   paged: bool = True) -> BatchInput:
+                   paged: bool = True, num_tokens: list[int] | None = None) -> BatchInput:
     """Feed each sequence's uncached tokens: token index cached_token_count … num_tokens - 1.
+
+    With `num_tokens` (chunked prefill: tokens fed per sequence), feed cached_token_count … cached + that - 1; the
+    context then ends with the chunk, and causal attention aligned to the end keeps each query on its own past.
 
     At prefill that is the whole prompt (plus, after a preemption, the generated tokens to recompute); at decode it
     is exactly the last generated token, at position num_tokens - 1, written at the slot for that index. Built per
     batch with torch (no per-token Python beyond reading a prefill's token ids).
     """
     starts = [seq.cached_token_count for seq in seqs]
-    lens = [seq.num_tokens for seq in seqs]
+    lens = ([seq.num_tokens for seq in seqs] if num_tokens is None
+            else [start + n for start, n in zip(starts, num_tokens)])
+    assert all(end <= seq.num_tokens for seq, end in zip(seqs, lens)), "a chunk runs past the known tokens"
     qlens = [end - start for start, end in zip(starts, lens)]
     assert all(n > 0 for n in qlens), "a scheduled sequence has nothing to feed"
     if is_prefill:
-        ids = [t for seq, start in zip(seqs, starts) for t in seq.token_ids[start:]]
+        ids = [t for seq, start, end in zip(seqs, starts, lens) for t in seq.token_ids[start:end]]
     else:
         assert all(n == 1 for n in qlens), "decode feeds exactly one token per sequence"
         ids = [seq.last_token_id for seq in seqs]
@@ -199,8 +204,10 @@ class ModelRunner:
         """Drop a finished sequence's contiguous cache (the paged pool is managed by the BlockManager)."""
         self.contiguous.pop(seq_id, None)
 
-    def prepare(self, seqs: list[Sequence], is_prefill: bool) -> BatchInput:
-        batch = prepare_inputs(seqs, self.block_size, is_prefill, self.device, paged=self.pool is not None)
+    def prepare(self, seqs: list[Sequence], is_prefill: bool, num_tokens: list[int] | None = None) -> BatchInput:
+        """Model inputs for `seqs`; num_tokens: tokens fed per sequence (chunked prefill), default all uncached."""
+        batch = prepare_inputs(seqs, self.block_size, is_prefill, self.device, paged=self.pool is not None,
+                               num_tokens=num_tokens)
         if self.fault is not None:
             return self._inject(seqs, batch)  # a fault bypasses the checks so its symptom can be watched
         if self.pool is not None:

@@ -27,6 +27,7 @@ WHY_ENGLISH = {
     "decode": "decode {count} running sequence(s), one token each",
     "new_blocks": "{count} took a new block (last block full or shared)",
     "preempted": "preempted {seqs} by recompute (pool full)",
+    "chunked": "{decodes} decode(s), {chunks} prompt chunk(s), {tokens} of {budget} tokens",
 }
 Why = list[tuple[str, dict]]
 
@@ -40,12 +41,15 @@ def explain(why: Why, templates: dict[str, str] = WHY_ENGLISH) -> str:
 class SchedulerOutput:
     """What one step will run, and why."""
 
-    phase: str  # "prefill", "decode" or "idle"
+    phase: str  # "prefill", "decode", "mixed" (chunked prefill: decodes and prompt chunks) or "idle"
     seqs: list[Sequence]
     why: Why
     preempted: list[int] = field(default_factory=list)
     allocated: dict[int, list[int]] = field(default_factory=dict)  # seq_id -> blocks newly taken this step
     freed: dict[int, list[int]] = field(default_factory=dict)  # seq_id -> blocks released by preemption
+    # Chunked prefill: seq_id -> tokens fed this step (fewer than its uncached ones for a non-final prompt chunk).
+    # Empty when chunked prefill is off: every scheduled sequence is fed all its uncached tokens.
+    num_tokens: dict[int, int] = field(default_factory=dict)
 
     @property
     def reason(self) -> str:
@@ -67,6 +71,8 @@ class Scheduler:
         return bool(self.waiting or self.running)
 
     def schedule(self) -> SchedulerOutput:
+        if self.config.enable_chunked_prefill:
+            return self._schedule_chunked()
         out = self._schedule_prefill()
         return out if out is not None else self._schedule_decode()
 
@@ -125,6 +131,71 @@ class Scheduler:
         if not self.running:
             return SchedulerOutput("idle", [], why, preempted, {}, freed)
         return SchedulerOutput("decode", list(self.running), why, preempted, allocated, freed)
+
+    def _schedule_chunked(self) -> SchedulerOutput:
+        """vLLM v1 style: running sequences first (oldest first), each fed min(uncached tokens, budget left), then
+        waiting prompts get a chunk of what budget is left. The newest running sequence is preempted when a block
+        is missing; waiting prompts are not admitted in a step that preempted."""
+        bm, cfg = self.block_manager, self.config
+        budget = cfg.max_num_batched_tokens
+        batch, chunks, allocated, freed, preempted = [], {}, {}, {}, []
+        decodes = 0
+        i = 0
+        while i < len(self.running) and budget > 0:
+            seq = self.running[i]
+            n = min(seq.num_uncached_tokens, budget)
+            need = int(bm.append_needs_block(seq)) if n == 1 else bm.blocks_to_grow(seq, seq.cached_token_count + n)
+            while need > bm.num_free_blocks:  # make room: preempt the newest running sequence (maybe seq itself)
+                victim = self.running[-1]
+                freed[victim.seq_id] = self.preempt(victim)
+                preempted.append(victim.seq_id)
+                if victim is seq:
+                    break
+            if seq.status is not SequenceStatus.RUNNING:
+                break
+            before = list(seq.block_table)
+            if n == 1:
+                bm.append_slot(seq)
+            else:
+                bm.ensure_capacity(seq, seq.cached_token_count + n)
+            if seq.block_table != before:
+                allocated[seq.seq_id] = [b for b in seq.block_table if b not in before]
+            decodes += bool(seq.generated_token_ids) and seq.num_uncached_tokens == 1
+            batch.append(seq)
+            chunks[seq.seq_id] = n
+            budget -= n
+            i += 1
+        why_stop = None
+        while self.waiting and budget > 0 and not preempted:
+            seq = self.waiting[0]
+            group = seq.extra.get("n", 1) if not seq.generated_token_ids else 1
+            if len(self.running) + group > cfg.max_num_seqs:
+                why_stop = ("stop_max_seqs", dict(max_num_seqs=cfg.max_num_seqs))
+                break
+            if not bm.can_allocate(seq, budget):
+                why_stop = ("stop_blocks", dict(seq=seq.seq_id, need=bm._blocks_to_take(seq, budget),
+                                                free=bm.num_free_blocks, watermark=bm.watermark_blocks))
+                break
+            self.waiting.popleft()
+            allocated[seq.seq_id] = list(bm.allocate(seq, max_new_tokens=budget))
+            seq.status = SequenceStatus.RUNNING
+            self.running.append(seq)
+            n = min(seq.num_uncached_tokens, budget)
+            batch.append(seq)
+            chunks[seq.seq_id] = n
+            budget -= n
+        if not batch:
+            if self.waiting and not self.running:
+                raise RuntimeError(f"scheduler stuck: {explain([why_stop]) if why_stop else 'empty batch'}")
+            why = [("idle", {})] + ([("preempted", dict(seqs=list(preempted)))] if preempted else [])
+            return SchedulerOutput("idle", [], why, preempted, {}, freed)
+        phase = "decode" if decodes == len(batch) else "prefill" if decodes == 0 else "mixed"
+        why = [("chunked", dict(decodes=decodes, chunks=len(batch) - decodes,
+                                tokens=cfg.max_num_batched_tokens - budget, budget=cfg.max_num_batched_tokens))]
+        why += [w for w in [why_stop] if w]
+        if preempted:
+            why.append(("preempted", dict(seqs=list(preempted))))
+        return SchedulerOutput(phase, batch, why, preempted, allocated, freed, chunks)
 
     def preempt(self, seq: Sequence) -> list[int]:
         """Preemption by recompute: free a running seq's blocks, forget its cache, put it at the front of the waiting

@@ -1,0 +1,118 @@
+"""Chunked prefill (SchedulerConfig(enable_chunked_prefill=True)): same greedy tokens as whole-prompt prefill and as
+a no-cache reference, paged == contiguous twins, long prompts admitted and spread over steps, mixed steps."""
+
+import math
+import random
+
+import pytest
+import torch
+
+from paged.config import CacheConfig, ModelConfig, SamplingParams, SchedulerConfig
+from paged.engine import LLMEngine
+from paged.engine.twins import run_twins
+from paged.model import ByteTokenizer, TinyLlama
+from paged.model.data import greedy_continue
+
+BUDGET = 16
+MAX_TOKENS = 6
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    torch.manual_seed(0)
+    cfg = ModelConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+                      num_key_value_heads=2, max_position_embeddings=256)
+    return TinyLlama(cfg).eval(), ByteTokenizer()
+
+
+def prompts(seed: int = 1) -> list[list[int]]:
+    rng = random.Random(seed)
+    short = [[rng.randrange(256) for _ in range(n)] for n in (5, 9)]
+    long = [[rng.randrange(256) for _ in range(n)] for n in (40, 53, 60)]
+    shared = long[0][:32] + [rng.randrange(256) for _ in range(12)]  # shares two full blocks of 16 with long[0]
+    return short + long + [shared]
+
+
+def engine(tiny, chunked: bool, num_blocks: int = 64, prefix: bool = False, budget: int = BUDGET,
+           layout: str = "paged") -> LLMEngine:
+    model, tok = tiny
+    return LLMEngine(model, tok, CacheConfig(block_size=4 if not prefix else 16, num_blocks=num_blocks, seed=3,
+                                             watermark=0.0, enable_prefix_caching=prefix),
+                     SchedulerConfig(max_num_batched_tokens=budget if chunked else 128,
+                                     enable_chunked_prefill=chunked),
+                     kv_layout=layout, attn_impl="gather")
+
+
+def run(eng: LLMEngine, ps: list[list[int]], stagger: int = 2) -> tuple[list[list[int]], list]:
+    """Add the two short prompts first, the long ones `stagger` steps later (so they chunk beside decodes)."""
+    params = SamplingParams(max_tokens=MAX_TOKENS, ignore_eos=True)
+    ids = [eng.add_request(p, params) for p in ps[:2]]
+    traces = [eng.step() for _ in range(stagger)]
+    ids += [eng.add_request(p, params) for p in ps[2:]]
+    while eng.has_unfinished():
+        traces.append(eng.step())
+    eng.block_manager.check_invariants()
+    return [eng.output(i).token_ids for i in ids], traces
+
+
+def test_chunked_matches_unchunked_and_reference(tiny):
+    ps = prompts()
+    chunked, traces = run(engine(tiny, True), ps)
+    whole, _ = run(engine(tiny, False), ps)
+    reference = greedy_continue(tiny[0], ps, [MAX_TOKENS] * len(ps))
+    assert chunked == whole == reference
+    mixed = [t for t in traces if t.phase == "mixed"]
+    assert mixed, "no step held both a decode and a prompt chunk"
+    for t in traces:  # never more tokens than the budget in one step
+        assert sum(len(s.tokens_in) for s in t.seqs) <= BUDGET
+    assert any(s.token_out is None for t in traces for s in t.seqs), "no chunk mid-prefill"
+
+
+def test_long_prompt_prefills_over_ceil_len_over_budget_steps(tiny):
+    prompt = list(range(60))
+    eng = LLMEngine(tiny[0], tiny[1], CacheConfig(block_size=4, num_blocks=64),
+                    SchedulerConfig(max_num_batched_tokens=BUDGET), attn_impl="gather")
+    with pytest.raises(ValueError, match="max_num_batched_tokens"):
+        eng.add_request(prompt)
+    eng = engine(tiny, True)
+    rid = eng.add_request(prompt, SamplingParams(max_tokens=2, ignore_eos=True))
+    steps = 0
+    while not eng.requests[rid].generated_token_ids:
+        trace = eng.step()
+        steps += 1
+        (state,) = trace.seqs
+        assert state.positions == list(range((steps - 1) * BUDGET, min(steps * BUDGET, len(prompt))))
+    assert steps == math.ceil(len(prompt) / BUDGET)
+    assert eng.requests[rid].generated_token_ids == greedy_continue(tiny[0], [prompt], [1])[0]
+
+
+@pytest.mark.parametrize("num_blocks", [64, 30])
+def test_twins_agree_chunked_with_preemption(tiny, num_blocks):
+    model, tok = tiny
+    ps = prompts()
+    twins = run_twins(model, tok, ps, SamplingParams(max_tokens=MAX_TOKENS, ignore_eos=True),
+                      CacheConfig(block_size=4, num_blocks=num_blocks, seed=3, watermark=0.0),
+                      SchedulerConfig(max_num_batched_tokens=BUDGET, enable_chunked_prefill=True), attn_impl="gather")
+    assert twins.verdict.agrees() and twins.verdict.same_schedule
+    reference = greedy_continue(model, ps, [MAX_TOKENS] * len(ps))
+    assert [o.token_ids for o in twins.paged] == reference
+    if num_blocks == 30:
+        eng = engine(tiny, True, num_blocks=30)
+        out, traces = run(eng, ps, stagger=0)
+        assert out == reference
+        assert any(t.preempted for t in traces), "the small pool should force a preemption"
+
+
+def test_chunked_with_prefix_caching(tiny):
+    ps = prompts()
+    eng = engine(tiny, True, prefix=True)
+    out, _ = run(eng, ps[2:3], stagger=0)  # long[0] alone first: its full blocks get cached
+    params = SamplingParams(max_tokens=MAX_TOKENS, ignore_eos=True)
+    rid = eng.add_request(ps[-1], params)
+    first = eng.step()
+    assert first.seqs[0].positions[0] == 32, "two cached blocks of 16 should be skipped"
+    while eng.has_unfinished():
+        eng.step()
+    eng.block_manager.check_invariants()
+    reference = greedy_continue(tiny[0], [ps[2], ps[-1]], [MAX_TOKENS] * 2)
+    assert [out[0], eng.output(rid).token_ids] == reference
