@@ -251,7 +251,8 @@ class BlockManager:
         if grow > self.num_free_blocks:
             raise ValueError(f"sequence {seq.seq_id} needs {grow} more blocks for {num_tokens} tokens, "
                              f"{self.num_free_blocks} free (the scheduler should preempt)")
-        assert self.ref_counts[seq.block_table[-1]] == 1, "a sequence mid-prefill never shares its last block"
+        assert (self.ref_counts[seq.block_table[-1]] == 1 or seq.cached_token_count == len(seq.block_table)
+                * self.block_size), "a sequence mid-prefill never shares a partly filled last block"
         taken = [self._take() for _ in range(grow)]
         seq.block_table.extend(taken)
         if self.enable_prefix_caching:

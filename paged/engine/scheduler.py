@@ -27,7 +27,6 @@ WHY_ENGLISH = {
     "decode": "decode {count} running sequence(s), one token each",
     "new_blocks": "{count} took a new block (last block full or shared)",
     "preempted": "preempted {seqs} by recompute (pool full)",
-    "chunked": "{decodes} decode(s), {chunks} prompt chunk(s), {tokens} of {budget} tokens",
 }
 Why = list[tuple[str, dict]]
 
@@ -139,7 +138,7 @@ class Scheduler:
         bm, cfg = self.block_manager, self.config
         budget = cfg.max_num_batched_tokens
         batch, chunks, allocated, freed, preempted = [], {}, {}, {}, []
-        decodes = 0
+        decodes = grown = 0
         i = 0
         while i < len(self.running) and budget > 0:
             seq = self.running[i]
@@ -158,8 +157,9 @@ class Scheduler:
                 bm.append_slot(seq)
             else:
                 bm.ensure_capacity(seq, seq.cached_token_count + n)
-            if seq.block_table != before:
+            if seq.block_table != before:  # a new block, or a copy-on-write replacement of the last one
                 allocated[seq.seq_id] = [b for b in seq.block_table if b not in before]
+                grown += 1
             decodes += bool(seq.generated_token_ids) and seq.num_uncached_tokens == 1
             batch.append(seq)
             chunks[seq.seq_id] = n
@@ -190,8 +190,15 @@ class Scheduler:
             why = [("idle", {})] + ([("preempted", dict(seqs=list(preempted)))] if preempted else [])
             return SchedulerOutput("idle", [], why, preempted, {}, freed)
         phase = "decode" if decodes == len(batch) else "prefill" if decodes == 0 else "mixed"
-        why = [("chunked", dict(decodes=decodes, chunks=len(batch) - decodes,
-                                tokens=cfg.max_num_batched_tokens - budget, budget=cfg.max_num_batched_tokens))]
+        # The existing codes (the UI translates each one): prompt chunks as "prefill", 1-token decodes as "decode".
+        why = []
+        if decodes < len(batch):
+            why.append(("prefill", dict(count=len(batch) - decodes,
+                                        tokens=cfg.max_num_batched_tokens - budget - decodes)))
+        if decodes:
+            why.append(("decode", dict(count=decodes)))
+        if grown:
+            why.append(("new_blocks", dict(count=grown)))
         why += [w for w in [why_stop] if w]
         if preempted:
             why.append(("preempted", dict(seqs=list(preempted))))

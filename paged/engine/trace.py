@@ -15,7 +15,7 @@ class SeqStepState:
     positions: list[int]  # their positions (decode: num_tokens - 1)
     slots: list[int]  # where their K/V were written (slot_mapping entries)
     context_len: int  # tokens of history read by attention this step (written ones included)
-    token_out: int | None  # sampled token (None if the step produced none, e.g. aborted)
+    token_out: int | None  # sampled token (None if the step produced none: aborted, or a non-final prompt chunk)
     text_out: str = ""
     cached_token_count: int = 0  # after the step
     generated_len: int = 0  # after the step
@@ -26,7 +26,7 @@ class SeqStepState:
 @dataclass
 class StepTrace:
     step: int
-    phase: str  # "prefill", "decode" or "idle"
+    phase: str  # "prefill", "decode", "mixed" (chunked prefill: decodes beside prompt chunks) or "idle"
     reason: str  # in English; `why` holds the same as (code, values) pieces for a UI to translate
     kv_layout: str
     seqs: list[SeqStepState] = field(default_factory=list)

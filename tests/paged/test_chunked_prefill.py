@@ -63,6 +63,8 @@ def test_chunked_matches_unchunked_and_reference(tiny):
     assert chunked == whole == reference
     mixed = [t for t in traces if t.phase == "mixed"]
     assert mixed, "no step held both a decode and a prompt chunk"
+    for t in mixed:  # told with the codes the UI already translates
+        assert {"prefill", "decode"} <= {code for code, _ in t.why} and "decode" in t.reason
     for t in traces:  # never more tokens than the budget in one step
         assert sum(len(s.tokens_in) for s in t.seqs) <= BUDGET
     assert any(s.token_out is None for t in traces for s in t.seqs), "no chunk mid-prefill"
@@ -116,3 +118,14 @@ def test_chunked_with_prefix_caching(tiny):
     eng.block_manager.check_invariants()
     reference = greedy_continue(tiny[0], [ps[2], ps[-1]], [MAX_TOKENS] * 2)
     assert [out[0], eng.output(rid).token_ids] == reference
+
+
+def test_parallel_samples_fork_after_the_last_chunk(tiny):
+    model, tok = tiny
+    ps = prompts()[2:4]
+    twins = run_twins(model, tok, ps, SamplingParams(max_tokens=MAX_TOKENS, ignore_eos=True, n=2),
+                      CacheConfig(block_size=4, num_blocks=64, seed=3, watermark=0.0),
+                      SchedulerConfig(max_num_batched_tokens=BUDGET, enable_chunked_prefill=True), attn_impl="gather")
+    assert twins.verdict.agrees() and twins.verdict.same_schedule
+    reference = greedy_continue(model, ps, [MAX_TOKENS] * len(ps))
+    assert [o.samples for o in twins.paged] == [[r, r] for r in reference]
