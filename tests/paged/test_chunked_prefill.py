@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from paged.config import CacheConfig, ModelConfig, SamplingParams, SchedulerConfig
-from paged.engine import LLMEngine
+from paged.engine import EngineStepError, LLMEngine
 from paged.engine.twins import run_twins
 from paged.model import ByteTokenizer, TinyLlama
 from paged.model.data import greedy_continue
@@ -129,3 +129,32 @@ def test_parallel_samples_fork_after_the_last_chunk(tiny):
     assert twins.verdict.agrees() and twins.verdict.same_schedule
     reference = greedy_continue(model, ps, [MAX_TOKENS] * len(ps))
     assert [o.samples for o in twins.paged] == [[r, r] for r in reference]
+
+
+@pytest.mark.parametrize("prefix", [False, True])
+def test_failed_chunk_step_is_rolled_back(tiny, monkeypatch, prefix):
+    """The model raises (after its K/V writes) in every third step, chunks and mixed steps among them: each
+    failed step is undone and retried, and the tokens are still the reference's."""
+    ps = prompts()
+    eng = engine(tiny, True, prefix=prefix)
+    real, calls = eng.runner.model, []
+
+    def flaky(*args, **kwargs):
+        out = real(*args, **kwargs)
+        calls.append(1)
+        if len(calls) % 3 == 0:
+            raise RuntimeError("simulated device error")
+        return out
+
+    monkeypatch.setattr(eng.runner, "model", flaky)
+    params = SamplingParams(max_tokens=MAX_TOKENS, ignore_eos=True)
+    ids = [eng.add_request(p, params) for p in ps]
+    errors = 0
+    while eng.has_unfinished():
+        try:
+            eng.step()
+        except EngineStepError:
+            errors += 1
+        eng.block_manager.check_invariants()
+    assert errors > 0
+    assert [eng.output(i).token_ids for i in ids] == greedy_continue(tiny[0], ps, [MAX_TOKENS] * len(ps))
