@@ -4,6 +4,10 @@ Each step is either a prefill batch (new or preempted prompts, first come first 
 token for every running sequence). Prefill goes first whenever a waiting prompt fits, as in vLLM's original
 scheduler. When decode cannot get a slot for some sequence, the newest running sequence is preempted by recompute:
 its blocks are freed, its cache forgotten, and it goes back to the front of the waiting queue.
+
+With SchedulerConfig(enable_chunked_prefill=True) there are no phases (vLLM v1): a step feeds every running sequence
+its uncached tokens (1 for a decode, a chunk for a prompt still prefilling), then waiting prompts a chunk, all within
+max_num_batched_tokens; the phase is "mixed" when decodes and prompt chunks share the step.
 """
 
 from __future__ import annotations

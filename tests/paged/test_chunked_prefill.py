@@ -98,6 +98,7 @@ def test_twins_agree_chunked_with_preemption(tiny, num_blocks):
     assert twins.verdict.agrees() and twins.verdict.same_schedule
     reference = greedy_continue(model, ps, [MAX_TOKENS] * len(ps))
     assert [o.token_ids for o in twins.paged] == reference
+    assert (sum(o.num_preemptions for o in twins.paged) > 0) == (num_blocks == 30)
     if num_blocks == 30:
         eng = engine(tiny, True, num_blocks=30)
         out, traces = run(eng, ps, stagger=0)
