@@ -159,3 +159,23 @@ def test_failed_chunk_step_is_rolled_back(tiny, monkeypatch, prefix):
         eng.block_manager.check_invariants()
     assert errors > 0
     assert [eng.output(i).token_ids for i in ids] == greedy_continue(tiny[0], ps, [MAX_TOKENS] * len(ps))
+
+
+def test_block_manager_chunk_allocation():
+    """allocate(max_new_tokens) covers only the first chunk; ensure_capacity grows the table or refuses cleanly."""
+    from paged.block_manager import BlockManager
+    from paged.sequence import Sequence
+
+    bm = BlockManager(num_blocks=5, block_size=4, watermark=0.0)
+    seq = Sequence(0, list(range(18)))  # 5 blocks in all
+    with pytest.raises(ValueError, match="holds no blocks"):
+        bm.ensure_capacity(seq, 4)
+    assert bm.can_allocate(seq, max_new_tokens=6) and len(bm.allocate(seq, max_new_tokens=6)) == 2
+    other = Sequence(1, list(range(8)))
+    bm.allocate(other)  # 2 blocks: 1 left
+    assert bm.blocks_to_grow(seq, 18) == 3
+    with pytest.raises(ValueError, match="needs 3 more blocks"):
+        bm.ensure_capacity(seq, 18)
+    assert len(seq.block_table) == 2 and bm.num_free_blocks == 1  # nothing changed
+    assert len(bm.ensure_capacity(seq, 12)) == 1 and len(seq.block_table) == 3
+    bm.check_invariants()
