@@ -13,10 +13,15 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
 
 from .addressing import blocks_needed
 from .checks import as_int, as_token_ids
+
+if TYPE_CHECKING:
+    import torch
+
+    from .config import SamplingParams
 
 
 class SequenceStatus(str, enum.Enum):
@@ -27,7 +32,14 @@ class SequenceStatus(str, enum.Enum):
 
 @dataclass
 class Sequence:
-    """One request's tokens, its block table and its place in the state rule."""
+    """One request's tokens, its block table and its place in the state rule.
+
+    The engine's bookkeeping (set by LLMEngine.add_request, or when it forks a parallel sample):
+    request_id: the request this sequence answers (None -> its own seq_id); sample_index: which of the request's
+    n parallel samples it is (0 for the parent); params / generator: its SamplingParams and its own torch.Generator
+    (None outside an engine); preemptions: how often it was preempted (and recomputed); n: parallel samples it
+    still forks into after its prefill (params.n for a new request, 1 once forked or for a child).
+    """
 
     seq_id: int
     prompt_token_ids: list[int]
@@ -36,7 +48,12 @@ class Sequence:
     cached_token_count: int = 0
     status: SequenceStatus = SequenceStatus.WAITING
     finish_reason: str | None = None  # "length", "stop", "eos", "abort", "error" (its step raised; see LLMEngine.step)
-    extra: dict[str, Any] = field(default_factory=dict)  # engine bookkeeping (request id, params, …)
+    request_id: int | None = None
+    sample_index: int = 0
+    params: SamplingParams | None = None
+    generator: torch.Generator | None = None
+    preemptions: int = 0
+    n: int = 1
 
     def __post_init__(self) -> None:
         """Raises ValueError unless seq_id is an integer >= 0 and prompt_token_ids a non-empty list of integer ids
@@ -45,6 +62,7 @@ class Sequence:
         self.prompt_token_ids = as_token_ids(self.prompt_token_ids, f"sequence {self.seq_id}: prompt_token_ids")
         if not self.prompt_token_ids:
             raise ValueError(f"sequence {self.seq_id}: prompt_token_ids must not be empty")
+        self.request_id = self.seq_id if self.request_id is None else as_int(self.request_id, "request_id", 0)
 
     # --- derived ---------------------------------------------------------------------------------------------
     @property

@@ -51,10 +51,11 @@ class StepCheckpoint:
         bm, sched = engine.block_manager, engine.scheduler
         self.engine = engine
         self.waiting, self.running = list(sched.waiting), list(sched.running)
-        self.seqs = [(s, s.cached_token_count, len(s.generated_token_ids), s.status, s.finish_reason, dict(s.extra))
+        self.seqs = [(s, s.cached_token_count, len(s.generated_token_ids), s.status, s.finish_reason, s.preemptions,
+                      s.n)
                      for s in engine.sequences.values() if not s.is_finished]
         # a greedy sequence never draws from its generator; a sampling one draws once per step
-        sampling = [s.extra["generator"] for s, *_ in self.seqs if not s.extra["params"].greedy]
+        sampling = [s.generator for s, *_ in self.seqs if not s.params.greedy]
         self.generators = [(g, g.get_state()) for g in sampling]
         self.tables = {sid: list(t) for sid, t in bm.tables.items()}
         self.free_block_ids, self.ref_counts, self.freed = bm.free_block_ids.copy(), list(bm.ref_counts), set(bm._freed)
@@ -74,11 +75,10 @@ class StepCheckpoint:
         was_running = {s.seq_id for s in self.running}
         preempted = [s for s in sched.waiting if s.seq_id in was_running]  # only preemption moves running -> waiting
         hashes_then = dict(bm.block_hash)
-        for seq, cached, generated, status, finish_reason, extra in self.seqs:
+        for seq, cached, generated, status, finish_reason, preemptions, n in self.seqs:
             seq.cached_token_count, seq.status, seq.finish_reason = cached, status, finish_reason
+            seq.preemptions, seq.n = preemptions, n  # the other bookkeeping fields are set once, at creation
             del seq.generated_token_ids[generated:]
-            seq.extra.clear()
-            seq.extra.update(extra)
             seq.block_table = []
         for generator, state in self.generators:
             generator.set_state(state)
@@ -106,5 +106,5 @@ class StepCheckpoint:
     def _preempt(self, seq: Sequence) -> None:
         engine = self.engine
         engine.scheduler.preempt(seq)
-        seq.extra["preemptions"] += 1
+        seq.preemptions += 1
         engine.runner.release(seq.seq_id)

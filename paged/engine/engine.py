@@ -115,9 +115,7 @@ class LLMEngine:
         params = check_params(params)
         token_ids = prompt_token_ids(prompt, self.tokenizer, self.model.config.vocab_size)
         check_fits(len(token_ids), params, self.model.config, self.block_manager, self.scheduler_config)
-        seq = Sequence(self._next_id, token_ids)
-        seq.extra.update(params=params, generator=make_generator(params), preemptions=0, n=params.n,
-                         request_id=seq.seq_id, sample_index=0)
+        seq = Sequence(self._next_id, token_ids, params=params, generator=make_generator(params), n=params.n)
         self._next_id += 1
         self.requests[seq.seq_id] = seq
         self.groups[seq.seq_id] = [seq]
@@ -160,34 +158,33 @@ class LLMEngine:
         samples = [list(s.generated_token_ids) for s in group]
         return RequestOutput(seq.seq_id, list(seq.prompt_token_ids), list(seq.generated_token_ids),
                              self.tokenizer.decode(seq.generated_token_ids), all(s.is_finished for s in group),
-                             seq.finish_reason, sum(s.extra.get("preemptions", 0) for s in group), samples,
+                             seq.finish_reason, sum(s.preemptions for s in group), samples,
                              [self.tokenizer.decode(t) for t in samples])
 
     def _fork_samples(self, parent: Sequence, logits_row: torch.Tensor) -> list[Sequence]:
         """Parallel sampling: after the parent's prefill, n - 1 children share its blocks and each samples its own
         first token from the same logits."""
-        params: SamplingParams = parent.extra["params"]
+        params: SamplingParams = parent.params
         children = []
         for i in range(1, params.n):
-            child = Sequence(self._next_id, list(parent.prompt_token_ids))
-            self._next_id += 1
             child_params = params if params.seed is None else replace(params, seed=(params.seed + i) % 2**64)
-            child.extra.update(params=child_params, generator=make_generator(child_params), preemptions=0, n=1,
-                               request_id=parent.seq_id, sample_index=i)
+            child = Sequence(self._next_id, list(parent.prompt_token_ids), request_id=parent.seq_id, sample_index=i,
+                             params=child_params, generator=make_generator(child_params))
+            self._next_id += 1
             self.block_manager.fork(parent, child)
             self.runner.fork(parent.seq_id, child.seq_id)
-            child.on_prefill_done(self._sample(parent, logits_row, child_params, child.extra["generator"]))
+            child.on_prefill_done(self._sample(parent, logits_row, child_params, child.generator))
             child.status = SequenceStatus.RUNNING
             self.scheduler.running.append(child)
             self.groups[parent.seq_id].append(child)
             self.sequences[child.seq_id] = child
             children.append(child)
-        parent.extra["n"] = 1  # forked once; a recompute after preemption must not fork again
+        parent.n = 1  # forked once; a recompute after preemption must not fork again
         return children
 
     # --- one step ----------------------------------------------------------------------------------------------------
     def _stop_reason(self, seq: Sequence) -> str | None:
-        params: SamplingParams = seq.extra["params"]
+        params: SamplingParams = seq.params
         if not params.ignore_eos and seq.generated_token_ids[-1] == self.tokenizer.eos_token_id:
             return "eos"
         if params.stop:
@@ -203,7 +200,7 @@ class LLMEngine:
         """One token from one row of logits [vocab] (with seq's params, or a forked child's); a failure here is
         pinned on seq's request."""
         try:
-            return sample(row[None], [params or seq.extra["params"]], [generator or seq.extra["generator"]])[0]
+            return sample(row[None], [params or seq.params], [generator or seq.generator])[0]
         except Exception as err:
             raise SequenceFailure(seq, f"sampling raised {type(err).__name__}: {err}") from err
 
@@ -236,7 +233,7 @@ class LLMEngine:
             msg += f" (seq(s) {kept_preempted}, preempted by it, stay preempted)"
         ended = None
         if isinstance(err, SequenceFailure):
-            ended = err.seq.extra["request_id"]
+            ended = err.seq.request_id
             self._stop(self.groups[ended], "error")
             msg += f"; request {ended} (seq {err.seq.seq_id}) was ended with finish_reason 'error'"
         else:
@@ -256,7 +253,7 @@ class LLMEngine:
                           blocks_freed=dict(sched.freed), preempted=sched.preempted, num_blocks=bm.num_blocks,
                           copies=copies)
         for seq_id in sched.preempted:
-            self.sequences[seq_id].extra["preemptions"] += 1
+            self.sequences[seq_id].preemptions += 1
             self.runner.release(seq_id)
         self.step_count += 1
         if sched.phase != "idle":
@@ -280,7 +277,7 @@ class LLMEngine:
                     seq.on_chunk_done(n)
                 elif is_prefill and not (chunks and seq.generated_token_ids and seq.num_uncached_tokens == 1):
                     seq.on_prefill_done(tok)
-                    if seq.extra.get("n", 1) > 1:
+                    if seq.n > 1:
                         children = self._fork_samples(seq, logits[i])
                         trace.forked[seq.seq_id] = [c.seq_id for c in children]
                 else:

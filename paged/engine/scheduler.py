@@ -85,7 +85,7 @@ class Scheduler:
         while self.waiting:
             seq = self.waiting[0]
             n = seq.num_uncached_tokens
-            group = seq.extra.get("n", 1) if not seq.generated_token_ids else 1  # parallel samples fork after prefill
+            group = seq.n if not seq.generated_token_ids else 1  # parallel samples fork after prefill
             if len(self.running) + len(batch) + group > cfg.max_num_seqs:
                 why_stop = ("stop_max_seqs", dict(max_num_seqs=cfg.max_num_seqs))
                 break
@@ -172,7 +172,7 @@ class Scheduler:
         why_stop = None
         while self.waiting and budget > 0 and not preempted:
             seq = self.waiting[0]
-            group = seq.extra.get("n", 1) if not seq.generated_token_ids else 1
+            group = seq.n if not seq.generated_token_ids else 1
             if len(self.running) + group > cfg.max_num_seqs:
                 why_stop = ("stop_max_seqs", dict(max_num_seqs=cfg.max_num_seqs))
                 break

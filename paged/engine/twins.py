@@ -127,8 +127,8 @@ class TwinEngines:
     def _key(self, side: str, seq_id: int, generated_len: int) -> tuple[int, int, int]:
         """(paged request id, sample index, generated token index) of what a logits row produced."""
         seq = (self.paged if side == "paged" else self.contiguous).sequences[seq_id]
-        rid = seq.extra["request_id"]
-        return (rid if side == "paged" else self._paged_id[rid], seq.extra["sample_index"], generated_len - 1)
+        rid = seq.request_id
+        return (rid if side == "paged" else self._paged_id[rid], seq.sample_index, generated_len - 1)
 
     def _record(self, side: str, trace: StepTrace) -> StepTrace:
         engine = self.paged if side == "paged" else self.contiguous

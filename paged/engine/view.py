@@ -79,9 +79,9 @@ def engine_view(engine) -> EngineView:
     bm, sched = engine.block_manager, engine.scheduler
     seqs = {}
     for sid, s in engine.sequences.items():
-        seqs[sid] = SeqView(sid, s.extra.get("request_id", sid), s.extra.get("sample_index", 0), s.prompt_len,
+        seqs[sid] = SeqView(sid, s.request_id, s.sample_index, s.prompt_len,
                             tuple(s.generated_token_ids), tuple(s.block_table), s.cached_token_count,
-                            s.status.value, s.finish_reason, s.extra.get("preemptions", 0))
+                            s.status.value, s.finish_reason, s.preemptions)
     return EngineView(step=engine.step_count, num_blocks=bm.num_blocks, block_size=bm.block_size,
                       num_free_blocks=bm.num_free_blocks,
                       tables={sid: tuple(t) for sid, t in bm.tables.items()}, ref_counts=tuple(bm.ref_counts),

@@ -28,7 +28,7 @@ def state(engine):
     """Everything a step may change, as plain values."""
     bm, sched = engine.block_manager, engine.scheduler
     seqs = {sid: (s.cached_token_count, list(s.generated_token_ids), s.status, s.finish_reason, list(s.block_table),
-                  s.extra["preemptions"]) for sid, s in engine.sequences.items()}
+                  s.preemptions, s.n) for sid, s in engine.sequences.items()}
     return dict(waiting=[s.seq_id for s in sched.waiting], running=[s.seq_id for s in sched.running], seqs=seqs,
                 tables={k: list(v) for k, v in bm.tables.items()}, refs=list(bm.ref_counts),
                 free=list(bm.free_block_ids), hashes=dict(bm.block_hash), index=dict(bm.hash_to_block),
