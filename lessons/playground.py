@@ -69,11 +69,19 @@ class Playground:
 
     def add_sequence(self, prompt_len: int, block_ids: list[int] | None = None) -> Sequence:
         """Prefill a new sequence of prompt_len tokens: allocate blocks (from the free list, or exactly
-        `block_ids`), write the prompt's K/V, and sample (here: invent) its first token."""
+        `block_ids`, one per block the prompt needs), write the prompt's K/V, and sample (here: invent) its first
+        token. Raises ValueError (nothing changed) for a bad prompt_len, a wrong number of block ids, ids that are
+        not free blocks, or a pool without room."""
         if prompt_len < 1:
             raise ValueError(f"prompt_len must be >= 1, got {prompt_len}")
         seq = Sequence(self._next_id, prompt_token_ids=[0] * prompt_len)
-        self.manager.allocate(seq, block_ids)  # raises before anything changes
+        if block_ids is not None:  # a drawn table: those blocks go to the head of the free list, allocate takes them
+            needed = seq.blocks_needed(self.block_size)
+            if not isinstance(block_ids, (list, tuple)) or len(block_ids) != needed:
+                raise ValueError(f"a sequence of {prompt_len} tokens needs a list of exactly {needed} block ids "
+                                 f"(blocks of {self.block_size}), got {block_ids!r}")
+            self.manager.move_to_front(block_ids)  # raises before anything changes
+        self.manager.allocate(seq)  # raises before anything changes
         self._next_id += 1
         seq.status = SequenceStatus.RUNNING
         self.sequences[seq.seq_id] = seq

@@ -130,12 +130,10 @@ class BlockManager:
         return [tuple(o) for o in owners]
 
     # --- mutations -------------------------------------------------------------------------------------------
-    def _take(self, block_id: int | None = None) -> int:
-        """Take a free block for new contents; a cached block reused this way loses its hash (eviction)."""
-        if block_id is None:
-            block_id = self.free_block_ids.popleft()
-        else:
-            self.free_block_ids.remove(block_id)
+    def _take(self) -> int:
+        """Take the block at the head of the free list for new contents; a cached block reused this way loses its
+        hash (eviction)."""
+        block_id = self.free_block_ids.popleft()
         assert self.ref_counts[block_id] == 0, f"block {block_id} on the free list with ref count != 0"
         self.ref_counts[block_id] = 1
         old = self.block_hash.pop(block_id, None)
@@ -153,45 +151,46 @@ class BlockManager:
             self.block_tokens[block] = tokens
         return h
 
-    def allocate(self, seq: Sequence, block_ids: list[int] | None = None,
-                 max_new_tokens: int | None = None) -> list[int]:
+    def move_to_front(self, block_ids: list[int]) -> None:
+        """Teaching demos that draw specific tables: put these free physical blocks at the head of the free list, in
+        this order, so the next blocks taken (by allocate, without prefix-cache hits, then append_slot) are exactly
+        them; the rest of the free list keeps its order.
+
+        Raises ValueError (nothing changed) unless block_ids is a list of integer ids of free blocks, none twice.
+        """
+        if isinstance(block_ids, (str, bytes)) or not hasattr(block_ids, "__iter__"):
+            raise ValueError(f"block_ids must be a list of physical block ids, got {block_ids!r}")
+        ids = [as_int(b, "block id", 0, self.num_blocks - 1) for b in block_ids]
+        if len(set(ids)) != len(ids):
+            raise ValueError(f"block_ids {ids} list a physical block twice")
+        free = set(self.free_block_ids)
+        taken = [b for b in ids if b not in free]
+        if taken:
+            raise ValueError(f"physical block(s) {taken} are not free (pool has blocks 0..{self.num_blocks - 1})")
+        for b in ids:
+            self.free_block_ids.remove(b)
+        self.free_block_ids.extendleft(reversed(ids))
+
+    def allocate(self, seq: Sequence, max_new_tokens: int | None = None) -> list[int]:
         """Give `seq` blocks for all its tokens (the prompt at first prefill; prompt + generated after a
-        preemption). `block_ids` picks specific free blocks (teaching demos); default takes from the free list.
-        max_new_tokens (chunked prefill, not with block_ids): cover only the prefix-cache hits plus that many tokens;
+        preemption): prefix-cache hits first, then fresh blocks from the head of the free list.
+        max_new_tokens (chunked prefill): cover only the prefix-cache hits plus that many tokens;
         `ensure_capacity` grows the table for later chunks.
 
-        Raises ValueError (nothing changed) if seq already holds blocks, the pool lacks free blocks, or a chosen
-        block is not free / listed twice / more or fewer than the tokens need.
+        Raises ValueError (nothing changed) if seq already holds blocks or the pool lacks free blocks.
         """
         if seq.block_table or seq.seq_id in self.tables:
             raise ValueError(f"sequence {seq.seq_id} already holds blocks {seq.block_table}; free it first")
-        needed = blocks_needed(seq.num_tokens, self.block_size)
-        if block_ids is not None:
-            if isinstance(block_ids, (str, bytes)) or not hasattr(block_ids, "__iter__"):
-                raise ValueError(f"block_ids must be a list of physical block ids, got {block_ids!r}")
-            block_ids = [as_int(b, "block id", 0, self.num_blocks - 1) for b in block_ids]
-            if len(block_ids) != needed:  # extra blocks would sit in the table unwritten, and append_slot adds its own
-                raise ValueError(f"sequence {seq.seq_id} has {seq.num_tokens} tokens and needs exactly {needed} "
-                                 f"blocks of {self.block_size}, but {len(block_ids)} were given")
-            if len(set(block_ids)) != len(block_ids):
-                raise ValueError(f"block_ids {block_ids} list a physical block twice")
-            free = set(self.free_block_ids)
-            taken = [b for b in block_ids if b not in free]
-            if taken:
-                raise ValueError(f"physical block(s) {taken} are not free (pool has blocks 0..{self.num_blocks - 1})")
-        elif self._blocks_to_take(seq, max_new_tokens) > self.num_free_blocks:
-            raise ValueError(f"sequence {seq.seq_id} needs {needed} blocks but only {self.num_free_blocks} of "
-                             f"{self.num_blocks} are free")
-        if block_ids is not None:
-            table, hits = [self._take(b) for b in block_ids], []
-        else:
-            hits = self._prefix_hits(seq.token_ids)
-            for block in hits:  # shared: one more reference (off the free list if nobody held it)
-                if self.ref_counts[block] == 0:
-                    self.free_block_ids.remove(block)
-                self.ref_counts[block] += 1
-            covered = self._tokens_to_cover(seq, len(hits), max_new_tokens)
-            table = hits + [self._take() for _ in range(blocks_needed(covered, self.block_size) - len(hits))]
+        if self._blocks_to_take(seq, max_new_tokens) > self.num_free_blocks:
+            raise ValueError(f"sequence {seq.seq_id} needs {blocks_needed(seq.num_tokens, self.block_size)} blocks "
+                             f"but only {self.num_free_blocks} of {self.num_blocks} are free")
+        hits = self._prefix_hits(seq.token_ids)
+        for block in hits:  # shared: one more reference (off the free list if nobody held it)
+            if self.ref_counts[block] == 0:
+                self.free_block_ids.remove(block)
+            self.ref_counts[block] += 1
+        covered = self._tokens_to_cover(seq, len(hits), max_new_tokens)
+        table = hits + [self._take() for _ in range(blocks_needed(covered, self.block_size) - len(hits))]
         seq.block_table = table
         self.tables[seq.seq_id] = table
         self._freed.discard(seq.seq_id)

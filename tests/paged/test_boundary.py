@@ -60,12 +60,12 @@ def test_bad_types_and_sizes_name_the_value_and_rule(make, msg):
 
 
 @pytest.mark.parametrize("block_ids", [[1.9], [True], ["1"], "12", [None]])
-def test_allocate_refuses_non_integer_block_ids(block_ids):
-    """allocate(seq, [1.9]) used to take block 1; now any non-integer id is refused and nothing changes."""
+def test_move_to_front_refuses_non_integer_block_ids(block_ids):
+    """move_to_front([1.9]) would put block 1 first; any non-integer id is refused and nothing changes."""
     bm = BlockManager(4, 4)
     with pytest.raises(ValueError, match="block"):
-        bm.allocate(Sequence(0, [1, 2]), block_ids)
-    assert bm.num_free_blocks == 4 and not bm.tables
+        bm.move_to_front(block_ids)
+    assert list(bm.free_block_ids) == [0, 1, 2, 3] and not bm.tables
     bm.check_invariants()
 
 

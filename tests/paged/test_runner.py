@@ -68,9 +68,10 @@ def test_ownership_names_the_first_holder_of_shared_blocks():
     """ownership: block -> the first sequence (in allocation order) whose table holds it; None when free."""
     bm = BlockManager(6, 2)
     parent, child, other = Sequence(0, [1, 2, 3]), Sequence(1, [1, 2, 3]), Sequence(2, [7])
-    bm.allocate(parent, [4, 1])
+    bm.move_to_front([4, 1, 0])
+    bm.allocate(parent)
     bm.fork(parent, child)
-    bm.allocate(other, [0])
+    bm.allocate(other)
     assert bm.ownership() == [2, 0, None, None, 0, None]
     bm.free(parent)
     assert bm.ownership() == [2, 1, None, None, 1, None]
