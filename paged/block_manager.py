@@ -19,11 +19,23 @@ from __future__ import annotations
 
 import random
 from collections import deque
+from typing import Iterable, Mapping
 
 from .addressing import blocks_needed
 from .checks import as_bool, as_float, as_int
 from .config import MAX_BLOCK_SIZE, MAX_NUM_BLOCKS
 from .sequence import Sequence
+
+
+def first_owners(tables: Mapping[int, Iterable[int]], num_blocks: int) -> list[int | None]:
+    """physical block -> the first seq id (in the tables' order: allocation order) whose table holds it, or None
+    when no table does. tables: seq_id -> block table."""
+    owners: list[int | None] = [None] * num_blocks
+    for seq_id, table in tables.items():
+        for block in table:
+            if owners[block] is None:
+                owners[block] = seq_id
+    return owners
 
 
 class BlockManager:
@@ -113,13 +125,9 @@ class BlockManager:
         return not self.append_needs_block(seq) or self.num_free_blocks >= 1
 
     def ownership(self) -> list[int | None]:
-        """For the UI: physical block -> owning seq id (the first owner if shared), or None when free."""
-        owners: list[int | None] = [None] * self.num_blocks
-        for seq_id, table in self.tables.items():  # one pass over the tables; no per-block list (it runs every step)
-            for block in table:
-                if owners[block] is None:
-                    owners[block] = seq_id
-        return owners
+        """physical block -> owning seq id (the first owner if shared), or None when free. Built on demand: a UI
+        reads it from EngineView.ownership, never from the engine's step."""
+        return first_owners(self.tables, self.num_blocks)
 
     def block_owners(self) -> list[tuple[int, ...]]:
         """physical block -> every seq id whose table holds it (empty when free)."""

@@ -303,7 +303,6 @@ class LLMEngine:
         trace.num_free_blocks = bm.num_free_blocks
         trace.waiting = [s.seq_id for s in self.scheduler.waiting]
         trace.running = [s.seq_id for s in self.scheduler.running]
-        trace.ownership = bm.ownership()
         trace.elapsed_ms = (time.perf_counter() - t0) * 1000
         return trace
 

@@ -43,7 +43,6 @@ class StepTrace:
     num_blocks: int = 0
     waiting: list[int] = field(default_factory=list)
     running: list[int] = field(default_factory=list)
-    ownership: list[int | None] = field(default_factory=list)  # physical block -> seq id (after the step)
     elapsed_ms: float = 0.0
     why: list[tuple[str, dict]] = field(default_factory=list)  # see paged.engine.scheduler.WHY_ENGLISH
 

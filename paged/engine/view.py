@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..block_manager import first_owners
+
 
 @dataclass(frozen=True)
 class SeqView:
@@ -53,6 +55,11 @@ class EngineView:
         for sid, s in sorted(self.seqs.items(), key=lambda kv: (kv[1].request_id, kv[1].sample_index)):
             out.setdefault(s.request_id, []).append(sid)
         return {rid: tuple(ids) for rid, ids in out.items()}
+
+    @property
+    def ownership(self) -> tuple[int | None, ...]:
+        """physical block -> the first sequence (in allocation order) whose table holds it, or None when free."""
+        return tuple(first_owners(self.tables, self.num_blocks))
 
     @property
     def held_blocks(self) -> int:

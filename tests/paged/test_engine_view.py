@@ -58,3 +58,28 @@ def test_view_is_a_snapshot_not_a_window():
     assert first.cached_counts == cached and first.running and not engine_view(eng).running
     with pytest.raises(dataclasses.FrozenInstanceError):
         first.step = 99
+
+
+def test_ownership_is_built_by_the_view_not_by_each_step(monkeypatch):
+    """A step computes no UI-only ownership map (the trace has none); the view builds it on demand: a free block
+    has no owner, a held one names a sequence whose table holds it, and a shared (forked) block names the parent."""
+    eng = LLMEngine(MODEL, ByteTokenizer(), CacheConfig(block_size=4, num_blocks=24, seed=3, watermark=0.0),
+                    attn_impl="gather")
+    rid = eng.add_request("forked prompt", SamplingParams(max_tokens=3, ignore_eos=True, n=2, temperature=1.0, seed=1))
+    eng.add_request("other", SamplingParams(max_tokens=5, ignore_eos=True))
+
+    def boom(*args, **kwargs):
+        raise AssertionError("ownership computed on the engine's step")
+
+    monkeypatch.setattr(eng.block_manager, "ownership", boom)
+    trace = eng.step()
+    assert not hasattr(trace, "ownership") and "ownership" not in trace.to_dict()
+    view = engine_view(eng)
+    owners = view.ownership
+    assert len(owners) == 24
+    for block, owner in enumerate(owners):
+        assert (owner is None) == (view.ref_counts[block] == 0)
+        assert owner is None or block in view.tables[owner]
+    child = view.groups[rid][1]
+    shared = set(view.tables[rid]) & set(view.tables[child])
+    assert shared and all(owners[b] == rid for b in shared)
