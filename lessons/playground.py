@@ -14,6 +14,7 @@ import torch
 from paged.addressing import PAD_SLOT, slot_mapping
 from paged.attention import contiguous_attention_decode, paged_attention_decode, tolerance
 from paged.block_manager import BlockManager
+from paged.checks import as_int
 from paged.kv_cache import ContiguousKVCache, KVCachePool, write_kv
 from paged.sequence import Sequence, SequenceStatus
 
@@ -72,8 +73,7 @@ class Playground:
         `block_ids`, one per block the prompt needs), write the prompt's K/V, and sample (here: invent) its first
         token. Raises ValueError (nothing changed) for a bad prompt_len, a wrong number of block ids, ids that are
         not free blocks, or a pool without room."""
-        if prompt_len < 1:
-            raise ValueError(f"prompt_len must be >= 1, got {prompt_len}")
+        prompt_len = as_int(prompt_len, "prompt_len", 1)
         seq = Sequence(self._next_id, prompt_token_ids=[0] * prompt_len)
         if block_ids is not None:  # a drawn table: those blocks go to the head of the free list, allocate takes them
             needed = seq.blocks_needed(self.block_size)

@@ -13,11 +13,12 @@ Writing (slot_mapping) and reading (block tables) both go through this module, s
 
 from __future__ import annotations
 
-import operator
 from dataclasses import dataclass
 from typing import Sequence as SequenceT
 
 import torch
+
+from .checks import as_int
 
 PAD_SLOT = -1  # "no slot, skip": padding in slot_mapping and in padded block tables
 
@@ -40,20 +41,6 @@ INT64_MAX = 2**63 - 1
 MAX_CONTEXT_LEN = 1 << 24
 
 
-def as_int(name: str, value, minimum: int | None = None) -> int:
-    """`value` as a Python int. Raises ValueError naming `name` unless it is an integer (a Python or numpy int, or
-    a one-element integer tensor; not a bool, float or string) and, when `minimum` is given, >= minimum."""
-    if isinstance(value, bool) or (isinstance(value, torch.Tensor) and value.dtype == torch.bool):
-        raise ValueError(f"{name} must be an integer, got the bool {value!r}")
-    try:
-        out = operator.index(value)
-    except (TypeError, RuntimeError, ValueError):
-        raise ValueError(f"{name} must be an integer, got {value!r}") from None
-    if minimum is not None and out < minimum:
-        raise ValueError(f"{name} must be >= {minimum}, got {out}")
-    return out
-
-
 def _as_list(block_table, name: str = "block_table") -> list[int]:
     """The entries of a block table (a sequence of ints, or an integer tensor, flattened) as Python ints; raises
     ValueError for anything else (floats would silently truncate: [1.9] is not block 1)."""
@@ -67,19 +54,19 @@ def _as_list(block_table, name: str = "block_table") -> list[int]:
         items = list(block_table)
     except TypeError:
         raise ValueError(f"{name} must be a sequence of integers, got {block_table!r}") from None
-    return [as_int(f"{name}[{i}]", x) for i, x in enumerate(items)]
+    return [as_int(x, f"{name}[{i}]") for i, x in enumerate(items)]
 
 
 def check_block_size(block_size: int) -> int:
     """block_size as an int; raises ValueError unless it is an integer >= 1."""
-    return as_int("block_size", block_size, 1)
+    return as_int(block_size, "block_size", 1)
 
 
 def blocks_needed(num_tokens: int, block_size: int) -> int:
     """How many blocks hold `num_tokens` tokens (ceil division). Raises ValueError unless both are integers,
     num_tokens >= 0 and block_size >= 1."""
     block_size = check_block_size(block_size)
-    return -(-as_int("num_tokens", num_tokens, 0) // block_size)
+    return -(-as_int(num_tokens, "num_tokens", 0) // block_size)
 
 
 def locate(token_index: int, block_table: SequenceT[int] | torch.Tensor, block_size: int) -> Address:
@@ -90,7 +77,7 @@ def locate(token_index: int, block_table: SequenceT[int] | torch.Tensor, block_s
     """
     block_size = check_block_size(block_size)
     table = _as_list(block_table)
-    token_index = as_int("token_index", token_index, 0)
+    token_index = as_int(token_index, "token_index", 0)
     logical_block_id = token_index // block_size
     if logical_block_id >= len(table):
         raise ValueError(
@@ -115,7 +102,7 @@ def slot_mapping(block_table: SequenceT[int] | torch.Tensor, start: int, end: in
     covers token end - 1, and every entry those tokens use is >= 0 with its slots within int64.
     """
     block_size = check_block_size(block_size)
-    start, end = as_int("start", start), as_int("end", end)
+    start, end = as_int(start, "start"), as_int(end, "end")
     if not 0 <= start <= end:
         raise ValueError(f"need 0 <= start <= end, got start={start}, end={end}")
     if end > MAX_CONTEXT_LEN:
@@ -155,8 +142,8 @@ def validate_block_table(block_table: SequenceT[int] | torch.Tensor, num_blocks:
     reader that only has to stay inside the pool). Entries past the used part may be -1 or anything else.
     """
     block_size = check_block_size(block_size)
-    num_blocks = as_int("num_blocks", num_blocks, 1)
-    context_len = as_int("context_len", context_len, 1)
+    num_blocks = as_int(num_blocks, "num_blocks", 1)
+    context_len = as_int(context_len, "context_len", 1)
     if context_len > MAX_CONTEXT_LEN:
         raise ValueError(f"context_len {context_len} is past MAX_CONTEXT_LEN ({MAX_CONTEXT_LEN} tokens)")
     table = _as_list(block_table)
@@ -181,7 +168,7 @@ def validate_block_table(block_table: SequenceT[int] | torch.Tensor, num_blocks:
 def address_table(block_table: SequenceT[int] | torch.Tensor, context_len: int, block_size: int) -> list[Address]:
     """The whole token -> (physical block, offset) table for tokens [0, context_len)."""
     table = _as_list(block_table)
-    context_len = as_int("context_len", context_len, 0)
+    context_len = as_int(context_len, "context_len", 0)
     if context_len > MAX_CONTEXT_LEN:
         raise ValueError(f"context_len {context_len} is past MAX_CONTEXT_LEN ({MAX_CONTEXT_LEN} tokens)")
     return [locate(i, table, block_size) for i in range(context_len)]
@@ -196,7 +183,7 @@ def pad_block_tables(block_tables: SequenceT[SequenceT[int]], width: int | None 
     if isinstance(block_tables, (torch.Tensor, str, bytes)) or not hasattr(block_tables, "__iter__"):
         raise ValueError(f"block_tables must be a list of block tables, got {type(block_tables).__name__}")
     tables = [_as_list(t, f"block_tables[{i}]") for i, t in enumerate(block_tables)]
-    width = max((len(t) for t in tables), default=0) if width is None else as_int("width", width, 0)
+    width = max((len(t) for t in tables), default=0) if width is None else as_int(width, "width", 0)
     if width > MAX_CONTEXT_LEN:
         raise ValueError(f"width {width} is past MAX_CONTEXT_LEN ({MAX_CONTEXT_LEN}): no table needs that many blocks")
     low, high = INT32_RANGE if dtype == torch.int32 else (-INT64_MAX - 1, INT64_MAX)

@@ -19,8 +19,9 @@ from typing import Callable
 import torch
 import torch.nn.functional as F
 
-from .addressing import as_int, pad_block_tables, slot_mapping, validate_block_table
+from .addressing import pad_block_tables, slot_mapping, validate_block_table
 from .attention_checks import check_attention_inputs, check_cache, check_decode_inputs, check_scale
+from .checks import as_int
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -59,7 +60,7 @@ def gather_kv(key_cache: torch.Tensor, value_cache: torch.Tensor, block_table,
     [0, num_blocks). A block may appear twice (the bug lab reads aliased tables on purpose)."""
     check_cache(key_cache, value_cache)
     block_size = key_cache.shape[1]
-    context_len = as_int("context_len", context_len, 1)
+    context_len = as_int(context_len, "context_len", 1)
     validate_block_table(block_table, key_cache.shape[0], block_size, context_len, distinct=False)
     slots = slot_mapping(block_table, 0, context_len, block_size, device=key_cache.device)
     flat_k = key_cache.reshape(-1, *key_cache.shape[2:])

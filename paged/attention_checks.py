@@ -11,7 +11,8 @@ import numbers
 
 import torch
 
-from .addressing import INT64_MAX, PAD_SLOT, as_int, pad_block_tables, validate_block_table
+from .addressing import INT64_MAX, PAD_SLOT, pad_block_tables, validate_block_table
+from .checks import as_int
 
 DECODE_DTYPES = (torch.float32, torch.float64, torch.float16, torch.bfloat16)  # what every decode impl supports
 
@@ -85,7 +86,7 @@ def _int_tensor(name: str, values) -> torch.Tensor:
         items = list(values)
     except TypeError:
         items = [values]  # one number for a batch of one
-    ints = [as_int(f"{name}[{i}]", x) for i, x in enumerate(items)]
+    ints = [as_int(x, f"{name}[{i}]") for i, x in enumerate(items)]
     bad = next((x for x in ints if not -INT64_MAX - 1 <= x <= INT64_MAX), None)
     if bad is not None:
         raise ValueError(f"{name} holds {bad}, which does not fit in int64")

@@ -19,10 +19,11 @@ def _is_bool(value: Any) -> bool:
 
 
 def as_int(value: Any, name: str, lo: int | None = None, hi: int | None = None) -> int:
-    """`value` as a Python int in [lo, hi] (either bound optional).
+    """`value` as a Python int in [lo, hi] (either bound optional): the library's one integer check.
 
-    Accepts ints and integer scalars of numpy / torch (anything with `__index__`), never bools or floats (`1.0`
-    included: an integer is meant, so a float is a mistake upstream). Raises ValueError naming `name` and the rule.
+    Accepts ints and integer scalars of numpy / torch (0-d, anything with `__index__`), never bools, floats (`1.0`
+    included: an integer is meant, so a float is a mistake upstream), strings or arrays (a one-element tensor too).
+    Raises ValueError naming `name` and the rule: "<name> must be an integer >= <lo>, got <value>" and the like.
     """
     if _is_bool(value):
         raise ValueError(f"{name} must be an integer, got the bool {value!r}")
@@ -30,7 +31,7 @@ def as_int(value: Any, name: str, lo: int | None = None, hi: int | None = None) 
         raise ValueError(f"{name} must be one integer, got an array of shape {tuple(value.shape)}")
     try:
         number = operator.index(value)
-    except TypeError:
+    except (TypeError, RuntimeError, ValueError):  # torch raises RuntimeError for some tensors
         raise ValueError(f"{name} must be an integer, got {value!r} ({type(value).__name__})") from None
     if lo is not None and number < lo or hi is not None and number > hi:
         rule = (f">= {lo}" if hi is None else f"<= {hi}" if lo is None else f"in [{lo}, {hi}]")

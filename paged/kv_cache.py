@@ -11,7 +11,8 @@ import math
 
 import torch
 
-from .addressing import as_int, check_block_size
+from .addressing import check_block_size
+from .checks import as_int
 
 # The most bytes one KVCachePool (or ContiguousKVCache) may hold unless told otherwise: a knob set by mistake must
 # be refused up front, not discovered as an out-of-memory error (or a machine swapping) halfway through.
@@ -24,7 +25,7 @@ def default_device() -> torch.device:
 
 
 def _positive_int(name: str, value) -> int:
-    return as_int(name, value, 1)
+    return as_int(value, name, 1)
 
 
 def _device(device) -> torch.device:
@@ -77,7 +78,7 @@ class KVCachePool:
 
     def layer(self, i: int) -> tuple[torch.Tensor, torch.Tensor]:
         """Views (key_cache, value_cache) of layer i, each [num_blocks, block_size, num_kv_heads, head_dim]."""
-        i = as_int("layer", i)
+        i = as_int(i, "layer")
         if not 0 <= i < self.num_layers:
             raise ValueError(f"layer {i} is outside [0, {self.num_layers})")
         return self.key_cache[i], self.value_cache[i]
@@ -199,7 +200,7 @@ class ContiguousKVCache:
             setattr(self, name, new)
 
     def _layer(self, layer) -> int:
-        layer = as_int("layer", layer)
+        layer = as_int(layer, "layer")
         if not 0 <= layer < len(self.lengths):
             raise ValueError(f"layer {layer} is outside [0, {len(self.lengths)})")
         return layer
@@ -251,5 +252,5 @@ class ContiguousKVCache:
 
     def truncate(self, length: int) -> None:
         """Forget every token at position >= length (used when a sequence is preempted and recomputed)."""
-        length = as_int("length", length, 0)
+        length = as_int(length, "length", 0)
         self.lengths = [min(n, length) for n in self.lengths]

@@ -126,11 +126,11 @@ def test_numpy_and_tensor_integers_are_integers():
 
 
 @pytest.mark.parametrize("call, msg", [
-    (lambda: blocks_needed(-1, 4), "num_tokens must be >= 0"),
+    (lambda: blocks_needed(-1, 4), "num_tokens must be an integer >= 0"),
     (lambda: slot_mapping([2**62], 0, 1, 4), "do not fit in int64"),
     (lambda: slot_mapping([-5, 2], 0, 2, 4), "-5"),
     (lambda: pad_block_tables([[2**40]]), "does not fit in torch.int32"),
-    (lambda: pad_block_tables([[1]], width=-1), "width must be >= 0"),
+    (lambda: pad_block_tables([[1]], width=-1), "width must be an integer >= 0"),
     (lambda: pad_block_tables(torch.tensor([[1]])), "list of block tables"),
 ])
 def test_out_of_range_integers_are_refused(call, msg):
@@ -150,3 +150,18 @@ def test_absurd_lengths_are_refused_before_any_work(call):
     """A context of 2**40 tokens (one huge block) is refused up front, not laid out token by token."""
     with pytest.raises(ValueError, match="MAX_CONTEXT_LEN"):
         call()
+
+
+def test_one_integer_checker_with_one_message():
+    """addressing uses the library's one integer check (paged.checks.as_int): same rules, same message wording
+    as a config or a sequence ("must be an integer >= N"); a one-element tensor is an array, not an integer."""
+    import paged.addressing
+    import paged.checks
+
+    assert paged.addressing.as_int is paged.checks.as_int
+    with pytest.raises(ValueError, match=r"^token_index must be an integer >= 0, got -1$"):
+        locate(-1, [0], 4)
+    with pytest.raises(ValueError, match="token_index must be one integer, got an array of shape"):
+        locate(torch.tensor([1]), [0], 4)
+    with pytest.raises(ValueError, match="start must be an integer, got 1.0"):
+        slot_mapping([0], 1.0, 2, 4)

@@ -272,7 +272,7 @@ def test_attention_boundary(case, msg):
     ([0], 6, "needs 2 blocks"),
     ([0, 1.5], 6, "must be an integer"),
     ([0, 1], 6.0, "context_len must be an integer"),
-    ([0, 1], 0, "context_len must be >= 1"),
+    ([0, 1], 0, "context_len must be an integer >= 1"),
 ])
 def test_gather_kv_refuses_bad_tables(table, context_len, msg):
     """gather_kv checks its table against the pool (it used to raise IndexError or read a truncated id)."""

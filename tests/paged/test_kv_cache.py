@@ -104,7 +104,7 @@ def test_contiguous_cache_clone_is_independent():
 @pytest.mark.parametrize("kwargs, msg", [
     (dict(num_blocks=4.0), "num_blocks must be an integer"),
     (dict(block_size=True), "block_size must be an integer"),
-    (dict(num_kv_heads=-2), "num_kv_heads must be >= 1"),
+    (dict(num_kv_heads=-2), "num_kv_heads must be an integer >= 1"),
     (dict(dtype=torch.int32), "floating-point"),
     (dict(device="no-such-device"), "device"),
     # K and V x num_layers x num_blocks x block_size x num_kv_heads x head_dim x 4 bytes
@@ -173,7 +173,7 @@ def test_contiguous_cache_update_refuses_bad_input(args, msg):
 
 
 @pytest.mark.parametrize("kwargs, msg", [
-    (dict(num_kv_heads=0), "num_kv_heads must be >= 1"), (dict(capacity=0), "capacity must be >= 1"),
+    (dict(num_kv_heads=0), "num_kv_heads must be an integer >= 1"), (dict(capacity=0), "capacity must be an integer >= 1"),
     (dict(head_dim=2.0), "head_dim must be an integer"), (dict(capacity=10**12), "would need"),
 ])
 def test_contiguous_cache_refuses_bad_sizes(kwargs, msg):
