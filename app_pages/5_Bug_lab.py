@@ -154,7 +154,7 @@ decode_steps = trun.steps[1:]
 fig = step_error_figure([s.step for s in decode_steps], [s.rel_err for s in decode_steps], trun.tolerance,
                         title=ctx.t("rel_title"), x_title=ctx.t("decode_step"), y_title=ctx.t("rel_y"),
                         tol_label=ctx.t("tolerance"), drift_label=ctx.t("first_bad"),
-                        drift_steps={s: trun.first_bad_step(s) for s in trun.steps[0].context_lens})
+                        drift_steps={s: trun.first_bad_step(s) for s in trun.steps[0].cached_token_counts})
 fig_col, note_col = st.columns([3, 1])
 ui.show_figure(fig, "buglab.rel_err", where=fig_col)
 ui.notice(ctx, ctx.t(f"notice_{fault.value}"), where=note_col)
@@ -185,7 +185,7 @@ shown = trun.steps[step]
 words = {w: ctx.t(f"w_{w}") for w in ("write", "read", "skipped", "early", "written_wrongly", "read_wrongly",
                                        "meant", "nowhere", "padding")}  # w_padding's {seq}: filled by the figure
 writes = trun.writes_until(step)
-pool = bad_cells_figure(tscenario.num_blocks, tscenario.block_size, shown.tables, shown.context_lens, writes,
+pool = bad_cells_figure(tscenario.num_blocks, tscenario.block_size, shown.tables, shown.cached_token_counts, writes,
                         shown.bad_reads, title=ctx.t("pool_title", step=step), words=words)
 fig_col, note_col = st.columns([3, 1])
 ui.show_figure(pool, "buglab.pool", where=fig_col)

@@ -93,7 +93,7 @@ class TensorStep:
     bad_writes: list[BadCell] = field(default_factory=list)
     bad_reads: list[BadCell] = field(default_factory=list)
     tables: dict[int, list[int]] = field(default_factory=dict)  # the block manager's (correct) tables, this step
-    context_lens: dict[int, int] = field(default_factory=dict)  # tokens written per sequence after the step
+    cached_token_counts: dict[int, int] = field(default_factory=dict)  # tokens written per sequence after the step
     finished: list[int] = field(default_factory=list)            # sequences finished right after this step
 
     @property
@@ -134,7 +134,8 @@ class TensorRun:
                 "tolerance": self.tolerance, "applies": self.applies,
                 "steps": [{**asdict(s), "rel_err": {str(k): v for k, v in s.rel_err.items()},
                            "tables": {str(k): v for k, v in s.tables.items()},
-                           "context_lens": {str(k): v for k, v in s.context_lens.items()}} for s in self.steps]}
+                           "cached_token_counts": {str(k): v for k, v in s.cached_token_counts.items()}}
+                          for s in self.steps]}
 
 
 class FaultyPlayground(Playground):
@@ -263,7 +264,7 @@ class FaultyPlayground(Playground):
     def snapshot(self, result: TensorStep) -> TensorStep:
         """Fill in the tables and lengths the step ended with (for the pool figure)."""
         result.tables = {s.seq_id: list(s.block_table) for s in self.running()}
-        result.context_lens = {s.seq_id: s.cached_token_count for s in self.running()}
+        result.cached_token_counts = {s.seq_id: s.cached_token_count for s in self.running()}
         return result
 
 

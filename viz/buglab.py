@@ -94,7 +94,7 @@ DEFAULT_WORDS = {"write": "written at", "read": "read from", "skipped": "not rea
 
 
 def bad_cells_figure(num_blocks: int, block_size: int, tables: Mapping[int, Sequence[int]],
-                     context_lens: Mapping[int, int], bad_writes: Sequence = (), bad_reads: Sequence = (),
+                     cached_counts: Mapping[int, int], bad_writes: Sequence = (), bad_reads: Sequence = (),
                      title: str = "", words: Mapping[str, str] | None = None) -> go.Figure:
     """The pool grid (cells coloured by the correct owner and token) with a fault's damage on top: a black square
     inside each cell written wrongly, a blue circle in each cell read wrongly.
@@ -108,7 +108,7 @@ def bad_cells_figure(num_blocks: int, block_size: int, tables: Mapping[int, Sequ
     write_lines = _cell_lines(bad_writes, what)
     read_lines = _cell_lines(bad_reads, what)
     write_slots, read_slots = sorted(write_lines), sorted(s for s in read_lines if s >= 0)
-    fig = pool_figure(num_blocks, block_size, tables, context_lens, highlight=write_slots, read=read_slots,
+    fig = pool_figure(num_blocks, block_size, tables, cached_counts, highlight=write_slots, read=read_slots,
                       title=title)
     size = fig.data[0].marker.size if fig.data and fig.data[0].marker.size else 20
     fig.update_traces(selector=dict(name="highlight"), name=what["written_wrongly"], showlegend=bool(write_slots),

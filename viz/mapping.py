@@ -11,11 +11,11 @@ from .colors import FREE_COLOR, seq_color, seq_label, text_color
 from .figure import make_figure, title_layout
 
 
-def mapping_figure(tables: Mapping[int, Sequence[int]], context_lens: Mapping[int, int], block_size: int,
+def mapping_figure(tables: Mapping[int, Sequence[int]], cached_counts: Mapping[int, int], block_size: int,
                    num_blocks: int, title: str = "",
                    new_blocks: Mapping[int, Sequence[int]] | None = None) -> go.Figure:
-    """tables: seq_id -> block_table; context_lens: seq_id -> tokens written. new_blocks: seq_id -> physical blocks
-    taken from the free list by the latest step (their lines are drawn thick and dashed).
+    """tables: seq_id -> block_table; cached_counts: seq_id -> cached_token_count (tokens written). new_blocks:
+    seq_id -> physical blocks taken from the free list by the latest step (their lines are drawn thick and dashed).
     Traces: one "links <label>" line trace and one "<label>" marker trace per sequence, then "physical"."""
     new_blocks = new_blocks or {}
     seq_ids = list(tables)
@@ -31,7 +31,7 @@ def mapping_figure(tables: Mapping[int, Sequence[int]], context_lens: Mapping[in
     pos = 0
     top_y, bottom_y = 1.0, 0.0
     for s in seq_ids:
-        table, n = tables[s], context_lens.get(s, 0)
+        table, n = tables[s], cached_counts.get(s, 0)
         label, color = seq_label(s), seq_color(s)
         xs, lx, ly, hover, text = [], [], [], [], []
         for j, block in enumerate(table):

@@ -34,7 +34,7 @@ def chain_text(seq_id: int, token_index: int, block_size: int, physical_block_id
 
 
 def pool_cells(num_blocks: int, block_size: int, tables: Mapping[int, Sequence[int]],
-               context_lens: Mapping[int, int]) -> list[Cell]:
+               cached_counts: Mapping[int, int]) -> list[Cell]:
     """Every slot of the pool with the tokens that map to it. Table entries outside [0, num_blocks) are skipped
     (the caller reports them); two tokens on one slot (a block listed twice) are both kept."""
     cells = [Cell(b * block_size + o, b, o) for b in range(num_blocks) for o in range(block_size)]
@@ -47,7 +47,7 @@ def pool_cells(num_blocks: int, block_size: int, tables: Mapping[int, Sequence[i
                 if seq_id not in cell.owners:
                     cell.owners.append(seq_id)
                 token_index = logical_block_id * block_size + offset
-                if token_index < context_lens.get(seq_id, 0):
+                if token_index < cached_counts.get(seq_id, 0):
                     cell.tokens.append((seq_id, token_index))
     return cells
 
@@ -64,14 +64,15 @@ def grid_columns(num_blocks: int, block_size: int, aspect: float = 3.5) -> int:
 
 
 def pool_figure(num_blocks: int, block_size: int, tables: Mapping[int, Sequence[int]],
-                context_lens: Mapping[int, int], highlight: Iterable[int] = (), read: Iterable[int] = (),
+                cached_counts: Mapping[int, int], highlight: Iterable[int] = (), read: Iterable[int] = (),
                 title: str = "", labels: Mapping[int, str] | None = None, max_width: int = 820,
                 min_width: int = 620) -> go.Figure:
     """The pool grid.
 
-    tables: seq_id -> block_table; context_lens: seq_id -> tokens written (cells past it in the last block are drawn
-    as reserved, in a light tint). highlight: slots outlined in black (the token being read / just written).
-    read: slots already read (a thin grey outline). labels: seq_id -> text shown in cells (default A, B, C…).
+    tables: seq_id -> block_table; cached_counts: seq_id -> cached_token_count, the tokens written (cells past it in
+    the last block are drawn as reserved, in a light tint). highlight: slots outlined in black (the token being
+    read / just written). read: slots already read (a thin grey outline). labels: seq_id -> text shown in cells
+    (default A, B, C…).
     Cells are square, at most 36 px; the figure is between min_width and max_width pixels wide.
     Traces: "free", one per sequence (named by its label), "read", "highlight", "block ids".
     """
@@ -85,7 +86,7 @@ def pool_figure(num_blocks: int, block_size: int, tables: Mapping[int, Sequence[
         block, offset = divmod(slot, block_size)
         return (block // rows) * stride + offset, block % rows
 
-    cells = pool_cells(num_blocks, block_size, tables, context_lens)
+    cells = pool_cells(num_blocks, block_size, tables, cached_counts)
     groups: dict[int | None, dict[str, list]] = {}
     for cell in cells:
         owner = cell.owners[0] if cell.owners else None

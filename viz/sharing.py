@@ -19,14 +19,14 @@ COPY_COLOR = OKABE_ITO["vermillion"]
 
 
 def refcount_pool_figure(num_blocks: int, block_size: int, tables: Mapping[int, Sequence[int]],
-                         context_lens: Mapping[int, int], ref_counts: Sequence[int], cached: Iterable[int] = (),
+                         cached_counts: Mapping[int, int], ref_counts: Sequence[int], cached: Iterable[int] = (),
                          copies: Sequence[tuple[int, int]] = (), title: str = "", cols: int | None = None,
                          max_width: int = 680) -> go.Figure:
     """One square per physical block, coloured by its first holder, its ref count printed large (0 on free blocks
     is left blank) and its id small in the corner. Shared blocks (ref count > 1) get a thick black outline and one
     dot per holder in the holder's colour. `cached`: free blocks that keep a prefix-cache hash (grey, "♻").
     `copies`: copy-on-write (src, dst) of the latest step, outlined in vermillion with an arrow src → dst.
-    tables: seq_id -> block_table (every holder); context_lens: seq_id -> cached_token_count (for the fill).
+    tables: seq_id -> block_table (every holder); cached_counts: seq_id -> cached_token_count (for the fill).
     Square cells of at most 46 px, the figure at most `max_width` px wide.
     Traces: "blocks", "block ids", "shared", "holders", "copy-on-write"."""
     cols = cols or min(num_blocks, 16)
@@ -36,7 +36,7 @@ def refcount_pool_figure(num_blocks: int, block_size: int, tables: Mapping[int, 
     holders: list[list[tuple[int, int]]] = [[] for _ in range(num_blocks)]
     fill = [0] * num_blocks
     for seq_id, table in tables.items():
-        n = context_lens.get(seq_id, 0)
+        n = cached_counts.get(seq_id, 0)
         for logical, block in enumerate(table):
             if 0 <= block < num_blocks:
                 holders[block].append((seq_id, logical))

@@ -115,26 +115,27 @@ def batches(rng: random.Random, batch_size: int, max_len_at: Callable[[int], int
 class BatchCache:
     """A minimal contiguous-cache attention backend for batched greedy evaluation (not the engine's cache).
 
-    Row b's keys/values live at positions 0..context_len-1 of key_cache[layer, b]. Before each forward call
-    `begin_step(step_lens)` with the number of tokens each row contributes (flattened back to back, in row
-    order); after it, `end_step()`. A query at position p sees keys 0..p of its own row.
+    Row b's keys/values live at positions 0..cached_token_counts[b]-1 of key_cache[layer, b] (tokens written before
+    the step; a step reads those plus its own). Before each forward call `begin_step(step_lens)` with the number of
+    tokens each row contributes (flattened back to back, in row order); after it, `end_step()`. A query at position
+    p sees keys 0..p of its own row.
     """
 
     def __init__(self, config, batch_size: int, max_len: int, device=None, dtype=torch.float32) -> None:
         shape = (config.num_hidden_layers, batch_size, config.num_key_value_heads, max_len, config.head_dim)
         self.key_cache = torch.zeros(shape, device=device, dtype=dtype)  # [L, B, K, max_len, D]
         self.value_cache = torch.zeros(shape, device=device, dtype=dtype)  # [L, B, K, max_len, D]
-        self.context_lens = [0] * batch_size
+        self.cached_token_counts = [0] * batch_size
         self.device = device
 
     def begin_step(self, step_lens: list[int]) -> None:
         lens = torch.tensor(step_lens, device=self.device)
-        starts = torch.tensor(self.context_lens, device=self.device)
+        starts = torch.tensor(self.cached_token_counts, device=self.device)
         self._rows = torch.repeat_interleave(torch.arange(len(step_lens), device=self.device), lens)  # [N]
         self._local = torch.cat([torch.arange(n, device=self.device) for n in step_lens])  # [N] index in step
         self._pos = starts[self._rows] + self._local  # [N] position in the row = slot in the cache
         self._width = max(step_lens)
-        self._keys = max(c + n for c, n in zip(self.context_lens, step_lens))
+        self._keys = max(c + n for c, n in zip(self.cached_token_counts, step_lens))
         q_pos = torch.zeros(len(step_lens), self._width, dtype=torch.long, device=self.device)  # [B, Tq]
         q_pos[self._rows, self._local] = self._pos  # padded queries keep position 0: they see key 0 only
         k_pos = torch.arange(self._keys, device=self.device)
@@ -142,7 +143,7 @@ class BatchCache:
         self._step_lens = step_lens
 
     def end_step(self) -> None:
-        self.context_lens = [c + n for c, n in zip(self.context_lens, self._step_lens)]
+        self.cached_token_counts = [c + n for c, n in zip(self.cached_token_counts, self._step_lens)]
 
     def __call__(self, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
         """q [N, H, D], k/v [N, K, D] -> [N, H, D]."""
@@ -170,7 +171,7 @@ def greedy_continue(model, prompts: list[list[int]], num_tokens: list[int]) -> l
     cache.end_step()
     outputs = [next_ids]
     for _ in range(steps - 1):
-        positions = torch.tensor(cache.context_lens, device=param.device)
+        positions = torch.tensor(cache.cached_token_counts, device=param.device)
         cache.begin_step([1] * len(prompts))
         next_ids = model(next_ids, positions, backend=cache).argmax(-1)  # [B]
         cache.end_step()

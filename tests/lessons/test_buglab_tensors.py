@@ -56,8 +56,8 @@ def test_use_after_free_hits_the_successor_after_the_finish():
 def test_steps_record_the_correct_state_and_export():
     """Step 0 is the prefill (no reads); tables and lengths are the block manager's; to_dict is plain data."""
     clean = run(None, DEFAULT_TENSOR)
-    assert clean.steps[0].rel_err == {} and clean.steps[0].context_lens == {0: 10, 1: 6, 2: 15}
-    assert clean.steps[1].context_lens == {0: 11, 1: 7, 2: 16} and clean.steps[1].tables[0] == [7, 2, 9]
+    assert clean.steps[0].rel_err == {} and clean.steps[0].cached_token_counts == {0: 10, 1: 6, 2: 15}
+    assert clean.steps[1].cached_token_counts == {0: 11, 1: 7, 2: 16} and clean.steps[1].tables[0] == [7, 2, 9]
     assert len(clean.steps) == DEFAULT_TENSOR.num_steps + 1 and 0 not in clean.steps[4].rel_err
     d = clean.to_dict()
     assert d["fault"] is None and d["steps"][1]["rel_err"].keys() == {"0", "1", "2"}

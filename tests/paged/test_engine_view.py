@@ -83,3 +83,23 @@ def test_ownership_is_built_by_the_view_not_by_each_step(monkeypatch):
     child = view.groups[rid][1]
     shared = set(view.tables[rid]) & set(view.tables[child])
     assert shared and all(owners[b] == rid for b in shared)
+
+
+@pytest.mark.parametrize("chunked", [False, True])
+def test_context_len_is_what_attention_read_this_step(chunked):
+    """One meaning of context_len: the tokens attention read for the sequence in this step, its own fed tokens
+    included: the last fed position + 1, i.e. cached_token_count after the step (in decode: before + 1)."""
+    from paged.config import SchedulerConfig
+
+    sc = SchedulerConfig(enable_chunked_prefill=True, max_num_batched_tokens=8) if chunked else SchedulerConfig()
+    eng = LLMEngine(MODEL, ByteTokenizer(), CacheConfig(block_size=4, num_blocks=48, seed=1, watermark=0.0), sc,
+                    attn_impl="gather")
+    eng.add_request("a prompt longer than one chunk", SamplingParams(max_tokens=4, ignore_eos=True))
+    eng.add_request("short", SamplingParams(max_tokens=6, ignore_eos=True))
+    seen = 0
+    while eng.has_unfinished():
+        for s in eng.step().seqs:
+            if s.tokens_in:
+                assert s.context_len == s.positions[-1] + 1 == s.cached_token_count
+                seen += 1
+    assert seen >= 10
