@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass, field
 
+from ..block_manager import first_owners
+
 
 @dataclass
 class SeqStepState:
@@ -55,6 +57,8 @@ class StepTrace:
         for key in ("block_tables_before", "block_tables_after", "blocks_allocated", "blocks_freed", "forked"):
             d[key] = {str(k): v for k, v in d[key].items()}  # JSON object keys are strings
         d["scheduled"] = self.scheduled
+        # physical block -> first running owner after the step: derived here, for exports only, not on the step
+        d["ownership"] = first_owners(self.block_tables_after, self.num_blocks)
         return d
 
     def to_json(self) -> str:
