@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import operator
 from dataclasses import dataclass
+from itertools import chain
 from typing import Sequence as SequenceT
 
 import torch
@@ -196,7 +197,9 @@ def pad_block_tables(block_tables: SequenceT[SequenceT[int]], width: int | None 
     """
     if isinstance(block_tables, (torch.Tensor, str, bytes)) or not hasattr(block_tables, "__iter__"):
         raise ValueError(f"block_tables must be a list of block tables, got {type(block_tables).__name__}")
-    tables = [_as_list(t, f"block_tables[{i}]") for i, t in enumerate(block_tables)]
+    tables = list(block_tables)
+    if not (set(map(type, tables)) <= {list} and set(map(type, chain.from_iterable(tables))) <= {int}):
+        tables = [_as_list(t, f"block_tables[{i}]") for i, t in enumerate(tables)]  # not plain lists of ints
     width = max((len(t) for t in tables), default=0) if width is None else as_int("width", width, 0)
     if width > MAX_CONTEXT_LEN:
         raise ValueError(f"width {width} is past MAX_CONTEXT_LEN ({MAX_CONTEXT_LEN}): no table needs that many blocks")
@@ -204,9 +207,10 @@ def pad_block_tables(block_tables: SequenceT[SequenceT[int]], width: int | None 
     for i, t in enumerate(tables):
         if len(t) > width:
             raise ValueError(f"block table {i} has {len(t)} entries, more than the width {width}")
-        if t and not (low <= min(t) and max(t) <= high):
-            bad = next(x for x in t if not low <= x <= high)
-            raise ValueError(f"block_tables[{i}] holds {bad}, which does not fit in {dtype}")
+    entries = list(chain.from_iterable(tables))
+    if entries and not (low <= min(entries) and max(entries) <= high):
+        i, bad = next((i, x) for i, t in enumerate(tables) for x in t if not low <= x <= high)
+        raise ValueError(f"block_tables[{i}] holds {bad}, which does not fit in {dtype}")
     padded = [t + [PAD_SLOT] * (width - len(t)) for t in tables] if width else [[PAD_SLOT] for _ in tables]
     out = torch.tensor(padded, dtype=dtype).reshape(len(tables), max(width, 1))
     return out.to(device) if device is not None else out
