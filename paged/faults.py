@@ -174,14 +174,9 @@ class FaultHook:
 
     def write(self, key_cache: torch.Tensor, value_cache: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
               slots: torch.Tensor) -> None:
-        """Write one step's K/V [N, num_kv_heads, head_dim] at `slots` [N] (unchecked: a fault must show), then
-        the padding rows, copies of row 0, at pad_slots() (a separate call, so a colliding pad row wins)."""
+        """Write one step's K/V [N, num_kv_heads, head_dim] at `slots` [N] into one layer's caches (unchecked, as
+        on the engine's hot path; a fault must show)."""
         write_kv(key_cache, value_cache, k, v, slots, validate=False)
-        pad = self.pad_slots().to(k.device)
-        if pad.numel():
-            n = pad.numel()
-            write_kv(key_cache, value_cache, k[:1].expand(n, *k.shape[1:]).contiguous(),
-                     v[:1].expand(n, *v.shape[1:]).contiguous(), pad, validate=False)
 
     def decode(self, write: Callable[[], None], read: Callable[[], torch.Tensor]) -> torch.Tensor:
         """One decode step's write and read, in this hook's order; returns read()'s output."""
@@ -209,10 +204,14 @@ class _Faulty(FaultHook):
 
 
 class EarlyIncrement(_Faulty):
+    """Decode reads before it writes: the newest token's slot still holds stale K/V when it is read."""
+
     fault, read_first = Fault.EARLY_INCREMENT, True
 
 
 class LateIncrement(_Faulty):
+    """Decode reads context_len - 1 tokens (at least 1): the newest token is left out."""
+
     fault = Fault.LATE_INCREMENT
 
     def context_lens(self, lens: torch.Tensor, decode: bool) -> torch.Tensor:
@@ -220,16 +219,22 @@ class LateIncrement(_Faulty):
 
 
 class SlotOffByOne(_Faulty):
+    """Every write lands one slot further (clamped to the pool's last slot)."""
+
     fault = Fault.SLOT_OFF_BY_ONE
 
-    def write_slots(self, slots, tables, rows, token_index):
+    def write_slots(self, slots: torch.Tensor, tables: list[list[int]], rows: torch.Tensor,
+                    token_index: torch.Tensor) -> torch.Tensor:
         return (slots + 1).clamp_max(self.num_slots - 1)
 
 
 class BlockSizeMismatch(_Faulty):
+    """The writer computes slots with writer_block_size(block_size); the reader with block_size."""
+
     fault = Fault.BLOCK_SIZE_MISMATCH
 
-    def write_slots(self, slots, tables, rows, token_index):
+    def write_slots(self, slots: torch.Tensor, tables: list[list[int]], rows: torch.Tensor,
+                    token_index: torch.Tensor) -> torch.Tensor:
         """The chain with writer_block_size; a logical block past the table's end takes its last entry."""
         wbs = writer_block_size(self.block_size)
         last = torch.tensor([len(t) - 1 for t in tables], dtype=torch.long)[rows]
@@ -238,9 +243,11 @@ class BlockSizeMismatch(_Faulty):
 
 
 class UseAfterFree(_Faulty):
+    """Decode reads through a per-row table cache refreshed only when the row's table grows."""
+
     fault = Fault.USE_AFTER_FREE
 
-    def read_tables(self, tables, decode):
+    def read_tables(self, tables: list[list[int]], decode: bool) -> list[list[int]]:
         """At decode, row i's table is refreshed only when sequence i's table outgrows it: the bug."""
         if not decode:
             return tables
@@ -251,6 +258,8 @@ class UseAfterFree(_Faulty):
 
 
 class PositionOffByOne(_Faulty):
+    """Decode feeds the newest token at position num_tokens instead of num_tokens - 1."""
+
     fault = Fault.POSITION_OFF_BY_ONE
 
     def positions(self, positions: torch.Tensor, decode: bool) -> torch.Tensor:
@@ -258,20 +267,34 @@ class PositionOffByOne(_Faulty):
 
 
 class PadNotSkipped(_Faulty):
+    """Every write carries NUM_PAD_ROWS padding rows of slot -1, which wrap to the pool's last slot."""
+
     fault = Fault.PAD_NOT_SKIPPED
 
     def pad_slots(self) -> torch.Tensor:
         """NUM_PAD_ROWS rows of slot -1, which wrap around to the pool's last slot."""
         return torch.full((NUM_PAD_ROWS,), PAD_SLOT, dtype=torch.long) % self.num_slots
 
+    def write(self, key_cache: torch.Tensor, value_cache: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+              slots: torch.Tensor) -> None:
+        """The real rows, then the padding rows, copies of row 0, at pad_slots() (a separate call, so the
+        collision is deterministic: the padding wins, as it may on a GPU)."""
+        super().write(key_cache, value_cache, k, v, slots)
+        pad, n = self.pad_slots().to(k.device), NUM_PAD_ROWS
+        write_kv(key_cache, value_cache, k[:1].expand(n, *k.shape[1:]).contiguous(),
+                 v[:1].expand(n, *v.shape[1:]).contiguous(), pad, validate=False)
+
 
 class AliasedBlocks(_Faulty):
+    """Writer and reader both map logical block 1 to logical block 0's physical block."""
+
     fault = Fault.ALIASED_BLOCKS
 
-    def write_slots(self, slots, tables, rows, token_index):
+    def write_slots(self, slots: torch.Tensor, tables: list[list[int]], rows: torch.Tensor,
+                    token_index: torch.Tensor) -> torch.Tensor:
         return batch_slot_mapping(pad_block_tables(aliased_tables(tables)), rows, token_index, self.block_size)
 
-    def read_tables(self, tables, decode):
+    def read_tables(self, tables: list[list[int]], decode: bool) -> list[list[int]]:
         return aliased_tables(tables)
 
 
