@@ -1,7 +1,7 @@
 """The bug lab on random tensors: each classic fault acted out on a `Playground` batch, with no model.
 
-A `FaultyPlayground` breaks the same link of the chain as the engine does (paged/engine/runner.py `_inject` and
-`PagedBackend`), so the symptom can be seen without a language model in the way:
+A `FaultyPlayground` breaks the chain through the very hook the engine's runner uses (`paged.faults.fault_hook`),
+so the symptom can be seen without a language model in the way:
 
     EARLY_INCREMENT      decode reads the newest token's slot before its K/V are written (read-before-write)
     LATE_INCREMENT       decode reads context_len - 1 tokens: the newest one is left out
@@ -26,10 +26,8 @@ from dataclasses import asdict, dataclass, field
 import torch
 
 from paged.addressing import slot_mapping
-from paged.attention import contiguous_attention_decode, paged_attention_decode
-from paged.faults import NUM_PAD_ROWS, Fault, as_fault, writer_block_size
-from paged.kv_cache import write_kv
-from paged.attention import tolerance
+from paged.attention import contiguous_attention_decode, paged_attention_decode, tolerance
+from paged.faults import Fault, as_fault, fault_hook
 from .playground import Playground
 from paged.sequence import Sequence
 from .address import SEED_BATCH
@@ -147,29 +145,29 @@ class FaultyPlayground(Playground):
         super().__init__(s.num_blocks, s.block_size, s.num_heads, s.num_kv_heads, s.head_dim, torch.float32, device,
                          seed=s.seed)
         self.fault = as_fault(fault)
-        self._rows: list[list[int]] = []  # USE_AFTER_FREE: the runner's per-row table cache
+        self.hook = fault_hook(self.fault, s.block_size, self.pool.num_slots)  # the engine's hook, the same code
         self.bad_writes: list[BadCell] = []  # of the step in progress
 
     # --- the write side -----------------------------------------------------------------------------------------
-    def writer_slots(self, seq: Sequence, start: int, end: int) -> list[int]:
-        """Where this playground's writer puts tokens [start, end) of seq (the fault applied)."""
-        bs, fault = self.block_size, self.fault
-        if fault in (Fault.BLOCK_SIZE_MISMATCH, Fault.ALIASED_BLOCKS):
-            table = self.reader_table(seq) if fault is Fault.ALIASED_BLOCKS else list(seq.block_table)
-            wbs = writer_block_size(bs) if fault is Fault.BLOCK_SIZE_MISMATCH else bs
-            return [table[min(t // wbs, len(table) - 1)] * wbs + t % wbs for t in range(start, end)]
-        slots = slot_mapping(seq.block_table, start, end, bs).tolist()
-        if fault is Fault.SLOT_OFF_BY_ONE:
-            slots = [min(s + 1, self.pool.num_slots - 1) for s in slots]
-        return slots
+    def writer_slots(self, spans: list[tuple[Sequence, int, int]]) -> list[int]:
+        """Where this playground's writer puts tokens [start, end) of each (seq, start, end) span, the fault
+        applied by the hook; the spans are the batch rows, in order."""
+        tables = [list(seq.block_table) for seq, _, _ in spans]
+        right = torch.cat([slot_mapping(t, start, end, self.block_size) for t, (_, start, end) in zip(tables, spans)])
+        sizes = torch.tensor([end - start for _, start, end in spans])
+        rows = torch.repeat_interleave(torch.arange(len(spans)), sizes)
+        token_index = torch.cat([torch.arange(start, end) for _, start, end in spans])
+        return self.hook.write_slots(right, tables, rows, token_index).tolist()
 
     def _write_batch(self, spans: list[tuple[Sequence, int, int]]) -> None:
         """One write call for tokens [start, end) of each listed sequence, as the engine writes a whole step: the
         pool at the (faulty) writer's slots, the twin in token order; wrong slots recorded in bad_writes."""
-        keys, values, slots = [], [], []
+        keys, values = [], []
+        slots = self.writer_slots(spans)
+        at_row = 0
         for seq, start, end in spans:
             k, v = self._random_kv(end - start)
-            at = self.writer_slots(seq, start, end)
+            at, at_row = slots[at_row:at_row + end - start], at_row + end - start
             right = slot_mapping(seq.block_table, start, end, self.block_size).tolist()
             self.twins[seq.seq_id].update(0, torch.arange(start, end), k, v)
             self.last_write[seq.seq_id] = at
@@ -177,46 +175,25 @@ class FaultyPlayground(Playground):
                                 for t, a, r in zip(range(start, end), at, right) if a != r]
             keys.append(k)
             values.append(v)
-            slots += at
-        key_cache, value_cache = self.pool.layer(0)
-        write_kv(key_cache, value_cache, torch.cat(keys), torch.cat(values),
-                 torch.tensor(slots, dtype=torch.long, device=self.device), validate=False)
-        if self.fault is Fault.PAD_NOT_SKIPPED:
-            # padded rows keep slot -1 and copy the batch's first row; -1 wraps to the pool's last slot. Written after
-            # the real rows (a separate call) so the collision is deterministic: the padding wins, as it may on a GPU.
-            pad = torch.full((NUM_PAD_ROWS,), -1, dtype=torch.long) % self.pool.num_slots
-            k0, v0 = keys[0][:1], values[0][:1]
-            write_kv(key_cache, value_cache, k0.expand(NUM_PAD_ROWS, *k0.shape[1:]),
-                     v0.expand(NUM_PAD_ROWS, *v0.shape[1:]), pad.to(self.device), validate=False)
-            self.bad_writes.append(BadCell("write", spans[0][0].seq_id, -1, self.pool.num_slots - 1, -1))
+        # padding rows (if the hook writes any) copy the batch's first row; written after the real rows so the
+        # collision is deterministic: the padding wins, as it may on a GPU
+        self.hook.write(*self.pool.layer(0), torch.cat(keys), torch.cat(values),
+                        torch.tensor(slots, dtype=torch.long, device=self.device))
+        self.bad_writes += [BadCell("write", spans[0][0].seq_id, -1, slot, -1)
+                            for slot in sorted(set(self.hook.pad_slots().tolist()))]
 
     def _write(self, seq: Sequence, start: int, end: int) -> None:
         """Playground's prefill write, with the fault (add_sequence calls this)."""
         self._write_batch([(seq, start, end)])
 
     # --- the read side ------------------------------------------------------------------------------------------
-    def reader_table(self, seq: Sequence) -> list[int]:
-        """The table attention reads seq through (ALIASED_BLOCKS: logical block 1 aliased to block 0's)."""
-        table = list(seq.block_table)
-        if self.fault is Fault.ALIASED_BLOCKS and len(table) >= 2:
-            table[1] = table[0]
-        return table
-
-    def _read_tables(self, seqs: list[Sequence]) -> list[list[int]]:
-        if self.fault is not Fault.USE_AFTER_FREE:
-            return [self.reader_table(s) for s in seqs]
-        for i, seq in enumerate(seqs):  # refreshed only when the row grows: the bug
-            if i >= len(self._rows) or len(self._rows[i]) < len(seq.block_table):
-                self._rows[i:i + 1] = [list(seq.block_table)]
-        return [self._rows[i] for i in range(len(seqs))]
-
     def _bad_reads(self, seq: Sequence, table: list[int], read_len: int) -> list[BadCell]:
         bs, newest = self.block_size, seq.cached_token_count  # newest token's index (not yet counted)
         out = []
         for t in range(read_len):
             right = seq.block_table[t // bs] * bs + t % bs
             slot = table[t // bs] * bs + t % bs if t // bs < len(table) else -1
-            if slot != right or (self.fault is Fault.EARLY_INCREMENT and t == newest):
+            if slot != right or (self.hook.read_first and t == newest):
                 out.append(BadCell("read", seq.seq_id, t, slot, right))
         if read_len <= newest:  # LATE_INCREMENT: the newest token is not read at all
             out.append(BadCell("skipped", seq.seq_id, newest, -1, seq.block_table[newest // bs] * bs + newest % bs))
@@ -231,9 +208,9 @@ class FaultyPlayground(Playground):
         self.bad_writes = []
         for seq in seqs:
             self.manager.append_slot(seq)  # the table grows before the step's inputs are built, as in the engine
-        tables = self._read_tables(seqs)
+        tables = self.hook.read_tables([list(s.block_table) for s in seqs], decode=True)
         lens = [s.cached_token_count + 1 for s in seqs]  # the newest token included: the state rule
-        read_lens = [max(1, n - 1) for n in lens] if self.fault is Fault.LATE_INCREMENT else lens
+        read_lens = self.hook.context_lens(torch.tensor(lens), decode=True).tolist()
         reads = [c for s, t, n in zip(seqs, tables, read_lens) for c in self._bad_reads(s, t, n)]
         query = torch.randn(len(seqs), self.num_heads, self.pool.head_dim, generator=self.query_generator)
         query = query.to(self.device, self.dtype)
@@ -245,12 +222,7 @@ class FaultyPlayground(Playground):
             return paged_attention_decode(query, *self.pool.layer(0), tables, read_lens, impl="loop",
                                           validate=False)
 
-        if self.fault is Fault.EARLY_INCREMENT:  # counted as cached before it was written: read, then write
-            out = read()
-            self._write_batch(spans)
-        else:
-            self._write_batch(spans)
-            out = read()
+        out = self.hook.decode(lambda: self._write_batch(spans), read)  # EARLY_INCREMENT: read, then write
         result = TensorStep(step, bad_writes=self.bad_writes, bad_reads=reads)
         for b, seq in enumerate(seqs):
             seq.on_decode_done(next_token_id=0)

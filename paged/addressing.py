@@ -14,6 +14,7 @@ Writing (slot_mapping) and reading (block tables) both go through this module, s
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import chain
 from typing import Sequence as SequenceT
 
 import torch
@@ -178,22 +179,44 @@ def pad_block_tables(block_tables: SequenceT[SequenceT[int]], width: int | None 
                      device: torch.device | str | None = None, dtype: torch.dtype = torch.int32) -> torch.Tensor:
     """Pad ragged block tables with -1 into a tensor [B, max_blocks] (int32 unless `dtype` says int64).
 
-    Raises ValueError for a non-integer entry, a table longer than `width`, or an entry that does not fit `dtype`.
+    Builds one padded list and then one tensor. Raises ValueError for a non-integer entry, a table longer than
+    `width`, or an entry that does not fit `dtype`.
     """
     if isinstance(block_tables, (torch.Tensor, str, bytes)) or not hasattr(block_tables, "__iter__"):
         raise ValueError(f"block_tables must be a list of block tables, got {type(block_tables).__name__}")
-    tables = [_as_list(t, f"block_tables[{i}]") for i, t in enumerate(block_tables)]
+    tables = list(block_tables)
+    if not (set(map(type, tables)) <= {list} and set(map(type, chain.from_iterable(tables))) <= {int}):
+        tables = [_as_list(t, f"block_tables[{i}]") for i, t in enumerate(tables)]  # not plain lists of ints
     width = max((len(t) for t in tables), default=0) if width is None else as_int(width, "width", 0)
     if width > MAX_CONTEXT_LEN:
         raise ValueError(f"width {width} is past MAX_CONTEXT_LEN ({MAX_CONTEXT_LEN}): no table needs that many blocks")
     low, high = INT32_RANGE if dtype == torch.int32 else (-INT64_MAX - 1, INT64_MAX)
-    out = torch.full((len(tables), max(width, 1)), PAD_SLOT, dtype=dtype)
     for i, t in enumerate(tables):
         if len(t) > width:
             raise ValueError(f"block table {i} has {len(t)} entries, more than the width {width}")
-        bad = next((x for x in t if not low <= x <= high), None)
-        if bad is not None:
-            raise ValueError(f"block_tables[{i}] holds {bad}, which does not fit in {dtype}")
-        if t:
-            out[i, : len(t)] = torch.tensor(t, dtype=dtype)
+    entries = list(chain.from_iterable(tables))
+    if entries and not (low <= min(entries) and max(entries) <= high):
+        i, bad = next((i, x) for i, t in enumerate(tables) for x in t if not low <= x <= high)
+        raise ValueError(f"block_tables[{i}] holds {bad}, which does not fit in {dtype}")
+    padded = [t + [PAD_SLOT] * (width - len(t)) for t in tables] if width else [[PAD_SLOT] for _ in tables]
+    out = torch.tensor(padded, dtype=dtype).reshape(len(tables), max(width, 1))
     return out.to(device) if device is not None else out
+
+
+def batch_slot_mapping(block_tables: torch.Tensor, rows: torch.Tensor, token_index: torch.Tensor,
+                       block_size: int) -> torch.Tensor:
+    """Slots of many tokens of many sequences at once: token token_index[k] of the sequence whose (-1 padded) block
+    table is block_tables[rows[k]]. block_tables [B, W] int; rows, token_index [N] int64 -> slots [N] int64.
+
+    The address chain of `locate` / `slot_mapping`, vectorised over the whole batch (tests check it equals
+    slot_mapping sequence by sequence). Raises ValueError if a token's logical block is -1 or beyond W.
+    """
+    logical_block_id = token_index // block_size
+    if logical_block_id.numel() and int(logical_block_id.max()) >= block_tables.shape[1]:
+        raise ValueError(f"a token's logical block is beyond the block tables' width {block_tables.shape[1]}")
+    physical_block_id = block_tables.long()[rows, logical_block_id]
+    if (physical_block_id < 0).any():
+        k = int((physical_block_id < 0).nonzero()[0])
+        raise ValueError(f"token {int(token_index[k])} of batch row {int(rows[k])} maps to a -1 entry of its block "
+                         "table (no physical block)")
+    return physical_block_id * block_size + token_index % block_size

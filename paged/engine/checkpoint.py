@@ -65,7 +65,7 @@ class StepCheckpoint:
         self.requests, self.sequences = dict(engine.requests), dict(engine.sequences)
         self.groups = {rid: list(g) for rid, g in engine.groups.items()}
         self.next_id, self.step_count, self.last_logits = engine._next_id, engine.step_count, dict(engine.last_logits)
-        self.contiguous, self.rows = dict(engine.runner.contiguous), [list(r) for r in engine.runner._rows]
+        self.contiguous, self.rows = dict(engine.runner.contiguous), [list(r) for r in engine.runner.hook.rows]
 
     def restore(self) -> list[int]:
         """Undo everything since the checkpoint (but the two exceptions above). Returns the seq ids that stay
@@ -98,7 +98,7 @@ class StepCheckpoint:
         sched.running[:] = self.running
         engine.requests, engine.sequences, engine.groups = self.requests, self.sequences, self.groups
         engine._next_id, engine.step_count, engine.last_logits = self.next_id, self.step_count, self.last_logits
-        engine.runner.contiguous, engine.runner._rows = self.contiguous, self.rows
+        engine.runner.contiguous, engine.runner.hook.rows = self.contiguous, self.rows
         for seq in reversed(preempted):  # the step preempted them in this order; their caches may be overwritten
             self._preempt(seq)
         return [s.seq_id for s in preempted]

@@ -13,10 +13,10 @@ from dataclasses import dataclass
 
 import torch
 
-from ..addressing import pad_block_tables, validate_block_table
+from ..addressing import batch_slot_mapping, pad_block_tables
 from ..attention import attention, gather_kv, paged_attention_decode
-from ..faults import NUM_PAD_ROWS, Fault, writer_block_size
-from ..kv_cache import ContiguousKVCache, KVCachePool, write_kv
+from ..faults import Fault, FaultHook, fault_hook
+from ..kv_cache import ContiguousKVCache, KVCachePool
 from ..sequence import Sequence
 
 
@@ -40,25 +40,6 @@ class BatchInput:
             out.append(at)
             at += n
         return out
-
-
-def batch_slot_mapping(block_tables: torch.Tensor, rows: torch.Tensor, token_index: torch.Tensor,
-                       block_size: int) -> torch.Tensor:
-    """Slots of many tokens of many sequences at once: token token_index[k] of the sequence whose (-1 padded) block
-    table is block_tables[rows[k]]. block_tables [B, W] int; rows, token_index [N] int64 -> slots [N] int64.
-
-    The address chain of `paged.addressing.locate` / `slot_mapping`, vectorised over the whole batch (tests check it
-    equals slot_mapping sequence by sequence). Raises ValueError if a token's logical block is -1 or beyond W.
-    """
-    logical_block_id = token_index // block_size
-    if logical_block_id.numel() and int(logical_block_id.max()) >= block_tables.shape[1]:
-        raise ValueError(f"a token's logical block is beyond the block tables' width {block_tables.shape[1]}")
-    physical_block_id = block_tables.long()[rows, logical_block_id]
-    if (physical_block_id < 0).any():
-        k = int((physical_block_id < 0).nonzero()[0])
-        raise ValueError(f"token {int(token_index[k])} of batch row {int(rows[k])} maps to a -1 entry of its block "
-                         "table (no physical block)")
-    return physical_block_id * block_size + token_index % block_size
 
 
 def prepare_inputs(seqs: list[Sequence], block_size: int, is_prefill: bool, device: torch.device,
@@ -106,33 +87,30 @@ def prepare_inputs(seqs: list[Sequence], block_size: int, is_prefill: bool, devi
 
 
 class PagedBackend:
-    """Attention over the paged pool: write this step's K/V at their slots, then read history through tables."""
+    """Attention over the paged pool: write this step's K/V at their slots, then read history through tables.
 
-    def __init__(self, pool: KVCachePool, batch: BatchInput, impl: str = "gather", fault: Fault | None = None) -> None:
-        self.pool, self.batch, self.impl, self.fault = pool, batch, impl, fault
+    The write, and a decode step's order of write and read, go through `hook` (paged/faults.py; default: no fault).
+    """
+
+    def __init__(self, pool: KVCachePool, batch: BatchInput, impl: str = "gather",
+                 hook: FaultHook | None = None) -> None:
+        self.pool, self.batch, self.impl = pool, batch, impl
+        self.hook = hook or FaultHook(pool.block_size, pool.num_slots)
         self.tables = batch.block_tables.tolist()
         self.lens = batch.context_lens.tolist()
-
-    def _write(self, key_cache, value_cache, k, v) -> None:
-        write_kv(key_cache, value_cache, k, v, self.batch.slot_mapping, validate=False)
-        if self.fault is Fault.PAD_NOT_SKIPPED:  # padded rows keep slot -1, and -1 wraps to the pool's last slot
-            last = torch.full((NUM_PAD_ROWS,), self.pool.num_slots - 1, dtype=torch.long, device=k.device)
-            pad_k, pad_v = k[:1].expand(NUM_PAD_ROWS, *k.shape[1:]), v[:1].expand(NUM_PAD_ROWS, *v.shape[1:])
-            write_kv(key_cache, value_cache, pad_k.contiguous(), pad_v.contiguous(), last, validate=False)
 
     def __call__(self, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
         """q [N, num_heads, head_dim]; k, v [N, num_kv_heads, head_dim] -> [N, num_heads, head_dim]"""
         key_cache, value_cache = self.pool.layer(layer)
+
+        def write() -> None:
+            self.hook.write(key_cache, value_cache, k, v, self.batch.slot_mapping)
+
         if not self.batch.is_prefill:
-            read_first = self.fault is Fault.EARLY_INCREMENT  # counted as cached before it was written
-            if not read_first:
-                self._write(key_cache, value_cache, k, v)
-            out = paged_attention_decode(q, key_cache, value_cache, self.batch.block_tables,
-                                         self.batch.context_lens, impl=self.impl, validate=False)
-            if read_first:
-                self._write(key_cache, value_cache, k, v)
-            return out
-        self._write(key_cache, value_cache, k, v)
+            return self.hook.decode(write, lambda: paged_attention_decode(
+                q, key_cache, value_cache, self.batch.block_tables, self.batch.context_lens, impl=self.impl,
+                validate=False))
+        write()
         out = []
         for start, n, table, ctx in zip(self.batch.starts, self.batch.query_lens, self.tables, self.lens):
             keys, values = gather_kv(key_cache, value_cache, table, ctx)
@@ -165,7 +143,7 @@ class ModelRunner:
         if fault is not None and kv_layout != "paged":
             raise ValueError("faults are injected into the paged layout only; the contiguous twin is the reference")
         self.fault = fault
-        self._rows: list[list[int]] = []  # USE_AFTER_FREE: the buggy per-row block table cache
+        self.hook = fault_hook(fault, block_size, num_blocks * block_size)  # the identity without a fault
         self.model, self.kv_layout, self.attn_impl, self.block_size = model, kv_layout, attn_impl, block_size
         cfg = model.config
         param = next(model.parameters())
@@ -205,52 +183,22 @@ class ModelRunner:
         self.contiguous.pop(seq_id, None)
 
     def prepare(self, seqs: list[Sequence], is_prefill: bool, num_tokens: list[int] | None = None) -> BatchInput:
-        """Model inputs for `seqs`; num_tokens: tokens fed per sequence (chunked prefill), default all uncached."""
+        """Model inputs for `seqs`; num_tokens: tokens fed per sequence (chunked prefill), default all uncached.
+
+        The paged inputs pass through the fault hook: without a fault it checks each block table against the pool
+        (ValueError naming the rule); a fault rebuilds the links it breaks and checks nothing, so its symptom shows.
+        """
         batch = prepare_inputs(seqs, self.block_size, is_prefill, self.device, paged=self.pool is not None,
                                num_tokens=num_tokens)
-        if self.fault is not None:
-            return self._inject(seqs, batch)  # a fault bypasses the checks so its symptom can be watched
         if self.pool is not None:
-            for seq, ctx in zip(seqs, batch.context_lens.tolist()):
-                validate_block_table(seq.block_table, self.num_blocks, self.block_size, ctx)
-        return batch
-
-    def _inject(self, seqs: list[Sequence], batch: BatchInput) -> BatchInput:
-        """Apply this runner's fault to the step's inputs (see paged/faults.py)."""
-        fault, bs, decode = self.fault, self.block_size, not batch.is_prefill
-        if fault is Fault.SLOT_OFF_BY_ONE:
-            batch.slot_mapping = (batch.slot_mapping + 1).clamp_max(self.pool.num_slots - 1)
-        elif fault in (Fault.BLOCK_SIZE_MISMATCH, Fault.ALIASED_BLOCKS):
-            slots, tables = [], []
-            for seq in seqs:
-                table = list(seq.block_table)
-                if fault is Fault.ALIASED_BLOCKS and len(table) >= 2:
-                    table[1] = table[0]
-                tables.append(table)
-                wbs = writer_block_size(bs) if fault is Fault.BLOCK_SIZE_MISMATCH else bs
-                for t in range(seq.cached_token_count, seq.num_tokens):
-                    slots.append(table[min(t // wbs, len(table) - 1)] * wbs + t % wbs)
-            batch.slot_mapping = torch.tensor(slots, dtype=torch.long, device=self.device)
-            if fault is Fault.ALIASED_BLOCKS:
-                batch.block_tables = pad_block_tables(tables).to(self.device)
-        elif fault is Fault.POSITION_OFF_BY_ONE and decode:
-            batch.positions = batch.positions + 1
-        elif fault is Fault.LATE_INCREMENT and decode:
-            batch.context_lens = (batch.context_lens - 1).clamp_min(1)
-        elif fault is Fault.USE_AFTER_FREE and decode:
-            rows = []
-            for i, seq in enumerate(seqs):
-                if i >= len(self._rows) or len(self._rows[i]) < len(seq.block_table):
-                    self._rows[i:i + 1] = [list(seq.block_table)]  # refreshed only when the row grows: the bug
-                rows.append(self._rows[i])
-            batch.block_tables = pad_block_tables(rows).to(self.device)
+            batch = self.hook.apply(batch, [s.block_table for s in seqs], self.num_blocks)
         return batch
 
     @torch.inference_mode()
     def run(self, seqs: list[Sequence], batch: BatchInput) -> torch.Tensor:
         """Run the model; returns the logits of each sequence's last fed token: [B, vocab]."""
         if self.pool is not None:
-            backend = PagedBackend(self.pool, batch, self.attn_impl, self.fault)
+            backend = PagedBackend(self.pool, batch, self.attn_impl, self.hook)
         else:
             backend = ContiguousBackend([self._contiguous_cache(s) for s in seqs], batch)
         logits = self.model(batch.input_ids, batch.positions, backend=backend)  # [N, vocab]

@@ -4,8 +4,14 @@ from functools import lru_cache
 
 import pytest
 
-from lessons.buglab_tensors import DEFAULT_TENSOR, BadCell, TensorScenario, run_tensor_fault, tensor_scenario_for
+from lessons.buglab_tensors import (DEFAULT_TENSOR, BadCell, FaultyPlayground, TensorScenario, run_tensor_fault,
+                                    tensor_scenario_for)
+from paged.addressing import slot_mapping
+from paged.config import ModelConfig
+from paged.engine.runner import ModelRunner
 from paged.faults import Fault
+from paged.model import TinyLlama
+from paged.sequence import Sequence
 
 
 @lru_cache(maxsize=None)
@@ -67,3 +73,30 @@ def test_bad_scenario_is_refused():
     with pytest.raises(ValueError, match="tables"):
         run_tensor_fault(None, TensorScenario(tables=((1,),), prompt_lens=(2, 3)))
     assert tensor_scenario_for("aliased_blocks", seed=3).seed == 3
+
+
+WRITE_FAULTS = (Fault.SLOT_OFF_BY_ONE, Fault.BLOCK_SIZE_MISMATCH, Fault.ALIASED_BLOCKS)
+
+
+@pytest.mark.parametrize("fault", [None, *Fault], ids=lambda f: f.value if f else "none")
+def test_engine_and_playground_write_the_same_wrong_slots(fault):
+    """Each fault is acted out once: for the same tables and token ranges, the engine's runner and the
+    FaultyPlayground write at the very same slots (and padding slots), at prefill and at decode; for a write-side
+    fault those slots differ from the address chain's."""
+    s = TensorScenario(tables=((7, 2, 9, 12), (4, 1), (15, 3)))
+    model = TinyLlama(ModelConfig(hidden_size=16, intermediate_size=32, num_hidden_layers=1, num_attention_heads=2,
+                                  num_key_value_heads=1, max_position_embeddings=64))
+    runner = ModelRunner(model, s.num_blocks, s.block_size, fault=fault)
+    playground = FaultyPlayground(s, fault)
+    for cached in ((0, 0, 0), (10, 6, 5)):  # a prefill of 11, 7 and 6 tokens, then one decode token each
+        seqs = []
+        for i, (table, n) in enumerate(zip(s.tables, (11, 7, 6))):
+            seq = Sequence(i, list(range(n)))
+            seq.block_table, seq.cached_token_count = list(table), cached[i]
+            seqs.append(seq)
+        spans = [(seq, seq.cached_token_count, seq.num_tokens) for seq in seqs]
+        engine = runner.prepare(seqs, is_prefill=cached[0] == 0).slot_mapping.tolist()
+        assert engine == playground.writer_slots(spans)
+        right = [x for seq, a, b in spans for x in slot_mapping(seq.block_table, a, b, s.block_size).tolist()]
+        assert (engine != right) == (fault in WRITE_FAULTS)
+    assert runner.hook.pad_slots().tolist() == playground.hook.pad_slots().tolist()

@@ -8,9 +8,9 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from paged.addressing import slot_mapping
+from paged.addressing import batch_slot_mapping, pad_block_tables, slot_mapping
 from paged.block_manager import BlockManager
-from paged.engine.runner import batch_slot_mapping, prepare_inputs
+from paged.engine.runner import prepare_inputs
 from paged.sequence import Sequence
 
 
@@ -75,3 +75,31 @@ def test_ownership_names_the_first_holder_of_shared_blocks():
     assert bm.ownership() == [2, 0, None, None, 0, None]
     bm.free(parent)
     assert bm.ownership() == [2, 1, None, None, 1, None]
+
+
+@pytest.mark.parametrize("tables, width, expected", [
+    ([[7, 2, 9], [4, 1], []], None, [[7, 2, 9], [4, 1, -1], [-1, -1, -1]]),
+    ([[], []], None, [[-1], [-1]]),  # nothing allocated yet: one column of padding
+    ([], None, []),
+    ([[3]], 4, [[3, -1, -1, -1]]),
+    ([[2**40, 1]], None, [[2**40, 1]]),  # fits int64
+])
+def test_pad_block_tables_edges(tables, width, expected):
+    """Ragged tables pad with -1 to the widest (or `width`) in one tensor, int64 when asked; shapes of the empty
+    cases are [B, 1] and [0, 1]."""
+    dtype = torch.int64 if any(x > 2**31 for t in tables for x in t) else torch.int32
+    out = pad_block_tables(tables, width=width, dtype=dtype)
+    assert out.dtype == dtype and out.tolist() == expected
+    assert out.shape == (len(tables), max(len(expected[0]) if expected else 1, 1))
+
+
+@pytest.mark.parametrize("tables, message", [
+    ([[1, True]], "must be an integer, got the bool"),
+    ([[1], [2.0]], "must be an integer"),
+    ([[1], [2, 2**40]], r"block_tables\[1\] holds 1099511627776, which does not fit in torch.int32"),
+    ([(1, 2), [3, -(2**31) - 1]], r"block_tables\[1\] holds"),
+])
+def test_pad_block_tables_refuses_what_plain_lists_of_ints_would_hide(tables, message):
+    """The fast path (plain lists of ints) must not let a bool, a float or an out-of-range entry through."""
+    with pytest.raises(ValueError, match=message):
+        pad_block_tables(tables)
