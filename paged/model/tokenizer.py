@@ -112,6 +112,9 @@ class HFTokenizer:
                                                  + list(eos_token_ids)))
         self.add_bos_token = add_bos_token and bos_token_id is not None
         self.vocab_size = tokenizer.get_vocab_size(with_added_tokens=True)
+        self._special_ids = frozenset(i for i, t in tokenizer.get_added_tokens_decoder().items() if t.special)
+        # byte-level BPE (GPT-2, Llama 3, Qwen) writes each byte as one printable stand-in character ("Ġ" = space)
+        self.byte_level = type(tokenizer.decoder).__name__ == "ByteLevel"
 
     @classmethod
     def from_file(cls, path: str | Path, bos_token_id: int | None, eos_token_id: int | None,
@@ -140,8 +143,7 @@ class HFTokenizer:
 
     def is_special(self, token_id: int) -> bool:
         """Whether `token_id` is a special added token (one that decode skips, e.g. "<|endoftext|>")."""
-        token = self._tokenizer.get_added_tokens_decoder().get(int(token_id))
-        return bool(token is not None and token.special)
+        return int(token_id) in self._special_ids
 
     def decode(self, ids: Iterable[int]) -> str:
         return self._tokenizer.decode(list(ids), skip_special_tokens=True)
