@@ -237,7 +237,8 @@ class EngineDemo:
         out = []
         for sid, s in sorted(self.view.seqs.items()):
             spec = spec_of.get(s.request_id)
-            out.append(SeqRow(sid, s.request_id, s.sample_index, spec.shown() if spec else "",
+            shown = "" if spec is None else spec.shown() if self.tokenizer.sep_token_id is not None else spec.prompt
+            out.append(SeqRow(sid, s.request_id, s.sample_index, shown,
                               shown_text(self.tokenizer, list(s.generated_token_ids)), s.status, s.finish_reason,
                               s.prompt_len, s.cached_token_count, len(s.generated_token_ids), s.preemptions))
         return out
