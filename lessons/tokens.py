@@ -93,15 +93,25 @@ def _token_bytes(tokenizer, token_id: int) -> bytes | None:
     return token.replace("▁", " ").encode("utf-8")
 
 
-def _special_name(tokenizer, token_id: int) -> str | None:
-    """⟨BOS⟩ / ⟨SEP⟩ / ⟨EOS⟩ for the tokenizer's own ids, ⟨its string⟩ for another eos id or special added token."""
+def _special_names(tokenizer) -> dict[int, str]:
+    """id -> ⟨BOS⟩ / ⟨SEP⟩ / ⟨EOS⟩ for the tokenizer's own ids, ⟨its string⟩ for any further eos id."""
+    names = {}
+    for token_id in getattr(tokenizer, "eos_token_ids", ()):
+        names[token_id] = f"⟨{tokenizer.id_to_token(token_id) if hasattr(tokenizer, 'id_to_token') else token_id}⟩"
     for attr, name in SPECIAL_NAMES:
-        if getattr(tokenizer, attr, None) == token_id:
-            return f"⟨{name}⟩"
+        if getattr(tokenizer, attr, None) is not None:
+            names[getattr(tokenizer, attr)] = f"⟨{name}⟩"
+    return names
+
+
+def _special_name(tokenizer, token_id: int, names: dict[int, str] | None = None) -> str | None:
+    """The special token's shown name (see _special_names; another special added token, e.g. <|im_start|>, by its
+    string), None for an ordinary token. `names`: _special_names(tokenizer), when the caller already has it."""
+    name = (_special_names(tokenizer) if names is None else names).get(token_id)
     is_special = getattr(tokenizer, "is_special", None)
-    if token_id in getattr(tokenizer, "eos_token_ids", ()) or (is_special is not None and is_special(token_id)):
-        return f"⟨{tokenizer.id_to_token(token_id) if hasattr(tokenizer, 'id_to_token') else token_id}⟩"
-    return None
+    if name is None and is_special is not None and is_special(token_id):
+        name = f"⟨{tokenizer.id_to_token(token_id)}⟩"
+    return name
 
 
 VISIBLE = {" ": "␣", "\n": "↵", "\t": "⇥"}
@@ -132,6 +142,7 @@ def token_pieces(tokenizer, ids: Iterable[int]) -> list[Piece]:
     left out."""
     out: list[Piece] = []
     run: list[int] = []
+    names = _special_names(tokenizer)
 
     def flush() -> None:
         if run:
@@ -146,7 +157,7 @@ def token_pieces(tokenizer, ids: Iterable[int]) -> list[Piece]:
 
     for i in ids:
         i = int(i)
-        name = _special_name(tokenizer, i)
+        name = _special_name(tokenizer, i, names)
         if name is not None:
             flush()
             out.append(Piece(name, SPECIAL))

@@ -160,3 +160,28 @@ def test_a_kv_pool_larger_than_free_memory_is_an_error_box_with_the_numbers(allo
     assert t("model.err_engine", lang, message="")[:6] in boxes
     for number in (f"{need:,} bytes", "64 blocks", "block_size 8", "2 kv heads", "head_dim 16", "100,000 bytes"):
         assert number in boxes
+
+
+def test_choices_come_only_from_the_operators_lists(checkpoint, tmp_path):
+    """PAGED_MODEL_DIRS (environment) and the secrets' list, each kept only if it is a directory with config.json;
+    PAGED_MODEL_DIR is allowed and the default; an unusable PAGED_MODEL_DIR is reported, the shipped model used."""
+    from ui.model_picker import SHIPPED, model_choices
+
+    other, empty = tmp_path / "other", tmp_path / "empty"
+    other.mkdir(), empty.mkdir()
+    (other / "config.json").write_text("{}")
+    assert model_choices({"PAGED_MODEL_DIRS": str(empty)}, secrets=[str(checkpoint), str(other)]) == (
+        [SHIPPED, str(checkpoint), str(other.resolve())], SHIPPED, None)
+    assert model_choices({"PAGED_MODEL_DIR": str(checkpoint)}, secrets=[]) == (
+        [SHIPPED, str(checkpoint)], str(checkpoint), None)
+    assert model_choices({"PAGED_MODEL_DIR": str(empty)}, secrets=[]) == ([SHIPPED], SHIPPED, str(empty))
+
+
+def test_the_allow_list_can_live_in_streamlit_secrets(checkpoint, monkeypatch):
+    monkeypatch.delenv("PAGED_MODEL_DIRS", raising=False)
+    monkeypatch.delenv("PAGED_MODEL_DIR", raising=False)
+    at = app_test(ENGINE)
+    at.secrets["PAGED_MODEL_DIRS"] = [str(checkpoint)]
+    at.run()
+    no_exception(at)
+    assert at.selectbox(key="engine.model").options[1] == checkpoint.name
