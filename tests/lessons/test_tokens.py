@@ -3,7 +3,7 @@ UTF-8 at its place is shown as ⟨0xNN⟩ (never U+FFFD), and complete character
 
 from __future__ import annotations
 
-from lessons.tokens import BYTE, SPECIAL, TEXT, Piece, shown_text, token_pieces
+from lessons.tokens import BYTE, SPECIAL, TEXT, Piece, shown_text, token_label, token_pieces
 from paged.model.tokenizer import BOS, EOS, SEP, ByteTokenizer
 
 TOK = ByteTokenizer()
@@ -58,7 +58,6 @@ def test_subword_tokens_are_labelled_with_visible_whitespace_bytes_and_specials(
     """Each token's own text (its bytes read from the vocabulary, not the whole text's decode): a leading space as
     ␣, a newline as ↵, half of 中 (E4 B8 AD, one byte per token here) as ⟨0xNN⟩, both eos ids and <s> by name,
     a long piece cut with …."""
-    from lessons.tokens import token_label
 
     tok = _hf_tokenizer()
     ids = tok.encode(" quick\n中")
@@ -82,3 +81,20 @@ def test_subword_text_keeps_a_split_character_as_bytes_and_names_every_eos():
     assert "\ufffd" in tok.decode(cut)
     assert shown_text(tok, cut) == "fox ⟨0xE4⟩⟨0xB8⟩"
     assert token_pieces(tok, ids + [2]) == [Piece("fox 中"), Piece("⟨<|endoftext|>⟩", SPECIAL)]
+
+
+def test_an_engine_demo_labels_every_token_of_every_sequence(tiny):
+    """EngineDemo.token_texts: per sequence, the prompt as fed (⟨BOS⟩, its bytes, ⟨SEP⟩) then the generated
+    tokens, each labelled alone; as long as the sequence's prompt + generated tokens."""
+    from lessons.engine import EngineDemo
+    from lessons.engine_requests import DemoConfig, RequestSpec
+
+    model, tok = tiny
+    demo = EngineDemo.replay(DemoConfig(), [RequestSpec("a b", max_tokens=3), RequestSpec("xy", "continue")], 2,
+                             model, tok)
+    texts = demo.token_texts()
+    for sid, seq in demo.view.seqs.items():
+        assert len(texts[sid]) == seq.prompt_len + len(seq.generated_token_ids)
+    assert texts[0][:5] == ["⟨BOS⟩", "a", "␣", "b", "⟨SEP⟩"] and texts[1][:3] == ["⟨BOS⟩", "x", "y"]
+    generated = demo.view.seqs[0].generated_token_ids
+    assert texts[0][5:] == [token_label(tok, i) for i in generated]
