@@ -10,11 +10,9 @@ STRINGS = {
     },
     "shipped": {"en": "Shipped tiny Llama (bytes)", "zh": "随附的小型 Llama（字节）"},
     "plain_text": {
-        "en": ("This model reads plain text with its own tokenizer: both tasks feed the prompt as typed (⟨SEP⟩ and "
-               "the recall copy belong to the shipped model). Cells show each token's text: ␣ is a space, ↵ a "
-               "newline, ⟨0xNN⟩ one byte of a character split across tokens."),
-        "zh": ("这个模型用它自己的分词器读取普通文本：两种任务都按输入原样送入 prompt（⟨SEP⟩ 和复述任务只属于随附模型）。"
-               "表格中显示每个 token 的文本：␣ 是空格，↵ 是换行，⟨0xNN⟩ 是被拆到多个 token 中的字符的一个字节。"),
+        "en": "Prompts are plain text in its own tokenizer (⟨SEP⟩ is the byte model's). ␣ space · ↵ newline · "
+              "⟨0xNN⟩ one byte of a split character.",
+        "zh": "prompt 是用它自己的分词器编码的普通文本（⟨SEP⟩ 只属于字节模型）。␣ 空格 · ↵ 换行 · ⟨0xNN⟩ 被拆开字符的一个字节。",
     },
     "loading": {"en": "Loading the model {name}…", "zh": "正在加载模型 {name}…"},
     "err_load": {"en": "The model {name} could not be loaded: {detail}", "zh": "无法加载模型 {name}：{detail}"},
