@@ -223,3 +223,20 @@ def test_a_kv_pool_that_cannot_fit_is_refused_before_allocation(tmp_path, monkey
     monkeypatch.undo()
     monkeypatch.setattr(admission, "free_memory_bytes", lambda device: need)
     assert LLMEngine(model, tokenizer, CacheConfig(block_size=8, num_blocks=100)).num_blocks == 100
+
+
+def test_free_memory_is_the_gpus_on_cuda_and_the_hosts_on_cpu(monkeypatch):
+    """The pool check reads torch.cuda.mem_get_info's free bytes for a CUDA model (checked here without a GPU),
+    the host's available memory otherwise."""
+    from paged.engine import admission
+
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device=None: (123_456, 999_999))
+    assert admission.free_memory_bytes(torch.device("cuda")) == 123_456
+    host = admission.free_memory_bytes(torch.device("cpu"))
+    assert host is None or host > 0
+    config = ModelConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+                         num_key_value_heads=2)
+    need = 2 * 2 * 10 * 4 * 2 * 16 * 4  # K and V x layers x blocks x block_size x kv heads x head_dim x fp32
+    assert admission.check_pool_memory(config, 10, 4, torch.float32, torch.device("cuda")) == need
+    with pytest.raises(ValueError, match="123,456 bytes"):
+        admission.check_pool_memory(config, 10_000, 4, torch.float32, torch.device("cuda"))
