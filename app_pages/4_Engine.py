@@ -9,6 +9,7 @@ from ui.engine_actions import EngineSession, engine_model, explain_step, status_
 from ui.chain_live import show_chain, show_state_rule
 from ui.playback import Stepper, playback_bar
 from lessons.engine import table_changes
+from lessons.tokens import token_label
 from lessons.engine_requests import (ENGINE_SCENARIOS, MAX_PROMPT_CHARS, PROMPT_PRESETS, TASKS, DemoConfig,
                                    encode_requests)
 from viz.colors import seq_label
@@ -22,7 +23,7 @@ st.title(ctx.t("title"))
 st.caption(ctx.t("intro"))
 
 
-model, tokenizer = engine_model(ctx)
+model, tokenizer = engine_model(ctx, knobs)  # the sidebar's model picker (ui.model_picker)
 
 CONFIG_KNOBS = ("block_size", "num_blocks", "watermark", "max_num_batched_tokens", "max_num_seqs")
 
@@ -163,11 +164,12 @@ if trace is not None:
 
 # --- text and the state rule --------------------------------------------------------------------------------------
 st.subheader(ctx.t("text_header"))
-newest = {s.seq_id: s.text_out for s in trace.seqs} if trace else {}
+newest = ({s.seq_id: token_label(tokenizer, s.token_out) for s in trace.seqs if s.token_out is not None}
+          if trace else {})  # the token's own text piece (␣ a space, ⟨0xNN⟩ a byte): lessons.tokens
 rows = [{ctx.t("col_seq"): seq_label(r.seq_id), ctx.t("col_status"): status_text(ctx, r.status, r.finish_reason),
          "cached_token_count": r.cached_token_count, ctx.t("col_generated"): r.generated_len,
          ctx.t("col_preemptions"): r.preemptions,
-         ctx.t("col_newest"): repr(newest[r.seq_id]) if r.seq_id in newest else "",
+         ctx.t("col_newest"): newest.get(r.seq_id, ""),
          ctx.t("col_prompt"): r.prompt, ctx.t("col_output"): r.text} for r in demo.rows()]
 if rows:
     ui.state_table(rows, key="engine.text")

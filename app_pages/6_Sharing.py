@@ -16,7 +16,7 @@ st.title(ctx.t("title"))
 st.caption(ctx.t("intro"))
 
 
-model, tokenizer = engine_model(ctx)
+model, tokenizer = engine_model(ctx, knobs)  # the sidebar's model picker (ui.model_picker)
 
 
 def load_scenario() -> None:

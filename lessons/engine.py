@@ -27,7 +27,7 @@ from paged.engine.twins import RTOL, TwinEngines, TwinStep
 from paged.engine.view import EngineView, engine_view
 from .engine_checks import ENGINE_CODES, Limits, check_form, refusal
 from .engine_requests import MAX_REQUESTS, MAX_STEPS, DemoConfig, RequestError, RequestSpec
-from .tokens import shown_text
+from .tokens import shown_text, token_label
 
 
 
@@ -96,6 +96,7 @@ class EngineDemo:
         self.history: list[Snapshot] = []
         self.allocations: list[Allocation] = []
         self._view: EngineView | None = None  # built on first use after a change (see `view`)
+        self._token_labels: dict[int, str] = {}  # token id -> its label (token_texts), for this demo's tokenizer
         self._snapshot()
 
     @property
@@ -237,9 +238,24 @@ class EngineDemo:
         out = []
         for sid, s in sorted(self.view.seqs.items()):
             spec = spec_of.get(s.request_id)
-            out.append(SeqRow(sid, s.request_id, s.sample_index, spec.shown() if spec else "",
+            shown = "" if spec is None else spec.shown() if self.tokenizer.sep_token_id is not None else spec.prompt
+            out.append(SeqRow(sid, s.request_id, s.sample_index, shown,
                               shown_text(self.tokenizer, list(s.generated_token_ids)), s.status, s.finish_reason,
                               s.prompt_len, s.cached_token_count, len(s.generated_token_ids), s.preemptions))
+        return out
+
+    def token_texts(self) -> dict[int, list[str]]:
+        """seq_id -> the text piece of each of its tokens by token index (prompt as fed, then generated), as
+        lessons.tokens.token_label shows one token (␣ a space, ⟨0xNN⟩ a byte, ⟨EOS⟩): what a pool cell holding
+        token i of that sequence holds. Every sequence of the view, forked samples included."""
+        spec_of = dict(zip(self.request_ids, self.requests))
+        labels = self._token_labels
+        out = {}
+        for sid, s in self.view.seqs.items():
+            spec = spec_of.get(s.request_id)
+            ids = (spec.token_ids(self.tokenizer) if spec else []) + list(s.generated_token_ids)
+            out[sid] = [labels[i] if i in labels else labels.setdefault(i, token_label(self.tokenizer, i))
+                        for i in ids]
         return out
 
     def cache_series(self) -> dict[int, dict[str, list[int]]]:

@@ -68,9 +68,11 @@ class RequestSpec:
             raise RequestError("rejected", f"task must be one of {TASKS}, got {self.task!r}")
 
     def token_ids(self, tokenizer) -> list[int]:
-        """BOS text SEP (recall) or BOS text (continue)."""
+        """BOS text SEP (recall) or BOS text (continue); a tokenizer with no SEP (a local checkpoint's,
+        sep_token_id None) gets the plain text for both tasks."""
         ids = tokenizer.encode(self.prompt)
-        return ids + [SEP] if self.task == "recall" else ids
+        sep = getattr(tokenizer, "sep_token_id", SEP)
+        return ids + [sep] if self.task == "recall" and sep is not None else ids
 
     def params(self) -> SamplingParams:
         return SamplingParams(max_tokens=self.max_tokens, temperature=self.temperature, seed=self.seed, n=self.n)

@@ -15,14 +15,12 @@ from typing import Callable
 
 import streamlit as st
 
-from paged.kv_cache import default_device
-from paged.model import load_model
 from lessons.engine import EngineDemo
 from lessons.engine_requests import MAX_STEPS, DemoConfig, RequestError, RequestSpec, decode_requests
 from viz.colors import seq_label
 
 from .page import PageContext
-from .params import int_in, read_param
+from .params import Knobs, int_in, read_param
 from .widgets import show_error, stop_with_error
 
 
@@ -41,18 +39,14 @@ def explain_step(ctx, why) -> str:
     return "; ".join(ctx.t(f"engine.why_{code}", **values) for code, values in why)
 
 
-@st.cache_resource(show_spinner="Loading the model… / 正在加载模型…")
-def _shipped_model():
-    """The shipped tiny Llama and its tokenizer, loaded once per process (read-only, shared by every session)."""
-    return load_model(device=default_device())
+def engine_model(ctx: PageContext, knobs: Knobs | None = None, prefix: str | None = None):
+    """(model, tokenizer) for pages 4 and 6: with `knobs`, the sidebar's model picker (ui.model_picker: the shipped
+    model or an operator-allowed directory, `?model=`; `prefix` is the page's EngineSession prefix, replayed on a
+    change), else the shipped model. An error box with the fix (and the page stops) when it cannot load."""
+    from .model_picker import SHIPPED, load_choice, pick_model
 
-
-def engine_model(ctx: PageContext):
-    """(model, tokenizer) for pages 4 and 6; an error box with the fix (and the page stops) when it cannot load."""
-    try:
-        return _shipped_model()
-    except (FileNotFoundError, ValueError) as err:
-        stop_with_error(ctx, ctx.t("engine.err_model", detail=str(err)), ctx.t("engine.fix_model"))
+    choice = pick_model(ctx, knobs, prefix or knobs.page) if knobs is not None else SHIPPED
+    return load_choice(ctx, choice)
 
 
 class EngineSession:
@@ -70,7 +64,12 @@ class EngineSession:
             new = EngineDemo.replay(self.config, specs, steps, self.model, self.tokenizer)
         except (RuntimeError, ValueError) as err:
             st.session_state[self.key("failure")] = ("replay_failed", str(err))
-            new = EngineDemo.replay(self.config, specs, 0, self.model, self.tokenizer)
+            try:
+                new = EngineDemo.replay(self.config, specs, 0, self.model, self.tokenizer)
+            except (RuntimeError, ValueError) as err:  # no engine at all (e.g. a KV pool larger than free memory)
+                st.session_state.pop(self.key("failure"), None)
+                stop_with_error(self.ctx, self.ctx.t("model.err_engine", message=str(err)),
+                                self.ctx.t("model.fix_engine"))
         st.session_state[self.key("demo")] = new
         return new
 

@@ -8,10 +8,13 @@ fail in the middle of a batch).
 
 from __future__ import annotations
 
+import torch
+
 from ..addressing import blocks_needed
 from ..block_manager import BlockManager
 from ..checks import as_token_ids
 from ..config import ModelConfig, SamplingParams, SchedulerConfig
+from ..kv_cache import KVCachePool
 
 
 def prompt_token_ids(prompt, tokenizer, vocab_size: int) -> list[int]:
@@ -68,3 +71,33 @@ def check_fits(num_prompt_tokens: int, params: SamplingParams, model_config: Mod
     if total > scheduler_config.max_num_batched_tokens and not scheduler_config.enable_chunked_prefill:
         raise ValueError(f"{total} tokens exceed max_num_batched_tokens ({scheduler_config.max_num_batched_tokens}): "
                          "a preempted request could not be recomputed in one step")
+
+
+def free_memory_bytes(device: torch.device) -> int | None:
+    """Bytes still allocatable on `device`: the GPU's free memory, else the host's (paged.model.io); None if
+    unknown."""
+    if device.type == "cuda":
+        return torch.cuda.mem_get_info(device)[0]
+    from ..model.io import available_memory_bytes  # the one host-memory reader (weights are checked with it too)
+
+    return available_memory_bytes()
+
+
+def check_pool_memory(model_config: ModelConfig, num_blocks: int, block_size: int, dtype: torch.dtype,
+                      device: torch.device, available: int | None = None) -> int:
+    """The KV pool's bytes, 2 (K and V) x num_hidden_layers x num_blocks x block_size x num_key_value_heads x
+    head_dim x dtype size; raises ValueError naming every factor when they exceed `available` (default: what
+    `device` has free now; no check when that is unknown). Call it before allocating the pool."""
+    per_block = KVCachePool.bytes_per_block(model_config.num_hidden_layers, block_size,
+                                            model_config.num_key_value_heads, model_config.head_dim, dtype)
+    need = num_blocks * per_block
+    available = free_memory_bytes(device) if available is None else available
+    if available is not None and need > available:
+        itemsize = torch.empty((), dtype=dtype).element_size()
+        raise ValueError(
+            f"the KV pool needs {need:,} bytes ({need / 2**30:.2f} GiB) = 2 x {model_config.num_hidden_layers} layers "
+            f"x {num_blocks} blocks x block_size {block_size} x {model_config.num_key_value_heads} kv heads x "
+            f"head_dim {model_config.head_dim} x {itemsize} bytes ({str(dtype).removeprefix('torch.')}), but only "
+            f"{available:,} bytes ({available / 2**30:.2f} GiB) are free on {device.type}; lower num_blocks or "
+            "block_size")
+    return need

@@ -22,7 +22,7 @@ from ..config import MAX_NUM_BLOCKS, CacheConfig, SamplingParams, SchedulerConfi
 from ..faults import Fault, as_fault
 from ..kv_cache import KVCachePool
 from ..sequence import Sequence, SequenceStatus
-from .admission import check_fits, check_params, prompt_token_ids
+from .admission import check_fits, check_params, check_pool_memory, prompt_token_ids
 from .checkpoint import EngineStepError, SequenceFailure, StepCheckpoint
 from .runner import ModelRunner
 from .sampler import make_generator, sample
@@ -79,6 +79,7 @@ class LLMEngine:
                 raise ValueError(f"memory_budget_bytes {cc.memory_budget_bytes} makes {num_blocks} blocks of "
                                  f"{per_block} bytes, more than MAX_NUM_BLOCKS ({MAX_NUM_BLOCKS}); lower the budget "
                                  "or raise block_size")
+        check_pool_memory(cfg, num_blocks, cc.block_size, param.dtype, param.device)  # before any allocation
         self.block_manager = BlockManager(num_blocks, cc.block_size, cc.watermark, cc.seed,
                                           enable_prefix_caching=cc.enable_prefix_caching and kv_layout == "paged")
         self.scheduler = Scheduler(self.scheduler_config, self.block_manager)
@@ -185,7 +186,8 @@ class LLMEngine:
     # --- one step ----------------------------------------------------------------------------------------------------
     def _stop_reason(self, seq: Sequence) -> str | None:
         params: SamplingParams = seq.params
-        if not params.ignore_eos and seq.generated_token_ids[-1] == self.tokenizer.eos_token_id:
+        if not params.ignore_eos and seq.generated_token_ids[-1] in getattr(
+                self.tokenizer, "eos_token_ids", (self.tokenizer.eos_token_id,)):
             return "eos"
         if params.stop:
             text = self.tokenizer.decode(seq.generated_token_ids)

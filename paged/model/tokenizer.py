@@ -43,6 +43,7 @@ class ByteTokenizer:
     vocab_size = BYTE_VOCAB_SIZE
     bos_token_id = BOS
     eos_token_id = EOS
+    eos_token_ids = (EOS,)  # every id that ends generation (HF models may have several)
     sep_token_id = SEP
 
     def encode(self, text: str, add_bos: bool = True) -> list[int]:
@@ -96,17 +97,24 @@ class HFTokenizer:
     """Wraps a `tokenizers.Tokenizer` (from tokenizer.json) behind the ByteTokenizer interface.
 
     add_bos_token: whether encode(add_bos=True) prepends bos_token_id (Llama does; Qwen has no BOS).
+    eos_token_ids: every id that ends generation, eos_token_id first (generation_config.json may list several,
+    e.g. Llama 3 Instruct's <|end_of_text|> and <|eot_id|>); () when there is none.
     """
 
     sep_token_id = None
 
     def __init__(self, tokenizer, bos_token_id: int | None, eos_token_id: int | None,
-                 add_bos_token: bool = True) -> None:
+                 add_bos_token: bool = True, eos_token_ids: Iterable[int] = ()) -> None:
         self._tokenizer = tokenizer
         self.bos_token_id = bos_token_id
         self.eos_token_id = eos_token_id
+        self.eos_token_ids = tuple(dict.fromkeys(([eos_token_id] if eos_token_id is not None else [])
+                                                 + list(eos_token_ids)))
         self.add_bos_token = add_bos_token and bos_token_id is not None
         self.vocab_size = tokenizer.get_vocab_size(with_added_tokens=True)
+        self._special_ids = frozenset(i for i, t in tokenizer.get_added_tokens_decoder().items() if t.special)
+        # byte-level BPE (GPT-2, Llama 3, Qwen) writes each byte as one printable stand-in character ("Ġ" = space)
+        self.byte_level = type(tokenizer.decoder).__name__ == "ByteLevel"
 
     @classmethod
     def from_file(cls, path: str | Path, bos_token_id: int | None, eos_token_id: int | None,
@@ -129,6 +137,14 @@ class HFTokenizer:
         ids = self._tokenizer.encode(text, add_special_tokens=False).ids
         return [self.bos_token_id] + ids if add_bos and self.add_bos_token else ids
 
+    def id_to_token(self, token_id: int) -> str | None:
+        """The vocabulary string of one id (e.g. "Ġthe", "<0x0A>", "</s>"); None if the id is not in it."""
+        return self._tokenizer.id_to_token(int(token_id))
+
+    def is_special(self, token_id: int) -> bool:
+        """Whether `token_id` is a special added token (one that decode skips, e.g. "<|endoftext|>")."""
+        return int(token_id) in self._special_ids
+
     def decode(self, ids: Iterable[int]) -> str:
         return self._tokenizer.decode(list(ids), skip_special_tokens=True)
 
@@ -147,10 +163,19 @@ def _token_id(tokenizer: HFTokenizer, token: object) -> int | None:
     return tokenizer.token_to_id(token) if isinstance(token, str) else None
 
 
+def _is_id(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
 def _first_int(value: object) -> int | None:
     """An id from generation_config.json / config.json: an int, or the first of a list (None otherwise)."""
     value = value[0] if isinstance(value, list) and value else value
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
+    return value if _is_id(value) else None
+
+
+def _all_ints(value: object) -> list[int]:
+    """Every id of an int or a list of ints (generation_config.json's eos_token_id may be either); others dropped."""
+    return [v for v in (value if isinstance(value, list) else [value]) if _is_id(v)]
 
 
 def load_hf_tokenizer(directory: Path, config) -> HFTokenizer | None:
@@ -192,6 +217,9 @@ def load_hf_tokenizer(directory: Path, config) -> HFTokenizer | None:
     else:
         add_bos = True
     tokenizer.bos_token_id, tokenizer.eos_token_id = ids["bos"], ids["eos"]
+    # generation stops on any of generation_config.json's eos ids (what transformers' generate does)
+    tokenizer.eos_token_ids = tuple(dict.fromkeys(([ids["eos"]] if ids["eos"] is not None else [])
+                                                  + _all_ints(generation.get("eos_token_id"))))
     tokenizer.add_bos_token = add_bos and ids["bos"] is not None
     if tokenizer.vocab_size > config.vocab_size:
         raise ValueError(f"{path}: the tokenizer has {tokenizer.vocab_size} tokens but the model's vocab_size is "

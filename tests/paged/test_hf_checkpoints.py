@@ -180,3 +180,63 @@ def test_special_ids_and_bos_follow_the_directory(tmp_path):
     (tmp_path / "tokenizer_config.json").write_text(json.dumps({**raw, "add_bos_token": False}))
     _, tokenizer = load_model(tmp_path)
     assert tokenizer.encode("A block")[0] != 0
+
+
+def test_generation_stops_on_any_of_several_eos_ids(tmp_path):
+    """generation_config.json's eos_token_id as a list [</s>, t]: the engine stops at the first of either, exactly
+    where transformers' generate (given the same list) stops, with finish reason "eos"."""
+    theirs = build_checkpoint(tmp_path, "llama")
+    _, tokenizer = load_model(tmp_path)
+    prompt_ids = torch.tensor([tokenizer.encode(PROMPTS[0])])
+    mask = dict(attention_mask=torch.ones_like(prompt_ids), pad_token_id=2)  # BOS (id 0) is not padding
+    free_run = theirs.generate(prompt_ids, max_new_tokens=12, do_sample=False, eos_token_id=None,
+                               **mask)[0, prompt_ids.shape[1]:].tolist()
+    second_eos = free_run[3]  # a token the model writes on its own: the list's second eos ends the run there
+    assert 1 not in free_run[:4]
+    (tmp_path / "generation_config.json").write_text(json.dumps({"eos_token_id": [1, second_eos]}))
+    model, tokenizer = load_model(tmp_path)
+    assert tokenizer.eos_token_ids == (1, second_eos)
+    want = theirs.generate(prompt_ids, max_new_tokens=12, do_sample=False, eos_token_id=[1, second_eos],
+                           **mask)[0, prompt_ids.shape[1]:].tolist()
+    engine = LLMEngine(model, tokenizer, CacheConfig(block_size=4, num_blocks=64, seed=0), attn_impl="gather")
+    out = engine.generate([PROMPTS[0]], SamplingParams(max_tokens=12))[0]
+    assert out.finish_reason == "eos" and out.token_ids == want == free_run[:free_run.index(second_eos) + 1]
+
+
+def test_a_kv_pool_that_cannot_fit_is_refused_before_allocation(tmp_path, monkeypatch):
+    """LLMEngine refuses a pool larger than the free memory with every factor of its size in the message, before
+    allocating it; a pool that fits is built."""
+    from paged.engine import admission
+
+    build_checkpoint(tmp_path, "qwen3")  # head_dim 32 (not hidden / heads): the size must use the config's
+    model, tokenizer = load_model(tmp_path)
+    need = 2 * 2 * 100 * 8 * 2 * 32 * 4  # K and V x layers x num_blocks x block_size x kv heads x head_dim x fp32
+    allocations = []
+    monkeypatch.setattr(admission, "free_memory_bytes", lambda device: need - 1)
+    monkeypatch.setattr(torch, "zeros", lambda *a, **k: allocations.append(a) or pytest.fail("allocated"))
+    with pytest.raises(ValueError) as err:
+        LLMEngine(model, tokenizer, CacheConfig(block_size=8, num_blocks=100))
+    for number in (f"{need:,} bytes", "2 layers", "100 blocks", "block_size 8", "2 kv heads", "head_dim 32",
+                   "4 bytes (float32)", f"{need - 1:,} bytes"):
+        assert number in str(err.value)
+    assert allocations == []
+    monkeypatch.undo()
+    monkeypatch.setattr(admission, "free_memory_bytes", lambda device: need)
+    assert LLMEngine(model, tokenizer, CacheConfig(block_size=8, num_blocks=100)).num_blocks == 100
+
+
+def test_free_memory_is_the_gpus_on_cuda_and_the_hosts_on_cpu(monkeypatch):
+    """The pool check reads torch.cuda.mem_get_info's free bytes for a CUDA model (checked here without a GPU),
+    the host's available memory otherwise."""
+    from paged.engine import admission
+
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device=None: (123_456, 999_999))
+    assert admission.free_memory_bytes(torch.device("cuda")) == 123_456
+    host = admission.free_memory_bytes(torch.device("cpu"))
+    assert host is None or host > 0
+    config = ModelConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+                         num_key_value_heads=2)
+    need = 2 * 2 * 10 * 4 * 2 * 16 * 4  # K and V x layers x blocks x block_size x kv heads x head_dim x fp32
+    assert admission.check_pool_memory(config, 10, 4, torch.float32, torch.device("cuda")) == need
+    with pytest.raises(ValueError, match="123,456 bytes"):
+        admission.check_pool_memory(config, 10_000, 4, torch.float32, torch.device("cuda"))
