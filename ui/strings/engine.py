@@ -5,6 +5,7 @@ from paged.engine import WHY_ENGLISH
 # The scheduler's reasons for a step, by code (see the scheduler, paged/engine/scheduler.py): English from the scheduler itself.
 WHY_ZH = {
     "prefill": "prefill {count} 个等待中的 prompt，共 {tokens} 个 token",
+    "prefill_chunk": "seq {seq} 的 prefill 分块：第 {start}–{end} 个 token（共 {total} 个）",
     "stop_max_seqs": "停止：已达到 max_num_seqs {max_num_seqs}",
     "stop_tokens": "停止：seq {seq}（{tokens} 个 token）会超过 max_num_batched_tokens {budget}",
     "stop_blocks": "停止：seq {seq} 需要 {need} 个 block，空闲 {free} 个（watermark {watermark}）",
