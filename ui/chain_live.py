@@ -41,7 +41,8 @@ def arrow_label(ctx, stage: Stage) -> str:
     if key == "scheduler":
         if out["phase"] == "idle" and not out["preempted"]:
             return t("chain.out_idle")
-        return t("chain.out_scheduler", phase=out["phase"], seqs=", ".join(map(seq_label, out["scheduled"])) or "—",
+        phase = t("chain.phase_mixed") if out["phase"] == "mixed" else out["phase"]
+        return t("chain.out_scheduler", phase=phase, seqs=", ".join(map(seq_label, out["scheduled"])) or "—",
                  why=explain_step(ctx, out["why"]))
     if key == "block_manager":
         parts = []
@@ -62,8 +63,14 @@ def arrow_label(ctx, stage: Stage) -> str:
             return t("chain.out_none")
         return t("chain.out_attention", written=out["written"], read=per_seq(out["read"]), rows=out["rows"])
     if key == "sampler":
-        return t("chain.out_sampler", tokens=per_seq(out["tokens"], lambda v: f"{v[1]!r}")) if out["tokens"] \
-            else t("chain.out_none")
+        if not out["tokens"]:
+            return t("chain.out_none")
+        mid = out.get("mid_prefill", [])
+        shown = {sid: "—" if sid in mid else repr(text) for sid, (_, text) in out["tokens"].items()}
+        text = t("chain.out_sampler", tokens=per_seq(shown))
+        if mid:
+            text += "<br>" + t("chain.out_mid_prefill", seqs=", ".join(map(seq_label, mid)))
+        return text
     if key == "sequence_update":
         if not out["counts"]:
             return t("chain.out_none")
@@ -92,6 +99,15 @@ def show_chain(ctx, demo) -> None:
     for name, source in stage_sources(picked):
         st.caption(ctx.t("chain.code_from", name=name))
         st.code(source, language="python")
+
+
+def _phase(ctx, row) -> str:
+    """"prefill", "decode", "fork", or "prefill chunk k/n" (n "…" while the prompt's last chunk has not run)."""
+    if row.phase == "fork":
+        return ctx.t("chain.phase_fork")
+    if row.chunked:
+        return ctx.t("chain.phase_chunk", chunk=row.chunk, chunks=row.num_chunks or "…")
+    return row.phase
 
 
 def _fed(ctx, row, tokenizer) -> str:
@@ -126,7 +142,7 @@ def show_state_rule(ctx, demo, tokenizer) -> None:
     for r in rows:
         cut, last = tail(r.generated)
         table.append({ctx.t("chain.col_step"): r.step,
-                      ctx.t("chain.col_phase"): ctx.t("chain.phase_fork") if r.phase == "fork" else r.phase,
+                      ctx.t("chain.col_phase"): _phase(ctx, r),
                       ctx.t("chain.col_fed"): _fed(ctx, r, tokenizer), ctx.t("chain.col_slot"): _slots(r),
                       ctx.t("chain.col_cached"): f"{r.cached_before} → {r.cached_after}",
                       ctx.t("chain.col_generated"): ("…" if cut else "") + str(list(last)),
