@@ -35,7 +35,25 @@ STRINGS = {
     "scenario_placeholder": {"en": "Load a scenario…", "zh": "加载一个场景…"},
     "scenario_three": {"en": "Three prompts (default)", "zh": "三个 prompt（默认）"},
     "scenario_tiny_pool": {"en": "Tiny pool: preemption and recompute", "zh": "很小的 pool：抢占与重算"},
+    "scenario_chunked": {"en": "Chunked prefill: a long prompt enters beside decodes",
+                         "zh": "分块 prefill：长 prompt 与 decode 同步进入"},
     "scenario_empty": {"en": "Empty: add your own requests", "zh": "空：自己添加请求"},
+    "chunked_prefill": {"en": "enable_chunked_prefill (long prompts in chunks, beside decodes)",
+                        "zh": "enable_chunked_prefill（长 prompt 分块，与 decode 同一步）"},
+    "chunked_prefill_help": {
+        "en": ("vLLM v1's single rule: each step feeds every request the tokens between its cached_token_count and "
+               "its length, within max_num_batched_tokens. A prompt longer than the budget is prefilled over "
+               "several steps (phase \"mixed\" when decodes share the step); off, such a prompt is refused."),
+        "zh": ("vLLM v1 的唯一规则：每一步在 max_num_batched_tokens 之内，给每个请求喂入从 cached_token_count 到其长度之间的 "
+               "token。比预算长的 prompt 分几步完成 prefill（与 decode 同一步时阶段为 \"mixed\"）；关闭时这样的 prompt 会被拒绝。"),
+    },
+    "prefix_caching": {"en": "enable_prefix_caching (reuse full blocks of equal prompt prefixes)",
+                       "zh": "enable_prefix_caching（复用相同 prompt 前缀的完整 block）"},
+    "prefix_caching_help": {
+        "en": ("A new prompt whose leading full blocks equal cached ones shares those physical blocks and starts "
+               "with their tokens already cached; page 6 shows it in detail."),
+        "zh": "新 prompt 开头的完整 block 若与已缓存的相同，就共享这些 physical block，其 token 一开始就算已缓存；第 6 页有详细演示。",
+    },
     "watermark": {"en": "watermark (fraction of blocks kept free at admission)",
                   "zh": "watermark（接纳新请求时保留的空闲 block 比例）"},
     "max_num_batched_tokens": {"en": "max_num_batched_tokens (tokens per step)",
