@@ -4,7 +4,7 @@ import streamlit as st
 
 import ui
 import ui.quiz
-from lessons.quiz import engine_question
+from lessons.quiz import next_step_question
 from ui.engine_actions import EngineSession, engine_model, explain_step, status_text
 from ui.chain_live import show_chain, show_state_rule
 from ui.playback import Stepper, playback_bar
@@ -98,9 +98,9 @@ with st.expander(ctx.t("add_header"), expanded=not demo.all_specs()):
     st.caption(ctx.t("task_help"))
 knobs.sync_url(ctx.lang, reqs=encode_requests(demo.all_specs()), steps=len(demo.steps))
 session.show_messages(demo)
-if quiz_on:  # predict, then reveal: a sequence's cached_token_count after the next step
+if quiz_on:  # predict, then reveal: a cached_token_count after the next step, or a prompt's prefix-cache hits
     ui.quiz.show(ctx, "engine", (config, len(demo.steps), len(demo.all_specs())),
-                 lambda seed: engine_question(demo, seed), "quiz.none_engine")
+                 lambda seed: next_step_question(demo, seed), "quiz.none_engine")
 
 # --- the scheduler's decision -------------------------------------------------------------------------------------
 last = demo.last
