@@ -7,6 +7,8 @@ lessons.state_rule, the figure from viz.chain_live).
 
 from __future__ import annotations
 
+import unicodedata
+
 import streamlit as st
 
 from lessons.chain import STAGES, Stage, chain_stages, stage_sources
@@ -18,12 +20,30 @@ from .engine_actions import explain_step
 from .widgets import show_figure
 
 KEEP = 6  # list entries shown on an arrow before "…"
+PHASE_WIDTH = 130  # pixels: the state rule's phase column
+WHY_COLUMNS = 60  # the scheduler's why on the chain: a new line before a piece would pass this many columns
 
 
 def short(values, keep: int = KEEP) -> str:
     """[44, 39, 7, …] : the first `keep` entries of a long list."""
     values = list(values)
     return str(values) if len(values) <= keep else "[" + ", ".join(map(str, values[:keep])) + ", …]"
+
+
+def columns(text: str) -> int:
+    """Display width in a monospace font: a CJK (wide) character takes two columns."""
+    return sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
+
+
+def wrap_pieces(pieces: list[str], width: int = WHY_COLUMNS) -> str:
+    """The pieces joined with "; ", a line break ("<br>") before any piece that would pass `width` columns."""
+    lines: list[str] = []
+    for piece in pieces:
+        if lines and columns(lines[-1] + "; " + piece) <= width:
+            lines[-1] += "; " + piece
+        else:
+            lines.append(piece)
+    return ";<br>".join(lines)
 
 
 def per_seq(mapping: dict, fmt=str, keep: int = 4) -> str:
@@ -42,8 +62,9 @@ def arrow_label(ctx, stage: Stage) -> str:
         if out["phase"] == "idle" and not out["preempted"]:
             return t("chain.out_idle")
         phase = t("chain.phase_mixed") if out["phase"] == "mixed" else out["phase"]
+        pieces = [explain_step(ctx, [piece]) for piece in out["why"]]
         return t("chain.out_scheduler", phase=phase, seqs=", ".join(map(seq_label, out["scheduled"])) or "—",
-                 why=explain_step(ctx, out["why"]))
+                 why=wrap_pieces(pieces))
     if key == "block_manager":
         parts = []
         if out["allocated"]:
@@ -148,4 +169,6 @@ def show_state_rule(ctx, demo, tokenizer) -> None:
                       ctx.t("chain.col_generated"): ("…" if cut else "") + str(list(last)),
                       ctx.t("chain.col_context"): r.context_len})
     st.session_state["engine.rule_rows"] = rows  # what the tests read back
-    st.dataframe(table, hide_index=True, key="engine.rule_table", on_select="ignore", width="stretch")
+    wide = {ctx.t("chain.col_phase"): st.column_config.Column(width=PHASE_WIDTH)}  # "prefill chunk 1/4" in full
+    st.dataframe(table, hide_index=True, key="engine.rule_table", on_select="ignore", width="stretch",
+                 column_config=wide)

@@ -277,3 +277,12 @@ def test_mixed_step_shows_the_chunk_beside_decodes(tiny, monkeypatch):
             assert all(f"{seq_label(s.seq_id)} {s.text_out!r}" in sampler for s in decoding)
     last = next(t for t in steps if t.seqs and t.seqs[0].seq_id == long_id and t.finished)  # the final chunk
     assert chain_stages(last, 4)[4].out["mid_prefill"] == []
+
+
+def test_a_long_why_wraps_between_pieces():
+    """The scheduler's why on the chain breaks lines only between pieces, counting a CJK character as two columns,
+    so a mixed step's several pieces stay inside the figure."""
+    from ui.chain_live import wrap_pieces
+    assert wrap_pieces(["a" * 30, "b" * 20, "c" * 30], width=60) == "a" * 30 + "; " + "b" * 20 + ";<br>" + "c" * 30
+    assert wrap_pieces(["分" * 20, "块" * 15], width=60) == "分" * 20 + ";<br>" + "块" * 15
+    assert wrap_pieces(["x" * 80]) == "x" * 80 and wrap_pieces([]) == ""
