@@ -140,6 +140,9 @@ def engine_question(demo, seed: int, dry: tuple[StepTrace, EngineView] | None = 
         why = [("why_prefill", dict(seq=sid, fed=len(fed.tokens_in), start=fed.positions[0], after=answer))]
     elif fed is not None:
         why = [("why_decode", dict(seq=sid, before=before, after=answer))]
+    elif s.status == "running" and demo.config.enable_chunked_prefill:  # older sequences used the token budget
+        why = [("why_waits_budget", dict(seq=sid, seqs=list(trace.scheduled), before=before,
+                                         budget=demo.config.max_num_batched_tokens))]
     elif s.status == "running":
         why = [("why_waits_prefill", dict(seq=sid, seqs=list(trace.scheduled), before=before))]
     else:

@@ -144,6 +144,28 @@ PREFIX_SPECS = [RequestSpec(SHARED + "Q1", max_tokens=4), RequestSpec(SHARED + "
                 RequestSpec(SHARED + "Q1", max_tokens=4, at_step=5)]
 
 
+def test_a_running_sequence_left_out_by_the_budget_is_told_so(tiny):
+    """Chunked prefill with a budget of 2 tokens and three parallel samples decoding: the youngest running one
+    gets no token in a step; the question's answer is its unchanged count (the live step agrees) and the why names
+    the budget."""
+    model, tok = tiny
+    config = DemoConfig(block_size=4, num_blocks=64, max_num_batched_tokens=2, enable_chunked_prefill=True)
+    specs = [RequestSpec("ab", "continue", max_tokens=6, n=3, temperature=1.0, seed=1)]
+    demo = EngineDemo.replay(config, specs, 0, model, tok, attn_impl="gather")
+    seen = 0
+    while demo.can_step():
+        asked = [q for q in (engine_question(demo, seed) for seed in range(1, 12))
+                 if q is not None and q.why[0][0] == "why_waits_budget"]
+        demo.step()
+        for q in asked:
+            sid = q.prompt[1]["seq"]
+            assert sid not in demo.last.paged.scheduled and q.why[0][1]["budget"] == 2
+            assert demo.view.seqs[sid].cached_token_count == q.answer == q.prompt[1]["before"]
+            words(q)
+            seen += 1
+    assert seen
+
+
 @pytest.mark.parametrize("chunked", [False, True], ids=["whole", "chunked"])
 def test_prefix_answer_is_where_the_step_starts_feeding(tiny, chunked):
     """Every step to the end: a prefix question's answer (hit blocks) equals the first fed token's index in the

@@ -48,6 +48,9 @@ STRINGS = {
                    "zh": "{seq} 进行 decode：喂入最新的 token 并写入它的 K/V，{before} → {after}"},
     "why_waits_prefill": {"en": "the step is a prefill of {seqs}; running {seq} waits one step, still {before}",
                           "zh": "这一步是 {seqs} 的 prefill；运行中的 {seq} 等待一步，仍为 {before}"},
+    "why_waits_budget": {"en": "{seqs} use up max_num_batched_tokens ({budget}) this step; running {seq} gets no token "
+                               "and stays at {before}",
+                         "zh": "{seqs} 这一步用完了 max_num_batched_tokens（{budget}）；运行中的 {seq} 没有分到 token，仍为 {before}"},
     "why_stays_waiting": {"en": "{seq} is not admitted this step and stays waiting: still {before}",
                           "zh": "{seq} 这一步没有被接纳，继续等待：仍为 {before}"},
     "why_preempted": {"en": "the pool cannot give every running sequence its next slot: {seq}, the newest, is "
