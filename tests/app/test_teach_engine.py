@@ -58,7 +58,8 @@ def test_chain_lights_up_and_shows_the_real_code(lang):
     assert any(x.startswith("prefill") and "A, B, C" in x for x in texts), texts
     assert at.code[0].value == source(Scheduler.schedule)
     at.radio(key="engine.chain_module").set_value("sequence_update").run()
-    assert [c.value for c in at.code] == [source(f) for f in (Sequence.on_prefill_done, Sequence.on_decode_done)]
+    assert [c.value for c in at.code] == [source(f) for f in (Sequence.on_prefill_done, Sequence.on_chunk_done,
+                                                               Sequence.on_decode_done)]
     at.radio(key="engine.chain_module").set_value("free_blocks").run()
     assert at.code[-1].value == source(BlockManager.free)
 
