@@ -20,10 +20,11 @@ STRINGS = {
     "title": {"en": "4 · Engine", "zh": "4 · 推理引擎（Engine）"},
     "intro": {
         "en": ("The whole mini vLLM on the shipped tiny Llama, one step at a time: the Scheduler picks who runs "
-               "(prefill or decode) within its budgets, the Block Manager hands out blocks, the model runner builds "
+               "(prefill or decode; with chunked prefill, prompt chunks beside decodes) within its budgets, the Block Manager hands out blocks, the model runner builds "
                "the slot_mapping and block tables, PagedAttention writes and reads K/V through them, and the sampler "
                "picks each next token. A contiguous-cache twin runs the same steps, so every token can be checked."),
-        "zh": ("在自带的 tiny Llama 上一步一步运行整个 mini vLLM：Scheduler 在预算内决定谁运行（prefill 或 decode），"
+        "zh": ("在自带的 tiny Llama 上一步一步运行整个 mini vLLM：Scheduler 在预算内决定谁运行（prefill 或 decode；"
+               "开启分块 prefill 时，prompt 分块与 decode 同一步），"
                "Block Manager 分配 block，model runner 构造 slot_mapping 和 block table，PagedAttention 通过它们写入和"
                "读取 K/V，sampler 选出下一个 token。一个使用连续 cache 的孪生引擎执行同样的步骤，每个 token 都可以核对。"),
     },
@@ -103,9 +104,11 @@ STRINGS = {
         "zh": "这个请求有 {tokens} 个 token，超过了一步能调度的数量（max_num_batched_tokens = {budget}）：被抢占后无法重新计算。",
     },
     "fix_batch_tokens": {
-        "en": ("Raise max_num_batched_tokens to {tokens} or more in the sidebar, or ask for fewer tokens: at most "
-               "{budget} in all (prompt + max_tokens)."),
-        "zh": "在侧边栏把 max_num_batched_tokens 调到 {tokens} 或更大，或者减少 token：总数（prompt + max_tokens）最多 {budget} 个。",
+        "en": ("Raise max_num_batched_tokens to {tokens} or more in the sidebar, turn on enable_chunked_prefill "
+               "(long sequences then run in chunks), or ask for fewer tokens: at most {budget} in all (prompt + "
+               "max_tokens)."),
+        "zh": ("在侧边栏把 max_num_batched_tokens 调到 {tokens} 或更大，或者开启 enable_chunked_prefill（长序列分块运行），"
+               "或者减少 token：总数（prompt + max_tokens）最多 {budget} 个。"),
     },
     "err_out_of_range": {"en": "{label} = {value} is outside its range {lo}–{hi}: nothing was added.",
                          "zh": "{label} = {value} 超出了范围 {lo}–{hi}：没有添加任何请求。"},
