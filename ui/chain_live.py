@@ -3,6 +3,7 @@ lessons.state_rule, the figure from viz.chain_live).
 
     show_chain(ctx, demo)        # the seven modules with this step's values, and the code of a chosen one
     show_state_rule(ctx, demo)   # one sequence's rows: fed, slot, cached before → after, generated, context_len
+                                 # (ui.state_table: step is the row label, no sideways scrolling)
 """
 
 from __future__ import annotations
@@ -17,10 +18,9 @@ from viz.chain_live import chain_live_figure
 from viz.colors import seq_label
 
 from .engine_actions import explain_step
-from .widgets import show_figure
+from .widgets import show_figure, state_table
 
 KEEP = 6  # list entries shown on an arrow before "…"
-PHASE_WIDTH = 130  # pixels: the state rule's phase column
 WHY_COLUMNS = 60  # the scheduler's why on the chain: a new line before a piece would pass this many columns
 
 
@@ -162,13 +162,11 @@ def show_state_rule(ctx, demo, tokenizer) -> None:
     table = []
     for r in rows:
         cut, last = tail(r.generated)
-        table.append({ctx.t("chain.col_step"): r.step,
+        table.append({ctx.t("chain.col_step"): str(r.step),  # text: st.table shows a text index, not an int one
                       ctx.t("chain.col_phase"): _phase(ctx, r),
                       ctx.t("chain.col_fed"): _fed(ctx, r, tokenizer), ctx.t("chain.col_slot"): _slots(r),
                       ctx.t("chain.col_cached"): f"{r.cached_before} → {r.cached_after}",
                       ctx.t("chain.col_generated"): ("…" if cut else "") + str(list(last)),
                       ctx.t("chain.col_context"): r.context_len})
     st.session_state["engine.rule_rows"] = rows  # what the tests read back
-    wide = {ctx.t("chain.col_phase"): st.column_config.Column(width=PHASE_WIDTH)}  # "prefill chunk 1/4" in full
-    st.dataframe(table, hide_index=True, key="engine.rule_table", on_select="ignore", width="stretch",
-                 column_config=wide)
+    state_table(table, key="engine.rule_table")  # wraps inside its cells: every column in view at 1024 pixels

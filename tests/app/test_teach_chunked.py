@@ -69,7 +69,7 @@ def test_chunked_scenario_shows_a_mixed_step(lang):
     assert [len(r.fed) for r in chunks] == [30, 30, 30, 21]  # 32 a step, less the two decodes beside it
     assert [r.cached_after for r in chunks] == [30, 60, 90, 111]
     assert [r.generated for r in chunks[:3]] == [()] * 3 and len(chunks[3].generated) == 1
-    table = next(d.value for d in at.dataframe if t("chain.col_phase", lang) in d.value.columns)
+    table = next(d.value for d in at.table if t("chain.col_fed", lang) in d.value.columns)
     assert list(table[t("chain.col_phase", lang)][:4]) == [t("chain.phase_chunk", lang, chunk=k, chunks=4)
                                                            for k in range(1, 5)]
 
