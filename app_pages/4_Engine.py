@@ -4,7 +4,7 @@ import streamlit as st
 
 import ui
 import ui.quiz
-from lessons.quiz import engine_question
+from lessons.quiz import next_step_question
 from ui.engine_actions import EngineSession, engine_model, explain_step, status_text
 from ui.chain_live import show_chain, show_state_rule
 from ui.playback import Stepper, playback_bar
@@ -25,7 +25,8 @@ st.caption(ctx.t("intro"))
 
 model, tokenizer = engine_model(ctx, knobs)  # the sidebar's model picker (ui.model_picker)
 
-CONFIG_KNOBS = ("block_size", "num_blocks", "watermark", "max_num_batched_tokens", "max_num_seqs")
+CONFIG_KNOBS = ("block_size", "num_blocks", "watermark", "max_num_batched_tokens", "max_num_seqs",
+               "enable_chunked_prefill", "enable_prefix_caching")
 
 
 def load_scenario() -> None:
@@ -50,11 +51,16 @@ with st.sidebar:
     num_blocks = knobs.slider(ctx.t("common.num_blocks"), "num_blocks", d.num_blocks, 4, 256)
     watermark = knobs.select(ctx.t("watermark"), "watermark", d.watermark, [0.0, 0.01, 0.05, 0.1, 0.2])
     max_tokens_step = knobs.select(ctx.t("max_num_batched_tokens"), "max_num_batched_tokens",
-                                   d.max_num_batched_tokens, [64, 128, 256, 512, 1024, 2048])
+                                   d.max_num_batched_tokens, [16, 32, 64, 128, 256, 512, 1024, 2048])
     max_num_seqs = knobs.slider(ctx.t("max_num_seqs"), "max_num_seqs", d.max_num_seqs, 1, 16)
+    chunked = knobs.toggle(ctx.t("chunked_prefill"), "enable_chunked_prefill", d.enable_chunked_prefill,
+                           help=ctx.t("chunked_prefill_help"))
+    prefix_caching = knobs.toggle(ctx.t("prefix_caching"), "enable_prefix_caching", d.enable_prefix_caching,
+                                  help=ctx.t("prefix_caching_help"))
     ui.device_badge(ctx, "float32")
 
-config = DemoConfig(block_size, num_blocks, watermark, max_tokens_step, max_num_seqs)
+config = DemoConfig(block_size, num_blocks, watermark, max_tokens_step, max_num_seqs,
+                    enable_prefix_caching=prefix_caching, enable_chunked_prefill=chunked)
 
 session = EngineSession(ctx, "engine", config, model, tokenizer)
 demo = session.current(list(ENGINE_SCENARIOS["three"].requests))
@@ -93,9 +99,9 @@ with st.expander(ctx.t("add_header"), expanded=not demo.all_specs()):
     st.caption(ctx.t("task_help"))
 knobs.sync_url(ctx.lang, reqs=encode_requests(demo.all_specs()), steps=len(demo.steps))
 session.show_messages(demo)
-if quiz_on:  # predict, then reveal: a sequence's cached_token_count after the next step
+if quiz_on:  # predict, then reveal: a cached_token_count after the next step, or a prompt's prefix-cache hits
     ui.quiz.show(ctx, "engine", (config, len(demo.steps), len(demo.all_specs())),
-                 lambda seed: engine_question(demo, seed), "quiz.none_engine")
+                 lambda seed: next_step_question(demo, seed), "quiz.none_engine")
 
 # --- the scheduler's decision -------------------------------------------------------------------------------------
 last = demo.last

@@ -4,8 +4,9 @@
 
 `chain_stages(trace, block_size)` gives one `Stage` per module: whether it did anything this step (an idle step,
 a decode with no new block or nothing finished leaves some of them dimmed) and the values it handed on to the next
-module (the arrow leaving it). `stage_sources(key)` gives the real functions of paged/ that did that work, read
-with `inspect`, so the page shows the code that ran, never a copy of it.
+module (the arrow leaving it). With chunked prefill a "mixed" step feeds prompt chunks beside decodes; a prompt fed
+a chunk before its last has no sampled token (the sampler's `mid_prefill`). `stage_sources(key)` gives the real
+functions of paged/ that did that work, read with `inspect`, so the page shows the code that ran, never a copy.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from paged.addressing import blocks_needed
-from paged.attention import paged_attention_decode
+from paged.attention import gather_kv, paged_attention_decode
 from paged.block_manager import BlockManager
 from paged.engine.runner import PagedBackend, prepare_inputs
 from paged.engine.sampler import sample
@@ -30,12 +31,13 @@ STAGES = ("scheduler", "block_manager", "model_runner", "paged_attention", "samp
 
 # The functions of paged/ behind each module, in the order they run within a step.
 SOURCES: dict[str, tuple[Callable, ...]] = {
-    "scheduler": (Scheduler.schedule, Scheduler._schedule_prefill, Scheduler._schedule_decode),
-    "block_manager": (BlockManager.allocate, BlockManager.append_slot),
+    "scheduler": (Scheduler.schedule, Scheduler._schedule_prefill, Scheduler._schedule_decode,
+                  Scheduler._schedule_chunked),
+    "block_manager": (BlockManager.allocate, BlockManager.append_slot, BlockManager.ensure_capacity),
     "model_runner": (prepare_inputs,),
-    "paged_attention": (PagedBackend.__call__, write_kv, paged_attention_decode),
+    "paged_attention": (PagedBackend.__call__, write_kv, paged_attention_decode, gather_kv),
     "sampler": (sample,),
-    "sequence_update": (Sequence.on_prefill_done, Sequence.on_decode_done),
+    "sequence_update": (Sequence.on_prefill_done, Sequence.on_chunk_done, Sequence.on_decode_done),
     "free_blocks": (Scheduler.finish, BlockManager.free),
 }
 
@@ -54,9 +56,9 @@ def attention_tables(trace: StepTrace, block_size: int) -> dict[int, list[int]]:
     """seq_id -> the block table attention read this step, for every sequence fed tokens.
 
     A sequence still running after the step has it in `block_tables_after`. One that finished this step was freed
-    before the trace was closed, so its table is rebuilt: at prefill the allocation is the whole table; at decode
-    it is the table before the step plus the block taken (appended when the last block was full, or replacing the
-    last one after a copy-on-write)."""
+    before the trace was closed, so its table is rebuilt from the table before the step (none for a prompt's first
+    step) and the blocks taken: those beyond what the old table covers are appended, one more taken replaced the
+    shared last block (copy-on-write at decode)."""
     out = {}
     for s in trace.seqs:
         if not s.tokens_in:
@@ -65,15 +67,11 @@ def attention_tables(trace: StepTrace, block_size: int) -> dict[int, list[int]]:
             out[s.seq_id] = list(trace.block_tables_after[s.seq_id])
             continue
         new = list(trace.blocks_allocated.get(s.seq_id, []))
-        if trace.phase == "prefill":
-            out[s.seq_id] = new
-            continue
         table = list(trace.block_tables_before.get(s.seq_id, []))
-        if new and blocks_needed(s.context_len, block_size) > len(table):
-            table += new
-        elif new:
-            table[-1] = new[0]  # copy-on-write replaced the shared last block
-        out[s.seq_id] = table
+        grow = blocks_needed(s.context_len, block_size) - len(table)
+        if len(new) > max(grow, 0):
+            table[-1] = new.pop(0)  # copy-on-write replaced the shared last block
+        out[s.seq_id] = table + new
     return out
 
 
@@ -86,6 +84,8 @@ def chain_stages(trace: StepTrace | None, block_size: int) -> list[Stage]:
     preempt_freed = {sid: trace.blocks_freed.get(sid, []) for sid in trace.preempted}
     finish_freed = {sid: trace.blocks_freed.get(sid, []) for sid in trace.finished}
     tables = attention_tables(trace, block_size)
+    # chunked prefill: a prompt fed a chunk before its last samples nothing this step (token_out None)
+    mid_prefill = [s.seq_id for s in fed if s.token_out is None and not s.finished]
     return [
         Stage("scheduler", ran or bool(trace.preempted),
               dict(phase=trace.phase, scheduled=list(trace.scheduled), why=list(trace.why),
@@ -99,7 +99,8 @@ def chain_stages(trace: StepTrace | None, block_size: int) -> list[Stage]:
                    tokens=len(trace.slot_mapping))),
         Stage("paged_attention", ran,
               dict(written=len(trace.slot_mapping), read={s.seq_id: s.context_len for s in fed}, rows=len(fed))),
-        Stage("sampler", ran, dict(tokens={s.seq_id: (s.token_out, s.text_out) for s in trace.seqs})),
+        Stage("sampler", ran, dict(tokens={s.seq_id: (s.token_out, s.text_out) for s in trace.seqs},
+                                   mid_prefill=mid_prefill)),
         Stage("sequence_update", ran,
               dict(counts={s.seq_id: (s.cached_token_count, s.generated_len) for s in trace.seqs},
                    forked={k: list(v) for k, v in trace.forked.items()})),

@@ -38,13 +38,14 @@ class DemoConfig:
     max_num_seqs: int = 8
     enable_prefix_caching: bool = False
     seed: int = 0  # shuffles the free list, so physical blocks come out scattered (deterministically)
+    enable_chunked_prefill: bool = False  # vLLM v1: long prompts fed in chunks beside decodes (last: old links)
 
     def cache_config(self) -> CacheConfig:
         return CacheConfig(block_size=self.block_size, num_blocks=self.num_blocks, watermark=self.watermark,
                            seed=self.seed, enable_prefix_caching=self.enable_prefix_caching)
 
     def scheduler_config(self) -> SchedulerConfig:
-        return SchedulerConfig(self.max_num_batched_tokens, self.max_num_seqs)
+        return SchedulerConfig(self.max_num_batched_tokens, self.max_num_seqs, self.enable_chunked_prefill)
 
 
 @dataclass(frozen=True)
@@ -168,6 +169,12 @@ ENGINE_SCENARIOS = {
     # 3 prompts of ~6 blocks each fit at first; growing to ~11 blocks each, they cannot all stay
     "tiny_pool": Scenario(DemoConfig(block_size=8, num_blocks=20),
                           (RequestSpec(_FOX), RequestSpec(_PAGED), RequestSpec(_CODE))),
+    # a 111-token count arrives while two short prompts decode: with 32 tokens a step it enters in 4 chunks, each
+    # beside the 2 decodes
+    "chunked": Scenario(DemoConfig(max_num_batched_tokens=32, enable_chunked_prefill=True),
+                        (RequestSpec("abcdefg", "continue", max_tokens=24),
+                         RequestSpec("1 2 3 4 5 6 7", "continue", max_tokens=24),
+                         RequestSpec(" ".join(map(str, range(1, 41))), "continue", max_tokens=16, at_step=1))),
     "empty": Scenario(DemoConfig()),
 }
 

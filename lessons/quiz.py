@@ -5,6 +5,10 @@ Each function takes a page's state and a seed and returns a `Question` whose ans
     address_question(block_table, block_size, seed)   page 1: a random token's physical block, offset or slot
     batch_question(demo, seed)                         page 3: which sequences take a new block at the next decode
     engine_question(demo, seed)                        page 4: a sequence's cached_token_count after the next step
+    prefix_question(demo, seed)                        page 4: how many blocks of a prompt admitted next step are
+                                                       prefix-cache hits (prefix caching on)
+    next_step_question(demo, seed)                     page 4: the prefix one when it can be asked, else the
+                                                       cached_token_count one (the next step run once for both)
 
 Texts are keys of ui/strings/quiz.py with their values; a value named "seq" / "seqs" holds sequence ids for the UI
 to label. The engine question runs the next step on a copy of the paged engine (the model and tokenizer shared, read
@@ -26,7 +30,8 @@ Piece = tuple[str, dict]  # (strings key, its values)
 
 @dataclass(frozen=True)
 class Question:
-    """kind: "address" (choices are ints), "new_block" (tuples of seq ids; () is "none"), "cached_after" (ints)."""
+    """kind: "address" (choices are ints), "new_block" (tuples of seq ids; () is "none"), "cached_after" (ints),
+    "prefix_hits" (ints: blocks)."""
 
     kind: str
     prompt: Piece
@@ -111,9 +116,9 @@ def dry_step(demo) -> tuple[StepTrace, EngineView]:
     return trace, engine_view(twin)
 
 
-def engine_question(demo, seed: int) -> Question | None:
+def engine_question(demo, seed: int, dry: tuple[StepTrace, EngineView] | None = None) -> Question | None:
     """A waiting or running sequence's cached_token_count after the next step, answered by running that step on a
-    copy. None when no step can run or every sequence finished."""
+    copy (`dry`: that step's dry_step, when already run). None when no step can run or every sequence finished."""
     view = demo.view
     live = sorted(sid for sid, s in view.seqs.items() if s.status != "finished")
     if not live or not demo.can_step():
@@ -121,16 +126,23 @@ def engine_question(demo, seed: int) -> Question | None:
     rng = random.Random(seed)
     sid = rng.choice(live)
     s = view.seqs[sid]
-    trace, after = dry_step(demo)
+    trace, after = dry or dry_step(demo)
     answer = after.seqs[sid].cached_token_count
     before, known = s.cached_token_count, s.prompt_len + len(s.generated_token_ids)
     fed = next((x for x in trace.seqs if x.seq_id == sid and x.tokens_in), None)
+    decodes = s.status == "running" and bool(s.generated_token_ids) and before == known - 1
     if sid in trace.preempted:
         why = [("why_preempted", dict(seq=sid, before=before))]
-    elif fed is not None and trace.phase == "prefill":
+    elif fed is not None and not decodes and fed.token_out is None and not fed.finished:
+        why = [("why_prefill_chunk", dict(seq=sid, fed=len(fed.tokens_in), start=fed.positions[0], after=answer,
+                                           total=known))]
+    elif fed is not None and not decodes:
         why = [("why_prefill", dict(seq=sid, fed=len(fed.tokens_in), start=fed.positions[0], after=answer))]
     elif fed is not None:
         why = [("why_decode", dict(seq=sid, before=before, after=answer))]
+    elif s.status == "running" and demo.config.enable_chunked_prefill:  # older sequences used the token budget
+        why = [("why_waits_budget", dict(seq=sid, seqs=list(trace.scheduled), before=before,
+                                         budget=demo.config.max_num_batched_tokens))]
     elif s.status == "running":
         why = [("why_waits_prefill", dict(seq=sid, seqs=list(trace.scheduled), before=before))]
     else:
@@ -140,3 +152,45 @@ def engine_question(demo, seed: int) -> Question | None:
     choices = _choices(rng, answer, distractors, lambda: rng.randrange(known + 3))
     return Question("cached_after", ("ask_cached_after", dict(seq=sid, before=before, status=s.status)), choices,
                     answer, tuple(why))
+
+
+def prefix_question(demo, seed: int, dry: tuple[StepTrace, EngineView] | None = None) -> Question | None:
+    """How many blocks of a waiting prompt that the next step admits are prefix-cache hits? Answered by running the
+    step on a copy (`dry` as for engine_question): the hits its allocation found. None unless prefix caching is on
+    and the next step admits a waiting prompt. Only full blocks before the one holding the last token can hit."""
+    view = demo.view
+    if not demo.config.enable_prefix_caching or not demo.can_step():
+        return None
+    waiting = [sid for sid, s in view.seqs.items() if s.status == "waiting"]
+    if not waiting:
+        return None
+    trace, after = dry or dry_step(demo)
+    bs = view.block_size
+    known = {sid: view.seqs[sid].prompt_len + len(view.seqs[sid].generated_token_ids) for sid in waiting}
+    # admitted next step, with at least one full block before the one holding its last token (else nothing to ask)
+    admitted = sorted(sid for sid in waiting if sid in trace.blocks_allocated and known[sid] > bs)
+    if not admitted:
+        return None
+    rng = random.Random(seed)
+    sid = rng.choice(admitted)
+    tokens = known[sid]
+    most = (tokens - 1) // bs  # full blocks before the one holding the last token
+    table, hits = after.seqs[sid].block_table, after.prefix_hits.get(sid, ())
+    answer = sum(hits)
+    if answer:
+        why = ("why_prefix_hit", dict(seq=sid, hits=answer, blocks=list(table[:answer]), cached=answer * bs))
+    else:
+        why = ("why_prefix_miss", dict(seq=sid, block_size=bs))
+    near = [d for d in (0, most, answer + 1, answer - 1, most - 1) if 0 <= d <= most]
+    choices = _choices(rng, answer, near, lambda: rng.randrange(most + 1), count=min(4, most + 1))
+    return Question("prefix_hits", ("ask_prefix_hits", dict(seq=sid, tokens=tokens, block_size=bs)), choices,
+                    answer, (why, ("why_prefix_rule", dict(most=most))))
+
+
+def next_step_question(demo, seed: int) -> Question | None:
+    """Page 4's question: the prefix-hit one when it can be asked (prefix caching on, a prompt admitted next
+    step), else the cached_token_count one; the next step is run once on a copy for both."""
+    if not demo.can_step() or all(s.status == "finished" for s in demo.view.seqs.values()):
+        return None
+    dry = dry_step(demo)
+    return prefix_question(demo, seed, dry) or engine_question(demo, seed, dry)

@@ -3,9 +3,12 @@ lessons.state_rule, the figure from viz.chain_live).
 
     show_chain(ctx, demo)        # the seven modules with this step's values, and the code of a chosen one
     show_state_rule(ctx, demo)   # one sequence's rows: fed, slot, cached before → after, generated, context_len
+                                 # (ui.state_table: step is the row label, no sideways scrolling)
 """
 
 from __future__ import annotations
+
+import unicodedata
 
 import streamlit as st
 
@@ -15,15 +18,32 @@ from viz.chain_live import chain_live_figure
 from viz.colors import seq_label
 
 from .engine_actions import explain_step
-from .widgets import show_figure
+from .widgets import show_figure, state_table
 
 KEEP = 6  # list entries shown on an arrow before "…"
+WHY_COLUMNS = 60  # the scheduler's why on the chain: a new line before a piece would pass this many columns
 
 
 def short(values, keep: int = KEEP) -> str:
     """[44, 39, 7, …] : the first `keep` entries of a long list."""
     values = list(values)
     return str(values) if len(values) <= keep else "[" + ", ".join(map(str, values[:keep])) + ", …]"
+
+
+def columns(text: str) -> int:
+    """Display width in a monospace font: a CJK (wide) character takes two columns."""
+    return sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
+
+
+def wrap_pieces(pieces: list[str], width: int = WHY_COLUMNS) -> str:
+    """The pieces joined with "; ", a line break ("<br>") before any piece that would pass `width` columns."""
+    lines: list[str] = []
+    for piece in pieces:
+        if lines and columns(lines[-1] + "; " + piece) <= width:
+            lines[-1] += "; " + piece
+        else:
+            lines.append(piece)
+    return ";<br>".join(lines)
 
 
 def per_seq(mapping: dict, fmt=str, keep: int = 4) -> str:
@@ -41,8 +61,10 @@ def arrow_label(ctx, stage: Stage) -> str:
     if key == "scheduler":
         if out["phase"] == "idle" and not out["preempted"]:
             return t("chain.out_idle")
-        return t("chain.out_scheduler", phase=out["phase"], seqs=", ".join(map(seq_label, out["scheduled"])) or "—",
-                 why=explain_step(ctx, out["why"]))
+        phase = t("chain.phase_mixed") if out["phase"] == "mixed" else out["phase"]
+        pieces = [explain_step(ctx, [piece]) for piece in out["why"]]
+        return t("chain.out_scheduler", phase=phase, seqs=", ".join(map(seq_label, out["scheduled"])) or "—",
+                 why=wrap_pieces(pieces))
     if key == "block_manager":
         parts = []
         if out["allocated"]:
@@ -62,8 +84,14 @@ def arrow_label(ctx, stage: Stage) -> str:
             return t("chain.out_none")
         return t("chain.out_attention", written=out["written"], read=per_seq(out["read"]), rows=out["rows"])
     if key == "sampler":
-        return t("chain.out_sampler", tokens=per_seq(out["tokens"], lambda v: f"{v[1]!r}")) if out["tokens"] \
-            else t("chain.out_none")
+        if not out["tokens"]:
+            return t("chain.out_none")
+        mid = out.get("mid_prefill", [])
+        shown = {sid: "—" if sid in mid else repr(text) for sid, (_, text) in out["tokens"].items()}
+        text = t("chain.out_sampler", tokens=per_seq(shown))
+        if mid:
+            text += "<br>" + t("chain.out_mid_prefill", seqs=", ".join(map(seq_label, mid)))
+        return text
     if key == "sequence_update":
         if not out["counts"]:
             return t("chain.out_none")
@@ -92,6 +120,15 @@ def show_chain(ctx, demo) -> None:
     for name, source in stage_sources(picked):
         st.caption(ctx.t("chain.code_from", name=name))
         st.code(source, language="python")
+
+
+def _phase(ctx, row) -> str:
+    """"prefill", "decode", "fork", or "prefill chunk k/n" (n "…" while the prompt's last chunk has not run)."""
+    if row.phase == "fork":
+        return ctx.t("chain.phase_fork")
+    if row.chunked:
+        return ctx.t("chain.phase_chunk", chunk=row.chunk, chunks=row.num_chunks or "…")
+    return row.phase
 
 
 def _fed(ctx, row, tokenizer) -> str:
@@ -125,11 +162,11 @@ def show_state_rule(ctx, demo, tokenizer) -> None:
     table = []
     for r in rows:
         cut, last = tail(r.generated)
-        table.append({ctx.t("chain.col_step"): r.step,
-                      ctx.t("chain.col_phase"): ctx.t("chain.phase_fork") if r.phase == "fork" else r.phase,
+        table.append({ctx.t("chain.col_step"): str(r.step),  # text: st.table shows a text index, not an int one
+                      ctx.t("chain.col_phase"): _phase(ctx, r),
                       ctx.t("chain.col_fed"): _fed(ctx, r, tokenizer), ctx.t("chain.col_slot"): _slots(r),
                       ctx.t("chain.col_cached"): f"{r.cached_before} → {r.cached_after}",
                       ctx.t("chain.col_generated"): ("…" if cut else "") + str(list(last)),
                       ctx.t("chain.col_context"): r.context_len})
     st.session_state["engine.rule_rows"] = rows  # what the tests read back
-    st.dataframe(table, hide_index=True, key="engine.rule_table", on_select="ignore", width="stretch")
+    state_table(table, key="engine.rule_table")  # wraps inside its cells: every column in view at 1024 pixels

@@ -89,7 +89,7 @@ def show(ctx, page: str, state_id, make: Callable[[int], Question | None], none_
                          + f"  \n{why}", icon=":material/cancel:")
             if watch:
                 st.caption(ctx.t("quiz.watch"))
-        c1, c2 = st.columns([3, 1], vertical_alignment="center")
+        c1, c2 = st.columns([2, 1], vertical_alignment="center")  # room for "Another question" at 1024 px
         c1.caption(ctx.t("quiz.score", right=score["right"], asked=score["asked"]))
         c2.button(ctx.t("quiz.another"), key=f"{key}.another_btn",
                   on_click=lambda: st.session_state.__setitem__(f"{key}.another", True))

@@ -24,6 +24,7 @@ from ..sequence import Sequence, SequenceStatus
 # `explain` writes them in English for logs, the CLI and `SchedulerOutput.reason`.
 WHY_ENGLISH = {
     "prefill": "prefill {count} waiting prompt(s), {tokens} tokens",
+    "prefill_chunk": "prefill chunk of seq {seq}: tokens {start}–{end} of {total}",
     "stop_max_seqs": "stopped: max_num_seqs {max_num_seqs} reached",
     "stop_tokens": "stopped: seq {seq} ({tokens} tokens) would pass max_num_batched_tokens {budget}",
     "stop_blocks": "stopped: seq {seq} needs {need} blocks, {free} free (watermark {watermark})",
@@ -143,6 +144,8 @@ class Scheduler:
         budget = cfg.max_num_batched_tokens
         batch, chunks, allocated, freed, preempted = [], {}, {}, {}, []
         decodes = grown = 0
+        pieces: Why = []  # prompt chunks, each told by its own "prefill_chunk" piece
+        whole = whole_tokens = 0  # waiting prompts fed whole in this step, told together by "prefill"
         i = 0
         while i < len(self.running) and budget > 0:
             seq = self.running[i]
@@ -164,7 +167,10 @@ class Scheduler:
             if seq.block_table != before:  # a new block, or a copy-on-write replacement of the last one
                 allocated[seq.seq_id] = [b for b in seq.block_table if b not in before]
                 grown += 1
-            decodes += bool(seq.generated_token_ids) and seq.num_uncached_tokens == 1
+            is_decode = bool(seq.generated_token_ids) and seq.num_uncached_tokens == 1
+            decodes += is_decode
+            if not is_decode:  # a prompt started in an earlier step: this is one of its later chunks
+                pieces.append(self._chunk_why(seq, n))
             batch.append(seq)
             chunks[seq.seq_id] = n
             budget -= n
@@ -185,6 +191,10 @@ class Scheduler:
             seq.status = SequenceStatus.RUNNING
             self.running.append(seq)
             n = min(seq.num_uncached_tokens, budget)
+            if n < seq.num_uncached_tokens:
+                pieces.append(self._chunk_why(seq, n))
+            else:
+                whole, whole_tokens = whole + 1, whole_tokens + n
             batch.append(seq)
             chunks[seq.seq_id] = n
             budget -= n
@@ -194,11 +204,9 @@ class Scheduler:
             why = [("idle", {})] + ([("preempted", dict(seqs=list(preempted)))] if preempted else [])
             return SchedulerOutput("idle", [], why, preempted, {}, freed)
         phase = "decode" if decodes == len(batch) else "prefill" if decodes == 0 else "mixed"
-        # The existing codes (the UI translates each one): prompt chunks as "prefill", 1-token decodes as "decode".
-        why = []
-        if decodes < len(batch):
-            why.append(("prefill", dict(count=len(batch) - decodes,
-                                        tokens=cfg.max_num_batched_tokens - budget - decodes)))
+        # Whole prompts as "prefill", each part of a longer prompt as "prefill_chunk", 1-token decodes as "decode".
+        why = [("prefill", dict(count=whole, tokens=whole_tokens))] if whole else []
+        why += pieces
         if decodes:
             why.append(("decode", dict(count=decodes)))
         if grown:
@@ -207,6 +215,13 @@ class Scheduler:
         if preempted:
             why.append(("preempted", dict(seqs=list(preempted))))
         return SchedulerOutput(phase, batch, why, preempted, allocated, freed, chunks)
+
+    @staticmethod
+    def _chunk_why(seq: Sequence, n: int) -> tuple[str, dict]:
+        """The "prefill_chunk" piece of `seq` fed `n` tokens from its cached_token_count on (token indexes, both
+        ends included, of its num_tokens)."""
+        start = seq.cached_token_count
+        return ("prefill_chunk", dict(seq=seq.seq_id, start=start, end=start + n - 1, total=seq.num_tokens))
 
     def preempt(self, seq: Sequence) -> list[int]:
         """Preemption by recompute: free a running seq's blocks, forget its cache, put it at the front of the waiting

@@ -58,7 +58,8 @@ def test_chain_lights_up_and_shows_the_real_code(lang):
     assert any(x.startswith("prefill") and "A, B, C" in x for x in texts), texts
     assert at.code[0].value == source(Scheduler.schedule)
     at.radio(key="engine.chain_module").set_value("sequence_update").run()
-    assert [c.value for c in at.code] == [source(f) for f in (Sequence.on_prefill_done, Sequence.on_decode_done)]
+    assert [c.value for c in at.code] == [source(f) for f in (Sequence.on_prefill_done, Sequence.on_chunk_done,
+                                                               Sequence.on_decode_done)]
     at.radio(key="engine.chain_module").set_value("free_blocks").run()
     assert at.code[-1].value == source(BlockManager.free)
 
@@ -75,9 +76,9 @@ def test_state_rule_table_for_a_chosen_sequence(lang):
     rows = at.session_state["engine.rule_rows"]
     assert [r.phase for r in rows] == ["prefill", "decode", "decode"]
     assert rows[1].fed == (rows[0].generated[-1],) and rows[2].fed == (rows[1].generated[-1],)
-    tables = [d.value for d in at.dataframe if t("chain.col_fed", lang) in d.value.columns]
+    tables = [d.value for d in at.table if t("chain.col_fed", lang) in d.value.columns]
     assert len(tables) == 1
-    table = tables[0]
-    assert list(table.columns)[:2] == [t("chain.col_step", lang), t("chain.col_phase", lang)]
+    table = tables[0]  # ui.state_table: the step is the row label
+    assert table.index.name == t("chain.col_step", lang) and list(table.columns)[0] == t("chain.col_phase", lang)
     assert len(table) == 3 and table.iloc[2][t("chain.col_cached", lang)] == \
         f"{rows[2].cached_before} → {rows[2].cached_after}"

@@ -20,6 +20,7 @@ from ui.chain_live import arrow_label
 from ui.page import PageContext
 from ui.strings import translator
 from viz.chain_live import chain_live_figure
+from viz.colors import seq_label
 
 
 def run_recorded(engine: LLMEngine, monkeypatch, max_steps: int = 200):
@@ -44,11 +45,15 @@ def run_recorded(engine: LLMEngine, monkeypatch, max_steps: int = 200):
     return out
 
 
-def make_engine(tiny, num_blocks: int, block_size: int = 4, prefix: bool = False) -> LLMEngine:
+CHUNK_BUDGET = 16
+
+
+def make_engine(tiny, num_blocks: int, block_size: int = 4, prefix: bool = False, chunked: bool = False):
     model, tok = tiny
     return LLMEngine(model, tok, CacheConfig(block_size=block_size, num_blocks=num_blocks, watermark=0.0, seed=3,
                                              enable_prefix_caching=prefix),
-                     SchedulerConfig(max_num_batched_tokens=256, max_num_seqs=4), attn_impl="gather")
+                     SchedulerConfig(max_num_batched_tokens=CHUNK_BUDGET if chunked else 256, max_num_seqs=4,
+                                     enable_chunked_prefill=chunked), attn_impl="gather")
 
 
 SCENES = {
@@ -64,18 +69,27 @@ SCENES = {
     "sharing": (40, True, [("shared prefix text", SamplingParams(max_tokens=6, n=3, temperature=1.0, seed=1,
                                                                 ignore_eos=True)),
                            ("shared prefix text", SamplingParams(max_tokens=5, ignore_eos=True))]),
+    # chunked prefill (16 tokens a step): a 40-token prompt arrives after step 1 and enters in chunks of 14, 15, 10
+    # beside the decodes of two short prompts that finish meanwhile; its last chunk runs alone and samples its only
+    # token, so it finishes in the step its final chunk ran
+    "chunked": (40, False, [("abc", SamplingParams(max_tokens=2, ignore_eos=True)),
+                            ("hello there", SamplingParams(max_tokens=3, ignore_eos=True)),
+                            ("a prompt too long for one chunk of 16.", SamplingParams(max_tokens=1, ignore_eos=True))]),
 }
 
 
 def build(tiny, name):
     """The scene's engine with its requests added; returns (engine, request ids, traces of steps already run)."""
     num_blocks, prefix, requests = SCENES[name]
-    engine = make_engine(tiny, num_blocks, prefix=prefix)
+    chunked = name == "chunked"
+    engine = make_engine(tiny, num_blocks, prefix=prefix, chunked=chunked)
     ids, early = [], []
     for i, (text, params) in enumerate(requests):
         ids.append(engine.add_request(text, params))
         if prefix and i == 0:
             early.append(engine.step())  # the first prompt fills the prefix cache before the second arrives
+        if chunked and i == 1:
+            early.append(engine.step())  # the short prompts decode when the long one arrives
     return engine, ids, early
 
 
@@ -83,14 +97,14 @@ def build(tiny, name):
 def test_arrows_carry_what_the_runner_really_built(tiny, monkeypatch, name):
     """The ModelRunner stage's slot_mapping, block_tables and context_lens equal the paged BatchInput that
     prepare_inputs built in that very step (captured by a spy), finished and preempted sequences included."""
-    engine, _, _ = build(tiny, name)
-    steps = run_recorded(engine, monkeypatch)
+    engine, _, early = build(tiny, name)
+    steps = [(t, None) for t in early] + run_recorded(engine, monkeypatch)
     kinds = set()
     for trace, batch in steps:
         stages = {s.key: s for s in chain_stages(trace, engine.block_manager.block_size)}
         runner = stages["model_runner"]
         if batch is None:
-            assert trace.phase == "idle" and not runner.active
+            assert trace.phase == "idle" and not runner.active or trace in early
             continue
         assert runner.active and runner.out["slot_mapping"] == batch.slot_mapping.tolist()
         rows = batch.block_tables.tolist()
@@ -99,7 +113,8 @@ def test_arrows_carry_what_the_runner_really_built(tiny, monkeypatch, name):
             assert runner.out["context_lens"][seq_id] == int(batch.context_lens[i])
         kinds |= {trace.phase} | ({"finish"} if trace.finished else set()) | (
             {"preempt"} if trace.preempted else set()) | ({"cow"} if trace.copies else set())
-    expected = {"plain": {"prefill", "decode", "finish"}, "tiny_pool": {"preempt"}, "sharing": {"cow"}}[name]
+    expected = {"plain": {"prefill", "decode", "finish"}, "tiny_pool": {"preempt"}, "sharing": {"cow"},
+                "chunked": {"mixed", "prefill", "finish"}}[name]
     assert expected <= kinds, kinds
     for lang in ("en", "zh"):  # every arrow of every step has its words in both languages
         ctx = PageContext("engine", lang, translator("engine", lang))
@@ -175,7 +190,7 @@ def test_state_rule_rows_follow_the_engine(tiny, monkeypatch, name):
     generated ids end equal to the engine's output (its own token ids, not this module's)."""
     engine, request_ids, early = build(tiny, name)
     steps = early + [t for t, _ in run_recorded(engine, monkeypatch)]
-    checked, hits = 0, 0
+    checked, hits, chunked = 0, 0, 0
     for rid in request_ids:
         out = engine.output(rid)
         for seq, tokens in zip(engine.groups[rid], out.samples):
@@ -184,8 +199,15 @@ def test_state_rule_rows_follow_the_engine(tiny, monkeypatch, name):
             assert rows and list(rows[-1].generated) == tokens
             first = rows[0]
             if first.phase == "prefill":
-                assert first.cached_after == len(out.prompt_token_ids) and first.generated == (tokens[0],)
+                run = rows[:first.num_chunks]  # the prefill's chunks (one row when the prompt was fed whole)
+                assert [(r.phase, r.chunk, r.num_chunks) for r in run] == [("prefill", k, len(run))
+                                                                           for k in range(1, len(run) + 1)]
+                for k, r in enumerate(run):  # cached after each chunk: the tokens of this chunk and those before
+                    assert r.cached_after == first.cached_before + sum(len(c.fed) for c in run[:k + 1])
+                    assert r.generated == (() if r is not run[-1] else (tokens[0],))  # sampled at the last only
+                assert run[-1].cached_after == len(out.prompt_token_ids)
                 hits += first.cached_before > 0  # a prefix-cache hit: only the rest of the prompt is fed
+                chunked += len(run) > 1
             else:
                 assert first.phase == "fork" and first.fed == () and first.generated == (tokens[0],)
             for prev, row in zip([None] + rows[:-1], rows):
@@ -194,8 +216,8 @@ def test_state_rule_rows_follow_the_engine(tiny, monkeypatch, name):
                     assert row.fed == (tokens[len(prev.generated) - 1],) == (prev.generated[-1],)
                     assert row.context_len == row.cached_after and row.slots and len(row.slots) == 1
                     checked += 1
-    assert checked > 5
-    assert hits == (name == "sharing")
+    assert checked > 5 or name == "chunked"
+    assert hits == (name == "sharing") and chunked == (name == "chunked")
 
 
 def test_preempted_sequence_recomputes_in_one_prefill(tiny, monkeypatch):
@@ -228,3 +250,39 @@ def test_chain_figure_marks_idle_and_selected(validate_figures):
     assert [d.name for d in fig.data] == ["modules"]
     with pytest.raises(ValueError, match="same length"):
         chain_live_figure(["a"], [True, False], ["x"])
+
+
+def test_mixed_step_shows_the_chunk_beside_decodes(tiny, monkeypatch):
+    """A mixed step: the Scheduler arrow says "prefill chunk + decode" with the chunk's own why; the prompt fed a
+    chunk before its last has no sampled token ("—" and a note), the decodes have theirs; in both languages."""
+    engine, ids, early = build(tiny, "chunked")
+    steps = early + [t for t, _ in run_recorded(engine, monkeypatch)]
+    long_id = engine.groups[ids[2]][0].seq_id
+    mixed = [t for t in steps if t.phase == "mixed"]
+    assert len(mixed) == 2  # the two short prompts decode beside the long one's first two chunks
+    for trace in mixed:
+        stages = {s.key: s for s in chain_stages(trace, 4)}
+        assert stages["sampler"].out["mid_prefill"] == [long_id]
+        fed = next(s for s in trace.seqs if s.seq_id == long_id)
+        assert ("prefill_chunk", dict(seq=long_id, start=fed.positions[0], end=fed.positions[-1],
+                                      total=39)) in trace.why
+        for lang in ("en", "zh"):
+            ctx = PageContext("engine", lang, translator("engine", lang))
+            scheduler, sampler = arrow_label(ctx, stages["scheduler"]), arrow_label(ctx, stages["sampler"])
+            assert scheduler.startswith(ctx.t("chain.phase_mixed"))
+            assert ctx.t("engine.why_prefill_chunk", **dict(trace.why)["prefill_chunk"]) in scheduler
+            assert f"{seq_label(long_id)} —" in sampler and ctx.t("chain.out_mid_prefill", seqs=seq_label(long_id)) \
+                in sampler
+            decoding = [s for s in trace.seqs if s.seq_id != long_id]
+            assert all(f"{seq_label(s.seq_id)} {s.text_out!r}" in sampler for s in decoding)
+    last = next(t for t in steps if t.seqs and t.seqs[0].seq_id == long_id and t.finished)  # the final chunk
+    assert chain_stages(last, 4)[4].out["mid_prefill"] == []
+
+
+def test_a_long_why_wraps_between_pieces():
+    """The scheduler's why on the chain breaks lines only between pieces, counting a CJK character as two columns,
+    so a mixed step's several pieces stay inside the figure."""
+    from ui.chain_live import wrap_pieces
+    assert wrap_pieces(["a" * 30, "b" * 20, "c" * 30], width=60) == "a" * 30 + "; " + "b" * 20 + ";<br>" + "c" * 30
+    assert wrap_pieces(["分" * 20, "块" * 15], width=60) == "分" * 20 + ";<br>" + "块" * 15
+    assert wrap_pieces(["x" * 80]) == "x" * 80 and wrap_pieces([]) == ""

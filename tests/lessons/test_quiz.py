@@ -12,7 +12,8 @@ import torch
 from lessons.batch import BatchConfig, BatchDemo
 from lessons.engine import EngineDemo
 from lessons.engine_requests import DemoConfig, RequestSpec
-from lessons.quiz import Question, address_question, batch_question, engine_question
+from lessons.quiz import (Question, address_question, batch_question, engine_question, next_step_question,
+                          prefix_question)
 from paged.attention import gather_kv_loop
 from paged.config import ModelConfig
 from paged.model import ByteTokenizer, TinyLlama
@@ -135,3 +136,85 @@ def test_no_engine_question_once_everything_finished(tiny):
     demo = EngineDemo.replay(DemoConfig(block_size=4, num_blocks=40), SPECS[:1], 0, model, tok, attn_impl="gather")
     demo.run_to_end()
     assert engine_question(demo, 1) is None
+
+
+SHARED = "Blocks are shared: every request reads this same long prompt. "
+PREFIX_SPECS = [RequestSpec(SHARED + "Q1", max_tokens=4), RequestSpec(SHARED + "Q22", max_tokens=4, at_step=2),
+                RequestSpec("unrelated text, nothing shared", max_tokens=4, at_step=3),
+                RequestSpec(SHARED + "Q1", max_tokens=4, at_step=5)]
+
+
+def test_a_running_sequence_left_out_by_the_budget_is_told_so(tiny):
+    """Chunked prefill with a budget of 2 tokens and three parallel samples decoding: the youngest running one
+    gets no token in a step; the question's answer is its unchanged count (the live step agrees) and the why names
+    the budget."""
+    model, tok = tiny
+    config = DemoConfig(block_size=4, num_blocks=64, max_num_batched_tokens=2, enable_chunked_prefill=True)
+    specs = [RequestSpec("ab", "continue", max_tokens=6, n=3, temperature=1.0, seed=1)]
+    demo = EngineDemo.replay(config, specs, 0, model, tok, attn_impl="gather")
+    seen = 0
+    while demo.can_step():
+        asked = [q for q in (engine_question(demo, seed) for seed in range(1, 12))
+                 if q is not None and q.why[0][0] == "why_waits_budget"]
+        demo.step()
+        for q in asked:
+            sid = q.prompt[1]["seq"]
+            assert sid not in demo.last.paged.scheduled and q.why[0][1]["budget"] == 2
+            assert demo.view.seqs[sid].cached_token_count == q.answer == q.prompt[1]["before"]
+            words(q)
+            seen += 1
+    assert seen
+
+
+@pytest.mark.parametrize("chunked", [False, True], ids=["whole", "chunked"])
+def test_prefix_answer_is_where_the_step_starts_feeding(tiny, chunked):
+    """Every step to the end: a prefix question's answer (hit blocks) equals the first fed token's index in the
+    live step divided by block_size (hit blocks are not fed: their K/V are already written); hits and misses both
+    occur; asking moves nothing. Off without prefix caching."""
+    model, tok = tiny
+    config = DemoConfig(block_size=4, num_blocks=64, max_num_batched_tokens=32 if chunked else 512,
+                        enable_prefix_caching=True, enable_chunked_prefill=chunked)
+    demo = EngineDemo.replay(config, PREFIX_SPECS, 0, model, tok, attn_impl="gather")
+    answers, seed = [], 0
+    while demo.can_step():
+        seed += 1
+        before = {sid: (s.cached_token_count, s.block_table) for sid, s in demo.view.seqs.items()}
+        q = prefix_question(demo, seed)
+        assert {sid: (s.cached_token_count, s.block_table) for sid, s in demo.view.seqs.items()} == before
+        both = next_step_question(demo, seed)
+        trace = demo.step().paged
+        if q is None:
+            assert both is None or both.kind == "cached_after"
+            continue
+        assert both == q
+        sid = q.prompt[1]["seq"]
+        fed = next(s for s in trace.seqs if s.seq_id == sid)
+        assert fed.positions[0] == q.answer * config.block_size, (seed, q)
+        assert q.answer <= q.why[-1][1]["most"] == (q.prompt[1]["tokens"] - 1) // config.block_size
+        assert q.why[0][0] == ("why_prefix_hit" if q.answer else "why_prefix_miss")
+        answers.append(q.answer)
+        words(q)
+    assert 0 in answers and max(answers) >= 10, answers  # the shared 64-character prefix: 16 blocks of 4
+    plain = EngineDemo.replay(DemoConfig(block_size=4, num_blocks=64), PREFIX_SPECS, 0, model, tok,
+                              attn_impl="gather")
+    assert prefix_question(plain, 1) is None
+    plain.run_to_end()  # asking never changed what the engine computes: the same text as without any cache reuse
+    assert [r.text for r in demo.rows()] == [r.text for r in plain.rows()]
+
+
+def test_engine_answer_on_chunked_prefill(tiny):
+    """With chunked prefill a long prompt's cached_token_count grows chunk by chunk: every answer is the live
+    value after the step, and a mid-prefill chunk is told as such."""
+    model, tok = tiny
+    config = DemoConfig(block_size=4, num_blocks=64, max_num_batched_tokens=16, enable_chunked_prefill=True)
+    demo = EngineDemo.replay(config, PREFIX_SPECS, 0, model, tok, attn_impl="gather")
+    kinds, seed = set(), 0
+    while demo.can_step():
+        seed += 1
+        q = engine_question(demo, seed)
+        demo.step()
+        if q is not None:
+            assert demo.view.seqs[q.prompt[1]["seq"]].cached_token_count == q.answer, (seed, q)
+            kinds.add(q.why[0][0])
+            words(q)
+    assert {"why_prefill_chunk", "why_decode"} <= kinds

@@ -63,8 +63,16 @@ def test_chunked_matches_unchunked_and_reference(tiny):
     assert chunked == whole == reference
     mixed = [t for t in traces if t.phase == "mixed"]
     assert mixed, "no step held both a decode and a prompt chunk"
-    for t in mixed:  # told with the codes the UI already translates
-        assert {"prefill", "decode"} <= {code for code, _ in t.why} and "decode" in t.reason
+    for t in mixed:  # told with codes the UI translates: a prompt fed whole or in chunks, beside decodes
+        codes = {code for code, _ in t.why}
+        assert codes & {"prefill", "prefill_chunk"} and "decode" in codes and "decode" in t.reason
+    chunk_pieces = [v for t in traces for code, v in t.why if code == "prefill_chunk"]
+    assert chunk_pieces, "no step told a prompt chunk"
+    for t in traces:  # each chunk piece names the token indexes this step fed to that sequence
+        fed = {s.seq_id: s.positions for s in t.seqs if s.tokens_in}
+        for code, v in t.why:
+            if code == "prefill_chunk":
+                assert (v["start"], v["end"]) == (fed[v["seq"]][0], fed[v["seq"]][-1]) and v["end"] < v["total"]
     for t in traces:  # never more tokens than the budget in one step
         assert sum(len(s.tokens_in) for s in t.seqs) <= BUDGET
     assert any(s.token_out is None for t in traces for s in t.seqs), "no chunk mid-prefill"

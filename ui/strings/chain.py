@@ -36,6 +36,8 @@ STRINGS = {
                             "sequence ({rows})",
                       "zh": "{written} 个 token 的 K/V 写入各自的 slot；读取 {read}<br>→ logits，每个 sequence 一行（{rows}）"},
     "out_sampler": {"en": "sampled {tokens}", "zh": "采样 {tokens}"},
+    "out_mid_prefill": {"en": "{seqs}: prompt chunk: nothing sampled yet", "zh": "{seqs}：prompt 分块，尚未采样"},
+    "phase_mixed": {"en": "prefill chunk + decode", "zh": "prefill 分块 + decode"},
     "out_update": {"en": "cached_token_count / generated: {counts}", "zh": "cached_token_count / 已生成：{counts}"},
     "out_forked": {"en": "forked {forked}", "zh": "fork 出 {forked}"},
     "out_freed": {"en": "finished {freed} → free list; free {free}/{num_blocks}",
@@ -49,9 +51,13 @@ STRINGS = {
     "rule_caption": {
         "en": ("One row per step this sequence took part in. After a prefill, cached_token_count = every token fed "
                "and generated holds one new token; each decode feeds the newest generated token, writes its K/V "
-               "(cached + 1) and samples the next: the newest token is always known but not yet cached."),
+               "(cached + 1) and samples the next: the newest token is always known but not yet cached. With chunked "
+               "prefill a long prompt takes several rows (prefill chunk k/n): each adds its tokens to "
+               "cached_token_count and samples nothing until the last."),
         "zh": ("这个 sequence 参与的每一步占一行。prefill 之后，cached_token_count = 喂入的全部 token，generated 多了一个新 token；"
-               "每次 decode 喂入最新生成的 token，写入它的 K/V（cached + 1），再采样下一个：最新的 token 总是已知但尚未缓存。"),
+               "每次 decode 喂入最新生成的 token，写入它的 K/V（cached + 1），再采样下一个：最新的 token 总是已知但尚未缓存。"
+               "开启分块 prefill 时，长 prompt 占多行（prefill 分块 k/n）：每块把它的 token 数加到 cached_token_count 上，"
+               "直到最后一块才采样。"),
     },
     "rule_none": {"en": "This sequence has not run yet.", "zh": "这个 sequence 还没有运行。"},
     "rule_no_seqs": {"en": "No sequence yet: add a request.", "zh": "还没有 sequence：先添加一个请求。"},
@@ -65,4 +71,5 @@ STRINGS = {
     "fed_many": {"en": "{count} tokens", "zh": "{count} 个 token"},
     "fed_fork": {"en": "none (forked)", "zh": "无（fork）"},
     "phase_fork": {"en": "fork", "zh": "fork"},
+    "phase_chunk": {"en": "prefill chunk {chunk}/{chunks}", "zh": "prefill 分块 {chunk}/{chunks}"},
 }

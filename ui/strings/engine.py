@@ -5,6 +5,7 @@ from paged.engine import WHY_ENGLISH
 # The scheduler's reasons for a step, by code (see the scheduler, paged/engine/scheduler.py): English from the scheduler itself.
 WHY_ZH = {
     "prefill": "prefill {count} 个等待中的 prompt，共 {tokens} 个 token",
+    "prefill_chunk": "seq {seq} 的 prefill 分块：第 {start}–{end} 个 token（共 {total} 个）",
     "stop_max_seqs": "停止：已达到 max_num_seqs {max_num_seqs}",
     "stop_tokens": "停止：seq {seq}（{tokens} 个 token）会超过 max_num_batched_tokens {budget}",
     "stop_blocks": "停止：seq {seq} 需要 {need} 个 block，空闲 {free} 个（watermark {watermark}）",
@@ -19,10 +20,11 @@ STRINGS = {
     "title": {"en": "4 · Engine", "zh": "4 · 推理引擎（Engine）"},
     "intro": {
         "en": ("The whole mini vLLM on the shipped tiny Llama, one step at a time: the Scheduler picks who runs "
-               "(prefill or decode) within its budgets, the Block Manager hands out blocks, the model runner builds "
+               "(prefill or decode; with chunked prefill, prompt chunks beside decodes) within its budgets, the Block Manager hands out blocks, the model runner builds "
                "the slot_mapping and block tables, PagedAttention writes and reads K/V through them, and the sampler "
                "picks each next token. A contiguous-cache twin runs the same steps, so every token can be checked."),
-        "zh": ("在自带的 tiny Llama 上一步一步运行整个 mini vLLM：Scheduler 在预算内决定谁运行（prefill 或 decode），"
+        "zh": ("在自带的 tiny Llama 上一步一步运行整个 mini vLLM：Scheduler 在预算内决定谁运行（prefill 或 decode；"
+               "开启分块 prefill 时，prompt 分块与 decode 同一步），"
                "Block Manager 分配 block，model runner 构造 slot_mapping 和 block table，PagedAttention 通过它们写入和"
                "读取 K/V，sampler 选出下一个 token。一个使用连续 cache 的孪生引擎执行同样的步骤，每个 token 都可以核对。"),
     },
@@ -34,7 +36,25 @@ STRINGS = {
     "scenario_placeholder": {"en": "Load a scenario…", "zh": "加载一个场景…"},
     "scenario_three": {"en": "Three prompts (default)", "zh": "三个 prompt（默认）"},
     "scenario_tiny_pool": {"en": "Tiny pool: preemption and recompute", "zh": "很小的 pool：抢占与重算"},
+    "scenario_chunked": {"en": "Chunked prefill: a long prompt enters beside decodes",
+                         "zh": "分块 prefill：长 prompt 与 decode 同步进入"},
     "scenario_empty": {"en": "Empty: add your own requests", "zh": "空：自己添加请求"},
+    "chunked_prefill": {"en": "enable_chunked_prefill (long prompts in chunks, beside decodes)",
+                        "zh": "enable_chunked_prefill（长 prompt 分块，与 decode 同一步）"},
+    "chunked_prefill_help": {
+        "en": ("vLLM v1's single rule: each step feeds every request the tokens between its cached_token_count and "
+               "its length, within max_num_batched_tokens. A prompt longer than the budget is prefilled over "
+               "several steps (phase \"mixed\" when decodes share the step); off, such a prompt is refused."),
+        "zh": ("vLLM v1 的唯一规则：每一步在 max_num_batched_tokens 之内，给每个请求喂入从 cached_token_count 到其长度之间的 "
+               "token。比预算长的 prompt 分几步完成 prefill（与 decode 同一步时阶段为 \"mixed\"）；关闭时这样的 prompt 会被拒绝。"),
+    },
+    "prefix_caching": {"en": "enable_prefix_caching (reuse full blocks of equal prompt prefixes)",
+                       "zh": "enable_prefix_caching（复用相同 prompt 前缀的完整 block）"},
+    "prefix_caching_help": {
+        "en": ("A new prompt whose leading full blocks equal cached ones shares those physical blocks and starts "
+               "with their tokens already cached; page 6 shows it in detail."),
+        "zh": "新 prompt 开头的完整 block 若与已缓存的相同，就共享这些 physical block，其 token 一开始就算已缓存；第 6 页有详细演示。",
+    },
     "watermark": {"en": "watermark (fraction of blocks kept free at admission)",
                   "zh": "watermark（接纳新请求时保留的空闲 block 比例）"},
     "max_num_batched_tokens": {"en": "max_num_batched_tokens (tokens per step)",
@@ -84,9 +104,11 @@ STRINGS = {
         "zh": "这个请求有 {tokens} 个 token，超过了一步能调度的数量（max_num_batched_tokens = {budget}）：被抢占后无法重新计算。",
     },
     "fix_batch_tokens": {
-        "en": ("Raise max_num_batched_tokens to {tokens} or more in the sidebar, or ask for fewer tokens: at most "
-               "{budget} in all (prompt + max_tokens)."),
-        "zh": "在侧边栏把 max_num_batched_tokens 调到 {tokens} 或更大，或者减少 token：总数（prompt + max_tokens）最多 {budget} 个。",
+        "en": ("Raise max_num_batched_tokens to {tokens} or more in the sidebar, turn on enable_chunked_prefill "
+               "(long sequences then run in chunks), or ask for fewer tokens: at most {budget} in all (prompt + "
+               "max_tokens)."),
+        "zh": ("在侧边栏把 max_num_batched_tokens 调到 {tokens} 或更大，或者开启 enable_chunked_prefill（长序列分块运行），"
+               "或者减少 token：总数（prompt + max_tokens）最多 {budget} 个。"),
     },
     "err_out_of_range": {"en": "{label} = {value} is outside its range {lo}–{hi}: nothing was added.",
                          "zh": "{label} = {value} 超出了范围 {lo}–{hi}：没有添加任何请求。"},

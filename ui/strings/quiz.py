@@ -48,6 +48,9 @@ STRINGS = {
                    "zh": "{seq} 进行 decode：喂入最新的 token 并写入它的 K/V，{before} → {after}"},
     "why_waits_prefill": {"en": "the step is a prefill of {seqs}; running {seq} waits one step, still {before}",
                           "zh": "这一步是 {seqs} 的 prefill；运行中的 {seq} 等待一步，仍为 {before}"},
+    "why_waits_budget": {"en": "{seqs} use up max_num_batched_tokens ({budget}) this step; running {seq} gets no token "
+                               "and stays at {before}",
+                         "zh": "{seqs} 这一步用完了 max_num_batched_tokens（{budget}）；运行中的 {seq} 没有分到 token，仍为 {before}"},
     "why_stays_waiting": {"en": "{seq} is not admitted this step and stays waiting: still {before}",
                           "zh": "{seq} 这一步没有被接纳，继续等待：仍为 {before}"},
     "why_preempted": {"en": "the pool cannot give every running sequence its next slot: {seq}, the newest, is "
@@ -55,4 +58,22 @@ STRINGS = {
                       "zh": "pool 无法给每个运行中的 sequence 提供下一个 slot：最新的 {seq} 被以重算方式抢占，cache 被丢弃"
                             "（{before} → 0）"},
     "why_scheduler": {"en": "the scheduler: {why}", "zh": "调度器：{why}"},
+    "why_prefill_chunk": {"en": "{seq} gets a prompt chunk: {fed} token(s) from index {start} are written, so cached "
+                                "becomes {after} of its {total}; nothing is sampled before the last chunk",
+                          "zh": "{seq} 得到一个 prompt 分块：从索引 {start} 开始的 {fed} 个 token 被写入，cached 变为 {after}"
+                                "（共 {total} 个）；最后一块之前不采样"},
+    "ask_prefix_hits": {"en": "Prefix caching is on. {seq} ({tokens} tokens, blocks of {block_size}) is admitted at "
+                              "the next step. How many of its blocks will be prefix-cache hits?",
+                        "zh": "prefix caching 已开启。{seq}（{tokens} 个 token，每个 block {block_size} 个）将在下一步被接纳。"
+                              "它有几个 block 会命中 prefix cache？"},
+    "why_prefix_hit": {"en": "{seq}'s first {hits} full block(s) hold the same tokens, from the start, as cached "
+                             "blocks {blocks}: it shares them, and its cached_token_count starts at {cached}",
+                       "zh": "{seq} 的前 {hits} 个完整 block 从头起与已缓存的 block {blocks} 内容相同：直接共享它们，"
+                             "cached_token_count 从 {cached} 开始"},
+    "why_prefix_miss": {"en": "no cached block holds {seq}'s first {block_size} tokens (a hit needs equal tokens from "
+                              "the start, block by block), so every block is computed",
+                        "zh": "没有已缓存的 block 存有 {seq} 的前 {block_size} 个 token（命中要求从头起逐块 token 相同），"
+                              "所以每个 block 都要计算"},
+    "why_prefix_rule": {"en": "at most {most} can hit: only full blocks before the one holding the last token",
+                        "zh": "最多 {most} 个可以命中：只有最后一个 token 所在 block 之前的完整 block"},
 }
