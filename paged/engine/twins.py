@@ -133,6 +133,8 @@ class TwinEngines:
     def _record(self, side: str, trace: StepTrace) -> StepTrace:
         engine = self.paged if side == "paged" else self.contiguous
         for s in trace.seqs:
+            if s.token_out is None:  # a prompt chunk before its last: nothing sampled, so nothing to pair
+                continue
             key = self._key(side, s.seq_id, s.generated_len)
             self._waiting[side][key] = (s.seq_id, s.token_out, engine.last_logits[s.seq_id])
         return trace

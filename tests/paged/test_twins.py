@@ -8,7 +8,7 @@ import pytest
 
 from paged.config import SamplingParams
 from paged.engine.twins import TwinEngines
-from lessons.engine_requests import SHARED_PREFIX, SHARING_SCENARIOS, RequestSpec
+from lessons.engine_requests import ENGINE_SCENARIOS, SHARED_PREFIX, SHARING_SCENARIOS, RequestSpec
 from paged.model import load_model
 
 
@@ -82,3 +82,18 @@ def test_refused_request_leaves_both_twins_alike(shipped):
     with pytest.raises(ValueError):
         twins.add_request([1, 2, 10**6], SamplingParams())
     assert not twins.has_unfinished() and twins.request_ids == []
+
+
+@pytest.mark.parametrize("scenario", ["prefix", "chunked"])
+def test_prompt_chunks_are_not_compared_as_tokens(shipped, scenario):
+    """With chunked prefill and prefix caching, the twins split a prompt into different chunks (the paged one
+    skips its cached blocks); a chunk before the last samples nothing, so it must not be paired with the twin's
+    chunk as if it were a token: the verdict agrees and every output is identical."""
+    sc = {**SHARING_SCENARIOS, **ENGINE_SCENARIOS}[scenario]
+    config = replace(sc.config, max_num_batched_tokens=16, enable_chunked_prefill=True, enable_prefix_caching=True)
+    twins, steps = run(shipped, sc.requests, config)
+    paged, contiguous = twins.outputs()
+    assert [o.token_ids for o in paged] == [o.token_ids for o in contiguous]
+    verdict = twins.verdict()
+    assert verdict.compared == sum(len(o.token_ids) for o in paged)  # every sampled token, and nothing else
+    assert verdict.agrees(), verdict
