@@ -169,8 +169,10 @@ class EngineDemo:
         self.steps.append(step)
         self.step_dicts.append(step_export(step))
         self._view = None
-        if step.paged.phase == "prefill":
+        if step.paged.phase in ("prefill", "mixed"):  # mixed: chunked prefill admits next to decodes
             for seq_id, table in step.paged.blocks_allocated.items():
+                if step.paged.block_tables_before.get(seq_id):
+                    continue  # a running sequence grew (a decode, a later prompt chunk): not an admission
                 hits = self.view.prefix_hits.get(seq_id, (False,) * len(table))
                 self.allocations.append(Allocation(len(self.steps), seq_id, list(table), list(hits)))
         self._snapshot()

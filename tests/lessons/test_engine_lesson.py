@@ -154,6 +154,22 @@ def test_sharing_views(tiny):
     assert fork.steps[0].paged.forked == {0: [1]} and fork.steps[1].paged.copies
 
 
+def test_sharing_views_record_admissions_in_mixed_steps(tiny):
+    """With chunked prefill a prompt is admitted in a mixed step (next to a decode) and grows chunk by chunk: each
+    admitted sequence is recorded once, at the step it was admitted, with its prefix hits."""
+    model, tok = tiny
+    cfg = DemoConfig(block_size=4, num_blocks=64, enable_prefix_caching=True, enable_chunked_prefill=True,
+                     max_num_batched_tokens=8)
+    text = "x" * 14  # BOS + 14 + SEP = 16 tokens = 4 full blocks
+    demo = EngineDemo.replay(cfg, [RequestSpec(text, max_tokens=12), RequestSpec(text, max_tokens=4, at_step=4)],
+                             12, model, tok)
+    admitted = [(a.seq_id, a.step) for a in demo.allocations]
+    assert [sid for sid, _ in admitted] == [0, 1]
+    second = demo.steps[admitted[1][1] - 1].paged
+    assert second.phase == "mixed" and 1 not in second.block_tables_before
+    assert demo.allocations[1].hits[:3] == [True, True, True]
+
+
 def test_table_changes():
     assert table_changes({0: [3, 1], 1: [4]}, {0: [3, 1, 7], 2: [5]}) == [
         (0, [3, 1], [3, 1, 7], [7]), (1, [4], [], []), (2, [], [5], [5])]
