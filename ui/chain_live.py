@@ -14,6 +14,7 @@ import streamlit as st
 
 from lessons.chain import STAGES, Stage, chain_stages, stage_sources
 from lessons.state_rule import state_rows, tail
+from lessons.tokens import token_label
 from viz.chain_live import chain_live_figure
 from viz.colors import seq_label
 
@@ -135,7 +136,7 @@ def _fed(ctx, row, tokenizer) -> str:
     if row.phase == "fork":
         return ctx.t("chain.fed_fork")
     if len(row.fed) == 1:
-        return f"{tokenizer.decode(list(row.fed))!r} ({row.fed[0]})"
+        return f"{token_label(tokenizer, row.fed[0])} ({row.fed[0]})"
     return ctx.t("chain.fed_many", count=len(row.fed))
 
 

@@ -82,3 +82,7 @@ def test_state_rule_table_for_a_chosen_sequence(lang):
     assert table.index.name == t("chain.col_step", lang) and list(table.columns)[0] == t("chain.col_phase", lang)
     assert len(table) == 3 and table.iloc[2][t("chain.col_cached", lang)] == \
         f"{rows[2].cached_before} → {rows[2].cached_after}"
+    fed = rows[2].fed[0]  # a decode feeds one token: shown as its visible piece and its id
+    piece = "␣" if fed == ord(" ") else chr(fed) if 33 <= fed < 127 else None
+    if piece is not None:
+        assert table.iloc[2][t("chain.col_fed", lang)] == f"{piece} ({fed})"
