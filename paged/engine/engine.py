@@ -207,6 +207,27 @@ class LLMEngine:
         except Exception as err:
             raise SequenceFailure(seq, f"sampling raised {type(err).__name__}: {err}") from err
 
+    def _sample_step(self, seqs: list[Sequence], logits: torch.Tensor, samples: list[bool]) -> list[int | None]:
+        """The step's tokens: one per sequence whose samples[i] is True, None for the others. Greedy rows share one
+        batched argmax; sampling rows draw one by one (each from its own generator), so a failure is pinned on its
+        request (as is one in the batched call: its rows are then retried one by one)."""
+        tokens: list[int | None] = [None] * len(seqs)
+        greedy = [i for i, s in enumerate(samples) if s and seqs[i].extra["params"].greedy]
+        if greedy:
+            try:
+                picked = sample(logits[greedy], [seqs[i].extra["params"] for i in greedy],
+                                [seqs[i].extra["generator"] for i in greedy])
+            except Exception:
+                for i in greedy:
+                    self._sample(seqs[i], logits[i])
+                raise
+            for i, token in zip(greedy, picked):
+                tokens[i] = token
+        for i, s in enumerate(samples):
+            if s and tokens[i] is None:
+                tokens[i] = self._sample(seqs[i], logits[i])
+        return tokens
+
     def step(self) -> StepTrace:
         """Run one step: schedule, run the model on the scheduled sequences, sample, update, free finished blocks.
 
@@ -271,7 +292,7 @@ class LLMEngine:
             bad = next((seq for seq, ok, s in zip(seqs, finite, samples) if s and not ok), None)
             if bad is not None:
                 raise SequenceFailure(bad, "the model's logits hold NaN or inf")
-            tokens = [self._sample(seq, row) if s else None for seq, row, s in zip(seqs, logits, samples)]
+            tokens = self._sample_step(seqs, logits, samples)
             trace.slot_mapping = batch.slot_mapping.tolist()
             fed_ids, fed_positions = batch.input_ids.tolist(), batch.positions.tolist()  # once, not per sequence
             for i, (seq, tok) in enumerate(zip(seqs, tokens)):

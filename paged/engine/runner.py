@@ -10,10 +10,11 @@ The model's weights and math are identical either way; only where K and V come f
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import torch
 
-from ..addressing import pad_block_tables, validate_block_table
+from ..addressing import PAD_SLOT, pad_block_tables, validate_block_table
 from ..attention import attention, gather_kv, paged_attention_decode
 from ..faults import NUM_PAD_ROWS, Fault, writer_block_size
 from ..kv_cache import ContiguousKVCache, KVCachePool, write_kv
@@ -33,8 +34,9 @@ class BatchInput:
     context_lens: torch.Tensor  # [B] int64: history read by each sequence, this step's tokens included
     query_lens: list[int]  # tokens fed per sequence
 
-    @property
+    @cached_property
     def starts(self) -> list[int]:
+        """Where each sequence's tokens start in the batch (computed once: the engine reads it per sequence)."""
         out, at = [], 0
         for n in self.query_lens:
             out.append(at)
@@ -80,15 +82,20 @@ def prepare_inputs(seqs: list[Sequence], block_size: int, is_prefill: bool, devi
     assert all(n > 0 for n in qlens), "a scheduled sequence has nothing to feed"
     if is_prefill:
         ids = [t for seq, start, end in zip(seqs, starts, lens) for t in seq.token_ids[start:end]]
+        query_lens = torch.tensor(qlens, dtype=torch.long)
+        rows = torch.repeat_interleave(torch.arange(len(seqs)), query_lens)  # [N] batch row of each fed token
+        first = torch.cumsum(query_lens, 0) - query_lens  # [B] where each sequence's tokens start in the batch
+        positions = torch.tensor(starts, dtype=torch.long)[rows] + torch.arange(len(ids)) - first[rows]  # index
     else:
         assert all(n == 1 for n in qlens), "decode feeds exactly one token per sequence"
         ids = [seq.last_token_id for seq in seqs]
-    query_lens = torch.tensor(qlens, dtype=torch.long)
-    rows = torch.repeat_interleave(torch.arange(len(seqs)), query_lens)  # [N] batch row of each fed token
-    first = torch.cumsum(query_lens, 0) - query_lens  # [B] where each sequence's tokens start in the batch
-    positions = torch.tensor(starts, dtype=torch.long)[rows] + torch.arange(len(ids)) - first[rows]  # token index
+        rows = torch.arange(len(seqs))  # one token per sequence, so N == B
+        positions = torch.tensor(starts, dtype=torch.long)  # the last token's index: cached_token_count
     if paged:
-        tables = pad_block_tables([s.block_table for s in seqs])
+        # The BlockManager's tables hold ints: pad them in one tensor call (prepare checks them per step).
+        width = max(1, max(len(s.block_table) for s in seqs))
+        tables = torch.tensor([s.block_table + [PAD_SLOT] * (width - len(s.block_table)) for s in seqs],
+                              dtype=torch.int32)
         slots = batch_slot_mapping(tables, rows, positions, block_size)
     else:
         tables = torch.zeros(len(seqs), 1, dtype=torch.int32)
@@ -103,6 +110,27 @@ def prepare_inputs(seqs: list[Sequence], block_size: int, is_prefill: bool, devi
         context_lens=torch.tensor(lens, dtype=torch.long, device=device),
         query_lens=qlens,
     )
+
+
+def check_block_tables(block_tables: torch.Tensor, context_lens: torch.Tensor, num_blocks: int, block_size: int,
+                       tables: list[list[int]]) -> None:
+    """`validate_block_table`'s rules for a whole batch in one vectorised pass: in each row of block_tables
+    [B, W] (-1 padded) the first ceil(context_lens[b] / block_size) entries exist, lie in [0, num_blocks) and are
+    distinct. On a violation the per-sequence check runs on `tables` (the same tables as lists) and raises its
+    ValueError naming the entry; if it finds nothing a ValueError still names the batch row."""
+    width = block_tables.shape[1]
+    used = (context_lens + (block_size - 1)) // block_size  # [B] logical blocks each sequence reads
+    cols = torch.arange(width, device=block_tables.device)
+    in_use = cols < used[:, None]  # [B, W]
+    # Unused cells get distinct negatives, so sorting each row puts a repeated used id next to its twin.
+    keyed = torch.where(in_use, block_tables, -1 - cols).sort(dim=1).values
+    bad = ((used > width) | (keyed >= num_blocks).any(dim=1) | ((keyed < 0).sum(dim=1) != width - used)
+           | (keyed[:, 1:] == keyed[:, :-1]).any(dim=1))
+    if bool(bad.any()):
+        row = int(bad.nonzero()[0])
+        validate_block_table(tables[row], num_blocks, block_size, int(context_lens[row]))
+        raise ValueError(f"batch row {row}: block table {tables[row]} does not cover context_len "
+                         f"{int(context_lens[row])} with distinct blocks in [0, {num_blocks})")
 
 
 class PagedBackend:
@@ -211,8 +239,8 @@ class ModelRunner:
         if self.fault is not None:
             return self._inject(seqs, batch)  # a fault bypasses the checks so its symptom can be watched
         if self.pool is not None:
-            for seq, ctx in zip(seqs, batch.context_lens.tolist()):
-                validate_block_table(seq.block_table, self.num_blocks, self.block_size, ctx)
+            check_block_tables(batch.block_tables, batch.context_lens, self.num_blocks, self.block_size,
+                               [s.block_table for s in seqs])
         return batch
 
     def _inject(self, seqs: list[Sequence], batch: BatchInput) -> BatchInput:
