@@ -295,6 +295,7 @@ class LLMEngine:
             tokens = self._sample_step(seqs, logits, samples)
             trace.slot_mapping = batch.slot_mapping.tolist()
             fed_ids, fed_positions = batch.input_ids.tolist(), batch.positions.tolist()  # once, not per sequence
+            context_lens, rows = batch.context_lens.tolist(), logits.unbind(0)  # rows: views, made in one call
             for i, (seq, tok) in enumerate(zip(seqs, tokens)):
                 start, n = batch.starts[i], batch.query_lens[i]
                 if tok is None:
@@ -314,11 +315,11 @@ class LLMEngine:
                         self.runner.release(s.seq_id)
                         trace.finished.append(s.seq_id)
                     fed = slice(start, start + n) if s is seq else slice(0, 0)  # children were fed nothing
-                    self.last_logits[s.seq_id] = logits[i]  # children sampled from the parent's logits
+                    self.last_logits[s.seq_id] = rows[i]  # children sampled from the parent's logits
                     trace.seqs.append(SeqStepState(
                         seq_id=s.seq_id, tokens_in=fed_ids[fed],
                         positions=fed_positions[fed], slots=trace.slot_mapping[fed],
-                        context_len=int(batch.context_lens[i]),
+                        context_len=context_lens[i],
                         token_out=s.generated_token_ids[-1] if tok is not None else None,
                         text_out=self.tokenizer.decode([s.generated_token_ids[-1]]) if tok is not None else "",
                         cached_token_count=s.cached_token_count, generated_len=len(s.generated_token_ids),

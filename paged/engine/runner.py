@@ -13,9 +13,10 @@ from dataclasses import dataclass
 from functools import cached_property
 
 import torch
+import torch.nn.functional as F
 
 from ..addressing import PAD_SLOT, pad_block_tables, validate_block_table
-from ..attention import attention, gather_kv, paged_attention_decode
+from ..attention import attention, paged_attention_decode
 from ..faults import NUM_PAD_ROWS, Fault, writer_block_size
 from ..kv_cache import ContiguousKVCache, KVCachePool, write_kv
 from ..sequence import Sequence
@@ -138,7 +139,6 @@ class PagedBackend:
 
     def __init__(self, pool: KVCachePool, batch: BatchInput, impl: str = "gather", fault: Fault | None = None) -> None:
         self.pool, self.batch, self.impl, self.fault = pool, batch, impl, fault
-        self.tables = batch.block_tables.tolist()
         self.lens = batch.context_lens.tolist()
 
     def _write(self, key_cache, value_cache, k, v) -> None:
@@ -161,11 +161,41 @@ class PagedBackend:
                 self._write(key_cache, value_cache, k, v)
             return out
         self._write(key_cache, value_cache, k, v)
-        out = []
-        for start, n, table, ctx in zip(self.batch.starts, self.batch.query_lens, self.tables, self.lens):
-            keys, values = gather_kv(key_cache, value_cache, table, ctx)
-            out.append(attention(q[start:start + n], keys, values, causal=True))
+        # Prefill: read every sequence's whole context back through its block table, one gather for the batch
+        # (slots as slot_mapping gives them), then causal attention per sequence.
+        flat = (-1, *key_cache.shape[2:])  # the pool as [num_slots, num_kv_heads, head_dim]
+        slots = self.context_slots
+        keys, values = key_cache.reshape(flat)[slots], value_cache.reshape(flat)[slots]
+        out, at = [], 0
+        for start, n, ctx in zip(self.batch.starts, self.batch.query_lens, self.lens):
+            out.append(causal_attention(q[start:start + n], keys[at:at + ctx], values[at:at + ctx]))
+            at += ctx
         return torch.cat(out)
+
+    @cached_property
+    def context_slots(self) -> torch.Tensor:
+        """[sum of context_lens] int64: the slots of tokens 0 … context_len - 1 of each sequence, back to back
+        (the same for every layer, so computed once per step)."""
+        lens = self.batch.context_lens.cpu()
+        rows = torch.repeat_interleave(torch.arange(len(self.lens)), lens)
+        token_index = torch.arange(int(lens.sum())) - (torch.cumsum(lens, 0) - lens)[rows]
+        slots = batch_slot_mapping(self.batch.block_tables.cpu(), rows, token_index, self.pool.block_size)
+        return slots.to(self.pool.key_cache.device)
+
+
+def causal_attention(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
+    """`paged.attention.attention(q, keys, values, causal=True)` through SDPA (one fused call): q [n, H, D], keys /
+    values [ctx, K, D] with ctx >= n; query i sees keys 0 … ctx - n + i. Computed in float32 (float64 stays float64),
+    returned in q's dtype."""
+    n, ctx = q.shape[0], keys.shape[0]
+    compute = torch.float64 if q.dtype == torch.float64 else torch.float32
+    # SDPA's is_causal aligns the mask to the top left: right for ctx == n only; otherwise an explicit mask.
+    mask = None if ctx == n else (torch.arange(ctx, device=q.device)[None, :]
+                                  <= torch.arange(n, device=q.device)[:, None] + (ctx - n))
+    out = F.scaled_dot_product_attention(q.to(compute).transpose(0, 1), keys.to(compute).transpose(0, 1),
+                                         values.to(compute).transpose(0, 1), attn_mask=mask, is_causal=mask is None,
+                                         enable_gqa=q.shape[1] != keys.shape[1])  # [H, n, D]
+    return out.transpose(0, 1).to(q.dtype)
 
 
 class ContiguousBackend:
@@ -281,6 +311,7 @@ class ModelRunner:
             backend = PagedBackend(self.pool, batch, self.attn_impl, self.fault)
         else:
             backend = ContiguousBackend([self._contiguous_cache(s) for s in seqs], batch)
-        logits = self.model(batch.input_ids, batch.positions, backend=backend)  # [N, vocab]
-        last = torch.tensor([s + n - 1 for s, n in zip(batch.starts, batch.query_lens)], device=logits.device)
-        return logits.index_select(0, last).float()
+        last = None  # decode feeds one token per sequence: every row is a last token
+        if batch.is_prefill:
+            last = torch.tensor([s + n - 1 for s, n in zip(batch.starts, batch.query_lens)], device=self.device)
+        return self.model(batch.input_ids, batch.positions, backend=backend, rows=last).float()  # [B, vocab]

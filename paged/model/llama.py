@@ -37,10 +37,8 @@ class RMSNorm(nn.Module):
         self.eps = eps
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        dtype = x.dtype
-        x32 = x.float()
-        x32 = x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + self.eps)
-        return self.weight * x32.to(dtype)
+        # F.rms_norm is x * rsqrt(mean(x²) + eps) in one fused op (no weight here, so the cast comes first)
+        return self.weight * F.rms_norm(x.float(), (x.shape[-1],), eps=self.eps).to(x.dtype)
 
 
 def llama3_inv_freq(inv_freq: torch.Tensor, config: ModelConfig) -> torch.Tensor:
@@ -69,24 +67,29 @@ class RotaryEmbedding(nn.Module):
         self.inv_freq = llama3_inv_freq(inv_freq, config) if config.rope_type == "llama3" else inv_freq
 
     def forward(self, positions: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
-        """positions [...] -> (cos, sin), each [..., D], in `dtype` (the angles themselves are fp32)."""
+        """positions [...] -> (cos, sin), each [..., 1, D] (ready to broadcast over heads), in `dtype` (the angles
+        themselves are fp32). sin's first half is negated: see apply_rope."""
         if self.inv_freq.device != positions.device:  # follow the inputs (model.to() does not move it)
             self.inv_freq = self.inv_freq.to(positions.device)
-        freqs = positions.float()[..., None] * self.inv_freq  # [..., D/2]
-        emb = torch.cat((freqs, freqs), dim=-1)  # [..., D]: both halves share a frequency
-        return emb.cos().to(dtype), emb.sin().to(dtype)
+        freqs = positions.float()[..., None, None] * self.inv_freq  # [..., 1, D/2]
+        emb = torch.cat((freqs, freqs), dim=-1)  # [..., 1, D]: both halves share a frequency
+        sin = emb.sin()
+        sin[..., : freqs.shape[-1]].neg_()
+        return emb.cos().to(dtype), sin.to(dtype)
 
 
 def rotate_half(x: torch.Tensor) -> torch.Tensor:
-    """[x1, x2] -> [-x2, x1] on the last dimension."""
+    """[x1, x2] -> [-x2, x1] on the last dimension (the textbook form; apply_rope gets it with one roll)."""
     x1, x2 = x.chunk(2, dim=-1)
     return torch.cat((-x2, x1), dim=-1)
 
 
-def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    """x [..., heads, D] rotated by cos/sin [..., D] (broadcast over the heads dimension)."""
-    cos, sin = cos.unsqueeze(-2), sin.unsqueeze(-2)
-    return x * cos + rotate_half(x) * sin
+def apply_rope(x: torch.Tensor, cos: torch.Tensor, signed_sin: torch.Tensor) -> torch.Tensor:
+    """x [..., heads, D] rotated: x * cos + rotate_half(x) * sin, with cos/sin [..., 1, D] from RotaryEmbedding.
+
+    rotate_half(x) * sin == roll(x, D/2) * signed_sin, where signed_sin = [-sin1, sin2]: the same products (a
+    negation is exact) in two ops fewer, which counts at decode, where each op handles a few numbers."""
+    return x * cos + x.roll(x.shape[-1] // 2, dims=-1) * signed_sin
 
 
 class Attention(nn.Module):
@@ -181,7 +184,7 @@ class Decoder(nn.Module):
     def forward(self, input_ids: torch.Tensor, positions: torch.Tensor,
                 backend: AttentionBackend | None) -> torch.Tensor:
         x = self.embed_tokens(input_ids)  # [..., C]
-        cos, sin = self.rotary_emb(positions, x.dtype)  # [..., D] each, shared by every layer
+        cos, sin = self.rotary_emb(positions, x.dtype)  # [..., 1, D] each, shared by every layer
         for layer in self.layers:
             x = layer(x, cos, sin, backend)
         return self.norm(x)
@@ -219,7 +222,10 @@ class TinyLlama(nn.Module):
             nn.init.zeros_(module.bias)
 
     def forward(self, input_ids: torch.Tensor, positions: torch.Tensor | None = None,
-                backend: AttentionBackend | None = None) -> torch.Tensor:
+                backend: AttentionBackend | None = None, rows: torch.Tensor | None = None) -> torch.Tensor:
+        """Logits [B, T, V] (no backend) or [N, V]; with `rows` (int64 [R], backend given) only those tokens'
+        logits, [R, V]: an engine step needs each sequence's last token only, and the vocabulary projection of
+        every prompt token would be wasted."""
         if backend is None:
             if input_ids.dim() != 2:
                 raise ValueError(f"without a backend input_ids must be [B, T], got shape {tuple(input_ids.shape)}")
@@ -231,7 +237,12 @@ class TinyLlama(nn.Module):
                 raise ValueError("with a backend input_ids and positions must both be [N], got "
                                  f"{tuple(input_ids.shape)} and "
                                  f"{None if positions is None else tuple(positions.shape)}")
-        return self.lm_head(self.model(input_ids, positions, backend))
+        hidden = self.model(input_ids, positions, backend)
+        if rows is not None:
+            if backend is None:
+                raise ValueError("rows selects tokens of a backend call ([N] inputs); without a backend pass none")
+            hidden = hidden.index_select(0, rows)
+        return self.lm_head(hidden)
 
     def num_parameters(self) -> int:
         """Distinct parameters (a tied lm_head is counted once)."""

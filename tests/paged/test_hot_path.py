@@ -78,3 +78,20 @@ def test_batched_sampling_equals_row_by_row():
         assert got[b] == int(torch.multinomial(probs / probs.sum(), 1, generator=g))
     with pytest.raises(ValueError, match="one each per row"):
         sample(logits, params[:2], [make_generator(p) for p in params[:2]])
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("n, ctx, heads, kv_heads", [(5, 5, 4, 2), (3, 11, 4, 4), (1, 9, 6, 2), (7, 8, 2, 1)])
+def test_prefill_attention_equals_the_reference(n, ctx, heads, kv_heads, dtype):
+    """The prefill path's SDPA call equals paged.attention.attention(causal=True), the einsum reference, with the
+    mask aligned to the end of the context (a chunk after cached tokens)."""
+    from paged.attention import attention
+    from paged.engine.runner import causal_attention
+
+    g = torch.Generator().manual_seed(n * 100 + ctx)
+    q = torch.randn(n, heads, 16, generator=g, dtype=dtype)
+    keys, values = (torch.randn(ctx, kv_heads, 16, generator=g, dtype=dtype) for _ in range(2))
+    want = attention(q, keys, values, causal=True)
+    got = causal_attention(q, keys, values)
+    assert got.dtype == dtype and got.shape == want.shape
+    assert torch.allclose(got, want, rtol=1e-5, atol=1e-5 * float(want.abs().max()))
