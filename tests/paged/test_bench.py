@@ -146,7 +146,7 @@ def test_hf_column_tokens_equal_transformers_greedy(tmp_path):
     from paged.model import ByteTokenizer, save_model
 
     model, tokenizer = _decisive_tiny_llama(), ByteTokenizer()
-    rows = bench_engine(batches=(3,), max_tokens=6, reps=1, model=model, tokenizer=tokenizer, hf=True)
+    rows = bench_engine(batches=(3,), max_tokens=6, reps=1, model=model, tokenizer=tokenizer, hf=True, clock="cpu")
     save_model(model, tmp_path)
     theirs = transformers.AutoModelForCausalLM.from_pretrained(tmp_path, attn_implementation="eager").eval()
     expected = []
@@ -160,6 +160,8 @@ def test_hf_column_tokens_equal_transformers_greedy(tmp_path):
     assert row["hf_tok_s"] > 0 and row["vs_hf"] > 0
     table = format_table(rows)
     assert "paged/HF" in table and "✔ 3/3" in table
+    with pytest.raises(ValueError, match="clock must be one of"):
+        bench_engine(batches=(1,), max_tokens=1, reps=1, model=model, tokenizer=tokenizer, hf=False, clock="sundial")
 
 
 def test_hf_disagreement_is_shown_and_fails_the_run(monkeypatch, capsys):
