@@ -171,8 +171,8 @@ def test_hf_disagreement_is_shown_and_fails_the_run(monkeypatch, capsys):
 
     real = engine_bench.run_hf
 
-    def off_by_one(hf, token_ids, max_tokens):
-        secs, tokens = real(hf, token_ids, max_tokens)
+    def off_by_one(hf, token_ids, max_tokens, clock="wall"):
+        secs, tokens = real(hf, token_ids, max_tokens, clock)
         return secs, [[(t + 1) % 259 for t in row] for row in tokens[:-1]] + tokens[-1:]
 
     monkeypatch.setattr(engine_bench, "run_hf", off_by_one)
