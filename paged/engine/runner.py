@@ -94,7 +94,7 @@ def prepare_inputs(seqs: list[Sequence], block_size: int, is_prefill: bool, devi
         positions = torch.tensor(starts, dtype=torch.long)  # the last token's index: cached_token_count
     if paged:
         # The BlockManager's tables hold ints: pad them in one tensor call (prepare checks them per step).
-        width = max(1, max(len(s.block_table) for s in seqs))
+        width = max(1, max((len(s.block_table) for s in seqs), default=0))
         tables = torch.tensor([s.block_table + [PAD_SLOT] * (width - len(s.block_table)) for s in seqs],
                               dtype=torch.int32)
         slots = batch_slot_mapping(tables, rows, positions, block_size)
