@@ -220,3 +220,24 @@ def batch_slot_mapping(block_tables: torch.Tensor, rows: torch.Tensor, token_ind
         raise ValueError(f"token {int(token_index[k])} of batch row {int(rows[k])} maps to a -1 entry of its block "
                          "table (no physical block)")
     return physical_block_id * block_size + token_index % block_size
+
+
+def check_block_tables(block_tables: torch.Tensor, context_lens: torch.Tensor, num_blocks: int, block_size: int,
+                       tables: list[list[int]]) -> None:
+    """`validate_block_table`'s rules for a whole batch in one vectorised pass: in each row of block_tables
+    [B, W] (-1 padded) the first ceil(context_lens[b] / block_size) entries exist, lie in [0, num_blocks) and are
+    distinct. On a violation the per-sequence check runs on `tables` (the same tables as lists) and raises its
+    ValueError naming the entry; if it finds nothing a ValueError still names the batch row."""
+    width = block_tables.shape[1]
+    used = (context_lens + (block_size - 1)) // block_size  # [B] logical blocks each sequence reads
+    cols = torch.arange(width, device=block_tables.device)
+    in_use = cols < used[:, None]  # [B, W]
+    # Unused cells get distinct negatives, so sorting each row puts a repeated used id next to its twin.
+    keyed = torch.where(in_use, block_tables, -1 - cols).sort(dim=1).values
+    bad = ((used > width) | (keyed >= num_blocks).any(dim=1) | ((keyed < 0).sum(dim=1) != width - used)
+           | (keyed[:, 1:] == keyed[:, :-1]).any(dim=1))
+    if bool(bad.any()):
+        row = int(bad.nonzero()[0])
+        validate_block_table(tables[row], num_blocks, block_size, int(context_lens[row]))
+        raise ValueError(f"batch row {row}: block table {tables[row]} does not cover context_len "
+                         f"{int(context_lens[row])} with distinct blocks in [0, {num_blocks})")

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Callable
 
 import torch
 
-from .addressing import PAD_SLOT, batch_slot_mapping, pad_block_tables, validate_block_table
+from .addressing import PAD_SLOT, batch_slot_mapping, check_block_tables, pad_block_tables
 from .kv_cache import write_kv
 
 if TYPE_CHECKING:
@@ -168,8 +168,7 @@ class FaultHook:
     def apply(self, batch: BatchInput, tables: list[list[int]], num_blocks: int) -> BatchInput:
         """The step's inputs as this runner builds them; here (no fault) unchanged, after checking every table
         against the pool (ValueError naming the broken rule)."""
-        for table, ctx in zip(tables, batch.context_lens.tolist()):
-            validate_block_table(table, num_blocks, self.block_size, ctx)
+        check_block_tables(batch.block_tables, batch.context_lens, num_blocks, self.block_size, tables)
         return batch
 
     def write(self, key_cache: torch.Tensor, value_cache: torch.Tensor, k: torch.Tensor, v: torch.Tensor,

@@ -1,4 +1,5 @@
-"""`python -m paged.bench engine`: tokens/s of the paged engine against the contiguous twin, same requests, one run.
+"""`python -m paged.bench engine`: tokens/s of the paged engine against the contiguous twin and, when transformers is
+installed, against transformers' own `generate` on the same weights; same requests, greedy, one run.
 
     python -m paged.bench engine                      # the shipped tiny model
     python -m paged.bench engine --model DIR          # a local Hugging Face Llama / Qwen2 / Qwen3 directory
@@ -8,7 +9,9 @@
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
+import os
 import random
 import time
 
@@ -16,6 +19,7 @@ import torch
 
 from ..config import CacheConfig, ModelConfig, SamplingParams, SchedulerConfig
 from ..kv_cache import default_device
+from .admission import prompt_token_ids
 from .engine import LLMEngine, default_attn_impl
 
 
@@ -44,9 +48,16 @@ def _prompts(batch: int, seed: int = 0) -> list[str]:
     return ["".join(rng.choices(letters, k=rng.randint(24, 48))) for _ in range(batch)]
 
 
+# "wall": elapsed time (what a user waits; the only honest clock on a GPU, which runs asynchronously). "cpu": CPU
+# seconds of this process, all its threads: on a shared CPU machine, where other work steals the cores, it moves far
+# less from run to run than wall time does, and it is what the work costs.
+CLOCKS = {"wall": time.perf_counter, "cpu": time.process_time}
+
+
 def run_once(model, tokenizer, layout: str, prompts: list[str], max_tokens: int, block_size: int,
-             attn_impl: str | None) -> tuple[float, list[list[int]]]:
-    """Seconds to generate every prompt to max_tokens (greedy), and the tokens (for a parity check)."""
+             attn_impl: str | None, clock: str = "wall") -> tuple[float, list[list[int]]]:
+    """Seconds (of `clock`, see CLOCKS) to generate every prompt to max_tokens (greedy), and the tokens (for a
+    parity check)."""
     cfg = model.config
     num_blocks = len(prompts) * (-(-(64 + max_tokens) // block_size)) + 8
     engine = LLMEngine(model, tokenizer, CacheConfig(block_size=block_size, num_blocks=num_blocks, seed=0),
@@ -56,10 +67,10 @@ def run_once(model, tokenizer, layout: str, prompts: list[str], max_tokens: int,
     assert len(prompts[0]) + max_tokens < cfg.max_position_embeddings
     device = next(model.parameters()).device
     _sync(device)  # CUDA runs asynchronously: time from an idle device to an idle device
-    t0 = time.perf_counter()
+    t0 = CLOCKS[clock]()
     outs = engine.generate(prompts, SamplingParams(max_tokens=max_tokens, ignore_eos=True))
     _sync(device)
-    return time.perf_counter() - t0, [o.token_ids for o in outs]
+    return CLOCKS[clock]() - t0, [o.token_ids for o in outs]
 
 
 def _sync(device: torch.device) -> None:
@@ -67,37 +78,105 @@ def _sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
+def hf_available() -> bool:
+    """True when transformers can be imported (the HF column is then measured)."""
+    return importlib.util.find_spec("transformers") is not None
+
+
+def hf_twin(model):
+    """transformers' own CausalLM class for model.config (Llama / Qwen2 / Qwen3), holding `model`'s weights (the
+    parameter names are the same), on its device, in its dtype, eval mode, SDPA attention."""
+    import transformers
+
+    from ..model.hf_config import config_to_hf_dict
+
+    raw = config_to_hf_dict(model.config)
+    config = transformers.AutoConfig.for_model(raw.pop("model_type"), **raw)
+    config._attn_implementation = "sdpa"
+    param = next(model.parameters())
+    hf = transformers.AutoModelForCausalLM.from_config(config, dtype=param.dtype).to(param.device).eval()
+    hf.load_state_dict(model.state_dict(), strict=True)
+    hf.generation_config.eos_token_id = None  # generate every requested token, as ignore_eos does in the engine
+    return hf
+
+
+def run_hf(hf, token_ids: list[list[int]], max_tokens: int, clock: str = "wall") -> tuple[float, list[list[int]]]:
+    """Seconds (of `clock`) for transformers' greedy `generate` (static batch, its own cache) to add max_tokens
+    tokens to every prompt (left-padded, with an attention mask), and the new tokens of each prompt."""
+    device = next(hf.parameters()).device
+    width = max(len(ids) for ids in token_ids)
+    inputs = torch.zeros(len(token_ids), width, dtype=torch.long)
+    mask = torch.zeros(len(token_ids), width, dtype=torch.long)
+    for row, ids in enumerate(token_ids):
+        inputs[row, width - len(ids):] = torch.tensor(ids)
+        mask[row, width - len(ids):] = 1
+    inputs, mask = inputs.to(device), mask.to(device)
+    _sync(device)
+    t0 = CLOCKS[clock]()
+    with torch.inference_mode():
+        out = hf.generate(inputs, attention_mask=mask, max_new_tokens=max_tokens, min_new_tokens=0,
+                          do_sample=False, pad_token_id=0)
+    _sync(device)
+    return CLOCKS[clock]() - t0, out[:, width:].tolist()
+
+
 def bench_engine(batches=(1, 8, 32), max_tokens: int = 128, block_size: int = 16, reps: int = 3,
                  attn_impl: str | None = None, model=None, tokenizer=None,
-                 device: str | torch.device | None = None) -> list[dict]:
+                 device: str | torch.device | None = None, hf: bool | None = None,
+                 clock: str = "wall") -> list[dict]:
     """Paged and contiguous engine tokens/s per batch size (medians of interleaved runs) on `model` (default: the
-    shipped one, on `device`: cuda when available), and whether both layouts produced the same tokens."""
+    shipped one, on `device`: cuda when available), and whether both layouts produced the same tokens.
+
+    hf (default: when transformers is installed) adds transformers' greedy `generate` on the same weights, prompts
+    and threads: hf_tok_s, vs_hf (paged engine / HF) and hf_same (sequences whose tokens equal the engine's, of
+    batch). clock: "wall" or "cpu" (see CLOCKS). Each row also holds the paged engine's tokens ("tokens") and
+    HF's ("hf_tokens")."""
+    if clock not in CLOCKS:
+        raise ValueError(f"clock must be one of {sorted(CLOCKS)}, got {clock!r}")
     if model is None:
         model, tokenizer, _ = bench_model(device=torch.device(device) if device else default_device())
+    hf_model = hf_twin(model) if (hf_available() if hf is None else hf) else None
+    layouts = ("paged", "contiguous") + (("hf",) if hf_model is not None else ())
     rows = []
     for batch in batches:
         prompts = _prompts(batch)
-        times = {"paged": [], "contiguous": []}
+        token_ids = [prompt_token_ids(p, tokenizer, model.config.vocab_size) for p in prompts]
+        times = {layout: [] for layout in layouts}
         tokens = {}
         run_once(model, tokenizer, "paged", prompts[:1], 4, block_size, attn_impl)  # warm-up
-        for _ in range(reps):  # interleave layouts so machine noise hits both alike
-            for layout in ("paged", "contiguous"):
-                secs, tokens[layout] = run_once(model, tokenizer, layout, prompts, max_tokens, block_size, attn_impl)
+        if hf_model is not None:
+            run_hf(hf_model, token_ids[:1], 4)
+        for _ in range(reps):  # interleave so machine noise hits all alike
+            for layout in layouts:
+                secs, tokens[layout] = (run_hf(hf_model, token_ids, max_tokens, clock) if layout == "hf" else
+                                        run_once(model, tokenizer, layout, prompts, max_tokens, block_size, attn_impl,
+                                                 clock))
                 times[layout].append(secs)
-        n = batch * max_tokens
-        paged_tps = n / sorted(times["paged"])[len(times["paged"]) // 2]
-        contig_tps = n / sorted(times["contiguous"])[len(times["contiguous"]) // 2]
-        rows.append(dict(batch=batch, new_tokens=max_tokens, paged_tok_s=paged_tps, contiguous_tok_s=contig_tps,
-                         ratio=paged_tps / contig_tps, identical=tokens["paged"] == tokens["contiguous"]))
+        tps = {layout: batch * max_tokens / sorted(t)[len(t) // 2] for layout, t in times.items()}
+        row = dict(batch=batch, new_tokens=max_tokens, paged_tok_s=tps["paged"], contiguous_tok_s=tps["contiguous"],
+                   ratio=tps["paged"] / tps["contiguous"], identical=tokens["paged"] == tokens["contiguous"],
+                   tokens=tokens["paged"])
+        if hf_model is not None:
+            row.update(hf_tok_s=tps["hf"], vs_hf=tps["paged"] / tps["hf"], hf_tokens=tokens["hf"],
+                       hf_same=sum(a == b for a, b in zip(tokens["paged"], tokens["hf"])))
+        rows.append(row)
     return rows
 
 
 def format_table(rows: list[dict]) -> str:
+    """The rows as a text table; HF columns when the rows have them ("same as HF": sequences equal / batch)."""
+    with_hf = all("hf_tok_s" in r for r in rows)
     head = f"{'batch':>5} {'new':>5} {'paged tok/s':>12} {'contig tok/s':>13} {'paged/contig':>13} {'same tokens':>12}"
+    if with_hf:
+        head += f" {'HF tok/s':>9} {'paged/HF':>9} {'same as HF':>11}"
     lines = [head, "-" * len(head)]
     for r in rows:
-        lines.append(f"{r['batch']:>5} {r['new_tokens']:>5} {r['paged_tok_s']:>12.0f} {r['contiguous_tok_s']:>13.0f} "
-                     f"{r['ratio']:>12.2f}x {'✔' if r['identical'] else '✗':>12}")
+        line = (f"{r['batch']:>5} {r['new_tokens']:>5} {r['paged_tok_s']:>12.0f} {r['contiguous_tok_s']:>13.0f} "
+                f"{r['ratio']:>12.2f}x {'✔' if r['identical'] else '✗':>12}")
+        if with_hf:
+            same = f"{'✔' if r['hf_same'] == r['batch'] else '✗'} {r['hf_same']}/{r['batch']}"
+            line += f" {r['hf_tok_s']:>9.0f} {r['vs_hf']:>8.2f}x {same:>11}"
+        lines.append(line)
     return "\n".join(lines)
 
 
@@ -117,12 +196,17 @@ def main(argv: list[str] | None = None) -> int:
                    help="torch intra-op threads (default 1: the tiny model's ops are too small to share, and a "
                         "second thread that has to wait for a busy core costs far more than it gives)")
     p.add_argument("--device", default=None, help="cpu or cuda (default: cuda when available)")
+    p.add_argument("--no-hf", action="store_true", help="skip transformers' generate (measured when installed)")
+    p.add_argument("--clock", choices=sorted(CLOCKS), default="wall",
+                   help="wall (default) or cpu: CPU seconds of this process, steadier on a busy shared CPU machine")
     p.add_argument("--json", action="store_true")
     args = p.parse_args(argv)
     if args.device == "cuda" and not torch.cuda.is_available():
         p.error("--device cuda: torch sees no CUDA device here")
     torch.manual_seed(0)
     torch.set_num_threads(args.threads)
+    if args.clock == "cpu" and (args.device == "cuda" or (args.device is None and torch.cuda.is_available())):
+        p.error("--clock cpu would miss the GPU's work: time a CUDA run with the wall clock")
     own = args.model is not None or args.random_135m
     device = torch.device(args.device) if args.device else default_device()
     try:
@@ -132,17 +216,24 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     batches = args.batches or ("1" if own else "1,8,32")
     max_tokens = args.max_tokens or (64 if own else 128)
+    load = os.getloadavg() if hasattr(os, "getloadavg") else None
     rows = bench_engine(tuple(int(b) for b in batches.split(",")), max_tokens, args.block_size, args.reps,
-                        args.impl, model, tokenizer)
+                        args.impl, model, tokenizer, hf=False if args.no_hf else None, clock=args.clock)
     if args.json:
-        print(json.dumps(rows, indent=1))
+        print(json.dumps([{k: v for k, v in r.items() if k not in ("tokens", "hf_tokens")} for r in rows], indent=1))
     else:
         impl = args.impl or f"{default_attn_impl(device)} (the {device.type} default)"
         params = sum(p.numel() for p in model.parameters())
         print(f"{label} ({params / 1e6:.1f} M parameters, {next(model.parameters()).dtype}), greedy, block_size "
-              f"{args.block_size}, threads {args.threads}, impl {impl}, median of {args.reps} interleaved runs")
+              f"{args.block_size}, threads {args.threads}, impl {impl}, {args.clock} clock, median of {args.reps} "
+              "interleaved runs")
+        if "hf_tok_s" not in rows[0]:
+            print("HF column: " + ("skipped (--no-hf)" if args.no_hf else "transformers is not installed"))
         print(format_table(rows))
-    return 0 if all(r["identical"] for r in rows) else 1
+        if load is not None:
+            print(f"load average at the start: {load[0]:.2f} (1 min), {load[1]:.2f} (5 min)")
+    ok = all(r["identical"] and r.get("hf_same", r["batch"]) == r["batch"] for r in rows)
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":

@@ -206,6 +206,27 @@ class LLMEngine:
         except Exception as err:
             raise SequenceFailure(seq, f"sampling raised {type(err).__name__}: {err}") from err
 
+    def _sample_step(self, seqs: list[Sequence], logits: torch.Tensor, samples: list[bool]) -> list[int | None]:
+        """The step's tokens: one per sequence whose samples[i] is True, None for the others. Greedy rows share one
+        batched argmax; sampling rows draw one by one (each from its own generator), so a failure is pinned on its
+        request (as is one in the batched call: its rows are then retried one by one)."""
+        tokens: list[int | None] = [None] * len(seqs)
+        greedy = [i for i, s in enumerate(samples) if s and seqs[i].params.greedy]
+        if greedy:
+            try:
+                picked = sample(logits[greedy], [seqs[i].params for i in greedy],
+                                [seqs[i].generator for i in greedy])
+            except Exception:
+                for i in greedy:
+                    self._sample(seqs[i], logits[i])
+                raise
+            for i, token in zip(greedy, picked):
+                tokens[i] = token
+        for i, s in enumerate(samples):
+            if s and tokens[i] is None:
+                tokens[i] = self._sample(seqs[i], logits[i])
+        return tokens
+
     def step(self) -> StepTrace:
         """Run one step: schedule, run the model on the scheduled sequences, sample, update, free finished blocks.
 
@@ -270,9 +291,10 @@ class LLMEngine:
             bad = next((seq for seq, ok, s in zip(seqs, finite, samples) if s and not ok), None)
             if bad is not None:
                 raise SequenceFailure(bad, "the model's logits hold NaN or inf")
-            tokens = [self._sample(seq, row) if s else None for seq, row, s in zip(seqs, logits, samples)]
+            tokens = self._sample_step(seqs, logits, samples)
             trace.slot_mapping = batch.slot_mapping.tolist()
             fed_ids, fed_positions = batch.input_ids.tolist(), batch.positions.tolist()  # once, not per sequence
+            context_lens, rows = batch.context_lens.tolist(), logits.unbind(0)  # rows: views, made in one call
             for i, (seq, tok) in enumerate(zip(seqs, tokens)):
                 start, n = batch.starts[i], batch.query_lens[i]
                 if tok is None:
@@ -292,11 +314,11 @@ class LLMEngine:
                         self.runner.release(s.seq_id)
                         trace.finished.append(s.seq_id)
                     fed = slice(start, start + n) if s is seq else slice(0, 0)  # children were fed nothing
-                    self.last_logits[s.seq_id] = logits[i]  # children sampled from the parent's logits
+                    self.last_logits[s.seq_id] = rows[i]  # children sampled from the parent's logits
                     trace.seqs.append(SeqStepState(
                         seq_id=s.seq_id, tokens_in=fed_ids[fed],
                         positions=fed_positions[fed], slots=trace.slot_mapping[fed],
-                        context_len=int(batch.context_lens[i]),
+                        context_len=context_lens[i],
                         token_out=s.generated_token_ids[-1] if tok is not None else None,
                         text_out=self.tokenizer.decode([s.generated_token_ids[-1]]) if tok is not None else "",
                         cached_token_count=s.cached_token_count, generated_len=len(s.generated_token_ids),

@@ -10,11 +10,13 @@ The model's weights and math are identical either way; only where K and V come f
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import torch
+import torch.nn.functional as F
 
-from ..addressing import batch_slot_mapping, pad_block_tables
-from ..attention import attention, gather_kv, paged_attention_decode
+from ..addressing import PAD_SLOT, batch_slot_mapping, check_block_tables, pad_block_tables
+from ..attention import attention, paged_attention_decode
 from ..faults import Fault, FaultHook, fault_hook
 from ..kv_cache import ContiguousKVCache, KVCachePool
 from ..sequence import Sequence
@@ -33,8 +35,9 @@ class BatchInput:
     context_lens: torch.Tensor  # [B] int64: history read by each sequence, this step's tokens included
     query_lens: list[int]  # tokens fed per sequence
 
-    @property
+    @cached_property
     def starts(self) -> list[int]:
+        """Where each sequence's tokens start in the batch (computed once: the engine reads it per sequence)."""
         out, at = [], 0
         for n in self.query_lens:
             out.append(at)
@@ -61,15 +64,20 @@ def prepare_inputs(seqs: list[Sequence], block_size: int, is_prefill: bool, devi
     assert all(n > 0 for n in qlens), "a scheduled sequence has nothing to feed"
     if is_prefill:
         ids = [t for seq, start, end in zip(seqs, starts, lens) for t in seq.token_ids[start:end]]
+        query_lens = torch.tensor(qlens, dtype=torch.long)
+        rows = torch.repeat_interleave(torch.arange(len(seqs)), query_lens)  # [N] batch row of each fed token
+        first = torch.cumsum(query_lens, 0) - query_lens  # [B] where each sequence's tokens start in the batch
+        positions = torch.tensor(starts, dtype=torch.long)[rows] + torch.arange(len(ids)) - first[rows]  # index
     else:
         assert all(n == 1 for n in qlens), "decode feeds exactly one token per sequence"
         ids = [seq.last_token_id for seq in seqs]
-    query_lens = torch.tensor(qlens, dtype=torch.long)
-    rows = torch.repeat_interleave(torch.arange(len(seqs)), query_lens)  # [N] batch row of each fed token
-    first = torch.cumsum(query_lens, 0) - query_lens  # [B] where each sequence's tokens start in the batch
-    positions = torch.tensor(starts, dtype=torch.long)[rows] + torch.arange(len(ids)) - first[rows]  # token index
+        rows = torch.arange(len(seqs))  # one token per sequence, so N == B
+        positions = torch.tensor(starts, dtype=torch.long)  # the last token's index: cached_token_count
     if paged:
-        tables = pad_block_tables([s.block_table for s in seqs])
+        # The BlockManager's tables hold ints: pad them in one tensor call (prepare checks them per step).
+        width = max(1, max((len(s.block_table) for s in seqs), default=0))
+        tables = torch.tensor([s.block_table + [PAD_SLOT] * (width - len(s.block_table)) for s in seqs],
+                              dtype=torch.int32)
         slots = batch_slot_mapping(tables, rows, positions, block_size)
     else:
         tables = torch.zeros(len(seqs), 1, dtype=torch.int32)
@@ -111,11 +119,41 @@ class PagedBackend:
                 q, key_cache, value_cache, self.batch.block_tables, self.batch.context_lens, impl=self.impl,
                 validate=False))
         write()
-        out = []
-        for start, n, table, ctx in zip(self.batch.starts, self.batch.query_lens, self.tables, self.lens):
-            keys, values = gather_kv(key_cache, value_cache, table, ctx)
-            out.append(attention(q[start:start + n], keys, values, causal=True))
+        # Prefill: read every sequence's whole context back through its block table, one gather for the batch
+        # (slots as slot_mapping gives them), then causal attention per sequence.
+        flat = (-1, *key_cache.shape[2:])  # the pool as [num_slots, num_kv_heads, head_dim]
+        slots = self.context_slots
+        keys, values = key_cache.reshape(flat)[slots], value_cache.reshape(flat)[slots]
+        out, at = [], 0
+        for start, n, ctx in zip(self.batch.starts, self.batch.query_lens, self.lens):
+            out.append(causal_attention(q[start:start + n], keys[at:at + ctx], values[at:at + ctx]))
+            at += ctx
         return torch.cat(out)
+
+    @cached_property
+    def context_slots(self) -> torch.Tensor:
+        """[sum of context_lens] int64: the slots of tokens 0 … context_len - 1 of each sequence, back to back
+        (the same for every layer, so computed once per step)."""
+        lens = self.batch.context_lens.cpu()
+        rows = torch.repeat_interleave(torch.arange(len(self.lens)), lens)
+        token_index = torch.arange(int(lens.sum())) - (torch.cumsum(lens, 0) - lens)[rows]
+        slots = batch_slot_mapping(self.batch.block_tables.cpu(), rows, token_index, self.pool.block_size)
+        return slots.to(self.pool.key_cache.device)
+
+
+def causal_attention(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
+    """`paged.attention.attention(q, keys, values, causal=True)` through SDPA (one fused call): q [n, H, D], keys /
+    values [ctx, K, D] with ctx >= n; query i sees keys 0 … ctx - n + i. Computed in float32 (float64 stays float64),
+    returned in q's dtype."""
+    n, ctx = q.shape[0], keys.shape[0]
+    compute = torch.float64 if q.dtype == torch.float64 else torch.float32
+    # SDPA's is_causal aligns the mask to the top left: right for ctx == n only; otherwise an explicit mask.
+    mask = None if ctx == n else (torch.arange(ctx, device=q.device)[None, :]
+                                  <= torch.arange(n, device=q.device)[:, None] + (ctx - n))
+    out = F.scaled_dot_product_attention(q.to(compute).transpose(0, 1), keys.to(compute).transpose(0, 1),
+                                         values.to(compute).transpose(0, 1), attn_mask=mask, is_causal=mask is None,
+                                         enable_gqa=q.shape[1] != keys.shape[1])  # [H, n, D]
+    return out.transpose(0, 1).to(q.dtype)
 
 
 class ContiguousBackend:
@@ -201,6 +239,7 @@ class ModelRunner:
             backend = PagedBackend(self.pool, batch, self.attn_impl, self.hook)
         else:
             backend = ContiguousBackend([self._contiguous_cache(s) for s in seqs], batch)
-        logits = self.model(batch.input_ids, batch.positions, backend=backend)  # [N, vocab]
-        last = torch.tensor([s + n - 1 for s, n in zip(batch.starts, batch.query_lens)], device=logits.device)
-        return logits.index_select(0, last).float()
+        last = None  # decode feeds one token per sequence: every row is a last token
+        if batch.is_prefill:
+            last = torch.tensor([s + n - 1 for s, n in zip(batch.starts, batch.query_lens)], device=self.device)
+        return self.model(batch.input_ids, batch.positions, backend=backend, rows=last).float()  # [B, vocab]

@@ -31,12 +31,19 @@ def filter_logits(logits: torch.Tensor, params: SamplingParams) -> torch.Tensor:
 
 
 def sample(logits: torch.Tensor, params: list[SamplingParams], generators: list[torch.Generator]) -> list[int]:
-    """logits [B, vocab] (one row per sequence) -> B token ids. Greedy rows take the argmax."""
-    out = []
-    for row, p, g in zip(logits, params, generators):
-        if p.greedy:
-            out.append(int(torch.argmax(row)))
-        else:
+    """logits [B, vocab] (one row per sequence) -> B token ids. Greedy rows take the argmax, all in one call; each
+    sampling row draws from its own generator."""
+    if len(params) != logits.shape[0] or len(generators) != logits.shape[0]:
+        raise ValueError(f"logits has {logits.shape[0]} rows but {len(params)} params and {len(generators)} "
+                         "generators were given (one each per row)")
+    greedy = [i for i, p in enumerate(params) if p.greedy]
+    if len(greedy) == len(params):
+        return logits.argmax(dim=-1).tolist()
+    out = [0] * len(params)
+    for i, token in zip(greedy, logits[greedy].argmax(dim=-1).tolist() if greedy else []):
+        out[i] = token
+    for i, (row, p, g) in enumerate(zip(logits, params, generators)):
+        if not p.greedy:
             probs = torch.softmax(filter_logits(row, p), dim=-1).cpu()
-            out.append(int(torch.multinomial(probs, 1, generator=g)))
+            out[i] = int(torch.multinomial(probs, 1, generator=g))
     return out

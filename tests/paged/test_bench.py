@@ -121,3 +121,61 @@ def test_oversubscribed_machine_is_flagged():
     busy.omp_wait_policy = "passive"
     assert "warning" not in format_report(busy)
     assert "warning" not in format_report(kernels.KernelReport("cpu", 2, 10.0, [], load_avg=0.0))
+
+
+# --- the engine benchmark's HF column ------------------------------------------------------------------------------
+def _decisive_tiny_llama():
+    """A 2-layer random TinyLlama whose weights are large enough that greedy picks have clear margins."""
+    from paged.config import ModelConfig
+    from paged.model import TinyLlama
+
+    torch.manual_seed(0)
+    model = TinyLlama(ModelConfig(vocab_size=259, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                                  num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256))
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            p.copy_(torch.rand_like(p) + 0.5 if name.endswith("norm.weight") else torch.randn_like(p) * 0.3)
+    return model.eval()
+
+
+def test_hf_column_tokens_equal_transformers_greedy(tmp_path):
+    """bench_engine's HF column: the engine's tokens and the padded HF batch's tokens both equal transformers' own
+    greedy generate, run here prompt by prompt (no padding) on the model saved to disk and read back."""
+    transformers = pytest.importorskip("transformers")
+    from paged.engine.bench import _prompts, bench_engine, format_table
+    from paged.model import ByteTokenizer, save_model
+
+    model, tokenizer = _decisive_tiny_llama(), ByteTokenizer()
+    rows = bench_engine(batches=(3,), max_tokens=6, reps=1, model=model, tokenizer=tokenizer, hf=True, clock="cpu")
+    save_model(model, tmp_path)
+    theirs = transformers.AutoModelForCausalLM.from_pretrained(tmp_path, attn_implementation="eager").eval()
+    expected = []
+    for prompt in _prompts(3):
+        ids = torch.tensor([tokenizer.encode(prompt)])
+        out = theirs.generate(ids, max_new_tokens=6, min_new_tokens=6, do_sample=False, eos_token_id=None,
+                              pad_token_id=0)
+        expected.append(out[0, ids.shape[1]:].tolist())
+    row = rows[0]
+    assert row["hf_tokens"] == expected and row["tokens"] == expected and row["hf_same"] == 3
+    assert row["hf_tok_s"] > 0 and row["vs_hf"] > 0
+    table = format_table(rows)
+    assert "paged/HF" in table and "✔ 3/3" in table
+    with pytest.raises(ValueError, match="clock must be one of"):
+        bench_engine(batches=(1,), max_tokens=1, reps=1, model=model, tokenizer=tokenizer, hf=False, clock="sundial")
+
+
+def test_hf_disagreement_is_shown_and_fails_the_run(monkeypatch, capsys):
+    """When HF's tokens differ from the engine's, the table says ✗ with the count and the exit status is 1."""
+    pytest.importorskip("transformers")
+    from paged.engine import bench as engine_bench
+
+    real = engine_bench.run_hf
+
+    def off_by_one(hf, token_ids, max_tokens, clock="wall"):
+        secs, tokens = real(hf, token_ids, max_tokens, clock)
+        return secs, [[(t + 1) % 259 for t in row] for row in tokens[:-1]] + tokens[-1:]
+
+    monkeypatch.setattr(engine_bench, "run_hf", off_by_one)
+    assert engine_bench.main(["--batches", "2", "--max-tokens", "3", "--reps", "1"]) == 1
+    out = capsys.readouterr().out
+    assert "✗ 1/2" in out and "load average" in out

@@ -158,6 +158,7 @@ def test_no_fault_apply_checks_the_tables_and_a_fault_does_not():
     seqs, batch = decode_batch()
     assert fault_hook(None, BS, NUM_SLOTS).apply(batch, [s.block_table for s in seqs], NUM_BLOCKS) is batch
     seqs[0].block_table = [7, 7, 9]
+    batch = prepare_inputs(seqs, BS, False, torch.device("cpu"))  # the tables the step is built from
     with pytest.raises(ValueError, match="appears twice"):
         fault_hook(None, BS, NUM_SLOTS).apply(batch, [s.block_table for s in seqs], NUM_BLOCKS)
     out = fault_hook(Fault.LATE_INCREMENT, BS, NUM_SLOTS).apply(batch, [s.block_table for s in seqs], NUM_BLOCKS)

@@ -1,0 +1,98 @@
+"""The engine's per-step shortcuts give what the per-sequence definitions give: the one-pass block table check
+refuses exactly the tables `validate_block_table` refuses, and batched sampling picks each row's own token."""
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from paged.addressing import validate_block_table
+from paged.config import SamplingParams
+from paged.addressing import check_block_tables
+from paged.engine.runner import prepare_inputs
+from paged.engine.sampler import make_generator, sample
+from paged.sequence import Sequence
+
+NUM_BLOCKS, BLOCK_SIZE = 12, 4
+
+
+def _padded(tables: list[list[int]]) -> torch.Tensor:
+    width = max(1, max(len(t) for t in tables))
+    return torch.tensor([t + [-1] * (width - len(t)) for t in tables], dtype=torch.int32)
+
+
+@settings(max_examples=200, deadline=None)
+@given(rows=st.lists(st.tuples(st.lists(st.integers(-2, NUM_BLOCKS + 1), max_size=6), st.integers(1, 26)),
+                     min_size=1, max_size=5))
+def test_batch_check_refuses_what_the_per_sequence_check_refuses(rows):
+    """Random tables (ids from -2 to past the pool, repeats, too short) and context lengths: check_block_tables
+    raises ValueError exactly when validate_block_table raises for some row."""
+    tables, lens = [t for t, _ in rows], [n for _, n in rows]
+    refused = []
+    for table, n in zip(tables, lens):
+        try:
+            validate_block_table(table, NUM_BLOCKS, BLOCK_SIZE, n)
+            refused.append(False)
+        except ValueError:
+            refused.append(True)
+    if any(refused):
+        with pytest.raises(ValueError):
+            check_block_tables(_padded(tables), torch.tensor(lens), NUM_BLOCKS, BLOCK_SIZE, tables)
+    else:
+        check_block_tables(_padded(tables), torch.tensor(lens), NUM_BLOCKS, BLOCK_SIZE, tables)
+
+
+def test_batch_check_names_the_entry():
+    """The error is the per-sequence check's own message (which entry, which rule)."""
+    tables = [[0, 1], [2, 2]]
+    with pytest.raises(ValueError, match="physical block 2 appears twice"):
+        check_block_tables(_padded(tables), torch.tensor([5, 8]), NUM_BLOCKS, BLOCK_SIZE, tables)
+
+
+def test_decode_inputs_are_the_last_token_at_its_index():
+    """A decode batch feeds each sequence's last token at position num_tokens - 1, in its slot."""
+    seqs = []
+    for i, (prompt, table) in enumerate([([5, 6, 7], [3]), ([1] * 6, [0, 9])]):
+        seq = Sequence(i, prompt)
+        seq.on_prefill_done(40 + i)
+        seq.block_table = table
+        seqs.append(seq)
+    batch = prepare_inputs(seqs, BLOCK_SIZE, False, torch.device("cpu"))
+    assert batch.input_ids.tolist() == [40, 41] and batch.positions.tolist() == [3, 6]
+    assert batch.slot_mapping.tolist() == [3 * 4 + 3, 9 * 4 + 2] and batch.starts == [0, 1]
+
+
+def test_batched_sampling_equals_row_by_row():
+    """Greedy rows get their own argmax and sampling rows their own generator's draw, whatever the mix."""
+    torch.manual_seed(0)
+    logits = torch.randn(5, 50)
+    params = [SamplingParams(), SamplingParams(temperature=0.8, seed=3), SamplingParams(),
+              SamplingParams(temperature=1.0, top_k=5, seed=4), SamplingParams()]
+    got = sample(logits, params, [make_generator(p) for p in params])
+    for b in (0, 2, 4):
+        assert got[b] == max(range(50), key=lambda v: float(logits[b, v]))
+    for b in (1, 3):
+        g = make_generator(params[b])
+        probs = torch.softmax(logits[b] / params[b].temperature, dim=-1)
+        if params[b].top_k:
+            probs = torch.where(probs >= probs.topk(params[b].top_k).values[-1], probs, 0.0)
+        assert got[b] == int(torch.multinomial(probs / probs.sum(), 1, generator=g))
+    with pytest.raises(ValueError, match="one each per row"):
+        sample(logits, params[:2], [make_generator(p) for p in params[:2]])
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("n, ctx, heads, kv_heads", [(5, 5, 4, 2), (3, 11, 4, 4), (1, 9, 6, 2), (7, 8, 2, 1)])
+def test_prefill_attention_equals_the_reference(n, ctx, heads, kv_heads, dtype):
+    """The prefill path's SDPA call equals paged.attention.attention(causal=True), the einsum reference, with the
+    mask aligned to the end of the context (a chunk after cached tokens)."""
+    from paged.attention import attention
+    from paged.engine.runner import causal_attention
+
+    g = torch.Generator().manual_seed(n * 100 + ctx)
+    q = torch.randn(n, heads, 16, generator=g, dtype=dtype)
+    keys, values = (torch.randn(ctx, kv_heads, 16, generator=g, dtype=dtype) for _ in range(2))
+    want = attention(q, keys, values, causal=True)
+    got = causal_attention(q, keys, values)
+    assert got.dtype == dtype and got.shape == want.shape
+    assert torch.allclose(got, want, rtol=1e-5, atol=1e-5 * float(want.abs().max()))
