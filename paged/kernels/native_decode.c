@@ -206,22 +206,25 @@ int64_t paged_decode(int dtype, int64_t num_threads, int64_t head_chunks, int64_
     if (job.parts > 1 && !(job.partial = malloc((size_t)(compute_size * batch * job.parts * stride)))) return -1;
     const int64_t items = batch * head_chunks * job.parts;
     if (num_threads > items) num_threads = items;
-    if (num_threads < 1) num_threads = 1;
+    if (num_threads <= 1)
+        worker(&job); /* on the caller's thread, no thread team to start and join */
+    else {
 #ifdef _OPENMP
-    /* Loaded into a process that runs torch, this is torch's own OpenMP runtime (same soname, libgomp.so.1): its
-     * worker threads, which may still be spinning after torch's last op, pick up this work instead of competing
-     * with threads of our own. */
+        /* Loaded into a process that runs torch, this is torch's own OpenMP runtime (same soname, libgomp.so.1):
+         * its worker threads, which may still be spinning after torch's last op, pick up this work instead of
+         * competing with threads of our own. */
 #pragma omp parallel num_threads((int)num_threads)
-    worker(&job);
+        worker(&job);
 #else
-    if (num_threads > 64) num_threads = 64;
-    pthread_t workers[64];
-    int64_t started = 0;
-    for (int64_t i = 1; i < num_threads; i++)
-        if (pthread_create(&workers[started], NULL, worker, &job) == 0) started++;
-    worker(&job);
-    for (int64_t i = 0; i < started; i++) pthread_join(workers[i], NULL);
+        if (num_threads > 64) num_threads = 64;
+        pthread_t workers[64];
+        int64_t started = 0;
+        for (int64_t i = 1; i < num_threads; i++)
+            if (pthread_create(&workers[started], NULL, worker, &job) == 0) started++;
+        worker(&job);
+        for (int64_t i = 0; i < started; i++) pthread_join(workers[i], NULL);
 #endif
+    }
     const int64_t status = job.failed ? -1 : job.bad_len ? -1 - job.bad_len : job.bad_seq;
     if (status == 0 && job.parts > 1)
         for (int64_t b = 0; b < batch; b++) {

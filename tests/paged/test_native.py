@@ -157,17 +157,67 @@ def test_partitioned_contexts_match_the_reference(monkeypatch, threads, partitio
     assert rel_err(out, reference(query, keys, values, lens)) < 1e-12
 
 
-@pytest.mark.parametrize("batch, num_kv_heads, threads_, cut", [
-    (16, 8, 2, False), (4, 2, 2, False), (1, 8, 2, False), (1, 2, 2, True), (1, 1, 2, True), (2, 1, 8, True),
-    (1, 1, 1, False),
+@pytest.mark.parametrize("batch, num_kv_heads, threads_, max_blocks, head_chunks, parts", [
+    (16, 8, 2, 128, 1, 1),  # enough sequences: no cutting
+    (4, 2, 2, 128, 1, 1),
+    (1, 8, 2, 128, 1, 4),   # one long sequence: partitions, whole rows (vLLM's v2)
+    (1, 2, 2, 128, 1, 4),
+    (2, 1, 8, 128, 1, 8),
+    (3, 8, 2, 128, 1, 2),
+    (1, 8, 2, 32, 2, 2),    # 512 tokens: two partitions of MIN_PARTITION_TOKENS, then heads
+    (1, 8, 2, 16, 4, 1),    # one partition's worth of context: heads only
+    (1, 1, 2, 16, 1, 1),    # nothing to cut
+    (1, 1, 1, 128, 1, 1),   # one thread
 ])
-def test_plan_work_gives_every_thread_work(batch, num_kv_heads, threads_, cut):
-    """A batch with too few sequences is cut into kv-head ranges, then (with more than one thread) into partitions
-    of at least MIN_PARTITION_TOKENS, until there are about two items per thread."""
-    max_blocks, block_size = 128, 16
-    head_chunks, partition_blocks = native.plan_work(batch, num_kv_heads, max_blocks, block_size, threads_)
-    assert 1 <= head_chunks <= num_kv_heads and (partition_blocks > 0) == cut
-    if cut:
-        parts = -(-max_blocks // partition_blocks)
-        assert partition_blocks * block_size >= native.MIN_PARTITION_TOKENS
-        assert batch * head_chunks * parts >= 2 * threads_
+def test_plan_work_prefers_partitions_then_heads(batch, num_kv_heads, threads_, max_blocks, head_chunks, parts):
+    """Too few sequences for the threads: contexts are cut into partitions of at least MIN_PARTITION_TOKENS
+    (block_size 16 here) first, kv heads only when the context is too short, until about two items per thread."""
+    got_chunks, partition_blocks = native.plan_work(batch, num_kv_heads, max_blocks, 16, threads_)
+    got_parts = -(-max_blocks // partition_blocks) if partition_blocks else 1
+    assert (got_chunks, got_parts) == (head_chunks, parts)
+    assert partition_blocks == 0 or partition_blocks * 16 >= native.MIN_PARTITION_TOKENS
+
+
+def _recording_kernel(monkeypatch) -> list[tuple]:
+    """Wrap the loaded C function; returns the list its (threads, head_chunks, partition_blocks) calls go to."""
+    fn, calls = native._load(), []
+
+    def record(*args):
+        calls.append(args[1:4])
+        return fn(*args)
+
+    monkeypatch.setitem(native._state, "fn", record)
+    return calls
+
+
+@pytest.mark.parametrize("block_size", [1, 32])
+@pytest.mark.parametrize("num_heads, num_kv_heads", [(8, 2), (8, 8), (4, 1)])
+def test_planned_partitions_around_their_boundaries(threads, monkeypatch, block_size, num_heads, num_kv_heads):
+    """One sequence on 2 or 3 threads, as planned (no override): contexts one token short of, at and one past a
+    partition boundary, so the planned cut gives 1, 2 and many partitions, the last one holding a single token
+    or a full partition; GQA, MHA and MQA; block_size 1 and 32. Each matches the reference."""
+    calls = _recording_kernel(monkeypatch)
+    monkeypatch.setattr(native, "SMALL_WORK_BYTES", 0)  # keep the threads on these small contexts
+    p = native.MIN_PARTITION_TOKENS
+    parts_seen = set()
+    for num_threads, n in [(2, p - 1), (2, p), (2, p + 1), (2, 2 * p + 1), (3, 3 * p), (3, 6 * p + 1)]:
+        threads(num_threads)
+        query, kc, vc, tables, keys, values = build(num_heads, num_kv_heads, 32, block_size, [n], torch.float32,
+                                                    seed=n)
+        out = paged_attention_decode(query, kc, vc, tables, [n], impl="native")
+        assert rel_err(out, reference(query, keys, values, [n])) < 1e-5, (num_threads, n)
+        partition_blocks = calls[-1][2]
+        parts_seen.add(-(-(-(-n // block_size)) // partition_blocks) if partition_blocks else 1)
+    assert {1, 2} <= parts_seen and max(parts_seen) >= 4
+
+
+def test_tiny_work_stays_on_one_thread(threads, monkeypatch):
+    """Below SMALL_WORK_BYTES of K/V the kernel is asked for one thread (starting a team costs more than the work);
+    above, for torch's thread count. Both match the reference."""
+    calls = _recording_kernel(monkeypatch)
+    threads(2)
+    for lens in ([20], [600]):
+        query, kc, vc, tables, keys, values = build(8, 2, 64, 16, lens, torch.float32)
+        out = paged_attention_decode(query, kc, vc, tables, lens, impl="native")
+        assert rel_err(out, reference(query, keys, values, lens)) < 1e-5
+    assert [c[0] for c in calls] == [1, 2]
