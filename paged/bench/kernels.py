@@ -8,7 +8,9 @@ contiguous [B, num_kv_heads, context_len, head_dim] tensor. Then, in one process
 - "sdpa" is `F.scaled_dot_product_attention(enable_gqa=True)` on the contiguous copy: the ceiling to compare to;
 - impls are timed interleaved (rep 1 of each, rep 2 of each, ...) so machine noise hits them alike; medians;
 - KV GB/s = bytes of K and V the attention must read (sum of context_lens * num_kv_heads * head_dim * 2 * itemsize)
-  / time, and % of this machine's read bandwidth measured in the same run (x.sum() over a >= 256 MB tensor).
+  / time, and % of this machine's read bandwidth measured in the same run (x.sum() over a >= 256 MB tensor), probed
+  again just before each case, so that a neighbour's load that comes and goes shifts both alike;
+- under the table, per impl: its slowest case against sdpa and its lowest % of read bandwidth (the targets).
 
 "loop" (one Python step per token) runs only where B * context_len <= 16k (--quick: 512); "native" (the C kernel)
 only on a CPU with a C compiler; "triton" only on a CUDA GPU with the triton package.
@@ -76,6 +78,7 @@ class CaseResult:
     case: KernelCase
     kv_bytes: int  # K and V bytes one decode call must read
     results: list[ImplResult] = field(default_factory=list)
+    read_bw_gbps: float | None = None  # the x.sum() probe just before this case, which its % bw is relative to
 
 
 @dataclass
@@ -189,7 +192,7 @@ def bench_case(case: KernelCase, impls: list[str], device: torch.device, read_bw
     if case.batch * case.context_len > loop_max_tokens:
         impls = [i for i in impls if i != "loop"]
     fns = _callables(data, impls)
-    result = CaseResult(case, kv_bytes)
+    result = CaseResult(case, kv_bytes, read_bw_gbps=read_bw)
     checked = {}
 
     def check(group: dict) -> None:
@@ -227,7 +230,8 @@ def run_kernel_bench(cases: list[KernelCase], impls: list[str] | None = None, de
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
     report = KernelReport(str(dev), torch.get_num_threads(), read_bw, [], load, os.environ.get("OMP_WAIT_POLICY"))
     for case in cases:
-        report.cases.append(bench_case(case, impls, dev, read_bw, reps, warmup, loop_max_tokens=loop_max_tokens))
+        case_bw = read_bandwidth_gbps(dev, bandwidth_mb, reps=3)  # the machine's load now, not at the start
+        report.cases.append(bench_case(case, impls, dev, case_bw, reps, warmup, loop_max_tokens=loop_max_tokens))
         if log:
             log(format_rows([report.cases[-1]], header=len(report.cases) == 1))
     return report
@@ -256,17 +260,38 @@ def format_rows(cases: list[CaseResult], header: bool = True) -> str:
     return "\n".join(lines)
 
 
+def worst_cases(cases: list[CaseResult]) -> list[str]:
+    """One line per impl (sdpa aside): its slowest case relative to sdpa and its lowest % of read bandwidth."""
+    def name(c: CaseResult) -> str:
+        return f"B={c.case.batch} ctx={c.case.context_len} {c.case.num_heads}/{c.case.num_kv_heads} d={c.case.head_dim}"
+
+    lines = []
+    impls = dict.fromkeys(r.impl for c in cases for r in c.results if r.impl != "sdpa")
+    for impl in impls:
+        rows = [(r, c) for c in cases for r in c.results if r.impl == impl and r.ms is not None]
+        slow, slow_case = max(rows, key=lambda rc: rc[0].x_sdpa)
+        low, low_case = min(rows, key=lambda rc: rc[0].pct_bw)
+        lines.append(f"{impl}: slowest {slow.x_sdpa:.2f}x sdpa ({name(slow_case)}); lowest {low.pct_bw:.0f}% of read "
+                     f"bandwidth ({name(low_case)}); {sum(r.x_sdpa <= 1 for r, _ in rows)}/{len(rows)} cases no "
+                     f"slower than sdpa, {sum(r.pct_bw >= 85 for r, _ in rows)}/{len(rows)} at >= 85%")
+    return lines
+
+
 def format_report(report: KernelReport) -> str:
     """The aligned table under a header about the machine (and a warning when its cores were oversubscribed)."""
     head = (f"device {report.device}, {report.threads} threads, read bandwidth {report.read_bw_gbps:.1f} GB/s "
             f"(x.sum()); fp32, block_size 16, shuffled block tables; ms = median")
+    probes = [c.read_bw_gbps for c in report.cases if c.read_bw_gbps]
+    if probes:
+        head += f"\n% bw relative to a probe before each case: {min(probes):.1f}-{max(probes):.1f} GB/s"
+
     if report.load_avg is not None:
         head += f"\nload average {report.load_avg:.1f}, OMP_WAIT_POLICY {report.omp_wait_policy or 'unset'}"
         cores = os.cpu_count() or 1
         if report.device == "cpu" and report.threads > 1 and report.load_avg > cores and not report.omp_wait_policy:
             head += (f"\nwarning: load {report.load_avg:.1f} > {cores} cores: spinning OpenMP threads inflate impls "
                      "that run many ops (fused, loop); rerun with OMP_WAIT_POLICY=passive or --threads 1")
-    return head + "\n" + format_rows(report.cases)
+    return "\n".join([head, format_rows(report.cases), *worst_cases(report.cases)])
 
 
 def main(argv: list[str] | None = None) -> int:
