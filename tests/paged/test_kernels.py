@@ -211,3 +211,22 @@ def test_triton_errors_are_clear():
     lines = proc.stdout.strip().splitlines()
     assert lines[0].startswith("ValueError") and "power of two" in lines[0]
     assert lines[1].startswith("RuntimeError") and "TRITON_INTERPRET=1" in lines[1]
+
+
+def test_bench_summary_names_each_impls_worst_case():
+    """`bench kernels` ends its table with one line per impl: the case slowest against sdpa and the case lowest in
+    % of read bandwidth (the issue's two targets), and the slowest again by fastest reps. Hand-made results, so the
+    expected lines do not come from timing."""
+    from paged.bench.kernels import CaseResult, ImplResult, KernelCase, worst_cases
+
+    def case(batch, native_x, native_pct, native_best):
+        return CaseResult(KernelCase(batch, 512, 8, 2, 64), 1, [
+            ImplResult("sdpa", True, 0.0, ms=1.0, x_sdpa=1.0, pct_bw=50.0, ms_best=1.0, x_sdpa_best=1.0),
+            ImplResult("native", True, 0.0, ms=native_x, x_sdpa=native_x, pct_bw=native_pct, ms_best=native_best,
+                       x_sdpa_best=native_best)])
+
+    lines = worst_cases([case(1, 1.25, 90.0, 0.9), case(16, 0.5, 70.0, 1.1)])
+    assert lines == [
+        "native: slowest 1.25x sdpa (B=1 ctx=512 8/2 d=64); lowest 70% of read bandwidth (B=16 ctx=512 8/2 d=64); "
+        "1/2 cases no slower than sdpa, 1/2 at >= 85%",
+        "native, fastest reps: slowest 1.10x sdpa (B=16 ctx=512 8/2 d=64); 1/2 cases no slower than sdpa"]
