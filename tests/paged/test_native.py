@@ -124,16 +124,18 @@ def test_failed_build_is_reported(fresh_native, monkeypatch):
         native._load()
 
 
-@pytest.mark.parametrize("threads_flag", ["-fopenmp", "-pthread"])
-def test_kernel_stays_inside_its_buffers_under_address_sanitizer(tmp_path, threads_flag):
+@pytest.mark.parametrize("threads_flag, prefetch_min", [("-fopenmp", None), ("-pthread", "0")])
+def test_kernel_stays_inside_its_buffers_under_address_sanitizer(tmp_path, threads_flag, prefetch_min):
     """tests/paged/native_asan.c calls the kernel on exact-size heap buffers (192 cases: every dtype, GQA/MQA, odd
     head_dims and block sizes, ragged -1 padded int32/int64 tables, 1 or 3 threads, split heads, partitions and
     none) built with AddressSanitizer and UBSan: any read or write outside them aborts. Each case is also checked
-    against plain attention in C; a bad block id and a context_len past the table are refused."""
+    against plain attention in C; a bad block id and a context_len past the table are refused. The pthread build
+    prefetches the next block on every call (PREFETCH_MIN_BYTES=0), the OpenMP build on none of these small ones."""
     cc = native_build.compiler()
     assert cc, "a C compiler is needed (apt-get install gcc)"
     exe = tmp_path / "native_asan"
-    build = subprocess.run([*cc, "-O1", "-g", "-march=native", threads_flag, "-fsanitize=address,undefined",
+    defines = [f"-DPREFETCH_MIN_BYTES={prefetch_min}"] if prefetch_min is not None else []
+    build = subprocess.run([*cc, "-O1", "-g", "-march=native", threads_flag, *defines, "-fsanitize=address,undefined",
                             "-fno-sanitize-recover=undefined", "-fno-omit-frame-pointer", "-o", str(exe),
                             str(Path(__file__).with_name("native_asan.c")), "-lm"], capture_output=True, text=True)
     assert build.returncode == 0, build.stderr
@@ -221,3 +223,15 @@ def test_tiny_work_stays_on_one_thread(threads, monkeypatch):
         out = paged_attention_decode(query, kc, vc, tables, lens, impl="native")
         assert rel_err(out, reference(query, keys, values, lens)) < 1e-5
     assert [c[0] for c in calls] == [1, 2]
+
+
+def test_a_call_too_big_for_the_caches_prefetches_and_matches(threads):
+    """Two sequences of 6200 tokens, 2 kv heads of 128 floats: 25 MB of K/V, past PREFETCH_MIN_BYTES, so every
+    block's successor is prefetched while it is read (shuffled blocks, a -1 padded table); GQA 8/2, two threads."""
+    threads(2)
+    lens = [6200, 6153]
+    query, kc, vc, tables, keys, values = build(8, 2, 128, 16, lens, torch.float32)
+    assert sum(lens) * 2 * 128 * 2 * 4 >= 24 << 20
+    out = paged_attention_decode(query, kc, vc, tables, lens, impl="native")
+    assert rel_err(out, reference(query, keys, values, lens)) < 1e-5
+
