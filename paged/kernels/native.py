@@ -79,23 +79,34 @@ def native_available() -> bool:
 
 
 @functools.lru_cache(maxsize=256)
-def plan_work(batch: int, num_kv_heads: int, max_blocks: int, block_size: int, threads: int) -> tuple[int, int]:
-    """How to cut the work into items so every thread has some: (head_chunks, partition_blocks).
+def plan_work(batch: int, num_heads: int, num_kv_heads: int, max_blocks: int, block_size: int,
+              threads: int) -> tuple[int, int]:
+    """How to cut the work into equal items that the threads share evenly: (head_chunks, partition_blocks).
 
-    A batch of at least 2 items per thread needs no cutting (1, 0). Otherwise each sequence's context is cut into
-    partitions of `partition_blocks` blocks (vLLM's v2 decode), at least MIN_PARTITION_TOKENS long or the combine
-    would cost more than it saves; partitions keep whole K/V rows together, so each item reads one contiguous
-    block after another. Only when a context is too short for enough partitions are its kv heads split too, into
-    up to `head_chunks` ranges. Aim: about two items per thread, so a thread slowed by a neighbour is covered."""
-    want = 2 * threads
-    if threads == 1 or batch >= want:
+    Each sequence becomes the fewest items that balance: `per_seq` such that batch * per_seq is a multiple of
+    `threads`, or at least 2 * threads (then a thread does at most one item more than another). Finer cuts only
+    add per-item costs (measured on 2 cores, B=1: one item per thread was up to 1.2x faster than two). The cut:
+    kv-head ranges first when heads are grouped (GQA: an item keeps its groups' queries, accumulators and share of
+    each block small enough for L1) or the context is short (two partitions or less); otherwise partitions of the
+    context first (vLLM's v2 decode), each at least MIN_PARTITION_TOKENS long or the combine costs more than it
+    saves. The other cut only when the first cannot give enough items."""
+    per_seq = 1
+    while threads > 1 and (batch * per_seq) % threads and batch * per_seq < 2 * threads:
+        per_seq += 1
+    if per_seq == 1:
         return 1, 0
-    partition_blocks = max(-(-MIN_PARTITION_TOKENS // block_size), -(-max_blocks // -(-want // batch)))
-    if partition_blocks >= max_blocks:
-        partition_blocks = 0
-    parts = -(-max_blocks // partition_blocks) if partition_blocks else 1
-    head_chunks = min(num_kv_heads, -(-want // (batch * parts)))
-    return head_chunks, partition_blocks
+    min_blocks = -(-MIN_PARTITION_TOKENS // block_size)
+
+    def partition_blocks(parts: int) -> int:  # 0: the context is too short to cut into `parts`
+        blocks = max(min_blocks, -(-max_blocks // parts))
+        return 0 if blocks >= max_blocks else blocks
+
+    if num_heads > num_kv_heads or max_blocks <= 2 * min_blocks:
+        head_chunks = min(num_kv_heads, per_seq)
+        return head_chunks, (partition_blocks(-(-per_seq // head_chunks)) if head_chunks < per_seq else 0)
+    blocks = partition_blocks(per_seq)
+    parts = -(-max_blocks // blocks) if blocks else 1
+    return min(num_kv_heads, -(-per_seq // parts)), blocks
 
 
 def native_decode(query: torch.Tensor, key_cache: torch.Tensor, value_cache: torch.Tensor,
@@ -139,7 +150,7 @@ def native_decode(query: torch.Tensor, key_cache: torch.Tensor, value_cache: tor
     max_blocks = tables.shape[1]
     work = batch * max_blocks * block_size * num_kv_heads * head_dim * 2 * key_cache.element_size()
     threads = 1 if work < SMALL_WORK_BYTES else torch.get_num_threads()
-    head_chunks, partition_blocks = plan_work(batch, num_kv_heads, max_blocks, block_size, threads)
+    head_chunks, partition_blocks = plan_work(batch, num_heads, num_kv_heads, max_blocks, block_size, threads)
     status = fn(code, threads, head_chunks, partition_blocks, tables.dtype == torch.int32, scale, q.data_ptr(),
                 keys.data_ptr(), values.data_ptr(), tables.data_ptr(), lens.data_ptr(), out.data_ptr(), batch,
                 num_heads, num_kv_heads, head_dim, block_size, max_blocks, num_blocks)

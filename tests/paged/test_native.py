@@ -161,23 +161,27 @@ def test_partitioned_contexts_match_the_reference(monkeypatch, threads, partitio
 
 @pytest.mark.parametrize("batch, num_kv_heads, threads_, max_blocks, head_chunks, parts", [
     (16, 8, 2, 128, 1, 1),  # enough sequences: no cutting
-    (4, 2, 2, 128, 1, 1),
-    (1, 8, 2, 128, 1, 4),   # one long sequence: partitions, whole rows (vLLM's v2)
-    (1, 2, 2, 128, 1, 4),
-    (2, 1, 8, 128, 1, 8),
-    (3, 8, 2, 128, 1, 2),
-    (1, 8, 2, 32, 2, 2),    # 512 tokens: two partitions of MIN_PARTITION_TOKENS, then heads
-    (1, 8, 2, 16, 4, 1),    # one partition's worth of context: heads only
+    (2, 8, 2, 128, 1, 1),   # one sequence per thread
+    (5, 8, 2, 128, 1, 1),   # at least two per thread: at most one more on one thread
+    (1, 8, 2, 128, 1, 2),   # one long sequence, MHA: partitions, whole rows (vLLM's v2)
+    (3, 8, 2, 128, 1, 2),   # 3 sequences on 2 threads: 6 items
+    (2, 8, 3, 128, 1, 3),
+    (1, 8, 2, 32, 2, 1),    # 512 tokens, two partitions' worth: heads first
+    (1, 2, 2, 128, 2, 1),   # GQA: heads first
+    (1, 2, 8, 128, 2, 4),   # ... then partitions
+    (1, 1, 8, 128, 1, 8),   # MQA: one kv head, so partitions
     (1, 1, 2, 16, 1, 1),    # nothing to cut
     (1, 1, 1, 128, 1, 1),   # one thread
 ])
-def test_plan_work_prefers_partitions_then_heads(batch, num_kv_heads, threads_, max_blocks, head_chunks, parts):
-    """Too few sequences for the threads: contexts are cut into partitions of at least MIN_PARTITION_TOKENS
-    (block_size 16 here) first, kv heads only when the context is too short, until about two items per thread."""
-    got_chunks, partition_blocks = native.plan_work(batch, num_kv_heads, max_blocks, 16, threads_)
+def test_plan_work_gives_each_thread_equal_items(batch, num_kv_heads, threads_, max_blocks, head_chunks, parts):
+    """The fewest equal items that share evenly over the threads (block_size 16, 8 query heads): GQA and short
+    contexts cut kv heads first, long MHA contexts partitions of at least MIN_PARTITION_TOKENS first."""
+    got_chunks, partition_blocks = native.plan_work(batch, 8, num_kv_heads, max_blocks, 16, threads_)
     got_parts = -(-max_blocks // partition_blocks) if partition_blocks else 1
     assert (got_chunks, got_parts) == (head_chunks, parts)
     assert partition_blocks == 0 or partition_blocks * 16 >= native.MIN_PARTITION_TOKENS
+    items = batch * got_chunks * got_parts
+    assert items % threads_ == 0 or items >= 2 * threads_ or (num_kv_heads, max_blocks) == (1, 16)
 
 
 def _recording_kernel(monkeypatch) -> list[tuple]:
@@ -195,14 +199,15 @@ def _recording_kernel(monkeypatch) -> list[tuple]:
 @pytest.mark.parametrize("block_size", [1, 32])
 @pytest.mark.parametrize("num_heads, num_kv_heads", [(8, 2), (8, 8), (4, 1)])
 def test_planned_partitions_around_their_boundaries(threads, monkeypatch, block_size, num_heads, num_kv_heads):
-    """One sequence on 2 or 3 threads, as planned (no override): contexts one token short of, at and one past a
-    partition boundary, so the planned cut gives 1, 2 and many partitions, the last one holding a single token
-    or a full partition; GQA, MHA and MQA; block_size 1 and 32. Each matches the reference."""
+    """One sequence on 2, 3 or 8 threads, as planned (no override): contexts one token short of, at and one past a
+    partition boundary, so the planned cut gives 1, 2 and many partitions (with or without split heads), the last
+    one holding a single token or a full partition; GQA, MHA and MQA; block_size 1 and 32. Each matches the
+    reference."""
     calls = _recording_kernel(monkeypatch)
     monkeypatch.setattr(native, "SMALL_WORK_BYTES", 0)  # keep the threads on these small contexts
     p = native.MIN_PARTITION_TOKENS
     parts_seen = set()
-    for num_threads, n in [(2, p - 1), (2, p), (2, p + 1), (2, 2 * p + 1), (3, 3 * p), (3, 6 * p + 1)]:
+    for num_threads, n in [(2, p - 1), (2, 2 * p), (2, 2 * p + 1), (3, 3 * p), (8, 4 * p - 1), (8, 8 * p + 1)]:
         threads(num_threads)
         query, kc, vc, tables, keys, values = build(num_heads, num_kv_heads, 32, block_size, [n], torch.float32,
                                                     seed=n)
