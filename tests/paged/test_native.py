@@ -196,12 +196,12 @@ def _recording_kernel(monkeypatch) -> list[tuple]:
     return calls
 
 
-@pytest.mark.parametrize("block_size", [1, 32])
+@pytest.mark.parametrize("block_size", [1, 32, 128])
 @pytest.mark.parametrize("num_heads, num_kv_heads", [(8, 2), (8, 8), (4, 1)])
 def test_planned_partitions_around_their_boundaries(threads, monkeypatch, block_size, num_heads, num_kv_heads):
     """One sequence on 2, 3 or 8 threads, as planned (no override): contexts one token short of, at and one past a
     partition boundary, so the planned cut gives 1, 2 and many partitions (with or without split heads), the last
-    one holding a single token or a full partition; GQA, MHA and MQA; block_size 1 and 32. Each matches the
+    one holding a single token or a full partition; GQA, MHA and MQA; block_size 1, 32 and 128. Each matches the
     reference."""
     calls = _recording_kernel(monkeypatch)
     monkeypatch.setattr(native, "SMALL_WORK_BYTES", 0)  # keep the threads on these small contexts
