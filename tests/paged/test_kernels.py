@@ -230,3 +230,26 @@ def test_bench_summary_names_each_impls_worst_case():
         "native: slowest 1.25x sdpa (B=1 ctx=512 8/2 d=64); lowest 70% of read bandwidth (B=16 ctx=512 8/2 d=64); "
         "1/2 cases no slower than sdpa, 1/2 at >= 85%",
         "native, fastest reps: slowest 1.10x sdpa (B=16 ctx=512 8/2 d=64); 1/2 cases no slower than sdpa"]
+
+
+def test_bench_cold_reads_a_flush_buffer_before_every_timed_call(monkeypatch):
+    """`bench kernels --cold`: an untimed read of COLD_MB runs before each timed call of each impl (and sdpa), so
+    none starts with the cache the previous call left; without --cold, none runs."""
+    from paged.bench import kernels
+
+    monkeypatch.setattr(kernels, "COLD_MB", 1)
+    calls = []
+    timed = kernels._time_interleaved
+
+    def spy(fns, reps, warmup, device, best=None, settle=None):
+        calls.append((len(fns) * reps, settle))
+        counted = None if settle is None else (lambda: calls.append("settle") or settle())
+        return timed(fns, reps, warmup, device, best, counted)
+
+    monkeypatch.setattr(kernels, "_time_interleaved", spy)
+    case = kernels.KernelCase(1, 40, 4, 2, 16)
+    for cold in (False, True):
+        calls.clear()
+        kernels.bench_case(case, ["gather"], torch.device("cpu"), 10.0, reps=3, warmup=0, cold=cold)
+        assert calls.count("settle") == (2 * 3 if cold else 0)
+        assert (calls[0][1] is not None) == cold
