@@ -5,7 +5,7 @@
  * a shared counter. An item walks its part of the block table one physical block at a time (native_attend.h):
  *   - while it reads rows t..t+7 of block j it asks the CPU to prefetch the same rows of block j+1 into L2, whose
  *     address the table already knows (the hardware prefetcher cannot guess it: logical neighbours sit anywhere in
- *     the pool). Only in calls that read more K/V than the caches hold (PREFETCH_MIN_BYTES, below);
+ *     the pool). Only in calls that read K/V likely to come from DRAM (PREFETCH_MIN_BYTES, below);
  *   - every K and V row is read once from memory, in place, straight out of the pool; query heads that share a kv
  *     head (GQA) are scored and accumulated in pairs, so each vector is also loaded once per pair from cache;
  *   - an online softmax per query head: m running max, l running sum of exp(score - m), acc running sum of p * V,
@@ -36,11 +36,13 @@
 
 #include "native_attend.h"
 
-/* K/V bytes per call from which each next block is prefetched while the current one is read. Below, K/V that
- * fit the caches come from them, and the prefetch instructions only take load slots: on a 2-core EPYC (32 MiB
- * L3), one thread read a 2 MiB call 19% and a 16 MiB call 26% faster without them. */
+/* K/V bytes per call from which each next block is prefetched while the current one is read. Prefetching pays
+ * when K/V come from DRAM (a model whose KV outgrows the caches: every layer's K/V is cold); when they are still
+ * in cache from the last call, the prefetch instructions only take load slots. On a 2-core EPYC (32 MiB L3, bench
+ * kernels, one thread): warm, 2 MiB ran 19% and 16 MiB 26% faster without; cold, 4-8 MiB GQA calls 1.5-1.7x
+ * faster with. 4 MiB: below, a call's K/V (and a few layers' worth) still fit the caches. */
 #ifndef PREFETCH_MIN_BYTES
-#define PREFETCH_MIN_BYTES (24.0 * (1 << 20))
+#define PREFETCH_MIN_BYTES (4.0 * (1 << 20))
 #endif
 
 /* begin_<T> / end_<T> / combine_<T>: an item's running state before its first block (m = -inf, l = 0, acc = 0),
