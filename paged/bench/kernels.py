@@ -1,4 +1,4 @@
-"""`python -m paged.bench kernels [--json] [--quick]`: the decode-attention ladder, same data, one run.
+"""`python -m paged.bench kernels [--json] [--quick] [--cold]`: the decode-attention ladder, same data, one run.
 
 For each case (batch B, context_len, num_heads / num_kv_heads, head_dim; fp32; block_size 16; shuffled block
 tables) random K/V are written into a paged pool through slot_mapping + write_kv, and the same K/V are kept in a
@@ -8,7 +8,12 @@ contiguous [B, num_kv_heads, context_len, head_dim] tensor. Then, in one process
 - "sdpa" is `F.scaled_dot_product_attention(enable_gqa=True)` on the contiguous copy: the ceiling to compare to;
 - impls are timed interleaved (rep 1 of each, rep 2 of each, ...) so machine noise hits them alike; medians;
 - KV GB/s = bytes of K and V the attention must read (sum of context_lens * num_kv_heads * head_dim * 2 * itemsize)
-  / time, and % of this machine's read bandwidth measured in the same run (x.sum() over a >= 256 MB tensor).
+  / time, and % of this machine's read bandwidth measured in the same run (x.sum() over a >= 256 MB tensor), probed
+  again just before each case, so that a neighbour's load that comes and goes shifts both alike;
+- --cold reads COLD_MB before every timed call, so each impl starts from clean, cold caches: otherwise a small
+  case is served from cache, and the impl timed after sdpa pays for the dirty lines of sdpa's GQA copy;
+- under the table, per impl: its slowest case against sdpa and its lowest % of read bandwidth (the targets), and
+  the slowest case again comparing each impl's fastest rep with sdpa's (less of a busy neighbour's noise).
 
 "loop" (one Python step per token) runs only where B * context_len <= 16k (--quick: 512); "native" (the C kernel)
 only on a CPU with a C compiler; "triton" only on a CUDA GPU with the triton package.
@@ -39,6 +44,7 @@ from ..kv_cache import default_device, write_kv
 FULL_GRID = dict(batch=(1, 16, 64), context_len=(512, 2048), num_kv_heads=(8, 2), head_dim=(64, 128))
 QUICK_GRID = dict(batch=(1, 16), context_len=(512,), num_kv_heads=(8, 2), head_dim=(64,))
 BANDWIDTH_MB = 256  # size of the x.sum() tensor that measures read bandwidth
+COLD_MB = 64  # --cold: read before every timed call, twice a 32 MiB L3
 LOOP_MAX_TOKENS = 16 * 1024  # B * context_len above which the per-token loop is skipped (7-11 us per token)
 QUICK_LOOP_MAX_TOKENS = 512  # --quick: the loop only on the B=1 cases
 COLUMNS = ("B", "ctx", "heads", "d", "impl", "ok", "ms", "x sdpa", "x gather", "GB/s", "% bw")
@@ -69,6 +75,8 @@ class ImplResult:
     x_gather: float | None = None
     gbps: float | None = None
     pct_bw: float | None = None
+    ms_best: float | None = None  # the fastest rep: what the code can do when no neighbour takes the cores
+    x_sdpa_best: float | None = None  # ms_best / sdpa's ms_best
 
 
 @dataclass
@@ -76,6 +84,7 @@ class CaseResult:
     case: KernelCase
     kv_bytes: int  # K and V bytes one decode call must read
     results: list[ImplResult] = field(default_factory=list)
+    read_bw_gbps: float | None = None  # the x.sum() probe just before this case, which its % bw is relative to
 
 
 @dataclass
@@ -86,6 +95,7 @@ class KernelReport:
     cases: list[CaseResult]
     load_avg: float | None = None  # 1-minute load average at the start: > cores means shared, noisy timings
     omp_wait_policy: str | None = None  # OMP_WAIT_POLICY as set in the environment (None: the runtime's default)
+    cold: bool = False  # COLD_MB read before every timed call (see bench_case)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -154,19 +164,25 @@ def _callables(data: dict, impls: list[str]) -> dict:
     return fns
 
 
-def _time_interleaved(fns: dict, reps: int, warmup: int, device: torch.device) -> dict[str, float]:
-    """Median ms per callable; each rep runs every callable once, in turn."""
+def _time_interleaved(fns: dict, reps: int, warmup: int, device: torch.device,
+                      best: dict[str, float] | None = None, settle=None) -> dict[str, float]:
+    """Median ms per callable; each rep runs every callable once, in turn. `best`, when given, receives each
+    callable's fastest rep; `settle`, when given, runs untimed before every timed call."""
     for _ in range(warmup):
         for fn in fns.values():
             fn()
     times: dict[str, list[float]] = {name: [] for name in fns}
     for _ in range(reps):
         for name, fn in fns.items():
+            if settle is not None:
+                settle()
             _sync(device)
             t0 = time.perf_counter()
             fn()
             _sync(device)
             times[name].append((time.perf_counter() - t0) * 1e3)
+    if best is not None:
+        best.update({name: min(ts) for name, ts in times.items()})
     return {name: statistics.median(ts) for name, ts in times.items()}
 
 
@@ -179,8 +195,11 @@ def default_impls(device: torch.device) -> list[str]:
 
 
 def bench_case(case: KernelCase, impls: list[str], device: torch.device, read_bw: float, reps: int = 5,
-               warmup: int = 1, tol: float = 1e-4, loop_max_tokens: int = LOOP_MAX_TOKENS) -> CaseResult:
-    """Check, then time, every impl (and sdpa) on one case."""
+               warmup: int = 1, tol: float = 1e-4, loop_max_tokens: int = LOOP_MAX_TOKENS,
+               cold: bool = False) -> CaseResult:
+    """Check, then time, every impl (and sdpa) on one case. cold: read COLD_MB before every timed call, so each
+    starts with clean, cold caches (as a decode step does in a model whose KV outgrows them), not with the data
+    the previous call left (its own K/V, or the dirty lines of the copy another impl made)."""
     data = make_case_data(case, device)
     kv_bytes = 2 * case.batch * case.context_len * case.num_kv_heads * case.head_dim * data["keys"].element_size()
     lens = data["context_lens"].tolist()
@@ -189,7 +208,7 @@ def bench_case(case: KernelCase, impls: list[str], device: torch.device, read_bw
     if case.batch * case.context_len > loop_max_tokens:
         impls = [i for i in impls if i != "loop"]
     fns = _callables(data, impls)
-    result = CaseResult(case, kv_bytes)
+    result = CaseResult(case, kv_bytes, read_bw_gbps=read_bw)
     checked = {}
 
     def check(group: dict) -> None:
@@ -202,13 +221,17 @@ def bench_case(case: KernelCase, impls: list[str], device: torch.device, read_bw
     slow = {n: f for n, f in fns.items() if n == "loop"}
     fast = {n: f for n, f in fns.items() if n != "loop"}
     check(fast)
-    ms = _time_interleaved(fast, reps, warmup, device)
+    best: dict[str, float] = {}
+    flush = torch.ones(COLD_MB * (1 << 20) // 4, device=device) if cold else None
+    settle = flush.sum if cold else None
+    ms = _time_interleaved(fast, reps, warmup, device, best, settle)
     if slow:
         check(slow)
-        ms.update(_time_interleaved(slow, min(reps, 3), 0, device))
+        ms.update(_time_interleaved(slow, min(reps, 3), 0, device, best, settle))
     checked = {name: checked[name] for name in fns}  # report in ladder order
     for name, r in checked.items():
-        r.ms = ms[name]
+        r.ms, r.ms_best = ms[name], best[name]
+        r.x_sdpa_best = best[name] / best["sdpa"]
         r.x_sdpa = ms[name] / ms["sdpa"]
         r.x_gather = ms[name] / ms["gather"] if "gather" in ms else None
         r.gbps = kv_bytes / (ms[name] / 1e3) / 1e9
@@ -219,15 +242,18 @@ def bench_case(case: KernelCase, impls: list[str], device: torch.device, read_bw
 
 def run_kernel_bench(cases: list[KernelCase], impls: list[str] | None = None, device: str | None = None,
                      reps: int = 5, warmup: int = 1, bandwidth_mb: int = 256, loop_max_tokens: int = LOOP_MAX_TOKENS,
-                     log=None) -> KernelReport:
-    """The whole ladder; `log(text)` (optional) is called after each case."""
+                     log=None, cold: bool = False) -> KernelReport:
+    """The whole ladder; `log(text)` (optional) is called after each case; cold: see `bench_case`."""
     dev = torch.device(device) if device else default_device()
     impls = default_impls(dev) if impls is None else impls
     read_bw = read_bandwidth_gbps(dev, bandwidth_mb)
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
-    report = KernelReport(str(dev), torch.get_num_threads(), read_bw, [], load, os.environ.get("OMP_WAIT_POLICY"))
+    report = KernelReport(str(dev), torch.get_num_threads(), read_bw, [], load, os.environ.get("OMP_WAIT_POLICY"),
+                          cold)
     for case in cases:
-        report.cases.append(bench_case(case, impls, dev, read_bw, reps, warmup, loop_max_tokens=loop_max_tokens))
+        case_bw = read_bandwidth_gbps(dev, bandwidth_mb, reps=3)  # the machine's load now, not at the start
+        report.cases.append(bench_case(case, impls, dev, case_bw, reps, warmup, loop_max_tokens=loop_max_tokens,
+                                       cold=cold))
         if log:
             log(format_rows([report.cases[-1]], header=len(report.cases) == 1))
     return report
@@ -256,17 +282,45 @@ def format_rows(cases: list[CaseResult], header: bool = True) -> str:
     return "\n".join(lines)
 
 
+def worst_cases(cases: list[CaseResult]) -> list[str]:
+    """One line per impl (sdpa aside): its slowest case relative to sdpa and its lowest % of read bandwidth."""
+    def name(c: CaseResult) -> str:
+        return f"B={c.case.batch} ctx={c.case.context_len} {c.case.num_heads}/{c.case.num_kv_heads} d={c.case.head_dim}"
+
+    lines = []
+    impls = dict.fromkeys(r.impl for c in cases for r in c.results if r.impl != "sdpa")
+    for impl in impls:
+        rows = [(r, c) for c in cases for r in c.results if r.impl == impl and r.ms is not None]
+        slow, slow_case = max(rows, key=lambda rc: rc[0].x_sdpa)
+        low, low_case = min(rows, key=lambda rc: rc[0].pct_bw)
+        lines.append(f"{impl}: slowest {slow.x_sdpa:.2f}x sdpa ({name(slow_case)}); lowest {low.pct_bw:.0f}% of read "
+                     f"bandwidth ({name(low_case)}); {sum(r.x_sdpa <= 1 for r, _ in rows)}/{len(rows)} cases no "
+                     f"slower than sdpa, {sum(r.pct_bw >= 85 for r, _ in rows)}/{len(rows)} at >= 85%")
+        best = [(r, c) for r, c in rows if r.x_sdpa_best is not None]
+        if best:  # on a busy machine the medians carry the neighbours' load; the fastest reps much less of it
+            slow, slow_case = max(best, key=lambda rc: rc[0].x_sdpa_best)
+            lines.append(f"{impl}, fastest reps: slowest {slow.x_sdpa_best:.2f}x sdpa ({name(slow_case)}); "
+                         f"{sum(r.x_sdpa_best <= 1 for r, _ in best)}/{len(best)} cases no slower than sdpa")
+    return lines
+
+
 def format_report(report: KernelReport) -> str:
     """The aligned table under a header about the machine (and a warning when its cores were oversubscribed)."""
     head = (f"device {report.device}, {report.threads} threads, read bandwidth {report.read_bw_gbps:.1f} GB/s "
             f"(x.sum()); fp32, block_size 16, shuffled block tables; ms = median")
+    if report.cold:
+        head += f"; cold caches ({COLD_MB} MB read before every timed call)"
+    probes = [c.read_bw_gbps for c in report.cases if c.read_bw_gbps]
+    if probes:
+        head += f"\n% bw relative to a probe before each case: {min(probes):.1f}-{max(probes):.1f} GB/s"
+
     if report.load_avg is not None:
         head += f"\nload average {report.load_avg:.1f}, OMP_WAIT_POLICY {report.omp_wait_policy or 'unset'}"
         cores = os.cpu_count() or 1
         if report.device == "cpu" and report.threads > 1 and report.load_avg > cores and not report.omp_wait_policy:
             head += (f"\nwarning: load {report.load_avg:.1f} > {cores} cores: spinning OpenMP threads inflate impls "
                      "that run many ops (fused, loop); rerun with OMP_WAIT_POLICY=passive or --threads 1")
-    return head + "\n" + format_rows(report.cases)
+    return "\n".join([head, format_rows(report.cases), *worst_cases(report.cases)])
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -277,6 +331,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--reps", type=int, default=None, help="timed reps per impl (default 5, quick 3)")
     p.add_argument("--device", default=None, help="cpu or cuda (default: cuda when available)")
     p.add_argument("--threads", type=int, default=None, help="torch.set_num_threads (default: leave as is)")
+    p.add_argument("--cold", action="store_true", help=f"read {COLD_MB} MB before every timed call: each starts "
+                   "with clean, cold caches, as a decode step in a model whose KV outgrows them")
     for name in ("batch", "context_len", "num_kv_heads", "head_dim"):
         p.add_argument(f"--{name.replace('_', '-')}", default=None, metavar="N[,N...]",
                        help=f"only these {name} values (default: the grid's)")
@@ -299,6 +355,6 @@ def main(argv: list[str] | None = None) -> int:
     log(f"threads {torch.get_num_threads()}; measuring read bandwidth, then {len(cases)} cases")
     loop_max = QUICK_LOOP_MAX_TOKENS if args.quick else LOOP_MAX_TOKENS
     report = run_kernel_bench(cases, impls, args.device, reps=reps, bandwidth_mb=BANDWIDTH_MB,
-                              loop_max_tokens=loop_max, log=log)
+                              loop_max_tokens=loop_max, log=log, cold=args.cold)
     print(json.dumps(report.to_dict(), indent=1) if args.json else format_report(report))
     return 0 if all(r.ok for c in report.cases for r in c.results) else 1

@@ -211,3 +211,45 @@ def test_triton_errors_are_clear():
     lines = proc.stdout.strip().splitlines()
     assert lines[0].startswith("ValueError") and "power of two" in lines[0]
     assert lines[1].startswith("RuntimeError") and "TRITON_INTERPRET=1" in lines[1]
+
+
+def test_bench_summary_names_each_impls_worst_case():
+    """`bench kernels` ends its table with one line per impl: the case slowest against sdpa and the case lowest in
+    % of read bandwidth (the issue's two targets), and the slowest again by fastest reps. Hand-made results, so the
+    expected lines do not come from timing."""
+    from paged.bench.kernels import CaseResult, ImplResult, KernelCase, worst_cases
+
+    def case(batch, native_x, native_pct, native_best):
+        return CaseResult(KernelCase(batch, 512, 8, 2, 64), 1, [
+            ImplResult("sdpa", True, 0.0, ms=1.0, x_sdpa=1.0, pct_bw=50.0, ms_best=1.0, x_sdpa_best=1.0),
+            ImplResult("native", True, 0.0, ms=native_x, x_sdpa=native_x, pct_bw=native_pct, ms_best=native_best,
+                       x_sdpa_best=native_best)])
+
+    lines = worst_cases([case(1, 1.25, 90.0, 0.9), case(16, 0.5, 70.0, 1.1)])
+    assert lines == [
+        "native: slowest 1.25x sdpa (B=1 ctx=512 8/2 d=64); lowest 70% of read bandwidth (B=16 ctx=512 8/2 d=64); "
+        "1/2 cases no slower than sdpa, 1/2 at >= 85%",
+        "native, fastest reps: slowest 1.10x sdpa (B=16 ctx=512 8/2 d=64); 1/2 cases no slower than sdpa"]
+
+
+def test_bench_cold_reads_a_flush_buffer_before_every_timed_call(monkeypatch):
+    """`bench kernels --cold`: an untimed read of COLD_MB runs before each timed call of each impl (and sdpa), so
+    none starts with the cache the previous call left; without --cold, none runs."""
+    from paged.bench import kernels
+
+    monkeypatch.setattr(kernels, "COLD_MB", 1)
+    calls = []
+    timed = kernels._time_interleaved
+
+    def spy(fns, reps, warmup, device, best=None, settle=None):
+        calls.append((len(fns) * reps, settle))
+        counted = None if settle is None else (lambda: calls.append("settle") or settle())
+        return timed(fns, reps, warmup, device, best, counted)
+
+    monkeypatch.setattr(kernels, "_time_interleaved", spy)
+    case = kernels.KernelCase(1, 40, 4, 2, 16)
+    for cold in (False, True):
+        calls.clear()
+        kernels.bench_case(case, ["gather"], torch.device("cpu"), 10.0, reps=3, warmup=0, cold=cold)
+        assert calls.count("settle") == (2 * 3 if cold else 0)
+        assert (calls[0][1] is not None) == cold

@@ -124,16 +124,18 @@ def test_failed_build_is_reported(fresh_native, monkeypatch):
         native._load()
 
 
-@pytest.mark.parametrize("threads_flag", ["-fopenmp", "-pthread"])
-def test_kernel_stays_inside_its_buffers_under_address_sanitizer(tmp_path, threads_flag):
+@pytest.mark.parametrize("threads_flag, prefetch_min", [("-fopenmp", None), ("-pthread", "0")])
+def test_kernel_stays_inside_its_buffers_under_address_sanitizer(tmp_path, threads_flag, prefetch_min):
     """tests/paged/native_asan.c calls the kernel on exact-size heap buffers (192 cases: every dtype, GQA/MQA, odd
     head_dims and block sizes, ragged -1 padded int32/int64 tables, 1 or 3 threads, split heads, partitions and
     none) built with AddressSanitizer and UBSan: any read or write outside them aborts. Each case is also checked
-    against plain attention in C; a bad block id and a context_len past the table are refused."""
+    against plain attention in C; a bad block id and a context_len past the table are refused. The pthread build
+    prefetches the next block on every call (PREFETCH_MIN_BYTES=0), the OpenMP build on none of these small ones."""
     cc = native_build.compiler()
     assert cc, "a C compiler is needed (apt-get install gcc)"
     exe = tmp_path / "native_asan"
-    build = subprocess.run([*cc, "-O1", "-g", "-march=native", threads_flag, "-fsanitize=address,undefined",
+    defines = [f"-DPREFETCH_MIN_BYTES={prefetch_min}"] if prefetch_min is not None else []
+    build = subprocess.run([*cc, "-O1", "-g", "-march=native", threads_flag, *defines, "-fsanitize=address,undefined",
                             "-fno-sanitize-recover=undefined", "-fno-omit-frame-pointer", "-o", str(exe),
                             str(Path(__file__).with_name("native_asan.c")), "-lm"], capture_output=True, text=True)
     assert build.returncode == 0, build.stderr
@@ -157,17 +159,84 @@ def test_partitioned_contexts_match_the_reference(monkeypatch, threads, partitio
     assert rel_err(out, reference(query, keys, values, lens)) < 1e-12
 
 
-@pytest.mark.parametrize("batch, num_kv_heads, threads_, cut", [
-    (16, 8, 2, False), (4, 2, 2, False), (1, 8, 2, False), (1, 2, 2, True), (1, 1, 2, True), (2, 1, 8, True),
-    (1, 1, 1, False),
+@pytest.mark.parametrize("batch, num_kv_heads, threads_, max_blocks, head_chunks, parts", [
+    (16, 8, 2, 128, 1, 1),  # enough sequences: no cutting
+    (2, 8, 2, 128, 1, 1),   # one sequence per thread
+    (5, 8, 2, 128, 1, 1),   # at least two per thread: at most one more on one thread
+    (1, 8, 2, 128, 1, 2),   # one long sequence, MHA: partitions, whole rows (vLLM's v2)
+    (3, 8, 2, 128, 1, 2),   # 3 sequences on 2 threads: 6 items
+    (2, 8, 3, 128, 1, 3),
+    (1, 8, 2, 32, 2, 1),    # 512 tokens, two partitions' worth: heads first
+    (1, 2, 2, 128, 2, 1),   # GQA: heads first
+    (1, 2, 8, 128, 2, 4),   # ... then partitions
+    (1, 1, 8, 128, 1, 8),   # MQA: one kv head, so partitions
+    (1, 1, 2, 16, 1, 1),    # nothing to cut
+    (1, 1, 1, 128, 1, 1),   # one thread
 ])
-def test_plan_work_gives_every_thread_work(batch, num_kv_heads, threads_, cut):
-    """A batch with too few sequences is cut into kv-head ranges, then (with more than one thread) into partitions
-    of at least MIN_PARTITION_TOKENS, until there are about two items per thread."""
-    max_blocks, block_size = 128, 16
-    head_chunks, partition_blocks = native.plan_work(batch, num_kv_heads, max_blocks, block_size, threads_)
-    assert 1 <= head_chunks <= num_kv_heads and (partition_blocks > 0) == cut
-    if cut:
-        parts = -(-max_blocks // partition_blocks)
-        assert partition_blocks * block_size >= native.MIN_PARTITION_TOKENS
-        assert batch * head_chunks * parts >= 2 * threads_
+def test_plan_work_gives_each_thread_equal_items(batch, num_kv_heads, threads_, max_blocks, head_chunks, parts):
+    """The fewest equal items that share evenly over the threads (block_size 16, 8 query heads): GQA and short
+    contexts cut kv heads first, long MHA contexts partitions of at least MIN_PARTITION_TOKENS first."""
+    got_chunks, partition_blocks = native.plan_work(batch, 8, num_kv_heads, max_blocks, 16, threads_)
+    got_parts = -(-max_blocks // partition_blocks) if partition_blocks else 1
+    assert (got_chunks, got_parts) == (head_chunks, parts)
+    assert partition_blocks == 0 or partition_blocks * 16 >= native.MIN_PARTITION_TOKENS
+    items = batch * got_chunks * got_parts
+    assert items % threads_ == 0 or items >= 2 * threads_ or (num_kv_heads, max_blocks) == (1, 16)
+
+
+def _recording_kernel(monkeypatch) -> list[tuple]:
+    """Wrap the loaded C function; returns the list its (threads, head_chunks, partition_blocks) calls go to."""
+    fn, calls = native._load(), []
+
+    def record(*args):
+        calls.append(args[1:4])
+        return fn(*args)
+
+    monkeypatch.setitem(native._state, "fn", record)
+    return calls
+
+
+@pytest.mark.parametrize("block_size", [1, 32, 128])
+@pytest.mark.parametrize("num_heads, num_kv_heads", [(8, 2), (8, 8), (4, 1)])
+def test_planned_partitions_around_their_boundaries(threads, monkeypatch, block_size, num_heads, num_kv_heads):
+    """One sequence on 2, 3 or 8 threads, as planned (no override): contexts one token short of, at and one past a
+    partition boundary, so the planned cut gives 1, 2 and many partitions (with or without split heads), the last
+    one holding a single token or a full partition; GQA, MHA and MQA; block_size 1, 32 and 128. Each matches the
+    reference."""
+    calls = _recording_kernel(monkeypatch)
+    monkeypatch.setattr(native, "SMALL_WORK_BYTES", 0)  # keep the threads on these small contexts
+    p = native.MIN_PARTITION_TOKENS
+    parts_seen = set()
+    for num_threads, n in [(2, p - 1), (2, 2 * p), (2, 2 * p + 1), (3, 3 * p), (8, 4 * p - 1), (8, 8 * p + 1)]:
+        threads(num_threads)
+        query, kc, vc, tables, keys, values = build(num_heads, num_kv_heads, 32, block_size, [n], torch.float32,
+                                                    seed=n)
+        out = paged_attention_decode(query, kc, vc, tables, [n], impl="native")
+        assert rel_err(out, reference(query, keys, values, [n])) < 1e-5, (num_threads, n)
+        partition_blocks = calls[-1][2]
+        parts_seen.add(-(-(-(-n // block_size)) // partition_blocks) if partition_blocks else 1)
+    assert {1, 2} <= parts_seen and max(parts_seen) >= 4
+
+
+def test_tiny_work_stays_on_one_thread(threads, monkeypatch):
+    """Below SMALL_WORK_BYTES of K/V the kernel is asked for one thread (starting a team costs more than the work);
+    above, for torch's thread count. Both match the reference."""
+    calls = _recording_kernel(monkeypatch)
+    threads(2)
+    for lens in ([20], [600]):
+        query, kc, vc, tables, keys, values = build(8, 2, 64, 16, lens, torch.float32)
+        out = paged_attention_decode(query, kc, vc, tables, lens, impl="native")
+        assert rel_err(out, reference(query, keys, values, lens)) < 1e-5
+    assert [c[0] for c in calls] == [1, 2]
+
+
+def test_a_call_too_big_for_the_caches_prefetches_and_matches(threads):
+    """Two sequences of 1100 and 1053 tokens, 2 kv heads of 128 floats: 4.4 MB of K/V, past PREFETCH_MIN_BYTES, so
+    every block's successor is prefetched while it is read (shuffled blocks, a -1 padded table); GQA 8/2, 2 threads."""
+    threads(2)
+    lens = [1100, 1053]
+    query, kc, vc, tables, keys, values = build(8, 2, 128, 16, lens, torch.float32)
+    assert sum(lens) * 2 * 128 * 2 * 4 >= 4 << 20
+    out = paged_attention_decode(query, kc, vc, tables, lens, impl="native")
+    assert rel_err(out, reference(query, keys, values, lens)) < 1e-5
+
