@@ -79,84 +79,93 @@ def move(by: int | None = None, to: int | None = None) -> bool:
     return new != now
 
 
-bar = playback_bar(ctx, knobs, Stepper(
-    "gather", step_key="gather.next", step_label=ctx.t("next"), position=step, total=context_len,
-    can_forward=step < context_len, can_back=step > 0, forward=lambda: move(by=1), back=lambda: move(by=-1)))
-bar.row.button(ctx.t("all"), key="gather.all", disabled=step >= context_len, icon=":material/fast_forward:",
-               on_click=move, kwargs={"to": context_len})
-bar.row.button(ctx.t("common.reset"), key="gather.reset", icon=":material/restart_alt:", on_click=move,
-               kwargs={"to": 0})
-knobs.set_state("step", step)
-knobs.sync_url(ctx.lang, step=step)
+@st.fragment
+def gather_view() -> None:
+    """Everything a step, All or Reset changes (st.fragment): these rerun only this part, not the page
+    setup, the sidebar and the scene above it. It reads the step afresh from session_state."""
+    step = min(knobs.state("step", 0, ui.int_in(0, 512)), context_len)
+    bar = playback_bar(ctx, knobs, Stepper(
+        "gather", step_key="gather.next", step_label=ctx.t("next"), position=step, total=context_len,
+        can_forward=step < context_len, can_back=step > 0, forward=lambda: move(by=1), back=lambda: move(by=-1)))
+    bar.row.button(ctx.t("all"), key="gather.all", disabled=step >= context_len, icon=":material/fast_forward:",
+                   on_click=move, kwargs={"to": context_len})
+    bar.row.button(ctx.t("common.reset"), key="gather.reset", icon=":material/restart_alt:", on_click=move,
+                   kwargs={"to": 0})
+    knobs.set_state("step", step)
+    knobs.sync_url(ctx.lang, step=step)
 
-current = scene.addresses[step - 1] if step else None
-if current:
-    chain = chain_figure(current, block_size, scene.block_table,
-                         title=ctx.t("current_read", step=step, token_index=current.token_index))
-    ui.show_figure(chain, "gather.chain")
-    bar.say(ctx.t("current_read", step=step, token_index=current.token_index))
-else:
-    st.info(ctx.t("press_next"), icon=":material/touch_app:")
-    bar.say(ctx.t("press_next"))
-pool = pool_figure(config.num_blocks, block_size, {0: scene.block_table}, {0: context_len},
-                   highlight=[current.slot] if current else [], read=scene.read_slots(step - 1),
-                   title=ctx.t("pool_title", num_blocks=config.num_blocks, block_table=short(scene.block_table)))
-pool_col, note_col = st.columns([3, 1])
-ui.show_figure(pool, "gather.pool", where=pool_col)
-ui.notice(ctx, ctx.t("pool_notice"), where=note_col)
-
-keys, _ = scene.gathered(step)  # what the loop has produced so far: [step, num_kv_heads, head_dim]
-strip = kv_strip_figure(scene.addresses, step, title=ctx.t("strip_title", shape=list(keys.shape)))
-ui.show_figure(strip, "gather.strip")
-with st.expander(ctx.t("loop_heading")):
-    st.code(inspect.getsource(gather_kv_loop), language="python")
-
-# --- attention over the gathered K/V, checked against the contiguous cache ----------------------------------------
-if step < context_len:
-    st.info(ctx.t("attend_after", remaining=context_len - step), icon=":material/hourglass_top:")
-else:
-    result = scene.result()
-    st.subheader(ctx.t("attend_heading"))
-    fig_col, note_col = st.columns([3, 1])
-    if mode == "decode":
-        ui.show_figure(weights_figure(result.weights, title=ctx.t("weights_title")), "gather.weights", where=fig_col)
-        ui.notice(ctx, ctx.t("weights_notice", group=num_heads // num_kv_heads), where=note_col)
-        fig_col, note_col = st.columns([3, 1])
-        output = diverging_figure(result.paged.float(), title=ctx.t("output_title"), x_title="head_dim",
-                                  y_title="head")
-        ui.show_figure(output, "gather.output", where=fig_col)
-        ui.notice(ctx, ctx.t("output_notice"), where=note_col)
-        diff = result.paged.double() - result.reference  # [num_heads, head_dim]
-        diff_rows = [f"h{h}" for h in range(num_heads)]
+    current = scene.addresses[step - 1] if step else None
+    if current:
+        chain = chain_figure(current, block_size, scene.block_table,
+                             title=ctx.t("current_read", step=step, token_index=current.token_index))
+        ui.show_figure(chain, "gather.chain")
+        bar.say(ctx.t("current_read", step=step, token_index=current.token_index))
     else:
-        rows = min(q_len, MAX_ROWS)
-        first = context_len - rows
-        if rows < q_len:
-            fig_col.caption(ctx.t("rows_cut", rows=rows, q_len=q_len))
-        ui.show_figure(mask_figure(rows, context_len, title=ctx.t("mask_title")), "gather.mask", where=fig_col)
-        ui.notice(ctx, ctx.t("mask_notice", start=context_len - q_len), where=note_col)
+        st.info(ctx.t("press_next"), icon=":material/touch_app:")
+        bar.say(ctx.t("press_next"))
+    pool = pool_figure(config.num_blocks, block_size, {0: scene.block_table}, {0: context_len},
+                       highlight=[current.slot] if current else [], read=scene.read_slots(step - 1),
+                       title=ctx.t("pool_title", num_blocks=config.num_blocks, block_table=short(scene.block_table)))
+    pool_col, note_col = st.columns([3, 1])
+    ui.show_figure(pool, "gather.pool", where=pool_col)
+    ui.notice(ctx, ctx.t("pool_notice"), where=note_col)
+
+    keys, _ = scene.gathered(step)  # what the loop has produced so far: [step, num_kv_heads, head_dim]
+    strip = kv_strip_figure(scene.addresses, step, title=ctx.t("strip_title", shape=list(keys.shape)))
+    ui.show_figure(strip, "gather.strip")
+    with st.expander(ctx.t("loop_heading")):
+        st.code(inspect.getsource(gather_kv_loop), language="python")
+
+    # --- attention over the gathered K/V, checked against the contiguous cache ----------------------------------------
+    if step < context_len:
+        st.info(ctx.t("attend_after", remaining=context_len - step), icon=":material/hourglass_top:")
+    else:
+        result = scene.result()
+        st.subheader(ctx.t("attend_heading"))
         fig_col, note_col = st.columns([3, 1])
-        head = note_col.selectbox(ctx.t("head"), list(range(num_heads)), key="gather.head")
-        weights = weights_figure(result.weights[head, -rows:], title=ctx.t("prefill_weights_title", head=head),
-                                 y_labels=[f"q{first + i}" for i in range(rows)], y_title="query")
-        ui.show_figure(weights, "gather.weights", where=fig_col)
-        note_col.metric(ctx.t("future_weight"), f"{result.future_weight:.1%}", help=ctx.t("future_help"))
-        ui.notice(ctx, ctx.t("prefill_notice"), where=note_col)
-        diff = (result.paged.double() - result.reference)[-rows:, head]  # [rows, head_dim]
-        diff_rows = [f"q{first + i}" for i in range(rows)]
+        if mode == "decode":
+            ui.show_figure(weights_figure(result.weights, title=ctx.t("weights_title")), "gather.weights",
+                           where=fig_col)
+            ui.notice(ctx, ctx.t("weights_notice", group=num_heads // num_kv_heads), where=note_col)
+            fig_col, note_col = st.columns([3, 1])
+            output = diverging_figure(result.paged.float(), title=ctx.t("output_title"), x_title="head_dim",
+                                      y_title="head")
+            ui.show_figure(output, "gather.output", where=fig_col)
+            ui.notice(ctx, ctx.t("output_notice"), where=note_col)
+            diff = result.paged.double() - result.reference  # [num_heads, head_dim]
+            diff_rows = [f"h{h}" for h in range(num_heads)]
+        else:
+            rows = min(q_len, MAX_ROWS)
+            first = context_len - rows
+            if rows < q_len:
+                fig_col.caption(ctx.t("rows_cut", rows=rows, q_len=q_len))
+            ui.show_figure(mask_figure(rows, context_len, title=ctx.t("mask_title")), "gather.mask", where=fig_col)
+            ui.notice(ctx, ctx.t("mask_notice", start=context_len - q_len), where=note_col)
+            fig_col, note_col = st.columns([3, 1])
+            head = note_col.selectbox(ctx.t("head"), list(range(num_heads)), key="gather.head")
+            weights = weights_figure(result.weights[head, -rows:], title=ctx.t("prefill_weights_title", head=head),
+                                     y_labels=[f"q{first + i}" for i in range(rows)], y_title="query")
+            ui.show_figure(weights, "gather.weights", where=fig_col)
+            note_col.metric(ctx.t("future_weight"), f"{result.future_weight:.1%}", help=ctx.t("future_help"))
+            ui.notice(ctx, ctx.t("prefill_notice"), where=note_col)
+            diff = (result.paged.double() - result.reference)[-rows:, head]  # [rows, head_dim]
+            diff_rows = [f"q{first + i}" for i in range(rows)]
 
-    st.subheader(ctx.t("common.check"))
-    m1, m2, m3, m4 = st.columns(4)
-    m1.metric(ctx.t("common.max_abs_err"), f"{result.max_abs_err:.2e}")
-    m2.metric(ctx.t("common.rel_err"), f"{result.rel_err:.2e}")
-    m3.metric(ctx.t("common.tolerance", dtype=dtype), f"{result.tolerance:.0e}")
-    m4.metric(ctx.t("verdict"), ctx.t("common.ok") if result.ok else ctx.t("common.not_ok"))
-    fig_col, note_col = st.columns([3, 1])
-    diff_fig = diverging_figure(diff.float(), title=ctx.t("diff_title"), y_labels=diff_rows, x_title="head_dim")
-    ui.show_figure(diff_fig, "gather.diff", where=fig_col)
-    ui.notice(ctx, ctx.t("bitwise_yes" if result.bitwise_equal else "bitwise_no", dtype=dtype), where=note_col)
+        st.subheader(ctx.t("common.check"))
+        m1, m2, m3, m4 = st.columns(4)
+        m1.metric(ctx.t("common.max_abs_err"), f"{result.max_abs_err:.2e}")
+        m2.metric(ctx.t("common.rel_err"), f"{result.rel_err:.2e}")
+        m3.metric(ctx.t("common.tolerance", dtype=dtype), f"{result.tolerance:.0e}")
+        m4.metric(ctx.t("verdict"), ctx.t("common.ok") if result.ok else ctx.t("common.not_ok"))
+        fig_col, note_col = st.columns([3, 1])
+        diff_fig = diverging_figure(diff.float(), title=ctx.t("diff_title"), y_labels=diff_rows, x_title="head_dim")
+        ui.show_figure(diff_fig, "gather.diff", where=fig_col)
+        ui.notice(ctx, ctx.t("bitwise_yes" if result.bitwise_equal else "bitwise_no", dtype=dtype), where=note_col)
 
-# --- break it: the same attention with the mask removed or context_len off by one ------------------------------
-show_gather_breaks(ctx, scene, step, no_mask, ctx_off)
+    # --- break it: the same attention with the mask removed or context_len off by one ------------------------------
+    show_gather_breaks(ctx, scene, step, no_mask, ctx_off)
 
-ui.export_button(ctx, scene.trace(step), "gather_trace.json", key="gather.export")
+    ui.export_button(ctx, lambda: scene.trace(step), "gather_trace.json", key="gather.export")
+
+
+gather_view()

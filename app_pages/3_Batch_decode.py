@@ -66,92 +66,99 @@ def reset() -> None:
     st.session_state["batch.demo"] = BatchDemo(demo_now().config)
 
 
-arm_wrong_slot(demo)  # break it: when switched on, the next decode writes one token to the wrong slot
+@st.fragment
+def batch_view() -> None:
+    """Everything a decode, Back, Finish, Add or Reset changes (st.fragment): these rerun only this part, not
+    the page setup and the sidebar above it. It reads the demo afresh from session_state."""
+    demo = demo_now()
+    arm_wrong_slot(demo)  # break it: when switched on, the next decode writes one token to the wrong slot
 
-running = [s.seq_id for s in demo.playground.running()]
-if st.session_state.get("batch.target") not in running:  # finished, or gone with a settings change
-    st.session_state["batch.target"] = running[0] if running else None
+    running = [s.seq_id for s in demo.playground.running()]
+    if st.session_state.get("batch.target") not in running:  # finished, or gone with a settings change
+        st.session_state["batch.target"] = running[0] if running else None
+
+    def finish_shown() -> None:
+        """Finish the sequence the selector shows (the value the learner saw when clicking)."""
+        if st.session_state.get("batch.target") is not None:
+            demo_now().apply(f"f{st.session_state['batch.target']}")
+
+    bar = playback_bar(ctx, knobs, Stepper(
+        "batch", step_key="batch.decode", step_label=ctx.t("decode"), position=len(demo.ops), can_forward=bool(running),
+        can_back=bool(demo.ops), forward=lambda: demo_now().apply("d").ok, back=undo_last))
+    row = st.container(horizontal=True, vertical_alignment="bottom", gap="small")
+    row.selectbox(ctx.t("which"), running, format_func=seq_label, key="batch.target", disabled=not running, width=130,
+                  placeholder=ctx.t("none_running"))
+    row.button(ctx.t("finish"), key="batch.finish", disabled=not running, icon=":material/stop:", on_click=finish_shown)
+    # no min/max: a length out of range reaches BatchDemo.add, which refuses it by name (a bounded input would silently
+    # keep its old value)
+    row.number_input(ctx.t("new_len"), value=5, step=1, key="batch.new_len", width=150,
+                     help=ctx.t("new_len_help", hi=MAX_PROMPT_LEN))
+    row.button(ctx.t("add"), key="batch.add", icon=":material/add:",
+               on_click=lambda: demo_now().add(int(st.session_state["batch.new_len"])))
+    row.button(ctx.t("common.reset"), key="batch.reset", icon=":material/restart_alt:", on_click=reset)
+    wrong_slot_controls(ctx, knobs, demo)
+    if quiz_on:  # predict, then reveal: who takes a new block at the next decode?
+        ui.quiz.show(ctx, "batch", (config, tuple(demo.ops)), lambda seed: batch_question(demo, seed),
+                     "quiz.none_batch")
+    knobs.sync_url(ctx.lang, ops=",".join(demo.ops))
+
+    # --- what the last operation did ----------------------------------------------------------------------------------
+    event = demo.last_event
+    label = seq_label  # 0, 1, 2 -> A, B, C
+    if event.kind == "start":
+        said = ctx.t("start_seed" if demo.used_seed_tables else "start_free_list")
+        st.info(said, icon=":material/flag:")
+        if not event.ok:
+            st.warning(ctx.t("start_short", detail=event.detail), icon=":material/warning:")
+    elif not event.ok:
+        said = ctx.t(f"refused_{event.kind}_{event.reason}", detail=event.detail, **event.counts,
+                     seq=label(event.seq_id) if event.seq_id is not None else "")
+        st.warning(said, icon=":material/back_hand:")
+    elif event.kind == "decode":
+        writes = ", ".join(f"{label(s)} → slot {slot}" for s, slot in event.written.items())
+        said = ctx.t("decoded", step=len(demo.ops), writes=writes)
+        st.success(said, icon=":material/edit_note:")
+        for s, blocks in event.new_blocks.items():
+            st.info(ctx.t("new_block", seq=label(s), blocks=", ".join(map(str, blocks)),
+                          block_size=block_size), icon=":material/add_box:")
+    elif event.kind == "finish":
+        said = ctx.t("finished", seq=label(event.seq_id), blocks=event.freed)
+        st.success(said, icon=":material/flag:")
+    elif event.kind == "add":
+        said = ctx.t("added", seq=label(event.seq_id), blocks=event.new_blocks[event.seq_id])
+        st.success(said, icon=":material/add:")
+    bar.say(said)
+
+    # --- the pool and the mappings ------------------------------------------------------------------------------------
+    tables, lens = demo.tables(), demo.context_lens()
+    pg = demo.playground
+    written = list(event.written.values()) if event.kind == "decode" and event.ok else []
+    pool = pool_figure(num_blocks, block_size, tables, lens, highlight=written,
+                       title=ctx.t("pool_title", free=pg.manager.num_free_blocks, num_blocks=num_blocks))
+    fig_col, note_col = st.columns([3, 1])
+    ui.show_figure(pool, "batch.pool", where=fig_col)
+    with note_col:
+        ui.notice(ctx, ctx.t("pool_notice"))
+        st.markdown(f"**{ctx.t('free_list')}** `{list(pg.manager.free_block_ids)}`")
+    new_blocks = event.new_blocks if event.kind == "decode" else {}
+    mapping = mapping_figure(tables, lens, block_size, num_blocks, title=ctx.t("mapping_title"), new_blocks=new_blocks)
+    fig_col, note_col = st.columns([3, 1])
+    ui.show_figure(mapping, "batch.mapping", where=fig_col)
+    ui.notice(ctx, ctx.t("mapping_notice"), where=note_col)
+
+    # --- paged vs contiguous, per sequence ----------------------------------------------------------------------------
+    st.subheader(ctx.t("common.check"))
+    rows = [{ctx.t("seq"): label(c.seq_id), "block_table": str(tables[c.seq_id]), "context_len": c.context_len,
+             ctx.t("common.max_abs_err"): f"{c.max_abs_err:.2e}", ctx.t("common.rel_err"): f"{c.rel_err:.2e}",
+             ctx.t("verdict"): ctx.t("common.ok") if c.ok else ctx.t("common.not_ok")} for c in demo.checks]
+    table_col, note_col = st.columns([3, 1])
+    if rows:
+        table_col.dataframe(rows, hide_index=True, key="batch.checks", on_select="ignore")
+    else:
+        table_col.info(ctx.t("nothing_running"))
+    ui.notice(ctx, ctx.t("check_notice", tolerance=f"{tolerance(DTYPES[dtype]):.0e}", dtype=dtype), where=note_col)
+
+    ui.export_button(ctx, demo.trace, "batch_trace.json", key="batch.export")
 
 
-def finish_shown() -> None:
-    """Finish the sequence the selector shows (the value the learner saw when clicking)."""
-    if st.session_state.get("batch.target") is not None:
-        demo_now().apply(f"f{st.session_state['batch.target']}")
-
-
-bar = playback_bar(ctx, knobs, Stepper(
-    "batch", step_key="batch.decode", step_label=ctx.t("decode"), position=len(demo.ops), can_forward=bool(running),
-    can_back=bool(demo.ops), forward=lambda: demo_now().apply("d").ok, back=undo_last))
-row = st.container(horizontal=True, vertical_alignment="bottom", gap="small")
-row.selectbox(ctx.t("which"), running, format_func=seq_label, key="batch.target", disabled=not running, width=130,
-              placeholder=ctx.t("none_running"))
-row.button(ctx.t("finish"), key="batch.finish", disabled=not running, icon=":material/stop:", on_click=finish_shown)
-# no min/max: a length out of range reaches BatchDemo.add, which refuses it by name (a bounded input would silently
-# keep its old value)
-row.number_input(ctx.t("new_len"), value=5, step=1, key="batch.new_len", width=150,
-                 help=ctx.t("new_len_help", hi=MAX_PROMPT_LEN))
-row.button(ctx.t("add"), key="batch.add", icon=":material/add:",
-           on_click=lambda: demo_now().add(int(st.session_state["batch.new_len"])))
-row.button(ctx.t("common.reset"), key="batch.reset", icon=":material/restart_alt:", on_click=reset)
-wrong_slot_controls(ctx, knobs, demo)
-if quiz_on:  # predict, then reveal: who takes a new block at the next decode?
-    ui.quiz.show(ctx, "batch", (config, tuple(demo.ops)), lambda seed: batch_question(demo, seed), "quiz.none_batch")
-knobs.sync_url(ctx.lang, ops=",".join(demo.ops))
-
-# --- what the last operation did ----------------------------------------------------------------------------------
-event = demo.last_event
-label = seq_label  # 0, 1, 2 -> A, B, C
-if event.kind == "start":
-    said = ctx.t("start_seed" if demo.used_seed_tables else "start_free_list")
-    st.info(said, icon=":material/flag:")
-    if not event.ok:
-        st.warning(ctx.t("start_short", detail=event.detail), icon=":material/warning:")
-elif not event.ok:
-    said = ctx.t(f"refused_{event.kind}_{event.reason}", detail=event.detail, **event.counts,
-                 seq=label(event.seq_id) if event.seq_id is not None else "")
-    st.warning(said, icon=":material/back_hand:")
-elif event.kind == "decode":
-    writes = ", ".join(f"{label(s)} → slot {slot}" for s, slot in event.written.items())
-    said = ctx.t("decoded", step=len(demo.ops), writes=writes)
-    st.success(said, icon=":material/edit_note:")
-    for s, blocks in event.new_blocks.items():
-        st.info(ctx.t("new_block", seq=label(s), blocks=", ".join(map(str, blocks)),
-                      block_size=block_size), icon=":material/add_box:")
-elif event.kind == "finish":
-    said = ctx.t("finished", seq=label(event.seq_id), blocks=event.freed)
-    st.success(said, icon=":material/flag:")
-elif event.kind == "add":
-    said = ctx.t("added", seq=label(event.seq_id), blocks=event.new_blocks[event.seq_id])
-    st.success(said, icon=":material/add:")
-bar.say(said)
-
-# --- the pool and the mappings ------------------------------------------------------------------------------------
-tables, lens = demo.tables(), demo.context_lens()
-pg = demo.playground
-written = list(event.written.values()) if event.kind == "decode" and event.ok else []
-pool = pool_figure(num_blocks, block_size, tables, lens, highlight=written,
-                   title=ctx.t("pool_title", free=pg.manager.num_free_blocks, num_blocks=num_blocks))
-fig_col, note_col = st.columns([3, 1])
-ui.show_figure(pool, "batch.pool", where=fig_col)
-with note_col:
-    ui.notice(ctx, ctx.t("pool_notice"))
-    st.markdown(f"**{ctx.t('free_list')}** `{list(pg.manager.free_block_ids)}`")
-new_blocks = event.new_blocks if event.kind == "decode" else {}
-mapping = mapping_figure(tables, lens, block_size, num_blocks, title=ctx.t("mapping_title"), new_blocks=new_blocks)
-fig_col, note_col = st.columns([3, 1])
-ui.show_figure(mapping, "batch.mapping", where=fig_col)
-ui.notice(ctx, ctx.t("mapping_notice"), where=note_col)
-
-# --- paged vs contiguous, per sequence ----------------------------------------------------------------------------
-st.subheader(ctx.t("common.check"))
-rows = [{ctx.t("seq"): label(c.seq_id), "block_table": str(tables[c.seq_id]), "context_len": c.context_len,
-         ctx.t("common.max_abs_err"): f"{c.max_abs_err:.2e}", ctx.t("common.rel_err"): f"{c.rel_err:.2e}",
-         ctx.t("verdict"): ctx.t("common.ok") if c.ok else ctx.t("common.not_ok")} for c in demo.checks]
-table_col, note_col = st.columns([3, 1])
-if rows:
-    table_col.dataframe(rows, hide_index=True, key="batch.checks", on_select="ignore")
-else:
-    table_col.info(ctx.t("nothing_running"))
-ui.notice(ctx, ctx.t("check_notice", tolerance=f"{tolerance(DTYPES[dtype]):.0e}", dtype=dtype), where=note_col)
-
-ui.export_button(ctx, demo.trace, "batch_trace.json", key="batch.export")
+batch_view()

@@ -5,11 +5,11 @@ import streamlit as st
 import ui
 import ui.quiz
 from lessons.quiz import next_step_question
+from lessons.tokens import token_label
 from ui.engine_actions import EngineSession, engine_model, explain_step, status_text
 from ui.chain_live import show_chain, show_state_rule
 from ui.playback import Stepper, playback_bar
 from lessons.engine import table_changes
-from lessons.tokens import token_label
 from lessons.engine_requests import (ENGINE_SCENARIOS, MAX_PROMPT_CHARS, PROMPT_PRESETS, TASKS, DemoConfig,
                                    encode_requests)
 from viz.colors import seq_label
@@ -63,152 +63,159 @@ config = DemoConfig(block_size, num_blocks, watermark, max_tokens_step, max_num_
                     enable_prefix_caching=prefix_caching, enable_chunked_prefill=chunked)
 
 session = EngineSession(ctx, "engine", config, model, tokenizer)
-demo = session.current(list(ENGINE_SCENARIOS["three"].requests))
 
 
-def use_preset() -> None:
-    task, text = PROMPT_PRESETS[st.session_state["engine.preset"]]
-    st.session_state["engine.new_text"], st.session_state["engine.new_task"] = text, task
+@st.fragment
+def engine_view() -> None:
+    """Everything a step, Back, Run, Reset or a new request changes (st.fragment): these rerun only this part,
+    not the page setup, the sidebar and the model loading above it. It reads the demo afresh from session_state."""
+    demo = session.current(list(ENGINE_SCENARIOS["three"].requests))
 
+    def use_preset() -> None:
+        task, text = PROMPT_PRESETS[st.session_state["engine.preset"]]
+        st.session_state["engine.new_text"], st.session_state["engine.new_task"] = text, task
 
-bar = playback_bar(ctx, knobs, Stepper(
-    "engine", step_key="engine.step", step_label=ctx.t("step"), position=len(demo.steps),
-    can_forward=demo.can_step(), can_back=bool(demo.steps), forward=session.forward, back=session.back))
-bar.row.button(ctx.t("run"), key="engine.run", icon=":material/fast_forward:", on_click=session.do_run,
-               disabled=not demo.can_step())
-bar.row.button(ctx.t("common.reset"), key="engine.reset", icon=":material/restart_alt:", on_click=session.do_reset)
-st.caption(ctx.t("common.share_hint"))
+    bar = playback_bar(ctx, knobs, Stepper(
+        "engine", step_key="engine.step", step_label=ctx.t("step"), position=len(demo.steps),
+        can_forward=demo.can_step(), can_back=bool(demo.steps), forward=session.forward, back=session.back))
+    bar.row.button(ctx.t("run"), key="engine.run", icon=":material/fast_forward:", on_click=session.do_run,
+                   disabled=not demo.can_step())
+    bar.row.button(ctx.t("common.reset"), key="engine.reset", icon=":material/restart_alt:", on_click=session.do_reset)
+    st.caption(ctx.t("common.share_hint"))
 
-# --- a new request ------------------------------------------------------------------------------------------------
-with st.expander(ctx.t("add_header"), expanded=not demo.all_specs()):
-    c1, c2, c3 = st.columns([1.2, 3, 1.2])
-    c1.selectbox(ctx.t("preset"), list(PROMPT_PRESETS), key="engine.preset", on_change=use_preset,
-                 format_func=lambda n: ctx.t(f"preset_{n}"))
-    st.session_state.setdefault("engine.new_task", PROMPT_PRESETS["recall_fox"][0])
-    st.session_state.setdefault("engine.new_text", PROMPT_PRESETS["recall_fox"][1])
-    c2.text_input(ctx.t("prompt"), max_chars=MAX_PROMPT_CHARS, key="engine.new_text")
-    c3.radio(ctx.t("task"), TASKS, key="engine.new_task", format_func=lambda k: ctx.t(f"task_{k}"), horizontal=True)
-    c1, c2, c3 = st.columns([2, 2, 1], vertical_alignment="bottom")
-    c1.slider(ctx.t("max_tokens"), 1, 128, 64, key="engine.new_max_tokens")
-    c2.slider(ctx.t("temperature"), 0.0, 2.0, 0.0, 0.1, key="engine.new_temperature")
-    # no min/max: a value out of range reaches do_add, which refuses it by name (a bounded input would keep its
-    # old value silently)
-    c3.number_input(ctx.t("seed"), value=0, step=1, key="engine.new_seed", help=ctx.t("seed_help"))
-    st.button(ctx.t("add"), key="engine.add", icon=":material/add:", on_click=session.do_add,
-              kwargs=dict(max_tokens=64, temperature=0.0))
-    st.caption(ctx.t("task_help"))
-knobs.sync_url(ctx.lang, reqs=encode_requests(demo.all_specs()), steps=len(demo.steps))
-session.show_messages(demo)
-if quiz_on:  # predict, then reveal: a cached_token_count after the next step, or a prompt's prefix-cache hits
-    ui.quiz.show(ctx, "engine", (config, len(demo.steps), len(demo.all_specs())),
-                 lambda seed: next_step_question(demo, seed), "quiz.none_engine")
+    # --- a new request ------------------------------------------------------------------------------------------------
+    with st.expander(ctx.t("add_header"), expanded=not demo.all_specs()):
+        c1, c2, c3 = st.columns([1.2, 3, 1.2])
+        c1.selectbox(ctx.t("preset"), list(PROMPT_PRESETS), key="engine.preset", on_change=use_preset,
+                     format_func=lambda n: ctx.t(f"preset_{n}"))
+        st.session_state.setdefault("engine.new_task", PROMPT_PRESETS["recall_fox"][0])
+        st.session_state.setdefault("engine.new_text", PROMPT_PRESETS["recall_fox"][1])
+        c2.text_input(ctx.t("prompt"), max_chars=MAX_PROMPT_CHARS, key="engine.new_text")
+        c3.radio(ctx.t("task"), TASKS, key="engine.new_task", format_func=lambda k: ctx.t(f"task_{k}"), horizontal=True)
+        c1, c2, c3 = st.columns([2, 2, 1], vertical_alignment="bottom")
+        c1.slider(ctx.t("max_tokens"), 1, 128, 64, key="engine.new_max_tokens")
+        c2.slider(ctx.t("temperature"), 0.0, 2.0, 0.0, 0.1, key="engine.new_temperature")
+        # no min/max: a value out of range reaches do_add, which refuses it by name (a bounded input would keep its
+        # old value silently)
+        c3.number_input(ctx.t("seed"), value=0, step=1, key="engine.new_seed", help=ctx.t("seed_help"))
+        st.button(ctx.t("add"), key="engine.add", icon=":material/add:", on_click=session.do_add,
+                  kwargs=dict(max_tokens=64, temperature=0.0))
+        st.caption(ctx.t("task_help"))
+    knobs.sync_url(ctx.lang, reqs=encode_requests(demo.all_specs()), steps=len(demo.steps))
+    session.show_messages(demo)
+    if quiz_on:  # predict, then reveal: a cached_token_count after the next step, or a prompt's prefix-cache hits
+        ui.quiz.show(ctx, "engine", (config, len(demo.steps), len(demo.all_specs())),
+                     lambda seed: next_step_question(demo, seed), "quiz.none_engine")
 
-# --- the scheduler's decision -------------------------------------------------------------------------------------
-last = demo.last
-trace = last.paged if last else None
-waiting, running, finished = demo.queues()
-if trace is None:
-    st.info(ctx.t("no_step_yet"), icon=":material/flag:")
-    bar.say(ctx.t("no_step_yet"))
-else:
-    said = ctx.t("step_info", step=len(demo.steps), phase=trace.phase, reason=explain_step(ctx, trace.why))
-    st.info(said, icon=":material/explore:")
-    bar.say(said)
-    m1, m2, m3, m4 = st.columns(4)
-    m1.metric(ctx.t("budget_tokens"), f"{len(trace.slot_mapping)} / {config.max_num_batched_tokens}",
-              help="max_num_batched_tokens")
-    m2.metric(ctx.t("budget_seqs"), f"{len(trace.scheduled)} / {config.max_num_seqs}", help="max_num_seqs")
-    m3.metric(ctx.t("budget_blocks"), f"{trace.num_free_blocks} / {trace.num_blocks}", help="num_blocks")
-    m4.metric(ctx.t("step_time"), f"{trace.elapsed_ms:.1f} ms")
-    labels = lambda ids: ", ".join(seq_label(s) for s in ids)  # noqa: E731
-    if trace.preempted:
-        st.warning(ctx.t("preempted_msg", seqs=labels(trace.preempted)), icon=":material/recycling:")
-    if trace.finished:
-        st.success(ctx.t("finished_msg", seqs=labels(trace.finished)), icon=":material/flag:")
-if demo.pending:
-    st.caption(ctx.t("pending", count=len(demo.pending), steps=", ".join(str(s.at_step) for s in demo.pending)))
-if not demo.can_step() and demo.steps:
-    st.caption(ctx.t("all_done"))
+    # --- the scheduler's decision -------------------------------------------------------------------------------------
+    last = demo.last
+    trace = last.paged if last else None
+    waiting, running, finished = demo.queues()
+    if trace is None:
+        st.info(ctx.t("no_step_yet"), icon=":material/flag:")
+        bar.say(ctx.t("no_step_yet"))
+    else:
+        said = ctx.t("step_info", step=len(demo.steps), phase=trace.phase, reason=explain_step(ctx, trace.why))
+        st.info(said, icon=":material/explore:")
+        bar.say(said)
+        m1, m2, m3, m4 = st.columns(4)
+        m1.metric(ctx.t("budget_tokens"), f"{len(trace.slot_mapping)} / {config.max_num_batched_tokens}",
+                  help="max_num_batched_tokens")
+        m2.metric(ctx.t("budget_seqs"), f"{len(trace.scheduled)} / {config.max_num_seqs}", help="max_num_seqs")
+        m3.metric(ctx.t("budget_blocks"), f"{trace.num_free_blocks} / {trace.num_blocks}", help="num_blocks")
+        m4.metric(ctx.t("step_time"), f"{trace.elapsed_ms:.1f} ms")
+        labels = lambda ids: ", ".join(seq_label(s) for s in ids)  # noqa: E731
+        if trace.preempted:
+            st.warning(ctx.t("preempted_msg", seqs=labels(trace.preempted)), icon=":material/recycling:")
+        if trace.finished:
+            st.success(ctx.t("finished_msg", seqs=labels(trace.finished)), icon=":material/flag:")
+    if demo.pending:
+        st.caption(ctx.t("pending", count=len(demo.pending), steps=", ".join(str(s.at_step) for s in demo.pending)))
+    if not demo.can_step() and demo.steps:
+        st.caption(ctx.t("all_done"))
 
-fig_col, note_col = st.columns([3, 1])
-ui.show_figure(queues_figure(waiting, running, finished, trace.preempted if trace else (),
-                             trace.scheduled if trace else (), title=ctx.t("queues_title"),
-                             lane_names=[ctx.t("lane_waiting"), ctx.t("lane_running"), ctx.t("lane_finished")]),
-               "engine.queues", where=fig_col)
-ui.notice(ctx, ctx.t("queues_notice"), where=note_col)
-
-# --- the chain, live: the seven modules of this step ------------------------------------------------------------
-show_chain(ctx, demo)
-
-# --- this step's addresses ----------------------------------------------------------------------------------------
-view = demo.view
-written = trace.slot_mapping if trace else []
-decode = trace is not None and trace.phase == "decode"  # a prefill writes whole prompts: a thin outline reads better
-pool = pool_figure(view.num_blocks, view.block_size, view.tables, view.cached_counts,
-                   highlight=written if decode else [], read=[] if decode else written, max_width=680,
-                   title=ctx.t("pool_title", free=view.num_free_blocks, num_blocks=view.num_blocks))
-fig_col, note_col = st.columns([3, 1])
-ui.show_figure(pool, "engine.pool", where=fig_col)
-ui.notice(ctx, ctx.t("pool_notice"), where=note_col)
-
-if trace is not None and trace.seqs:
-    entries = [(s.seq_id, s.positions, s.slots) for s in trace.seqs if s.slots]
     fig_col, note_col = st.columns([3, 1])
-    ui.show_figure(slot_mapping_figure(entries, view.block_size, title=ctx.t("slots_title", phase=trace.phase)),
-                   "engine.slots", where=fig_col)
-    ui.notice(ctx, ctx.t("slots_notice"), where=note_col)
-if trace is not None:
-    changes = table_changes(trace.block_tables_before, trace.block_tables_after)
-    bold = lambda table, new: "[" + ", ".join(f"**{b}**" if b in new else str(b) for b in table) + "]"  # noqa: E731
-    lines = [f"| {ctx.t('col_seq')} | {ctx.t('col_before')} | {ctx.t('col_after')} |", "|---|---|---|"]
-    lines += [f"| {seq_label(sid)} | {before} | {bold(after, new) if after else '—'} |"
-              for sid, before, after, new in changes]
-    table_col, note_col = st.columns([3, 1])
-    table_col.markdown(f"**{ctx.t('tables_title')}**")
-    table_col.markdown("\n".join(lines) if changes else ctx.t("no_tables"))
-    ui.notice(ctx, ctx.t("tables_notice"), where=note_col)
+    ui.show_figure(queues_figure(waiting, running, finished, trace.preempted if trace else (),
+                                 trace.scheduled if trace else (), title=ctx.t("queues_title"),
+                                 lane_names=[ctx.t("lane_waiting"), ctx.t("lane_running"), ctx.t("lane_finished")]),
+                   "engine.queues", where=fig_col)
+    ui.notice(ctx, ctx.t("queues_notice"), where=note_col)
 
-# --- text and the state rule --------------------------------------------------------------------------------------
-st.subheader(ctx.t("text_header"))
-newest = ({s.seq_id: token_label(tokenizer, s.token_out) for s in trace.seqs if s.token_out is not None}
-          if trace else {})  # the token's own text piece (␣ a space, ⟨0xNN⟩ a byte): lessons.tokens
-rows = [{ctx.t("col_seq"): seq_label(r.seq_id), ctx.t("col_status"): status_text(ctx, r.status, r.finish_reason),
-         "cached_token_count": r.cached_token_count, ctx.t("col_generated"): r.generated_len,
-         ctx.t("col_preemptions"): r.preemptions,
-         ctx.t("col_newest"): newest.get(r.seq_id, ""),
-         ctx.t("col_prompt"): r.prompt, ctx.t("col_output"): r.text} for r in demo.rows()]
-if rows:
-    ui.state_table(rows, key="engine.text")
-else:
-    st.info(ctx.t("no_requests"))
+    # --- the chain, live: the seven modules of this step ------------------------------------------------------------
+    show_chain(ctx, demo)
 
-series = demo.cache_series()
-if series:
+    # --- this step's addresses ----------------------------------------------------------------------------------------
+    view = demo.view
+    written = trace.slot_mapping if trace else []
+    decode = trace is not None and trace.phase == "decode"  # a prefill writes whole prompts: a thin outline reads better
+    pool = pool_figure(view.num_blocks, view.block_size, view.tables, view.cached_counts,
+                       highlight=written if decode else [], read=[] if decode else written, max_width=680,
+                       title=ctx.t("pool_title", free=view.num_free_blocks, num_blocks=view.num_blocks))
     fig_col, note_col = st.columns([3, 1])
-    ui.show_figure(cache_rule_figure(series, ctx.t("cache_title"), rule_name=ctx.t("rule_name"),
-                                     x_title=ctx.t("axis_step"), y_title=ctx.t("axis_tokens")),
-                   "engine.cache", where=fig_col)
-    ui.notice(ctx, ctx.t("cache_notice"), where=note_col)
+    ui.show_figure(pool, "engine.pool", where=fig_col)
+    ui.notice(ctx, ctx.t("pool_notice"), where=note_col)
 
-# --- the state rule, one sequence step by step ------------------------------------------------------------------
-show_state_rule(ctx, demo, tokenizer)
+    if trace is not None and trace.seqs:
+        entries = [(s.seq_id, s.positions, s.slots) for s in trace.seqs if s.slots]
+        fig_col, note_col = st.columns([3, 1])
+        ui.show_figure(slot_mapping_figure(entries, view.block_size, title=ctx.t("slots_title", phase=trace.phase)),
+                       "engine.slots", where=fig_col)
+        ui.notice(ctx, ctx.t("slots_notice"), where=note_col)
+    if trace is not None:
+        changes = table_changes(trace.block_tables_before, trace.block_tables_after)
+        bold = lambda table, new: "[" + ", ".join(f"**{b}**" if b in new else str(b) for b in table) + "]"  # noqa: E731
+        lines = [f"| {ctx.t('col_seq')} | {ctx.t('col_before')} | {ctx.t('col_after')} |", "|---|---|---|"]
+        lines += [f"| {seq_label(sid)} | {before} | {bold(after, new) if after else '—'} |"
+                  for sid, before, after, new in changes]
+        table_col, note_col = st.columns([3, 1])
+        table_col.markdown(f"**{ctx.t('tables_title')}**")
+        table_col.markdown("\n".join(lines) if changes else ctx.t("no_tables"))
+        ui.notice(ctx, ctx.t("tables_notice"), where=note_col)
 
-# --- the twins ----------------------------------------------------------------------------------------------------
-st.subheader(ctx.t("twins_header"))
-worst, agree = demo.twin_summary()
-verdict, tolerance = agree, demo.twin_tolerance()
-fig_col, note_col = st.columns([3, 1])
-if demo.steps:
-    fig_col.markdown(ctx.t("twins_ok" if verdict else "twins_bad", worst=f"{worst:.2e}", tol=f"{tolerance:.0e}"))
-    if demo.schedules_differ():
-        fig_col.caption(ctx.t("twins_schedules_differ"))
-    steps = list(range(1, len(demo.steps) + 1))
-    ui.show_figure(twin_diff_figure(steps, [s.max_diff for s in demo.steps],
-                                    [all(s.same_tokens.values()) for s in demo.steps],
-                                    tolerance, ctx.t("twins_title"), x_title=ctx.t("axis_step")),
-                   "engine.twins", where=fig_col)
-else:
-    fig_col.info(ctx.t("twins_none"))
-ui.notice(ctx, ctx.t("twins_notice"), where=note_col)
+    # --- text and the state rule --------------------------------------------------------------------------------------
+    st.subheader(ctx.t("text_header"))
+    newest = ({s.seq_id: token_label(tokenizer, s.token_out) for s in trace.seqs if s.token_out is not None}
+              if trace else {})  # the token's own text piece (␣ a space, ⟨0xNN⟩ a byte): lessons.tokens
+    rows = [{ctx.t("col_seq"): seq_label(r.seq_id), ctx.t("col_status"): status_text(ctx, r.status, r.finish_reason),
+             "cached_token_count": r.cached_token_count, ctx.t("col_generated"): r.generated_len,
+             ctx.t("col_preemptions"): r.preemptions,
+             ctx.t("col_newest"): newest.get(r.seq_id, ""),
+             ctx.t("col_prompt"): r.prompt, ctx.t("col_output"): r.text} for r in demo.rows()]
+    if rows:
+        ui.state_table(rows, key="engine.text")
+    else:
+        st.info(ctx.t("no_requests"))
 
-ui.export_button(ctx, demo.trace, "engine_trace.json", key="engine.export")
+    series = demo.cache_series()
+    if series:
+        fig_col, note_col = st.columns([3, 1])
+        ui.show_figure(cache_rule_figure(series, ctx.t("cache_title"), rule_name=ctx.t("rule_name"),
+                                         x_title=ctx.t("axis_step"), y_title=ctx.t("axis_tokens")),
+                       "engine.cache", where=fig_col)
+        ui.notice(ctx, ctx.t("cache_notice"), where=note_col)
+
+    # --- the state rule, one sequence step by step ------------------------------------------------------------------
+    show_state_rule(ctx, demo, tokenizer)
+
+    # --- the twins ----------------------------------------------------------------------------------------------------
+    st.subheader(ctx.t("twins_header"))
+    worst, agree = demo.twin_summary()
+    verdict, tolerance = agree, demo.twin_tolerance()
+    fig_col, note_col = st.columns([3, 1])
+    if demo.steps:
+        fig_col.markdown(ctx.t("twins_ok" if verdict else "twins_bad", worst=f"{worst:.2e}", tol=f"{tolerance:.0e}"))
+        if demo.schedules_differ():
+            fig_col.caption(ctx.t("twins_schedules_differ"))
+        steps = list(range(1, len(demo.steps) + 1))
+        ui.show_figure(twin_diff_figure(steps, [s.max_diff for s in demo.steps],
+                                        [all(s.same_tokens.values()) for s in demo.steps],
+                                        tolerance, ctx.t("twins_title"), x_title=ctx.t("axis_step")),
+                       "engine.twins", where=fig_col)
+    else:
+        fig_col.info(ctx.t("twins_none"))
+    ui.notice(ctx, ctx.t("twins_notice"), where=note_col)
+
+    ui.export_button(ctx, demo.trace, "engine_trace.json", key="engine.export")
+
+
+engine_view()

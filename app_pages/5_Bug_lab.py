@@ -159,47 +159,58 @@ fig_col, note_col = st.columns([3, 1])
 ui.show_figure(fig, "buglab.rel_err", where=fig_col)
 ui.notice(ctx, ctx.t(f"notice_{fault.value}"), where=note_col)
 
-# the pool step follows the fault: a new fault starts at its first bad step (a link's ?step= wins on arrival)
-faulty_run = ui.session_cached("buglab.tensor_runs", (fault, tscenario),
-                               lambda: run_tensor_fault(fault, tscenario), MAX_CACHED_RUNS)
-if st.session_state.get("buglab.step_fault", fault) != fault:
-    st.session_state["buglab.step"] = faulty_run.first_bad_step() or 1
-st.session_state["buglab.step_fault"] = fault
-step = knobs.slider(ctx.t("pool_step"), "step", faulty_run.first_bad_step() or 1, 0, tscenario.num_steps,
-                    help=ctx.t("pool_step_help"))
+@st.fragment
+def pool_section() -> None:
+    """The pool at the chosen step, with its slider and playback bar: a step reruns only this (st.fragment), not
+    the model runs, the cards and the two drift figures above, which a step does not change."""
+    # the pool step follows the fault: a new fault starts at its first bad step (a link's ?step= wins on arrival)
+    faulty_run = ui.session_cached("buglab.tensor_runs", (fault, tscenario),
+                                   lambda: run_tensor_fault(fault, tscenario), MAX_CACHED_RUNS)
+    if st.session_state.get("buglab.step_fault", fault) != fault:
+        st.session_state["buglab.step"] = faulty_run.first_bad_step() or 1
+    st.session_state["buglab.step_fault"] = fault
+    step = knobs.slider(ctx.t("pool_step"), "step", faulty_run.first_bad_step() or 1, 0, tscenario.num_steps,
+                        help=ctx.t("pool_step_help"))
+
+    def move(by: int, last: int = tscenario.num_steps) -> bool:
+        """The pool step one up or down (a callback: it sets the slider before the next run draws it)."""
+        now = st.session_state["buglab.step"]
+        st.session_state["buglab.step"] = max(0, min(last, now + by))
+        return st.session_state["buglab.step"] != now
+
+    bar = playback_bar(ctx, knobs, Stepper(
+        "buglab", step_key="buglab.next", step_label=ctx.t("next_step"), position=step, total=tscenario.num_steps,
+        can_forward=step < tscenario.num_steps, can_back=step > 0, forward=lambda: move(1), back=lambda: move(-1)))
+    knobs.sync_url(ctx.lang)
+
+    shown = trun.steps[step]
+    words = {w: ctx.t(f"w_{w}") for w in ("write", "read", "skipped", "early", "written_wrongly", "read_wrongly",
+                                           "meant", "nowhere", "padding")}  # w_padding's {seq}: filled by the figure
+    writes = trun.writes_until(step)
+    pool = bad_cells_figure(tscenario.num_blocks, tscenario.block_size, shown.tables, shown.cached_token_counts, writes,
+                            shown.bad_reads, title=ctx.t("pool_title", step=step), words=words)
+    fig_col, note_col = st.columns([3, 1])
+    ui.show_figure(pool, "buglab.pool", where=fig_col)
+    with note_col:
+        ui.notice(ctx, ctx.t("pool_notice"))
+        damage = ctx.t("damage", writes=len({c.slot for c in writes}), reads=len(shown.bad_reads), step=step)
+        st.caption(damage)
+        bar.say(damage)
+        for s in trun.steps[1:step + 1]:
+            if s.finished:
+                st.caption(ctx.t("finished_note", seqs=", ".join(map(seq_label, s.finished)), step=s.step))
 
 
-def move(by: int, last: int = tscenario.num_steps) -> bool:
-    """The pool step one up or down (a callback: it sets the slider before the next run draws it)."""
-    now = st.session_state["buglab.step"]
-    st.session_state["buglab.step"] = max(0, min(last, now + by))
-    return st.session_state["buglab.step"] != now
+pool_section()
 
 
-bar = playback_bar(ctx, knobs, Stepper(
-    "buglab", step_key="buglab.next", step_label=ctx.t("next_step"), position=step, total=tscenario.num_steps,
-    can_forward=step < tscenario.num_steps, can_back=step > 0, forward=lambda: move(1), back=lambda: move(-1)))
-knobs.sync_url(ctx.lang)
+def export() -> dict:
+    """The trace to download, made only when the button is pressed (not on every rerun)."""
+    out = {"fault": fault.value, "fault_off": off, "tensor": trun.to_dict()}
+    if run is not None:
+        out.update(scenario=asdict(scenario), drift=[asdict(d) for d in drifts],
+                   steps=[s.to_dict() for s in run.steps])
+    return out
 
-shown = trun.steps[step]
-words = {w: ctx.t(f"w_{w}") for w in ("write", "read", "skipped", "early", "written_wrongly", "read_wrongly",
-                                       "meant", "nowhere", "padding")}  # w_padding's {seq}: filled by the figure
-writes = trun.writes_until(step)
-pool = bad_cells_figure(tscenario.num_blocks, tscenario.block_size, shown.tables, shown.cached_token_counts, writes,
-                        shown.bad_reads, title=ctx.t("pool_title", step=step), words=words)
-fig_col, note_col = st.columns([3, 1])
-ui.show_figure(pool, "buglab.pool", where=fig_col)
-with note_col:
-    ui.notice(ctx, ctx.t("pool_notice"))
-    damage = ctx.t("damage", writes=len({c.slot for c in writes}), reads=len(shown.bad_reads), step=step)
-    st.caption(damage)
-    bar.say(damage)
-    for s in trun.steps[1:step + 1]:
-        if s.finished:
-            st.caption(ctx.t("finished_note", seqs=", ".join(map(seq_label, s.finished)), step=s.step))
 
-export = {"fault": fault.value, "fault_off": off, "tensor": trun.to_dict()}
-if run is not None:
-    export.update(scenario=asdict(scenario), drift=[asdict(d) for d in drifts],
-                  steps=[s.to_dict() for s in run.steps])
 ui.export_button(ctx, export, f"buglab_{fault.value}{'_off' if off else ''}.json", key="buglab.export")

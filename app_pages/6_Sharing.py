@@ -45,116 +45,125 @@ with st.sidebar:
 config = DemoConfig(block_size=block_size, num_blocks=num_blocks, enable_prefix_caching=True)
 
 session = EngineSession(ctx, "sharing", config, model, tokenizer)
-demo = session.current(list(DEFAULT.requests))
 
-bar = playback_bar(ctx, knobs, Stepper(
-    "sharing", step_key="sharing.step", step_label=ctx.t("engine.step"), position=len(demo.steps),
-    can_forward=demo.can_step(), can_back=bool(demo.steps), forward=session.forward, back=session.back))
-bar.row.button(ctx.t("engine.run"), key="sharing.run", icon=":material/fast_forward:", on_click=session.do_run,
-               disabled=not demo.can_step())
-bar.row.button(ctx.t("common.reset"), key="sharing.reset", icon=":material/restart_alt:", on_click=session.do_reset)
-st.caption(ctx.t("common.share_hint"))
 
-# --- a new request ------------------------------------------------------------------------------------------------
-with st.expander(ctx.t("engine.add_header")):
-    c1, c2 = st.columns([4, 1.2])
-    st.session_state.setdefault("sharing.new_text", SHARING_SCENARIOS["prefix"].requests[0].prompt)
-    c1.text_input(ctx.t("engine.prompt"), max_chars=MAX_PROMPT_CHARS, key="sharing.new_text")
-    c2.radio(ctx.t("engine.task"), TASKS, key="sharing.new_task", horizontal=True,
-             format_func=lambda k: ctx.t(f"engine.task_{k}"))
-    c1, c2, c3, c4 = st.columns([2, 2, 1, 1], vertical_alignment="bottom")
-    c1.slider(ctx.t("engine.max_tokens"), 1, 128, 32, key="sharing.new_max_tokens")
-    c2.slider(ctx.t("engine.temperature"), 0.0, 2.0, 0.8, 0.1, key="sharing.new_temperature")
-    # no min/max: a value out of range reaches do_add, which refuses it by name (a bounded input would keep its
-    # old value silently)
-    c3.number_input(ctx.t("engine.seed"), value=0, step=1, key="sharing.new_seed", help=ctx.t("engine.seed_help"))
-    c4.number_input(ctx.t("n"), value=1, step=1, key="sharing.new_n", help=ctx.t("n_help"))
-    st.button(ctx.t("engine.add"), key="sharing.add", icon=":material/add:", on_click=session.do_add,
-              kwargs=dict(max_tokens=32, temperature=0.8))
-knobs.sync_url(ctx.lang, reqs=encode_requests(demo.all_specs()), steps=len(demo.steps))
-shown = demo.display_ids()  # seq_id -> the id its label and colour come from: fixed for the sequence's whole life
-label = lambda seq_id: seq_label(shown[seq_id])  # noqa: E731
-session.show_messages(demo, label)
+@st.fragment
+def sharing_view() -> None:
+    """Everything a step, Back, Run, Reset or a new request changes (st.fragment): these rerun only this part,
+    not the page setup, the sidebar and the model loading above it. It reads the demo afresh from session_state."""
+    demo = session.current(list(DEFAULT.requests))
 
-# --- what this step shared ----------------------------------------------------------------------------------------
-trace = demo.last.paged if demo.last else None
-view = demo.view
-if trace is None:
-    st.info(ctx.t("no_step_yet"), icon=":material/flag:")
-    bar.say(ctx.t("no_step_yet"))
-else:
-    said = ctx.t("engine.step_info", step=len(demo.steps), phase=trace.phase, reason=explain_step(ctx, trace.why))
-    st.info(said, icon=":material/explore:")
-    bar.say(said)
-    for a in (a for a in demo.allocations if a.step == len(demo.steps)):
-        hits = [b for b, h in zip(a.table, a.hits) if h]
-        key = "hits_msg" if hits else "miss_msg"
-        st.success(ctx.t(key, seq=label(a.seq_id), hits=len(hits), blocks=len(a.table),
-                         hit_blocks=hits, computed=len(a.table) - len(hits)), icon=":material/target:" if hits else ":material/calculate:")
-    for parent, children in trace.forked.items():
-        st.info(ctx.t("fork_msg", seq=label(parent), children=", ".join(label(c) for c in children),
-                      blocks=len(view.tables.get(parent, ())), ref=len(children) + 1), icon=":material/call_split:")
-    owner_of = {b: s for s, blocks in trace.blocks_allocated.items() for b in blocks}
-    for src, dst in trace.copies:
-        st.warning(ctx.t("cow_msg", src=src, dst=dst, seq=label(owner_of[dst]) if dst in owner_of else "?"),
-                   icon=":material/content_copy:")
+    bar = playback_bar(ctx, knobs, Stepper(
+        "sharing", step_key="sharing.step", step_label=ctx.t("engine.step"), position=len(demo.steps),
+        can_forward=demo.can_step(), can_back=bool(demo.steps), forward=session.forward, back=session.back))
+    bar.row.button(ctx.t("engine.run"), key="sharing.run", icon=":material/fast_forward:", on_click=session.do_run,
+                   disabled=not demo.can_step())
+    bar.row.button(ctx.t("common.reset"), key="sharing.reset", icon=":material/restart_alt:", on_click=session.do_reset)
+    st.caption(ctx.t("common.share_hint"))
 
-m1, m2, m3, m4 = st.columns(4)
-m1.metric(ctx.t("metric_held"), view.held_blocks)
-m2.metric(ctx.t("metric_tables"), view.table_blocks)
-m3.metric(ctx.t("metric_saved"), view.shared_saved)
-m4.metric(ctx.t("metric_shared"), sum(1 for c in view.ref_counts if c > 1))
+    # --- a new request ------------------------------------------------------------------------------------------------
+    with st.expander(ctx.t("engine.add_header")):
+        c1, c2 = st.columns([4, 1.2])
+        st.session_state.setdefault("sharing.new_text", SHARING_SCENARIOS["prefix"].requests[0].prompt)
+        c1.text_input(ctx.t("engine.prompt"), max_chars=MAX_PROMPT_CHARS, key="sharing.new_text")
+        c2.radio(ctx.t("engine.task"), TASKS, key="sharing.new_task", horizontal=True,
+                 format_func=lambda k: ctx.t(f"engine.task_{k}"))
+        c1, c2, c3, c4 = st.columns([2, 2, 1, 1], vertical_alignment="bottom")
+        c1.slider(ctx.t("engine.max_tokens"), 1, 128, 32, key="sharing.new_max_tokens")
+        c2.slider(ctx.t("engine.temperature"), 0.0, 2.0, 0.8, 0.1, key="sharing.new_temperature")
+        # no min/max: a value out of range reaches do_add, which refuses it by name (a bounded input would keep its
+        # old value silently)
+        c3.number_input(ctx.t("engine.seed"), value=0, step=1, key="sharing.new_seed", help=ctx.t("engine.seed_help"))
+        c4.number_input(ctx.t("n"), value=1, step=1, key="sharing.new_n", help=ctx.t("n_help"))
+        st.button(ctx.t("engine.add"), key="sharing.add", icon=":material/add:", on_click=session.do_add,
+                  kwargs=dict(max_tokens=32, temperature=0.8))
+    knobs.sync_url(ctx.lang, reqs=encode_requests(demo.all_specs()), steps=len(demo.steps))
+    shown = demo.display_ids()  # seq_id -> the id its label and colour come from: fixed for the sequence's whole life
+    label = lambda seq_id: seq_label(shown[seq_id])  # noqa: E731
+    session.show_messages(demo, label)
 
-tables = {shown[sid]: table for sid, table in view.tables.items()}
-lens = {shown[sid]: count for sid, count in view.cached_counts.items()}
-pool = refcount_pool_figure(view.num_blocks, view.block_size, tables, lens, list(view.ref_counts),
-                            list(view.cached_blocks), trace.copies if trace else (),
-                            title=ctx.t("pool_title", free=view.num_free_blocks, num_blocks=view.num_blocks))
-fig_col, note_col = st.columns([3, 1])
-ui.show_figure(pool, "sharing.pool", where=fig_col)
-ui.notice(ctx, ctx.t("pool_notice"), where=note_col)
+    # --- what this step shared ----------------------------------------------------------------------------------------
+    trace = demo.last.paged if demo.last else None
+    view = demo.view
+    if trace is None:
+        st.info(ctx.t("no_step_yet"), icon=":material/flag:")
+        bar.say(ctx.t("no_step_yet"))
+    else:
+        said = ctx.t("engine.step_info", step=len(demo.steps), phase=trace.phase, reason=explain_step(ctx, trace.why))
+        st.info(said, icon=":material/explore:")
+        bar.say(said)
+        for a in (a for a in demo.allocations if a.step == len(demo.steps)):
+            hits = [b for b, h in zip(a.table, a.hits) if h]
+            key = "hits_msg" if hits else "miss_msg"
+            st.success(ctx.t(key, seq=label(a.seq_id), hits=len(hits), blocks=len(a.table),
+                             hit_blocks=hits, computed=len(a.table) - len(hits)), icon=":material/target:" if hits else ":material/calculate:")
+        for parent, children in trace.forked.items():
+            st.info(ctx.t("fork_msg", seq=label(parent), children=", ".join(label(c) for c in children),
+                          blocks=len(view.tables.get(parent, ())), ref=len(children) + 1), icon=":material/call_split:")
+        owner_of = {b: s for s, blocks in trace.blocks_allocated.items() for b in blocks}
+        for src, dst in trace.copies:
+            st.warning(ctx.t("cow_msg", src=src, dst=dst, seq=label(owner_of[dst]) if dst in owner_of else "?"),
+                       icon=":material/content_copy:")
 
-if demo.allocations:
-    rows = [(a.step, shown[a.seq_id], a.table, a.hits) for a in reversed(demo.allocations)][:6]
+    m1, m2, m3, m4 = st.columns(4)
+    m1.metric(ctx.t("metric_held"), view.held_blocks)
+    m2.metric(ctx.t("metric_tables"), view.table_blocks)
+    m3.metric(ctx.t("metric_saved"), view.shared_saved)
+    m4.metric(ctx.t("metric_shared"), sum(1 for c in view.ref_counts if c > 1))
+
+    tables = {shown[sid]: table for sid, table in view.tables.items()}
+    lens = {shown[sid]: count for sid, count in view.cached_counts.items()}
+    pool = refcount_pool_figure(view.num_blocks, view.block_size, tables, lens, list(view.ref_counts),
+                                list(view.cached_blocks), trace.copies if trace else (),
+                                title=ctx.t("pool_title", free=view.num_free_blocks, num_blocks=view.num_blocks))
     fig_col, note_col = st.columns([3, 1])
-    ui.show_figure(hits_figure(rows, ctx.t("hits_title"), hit_name=ctx.t("hit"), miss_name=ctx.t("computed")),
-                   "sharing.hits", where=fig_col)
-    ui.notice(ctx, ctx.t("hits_notice"), where=note_col)
+    ui.show_figure(pool, "sharing.pool", where=fig_col)
+    ui.notice(ctx, ctx.t("pool_notice"), where=note_col)
 
-# --- parallel samples ---------------------------------------------------------------------------------------------
-groups = {rid: [view.seqs[sid] for sid in ids] for rid, ids in view.groups.items() if len(ids) > 1}
-for rid, group in groups.items():
-    st.subheader(ctx.t("samples_header", seq=label(rid), n=len(group)))
-    for col, seq in zip(st.columns(len(group)), group):
-        with col.container(border=True):
-            st.markdown(ctx.t("sample_title", seq=label(seq.seq_id), i=seq.sample_index))
-            st.code(shown_text(tokenizer, list(seq.generated_token_ids)) or " ", language=None, wrap_lines=True)
-            st.caption(ctx.t("sample_caption", table=list(seq.block_table) or "—",
-                             status=status_text(ctx, seq.status, seq.finish_reason)))
+    if demo.allocations:
+        rows = [(a.step, shown[a.seq_id], a.table, a.hits) for a in reversed(demo.allocations)][:6]
+        fig_col, note_col = st.columns([3, 1])
+        ui.show_figure(hits_figure(rows, ctx.t("hits_title"), hit_name=ctx.t("hit"), miss_name=ctx.t("computed")),
+                       "sharing.hits", where=fig_col)
+        ui.notice(ctx, ctx.t("hits_notice"), where=note_col)
 
-fig_col, note_col = st.columns([3, 1])
-hist = demo.history
-ui.show_figure(memory_figure([h.step for h in hist], [h.held_blocks for h in hist], [h.table_blocks for h in hist],
-                             view.num_blocks, ctx.t("memory_title"), held_name=ctx.t("held_name"),
-                             without_name=ctx.t("without_name"), x_title=ctx.t("engine.axis_step"),
-                             y_title=ctx.t("axis_blocks")), "sharing.memory", where=fig_col)
-ui.notice(ctx, ctx.t("memory_notice"), where=note_col)
+    # --- parallel samples ---------------------------------------------------------------------------------------------
+    groups = {rid: [view.seqs[sid] for sid in ids] for rid, ids in view.groups.items() if len(ids) > 1}
+    for rid, group in groups.items():
+        st.subheader(ctx.t("samples_header", seq=label(rid), n=len(group)))
+        for col, seq in zip(st.columns(len(group)), group):
+            with col.container(border=True):
+                st.markdown(ctx.t("sample_title", seq=label(seq.seq_id), i=seq.sample_index))
+                st.code(shown_text(tokenizer, list(seq.generated_token_ids)) or " ", language=None, wrap_lines=True)
+                st.caption(ctx.t("sample_caption", table=list(seq.block_table) or "—",
+                                 status=status_text(ctx, seq.status, seq.finish_reason)))
 
-# --- every sequence and the twin check ----------------------------------------------------------------------------
-st.subheader(ctx.t("engine.text_header"))
-rows = [{ctx.t("engine.col_seq"): label(r.seq_id), ctx.t("col_request"): label(r.request_id),
-         ctx.t("engine.col_status"): status_text(ctx, r.status, r.finish_reason),
-         "cached_token_count": r.cached_token_count, ctx.t("engine.col_generated"): r.generated_len,
-         ctx.t("engine.col_prompt"): r.prompt, ctx.t("engine.col_output"): r.text}
-        for r in demo.rows()]
-if rows:
-    ui.state_table(rows, key="sharing.text")
-worst, agree = demo.twin_summary()
-if demo.steps:
-    ok, tolerance = agree, demo.twin_tolerance()
-    st.markdown(ctx.t("twins_line") + " " + ctx.t("engine.twins_ok" if ok else "engine.twins_bad",
-                                                   worst=f"{worst:.2e}", tol=f"{tolerance:.0e}"))
-    if demo.schedules_differ():
-        st.caption(ctx.t("engine.twins_schedules_differ"))
+    fig_col, note_col = st.columns([3, 1])
+    hist = demo.history
+    ui.show_figure(memory_figure([h.step for h in hist], [h.held_blocks for h in hist], [h.table_blocks for h in hist],
+                                 view.num_blocks, ctx.t("memory_title"), held_name=ctx.t("held_name"),
+                                 without_name=ctx.t("without_name"), x_title=ctx.t("engine.axis_step"),
+                                 y_title=ctx.t("axis_blocks")), "sharing.memory", where=fig_col)
+    ui.notice(ctx, ctx.t("memory_notice"), where=note_col)
 
-ui.export_button(ctx, demo.trace, "sharing_trace.json", key="sharing.export")
+    # --- every sequence and the twin check ----------------------------------------------------------------------------
+    st.subheader(ctx.t("engine.text_header"))
+    rows = [{ctx.t("engine.col_seq"): label(r.seq_id), ctx.t("col_request"): label(r.request_id),
+             ctx.t("engine.col_status"): status_text(ctx, r.status, r.finish_reason),
+             "cached_token_count": r.cached_token_count, ctx.t("engine.col_generated"): r.generated_len,
+             ctx.t("engine.col_prompt"): r.prompt, ctx.t("engine.col_output"): r.text}
+            for r in demo.rows()]
+    if rows:
+        ui.state_table(rows, key="sharing.text")
+    worst, agree = demo.twin_summary()
+    if demo.steps:
+        ok, tolerance = agree, demo.twin_tolerance()
+        st.markdown(ctx.t("twins_line") + " " + ctx.t("engine.twins_ok" if ok else "engine.twins_bad",
+                                                       worst=f"{worst:.2e}", tol=f"{tolerance:.0e}"))
+        if demo.schedules_differ():
+            st.caption(ctx.t("engine.twins_schedules_differ"))
+
+    ui.export_button(ctx, demo.trace, "sharing_trace.json", key="sharing.export")
+
+
+sharing_view()

@@ -102,12 +102,13 @@ def main(argv: list[str] | None = None) -> int:
                         help="server: script time through AppTest (default); browser: click -> idle in chromium")
     parser.add_argument("--clicks", type=int, default=None, help="timed clicks per page (7 server, 20 browser)")
     parser.add_argument("--json", action="store_true", help="print the numbers as JSON")
+    parser.add_argument("--pages", default="", help="browser: comma-separated URL paths (default: pages 2-6)")
     args = parser.parse_args(argv)
     if str(ROOT) not in sys.path:
         sys.path.insert(0, str(ROOT))
     if args.what == "browser":
         from .bench_browser import main as browser_main
-        return browser_main(args.clicks or 20, args.json)
+        return browser_main(args.clicks or 20, args.json, [p for p in args.pages.split(",") if p])
     args.clicks = args.clicks or 7
     from ui.page import configure_torch
 

@@ -60,12 +60,17 @@ def bench_page(page, base: str, path: str, pid: int, clicks: int) -> dict[str, f
             "server_cpu_ms_per_rerun": 1000 * cpu / clicks, "clicks": clicks}
 
 
-def main(clicks: int, as_json: bool) -> int:
+def main(clicks: int, as_json: bool, pages: list[str] | None = None) -> int:
+    """Bench `pages` (URL paths of PAGES; all by default); 2 when no browser can start."""
+    pages = list(PAGES) if not pages else pages
+    bad = [p for p in pages if p not in PAGES]
+    if bad:
+        raise ValueError(f"pages must be among {sorted(PAGES)}, got {bad}")
     try:
         with app_server() as server, chromium() as browser:
             context = browser.new_context(viewport=VIEWPORT, locale="en-US")
             page = context.new_page()
-            results = {path: bench_page(page, server.base, path, server.pid, clicks) for path in PAGES}
+            results = {path: bench_page(page, server.base, path, server.pid, clicks) for path in pages}
             context.close()
     except BrowserUnavailable as err:
         print(f"no browser: {err}")

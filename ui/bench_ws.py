@@ -16,7 +16,9 @@ What the browser's bundle does (streamlit 1.67, read from its frontend and `stre
     deltas (widgets carry an id that ends in "-<key>"), `page_info_changed` when the page writes st.query_params,
     and `script_finished`; FINISHED_EARLY_FOR_RERUN means another run of the same chain follows (a callback's or
     st.rerun's), any other status ends the click;
-  - a delta the client already holds (its hash was sent back) comes as a `ref_hash` and is read from the cache.
+  - a delta the client already holds (its hash was sent back) comes as a `ref_hash` and is read from the cache;
+  - a widget drawn inside an st.fragment comes in a delta carrying that fragment's id; a click on it sends the id
+    as the ClientState's `fragment_id`, and the server reruns only that fragment (what it drew outside stays).
 Unlike the browser this client sends only the widget states it sets; the server keeps every other widget's value
 from the previous run, so the page sees the same state.
 """
@@ -41,6 +43,7 @@ class RunOutput:
     """What one run (a chain of script runs ended by script_finished) sent: its widgets by key, its markdown
     text, how many exception elements it drew, and its final status."""
     widgets: dict[str, tuple[str, object]] = field(default_factory=dict)  # key -> (element kind, its proto)
+    fragments: dict[str, str] = field(default_factory=dict)  # key -> id of the fragment that drew it ("": none)
     markdown: list[str] = field(default_factory=list)
     exceptions: list[str] = field(default_factory=list)
     status: int | None = None
@@ -90,11 +93,12 @@ class WsSession:
 
     async def click(self, key: str) -> float:
         """Click the button with this key (as drawn by the last run); ms from send to script_finished."""
-        return await self.rerun([WidgetState(id=self.widget_id(key), trigger_value=True)])
+        return await self.rerun([WidgetState(id=self.widget_id(key), trigger_value=True)], self.fragment_of(key))
 
     async def set_slider(self, key: str, value: float) -> float:
         """Move the slider with this key to `value`; ms from send to script_finished."""
-        return await self.rerun([WidgetState(id=self.widget_id(key), double_array_value={"data": [value]})])
+        return await self.rerun([WidgetState(id=self.widget_id(key), double_array_value={"data": [value]})],
+                                self.fragment_of(key))
 
     def widget(self, key: str) -> object:
         """The proto of the widget with this key drawn by the last run; KeyError (naming what was drawn) if none."""
@@ -106,9 +110,15 @@ class WsSession:
     def widget_id(self, key: str) -> str:
         return self.widget(key).id
 
-    async def rerun(self, states: list[WidgetState]) -> float:
-        """Send one rerun_script and wait for the script_finished that ends it; returns ms (send -> finished).
-        Raises RuntimeError if a run is already in flight on this session, TimeoutError after RUN_TIMEOUT_S."""
+    def fragment_of(self, key: str) -> str:
+        """The id of the st.fragment that drew the widget with this key ("" when the page body drew it)."""
+        self.widget(key)
+        return self.last.fragments.get(key, "")
+
+    async def rerun(self, states: list[WidgetState], fragment_id: str = "") -> float:
+        """Send one rerun_script (of the fragment `fragment_id` only, when given) and wait for the script_finished
+        that ends it; returns ms (send -> finished). Raises RuntimeError if a run is already in flight on this
+        session, TimeoutError after RUN_TIMEOUT_S."""
         if self.ws is None:
             raise RuntimeError("open() the session first")
         if self._done is not None and not self._done.done():
@@ -117,6 +127,8 @@ class WsSession:
         cs = msg.rerun_script
         cs.query_string = self.query_string
         cs.widget_states.widgets.extend(states)
+        if fragment_id:
+            cs.fragment_id = fragment_id
         if self.page_hash:
             cs.page_script_hash = self.page_hash
         else:
@@ -124,7 +136,11 @@ class WsSession:
         cs.cached_message_hashes.extend(self.cache)
         cs.context_info.timezone, cs.context_info.locale = "UTC", "en-US"
         cs.context_info.url = f"http://{self.url.split('/')[2]}/{self.page_name}"
-        self._current = RunOutput()
+        # a fragment's rerun redraws only that fragment: the widgets drawn outside it are kept
+        self._current = RunOutput({k: v for k, v in self.last.widgets.items()
+                                   if self.last.fragments.get(k, "") != fragment_id},
+                                  fragments={k: f for k, f in self.last.fragments.items() if f != fragment_id}) \
+            if fragment_id else RunOutput()
         self._done = asyncio.get_running_loop().create_future()
         start = time.perf_counter()
         await self.ws.send(msg.SerializeToString())
@@ -160,7 +176,7 @@ class WsSession:
         elif kind == "page_info_changed":
             self.query_string = msg.page_info_changed.query_string
         elif kind == "delta" and msg.delta.WhichOneof("type") == "new_element":
-            self._element(msg.delta.new_element)
+            self._element(msg.delta.new_element, msg.delta.fragment_id)
         elif kind == "script_finished" and msg.script_finished != ForwardMsg.FINISHED_EARLY_FOR_RERUN:
             self._current.status = msg.script_finished
             self.last = self._current
@@ -168,7 +184,7 @@ class WsSession:
             if self._done is not None and not self._done.done():
                 self._done.set_result(msg.script_finished)
 
-    def _element(self, element) -> None:
+    def _element(self, element, fragment_id: str = "") -> None:
         kind = element.WhichOneof("type")
         proto = getattr(element, kind) if kind else None
         if kind == "markdown":
@@ -179,3 +195,4 @@ class WsSession:
         parts = widget_id.split("-", 2) if isinstance(widget_id, str) else []
         if len(parts) == 3 and parts[0] == "$$ID":
             self._current.widgets[parts[2]] = (kind, proto)
+            self._current.fragments[parts[2]] = fragment_id

@@ -10,7 +10,9 @@ import streamlit as st
 
 import html
 
-from .fit import present_figure, take_title
+import plotly.graph_objects as go
+
+from .fit import figure_spec, present_spec, take_title_spec
 from .page import PageContext
 from .present import PRESENT_KEY
 
@@ -45,19 +47,30 @@ def export_button(ctx: PageContext, trace, file_name: str, key: str | None = Non
                                   key=key, on_click="ignore", icon=":material/download:")
 
 
+class _Spec(go.Figure):
+    """A figure already in plain dicts, for st.plotly_chart: it asks a go.Figure only for .to_dict() (then sends it
+    as JSON unvalidated), so this one answers with the dicts and skips plotly's deep copy and the go.Figure build."""
+
+    def __init__(self, spec: dict):  # noqa: super().__init__ is skipped on purpose (it would copy and check all)
+        self._spec = spec
+
+    def to_dict(self) -> dict:
+        return self._spec
+
+
 def show_figure(fig, key: str, where=None) -> None:
     """st.plotly_chart without the mode bar; a figure that sets its own width (a grid of fixed-size cells) keeps
     it, any other stretches to the column. Its title is shown above it as text, which wraps at any width (a plotly
-    title is cut at the figure's edge); in presenter mode the figure's text and cells are larger (ui.fit)."""
+    title is cut at the figure's edge); in presenter mode the figure's text and cells are larger (ui.fit).
+    `fig` is left unchanged; what is sent is its plain dicts (ui.fit.figure_spec), with no copy of its data."""
     where = where or st
-    if st.session_state.get(PRESENT_KEY):
-        fig = present_figure(fig)
-    title = take_title(fig)
+    spec = present_spec(fig.to_dict()) if st.session_state.get(PRESENT_KEY) else figure_spec(fig)
+    title = take_title_spec(spec)
     if title:
         text = "<br>".join(html.escape(line) for line in title.split("<br>"))
         where.markdown(f"<div class='paged-figure-title'>{text}</div>", unsafe_allow_html=True)
-    width = "content" if fig.layout.width else "stretch"
-    where.plotly_chart(fig, key=key, width=width, config={"displayModeBar": False})
+    width = "content" if spec["layout"].get("width") else "stretch"
+    where.plotly_chart(_Spec(spec), key=key, width=width, config={"displayModeBar": False})
 
 
 def state_table(rows: list[dict], key: str, where=None) -> None:

@@ -113,3 +113,19 @@ def test_marker_on_a_special_token_is_well_formed_html():
         assert not re.search(r"<[^>]*[␣⏎][^>]*>", box), box
     assert any("▶⟨EOS⟩</mark>" in box for box in boxes)
     assert any("▶␣</mark>" in box for box in boxes)  # a real space still gets its stand-in
+
+
+def test_steps_never_build_the_export(monkeypatch):
+    """The export (the tensor run and every model step as dicts) is made only when its button is pressed: loading the
+    page and stepping the pool build none of it, so a rerun costs the same however long the run is."""
+    from lessons.buglab_tensors import TensorRun
+
+    built = []
+    real = TensorRun.to_dict
+    monkeypatch.setattr(TensorRun, "to_dict", lambda self: built.append(1) or real(self))
+    at = app_test(PAGE, params={"fault": "slot_off_by_one"}).run()
+    for _ in range(3):
+        at.button(key="buglab.next").click().run()
+    ok(at)
+    assert at.session_state["buglab.step"] >= 3 and at.get("download_button")
+    assert built == []

@@ -1,0 +1,57 @@
+"""ui.show_figure sends a figure as plotly itself would (same JSON, its title moved above it as text) without
+plotly's deep copy of the figure (go.Figure.to_dict), and leaves the figure it was given unchanged."""
+
+from __future__ import annotations
+
+import json
+
+import plotly.graph_objects as go
+import plotly.io as pio
+from streamlit.testing.v1 import AppTest
+
+from ui.fit import take_title
+
+
+def page() -> None:
+    import streamlit as st
+
+    from ui.widgets import show_figure
+    from viz.engine import queues_figure
+    from viz.pool import pool_figure
+
+    figs = [pool_figure(12, 4, {0: [7, 2, 9], 1: [4, 1]}, {0: 10, 1: 6}, highlight=[9], title="Pool<br>two lines"),
+            queues_figure([0, 1], [2], [], title="queues")]
+    for i, fig in enumerate(figs):
+        show_figure(fig, f"fig{i}")
+    st.session_state["figs"] = figs
+
+
+def expected(fig: go.Figure) -> tuple[str, dict]:
+    """Plotly's own JSON of a copy of the figure, its title taken out through the go.Figure API."""
+    copy = go.Figure(fig)
+    title = take_title(copy)
+    return title, json.loads(pio.to_json(copy, validate=False))
+
+
+def test_sent_json_is_plotlys_own_and_the_figure_is_unchanged():
+    at = AppTest.from_function(page).run()
+    assert not at.exception, [e.value for e in at.exception]
+    sent = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
+    shown = [m.value for m in at.markdown if "paged-figure-title" in m.value]
+    figs = at.session_state["figs"]
+    assert len(sent) == len(shown) == len(figs) == 2
+    for fig, spec, text in zip(figs, sent, shown):
+        assert fig.layout.title.text  # the caller's figure keeps its title
+        title, want = expected(fig)
+        assert spec == want and not (spec["layout"].get("title") or {}).get("text")
+        assert all(line in text for line in title.split("<br>"))
+
+
+def test_no_deep_copy_of_the_figure(monkeypatch):
+    def forbidden(self):
+        raise AssertionError("go.Figure.to_dict deep-copies the figure: not on the app's path")
+
+    monkeypatch.setattr(go.Figure, "to_dict", forbidden)
+    at = AppTest.from_function(page).run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert len(at.get("plotly_chart")) == 2
