@@ -80,7 +80,13 @@ def _sync(device: torch.device) -> None:
 
 def hf_available() -> bool:
     """True when transformers can be imported (the HF column is then measured)."""
-    return importlib.util.find_spec("transformers") is not None
+    try:  # absent, broken, or blocked (as the GPU image check does): no HF column
+        if importlib.util.find_spec("transformers") is None:
+            return False
+        import transformers  # noqa: F401
+    except ImportError:
+        return False
+    return True
 
 
 def hf_twin(model):
