@@ -3,6 +3,7 @@ that owns them, the sequence label and token index printed in the cell, hover sh
 
 from __future__ import annotations
 
+import html
 import math
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping, Sequence
@@ -31,6 +32,15 @@ def chain_text(seq_id: int, token_index: int, block_size: int, physical_block_id
     slot = physical_block_id * block_size + block_offset
     return (f"{seq_label(seq_id)} token {token_index} → logical block {logical_block_id} → physical block "
             f"{physical_block_id} → offset {block_offset} → slot {slot}")
+
+
+def token_hover(token_text: Mapping[int, Sequence[str]] | None, seq_id: int, token_index: int) -> str:
+    """" · token '␣the'" for token `token_index` of `seq_id` (HTML-escaped, so "<s>" stays text in a hover), or ""
+    when `token_text` has no text for it."""
+    texts = (token_text or {}).get(seq_id)
+    if texts is None or not 0 <= token_index < len(texts):
+        return ""
+    return f" · token '{html.escape(str(texts[token_index]))}'"
 
 
 def pool_cells(num_blocks: int, block_size: int, tables: Mapping[int, Sequence[int]],
@@ -66,13 +76,14 @@ def grid_columns(num_blocks: int, block_size: int, aspect: float = 3.5) -> int:
 def pool_figure(num_blocks: int, block_size: int, tables: Mapping[int, Sequence[int]],
                 cached_counts: Mapping[int, int], highlight: Iterable[int] = (), read: Iterable[int] = (),
                 title: str = "", labels: Mapping[int, str] | None = None, max_width: int = 820,
-                min_width: int = 620) -> go.Figure:
+                min_width: int = 620, token_text: Mapping[int, Sequence[str]] | None = None) -> go.Figure:
     """The pool grid.
 
     tables: seq_id -> block_table; cached_counts: seq_id -> cached_token_count, the tokens written (cells past it in
     the last block are drawn as reserved, in a light tint). highlight: slots outlined in black (the token being
     read / just written). read: slots already read (a thin grey outline). labels: seq_id -> text shown in cells
-    (default A, B, C…).
+    (default A, B, C…). token_text: seq_id -> the text of each of its tokens by token index (e.g.
+    lessons.tokens.token_label's "␣the", "⟨BOS⟩"); a written cell's hover adds "· token '␣the'" to its chain.
     Cells are square, at most 36 px; the figure is between min_width and max_width pixels wide.
     Traces: "free", one per sequence (named by its label), "read", "highlight", "block ids".
     """
@@ -113,7 +124,7 @@ def pool_figure(num_blocks: int, block_size: int, tables: Mapping[int, Sequence[
             g["text"].append("/".join(str(tok) for _, tok in cell.tokens[:2]) if clash
                              else f"{name(first_seq)}{first_tok}")
             lines = [chain_text(s, tok, block_size, cell.physical_block_id).replace(seq_label(s), name(s), 1)
-                     for s, tok in cell.tokens]
+                     + token_hover(token_text, s, tok) for s, tok in cell.tokens]
             if clash:
                 lines.append("⚠ these tokens share one slot: the later write overwrites the earlier")
             g["hover"].append("<br>".join(lines))

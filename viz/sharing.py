@@ -3,6 +3,7 @@ memory that sharing saves. Colours and labels per sequence as everywhere (colors
 
 from __future__ import annotations
 
+import html
 import math
 from typing import Iterable, Mapping, Sequence
 
@@ -18,15 +19,28 @@ MISS_COLOR = OKABE_ITO["orange"]
 COPY_COLOR = OKABE_ITO["vermillion"]
 
 
+def block_tokens(token_text: Mapping[int, Sequence[str]] | None, seq_id: int, logical_block_id: int,
+                 block_size: int, cached_counts: Mapping[int, int]) -> str:
+    """" · tokens 'a' '␣b'": the text of the tokens `seq_id` has written in its logical block (those below its
+    cached_token_count; HTML-escaped), or "" when `token_text` has none for them."""
+    texts = (token_text or {}).get(seq_id) or []
+    start = logical_block_id * block_size
+    end = min(start + block_size, cached_counts.get(seq_id, 0))
+    shown = [f"'{html.escape(str(x))}'" for x in texts[start:end]]
+    return f" · tokens {' '.join(shown)}" if shown else ""
+
+
 def refcount_pool_figure(num_blocks: int, block_size: int, tables: Mapping[int, Sequence[int]],
                          cached_counts: Mapping[int, int], ref_counts: Sequence[int], cached: Iterable[int] = (),
                          copies: Sequence[tuple[int, int]] = (), title: str = "", cols: int | None = None,
-                         max_width: int = 680) -> go.Figure:
+                         max_width: int = 680, token_text: Mapping[int, Sequence[str]] | None = None) -> go.Figure:
     """One square per physical block, coloured by its first holder, its ref count printed large (0 on free blocks
     is left blank) and its id small in the corner. Shared blocks (ref count > 1) get a thick black outline and one
     dot per holder in the holder's colour. `cached`: free blocks that keep a prefix-cache hash (grey, "♻").
     `copies`: copy-on-write (src, dst) of the latest step, outlined in vermillion with an arrow src → dst.
     tables: seq_id -> block_table (every holder); cached_counts: seq_id -> cached_token_count (for the fill).
+    token_text: seq_id -> the text of each of its tokens by token index (lessons.tokens.token_label); a held
+    block's hover adds the tokens written in it, e.g. "tokens '⟨BOS⟩' 'The' '␣fox'" (its first holder's).
     Square cells of at most 46 px, the figure at most `max_width` px wide.
     Traces: "blocks", "block ids", "shared", "holders", "copy-on-write"."""
     cols = cols or min(num_blocks, 16)
@@ -51,7 +65,8 @@ def refcount_pool_figure(num_blocks: int, block_size: int, tables: Mapping[int, 
                 color = tint(color, 0.6)  # a last block still filling up
             held = ", ".join(f"{seq_label(s)} (logical block {j})" for s, j in holders[b])
             hover.append(f"physical block {b}: ref count {ref} · held by {held} · {fill[b]}/{block_size} slots "
-                         "written" + (" · hashed: a prompt with this prefix reuses it" if b in cached else ""))
+                         "written" + block_tokens(token_text, *holders[b][0], block_size, cached_counts)
+                         + (" · hashed: a prompt with this prefix reuses it" if b in cached else ""))
             text.append(f"<b>{ref}</b>")
         elif b in cached:
             color = CACHED_FREE_COLOR
