@@ -150,6 +150,7 @@ def engine_view() -> None:
     decode = trace is not None and trace.phase == "decode"  # a prefill writes whole prompts: a thin outline reads better
     pool = pool_figure(view.num_blocks, view.block_size, view.tables, view.cached_counts,
                        highlight=written if decode else [], read=[] if decode else written, max_width=680,
+                       token_text=demo.token_texts(),
                        title=ctx.t("pool_title", free=view.num_free_blocks, num_blocks=view.num_blocks))
     fig_col, note_col = st.columns([3, 1])
     ui.show_figure(pool, "engine.pool", where=fig_col)

@@ -115,6 +115,7 @@ def sharing_view() -> None:
     lens = {shown[sid]: count for sid, count in view.cached_counts.items()}
     pool = refcount_pool_figure(view.num_blocks, view.block_size, tables, lens, list(view.ref_counts),
                                 list(view.cached_blocks), trace.copies if trace else (),
+                                token_text={shown[sid]: texts for sid, texts in demo.token_texts().items()},
                                 title=ctx.t("pool_title", free=view.num_free_blocks, num_blocks=view.num_blocks))
     fig_col, note_col = st.columns([3, 1])
     ui.show_figure(pool, "sharing.pool", where=fig_col)
