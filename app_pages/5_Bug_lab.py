@@ -7,8 +7,9 @@ from dataclasses import asdict
 import streamlit as st
 
 import ui
+from ui.model_picker import LOAD_ERRORS, SHIPPED, load_error, model_label, pick_model, try_load
 from ui.playback import Stepper, playback_bar
-from lessons.buglab import TASKS, model_scenario, run_fault, summarize
+from lessons.buglab import model_scenario, run_fault, summarize, tasks_for
 from lessons.buglab_tensors import run_tensor_fault, tensor_scenario_for
 from lessons.tokens import TEXT, token_pieces
 from paged.faults import Fault
@@ -42,7 +43,19 @@ with st.sidebar:
         st.session_state["buglab.off_widget"] = bool(knobs.state("off", 0, ui.one_of([0, 1])))
     off = st.toggle(ctx.t("fault_off"), key="buglab.off_widget", help=ctx.t("fault_off_help"))
     knobs.set_state("off", int(off))
-    task = knobs.radio(ctx.t("scenario"), "task", TASKS[0], TASKS, format_func=lambda v: ctx.t(f"task_{v}"))
+    # the model (ui.model_picker: the shipped one, or a directory the operator allowed), loaded here because the
+    # tasks depend on its tokenizer; a load error is shown with the model run below, the tensor half still works
+    choice = pick_model(ctx, knobs, "buglab")
+    model = tok = failure = None
+    try:
+        model, tok = shipped_model() if choice == SHIPPED else try_load(ctx, choice)
+    except LOAD_ERRORS as err:
+        failure = ((ctx.t("err_no_model", detail=str(err)), ctx.t("fix_no_model")) if choice == SHIPPED
+                   else load_error(ctx, choice, err))
+    tasks = tasks_for(tok) if tok is not None else ("recall", "continue")
+    task = knobs.radio(ctx.t("scenario"), "task", tasks[0], tasks, format_func=lambda v: ctx.t(f"task_{v}"))
+    if "recall" not in tasks:
+        st.caption(ctx.t("recall_needs_sep"))
     block_size = knobs.select(ctx.t("common.block_size"), "block_size", 4, [2, 4, 8, 16])
     seed = knobs.number(ctx.t("seed"), "seed", 0, 0, 999)
     ui.device_badge(ctx, "float32")
@@ -85,19 +98,17 @@ def marked_output(tok, ids, k: int | None, color: str, arrow: str = "", drifted:
             f"style='background:{color};color:#fff;border-radius:3px;padding:0 2px'>{arrow}{token}</mark>{rest}")
 
 
-st.subheader(ctx.t("model_header"))
-try:
-    model, tok = shipped_model()
-except (FileNotFoundError, ValueError) as err:
-    model = tok = None
-    ui.show_error(ctx, ctx.t("err_no_model", detail=str(err)), ctx.t("fix_no_model"))
+st.subheader(ctx.t("model_header") if choice == SHIPPED else
+             ctx.t("model_header_picked", name=model_label(ctx, choice)))
+if failure is not None:
+    ui.show_error(ctx, *failure)
 
 run = scenario = None
 if model is not None:
     scenario = model_scenario(fault, task, tok, block_size, seed)
     try:
         with st.spinner(ctx.t("running")):
-            run = ui.session_cached("buglab.model_runs", (active, scenario),
+            run = ui.session_cached("buglab.model_runs", (choice, active, scenario),
                                     lambda: run_fault(model, tok, active, scenario), MAX_CACHED_RUNS)
     except ValueError as err:
         ui.show_error(ctx, ctx.t("err_run", message=str(err)), ctx.t("fix_run"))

@@ -51,6 +51,12 @@ RECALL_TEXTS = ("The quick brown fox jumps over the lazy dog.", "paged attention
                 "0 1 2 3 4 5 6 7 8 9 10")
 
 
+def tasks_for(tokenizer) -> tuple[str, ...]:
+    """The tasks a model's tokenizer can run: recall needs a SEP token (the shipped byte model's, which it was
+    trained to copy after); a local checkpoint without one gets "continue" only."""
+    return TASKS if getattr(tokenizer, "sep_token_id", None) is not None else tuple(t for t in TASKS if t != "recall")
+
+
 def model_scenario(fault: Fault | str | None, task: str = "recall", tokenizer=None, block_size: int = 4,
                    seed: int = 0) -> Scenario:
     """The bug lab's scenario for `fault` with the model.
@@ -60,7 +66,9 @@ def model_scenario(fault: Fault | str | None, task: str = "recall", tokenizer=No
     Either way the fault's structure is kept: for USE_AFTER_FREE the first request (the longest) stops early while
     its block table is the widest, so its successor inherits a stale row; for PAD_NOT_SKIPPED the pool is smaller
     than the batch needs, so every block, the last one included, gets used. The pool is sized in slots, so a
-    different block_size keeps the same pressure. Raises ValueError for an unknown task.
+    different block_size keeps the same pressure, and from the prompts' lengths in `tokenizer`'s tokens when one is
+    given (a subword model's prompts are shorter than their bytes). Raises ValueError for an unknown task, or for
+    recall with a tokenizer without SEP (see tasks_for).
     """
     fault = as_fault(fault)
     if task not in TASKS:
@@ -69,13 +77,19 @@ def model_scenario(fault: Fault | str | None, task: str = "recall", tokenizer=No
     if task == "continue":
         prompts, max_tokens = base.prompts, base.max_tokens
     else:
-        if tokenizer is None:
-            raise ValueError("the recall task needs the model's tokenizer (for its SEP token)")
+        if "recall" not in tasks_for(tokenizer):
+            raise ValueError("the recall task needs a tokenizer with a SEP token (the shipped byte model's); "
+                             "use task 'continue'")
         prompts = tuple(tuple(tokenizer.encode(t) + [tokenizer.sep_token_id]) for t in RECALL_TEXTS)
-        max_tokens = tuple(len(t.encode()) + 1 for t in RECALL_TEXTS)
+        max_tokens = tuple(len(tokenizer.encode(t, add_bos=False)) + 1 for t in RECALL_TEXTS)  # the copy + EOS
         if fault is Fault.USE_AFTER_FREE:
             max_tokens = (8,) + max_tokens[1:]
-    lengths = [(len(p.encode()) + 1 if isinstance(p, str) else len(p)) + n for p, n in zip(prompts, max_tokens)]  # BOS
+    def prompt_len(p: str | tuple[int, ...]) -> int:  # as fed: BOS + bytes for the byte model without a tokenizer
+        if not isinstance(p, str):
+            return len(p)
+        return len(tokenizer.encode(p)) if tokenizer is not None else len(p.encode()) + 1
+
+    lengths = [prompt_len(p) + n for p, n in zip(prompts, max_tokens)]
     need = sum(blocks_needed(n, block_size) for n in lengths)  # blocks if every request ran to the end at once
     if fault is Fault.PAD_NOT_SKIPPED:
         num_blocks = max(max(blocks_needed(n, block_size) for n in lengths), need * 3 // 4)

@@ -99,14 +99,27 @@ def _load(choice: str):
     return load_model(None if choice == SHIPPED else choice, device=default_device())
 
 
+LOAD_ERRORS = (FileNotFoundError, ValueError, OSError, RuntimeError, MemoryError)  # what a bad directory raises
+
+
+def try_load(ctx: PageContext, choice: str):
+    """(model, tokenizer) of `choice`, with a spinner while it loads. Raises what loading raises (LOAD_ERRORS), for
+    a page that goes on without the model (the bug lab's random-tensor half) to show with `load_error`."""
+    with st.spinner(ctx.t("model.loading", name=model_label(ctx, choice))):
+        return _load(choice)
+
+
+def load_error(ctx: PageContext, choice: str, err: Exception) -> tuple[str, str]:
+    """(what, fix) for an error box about a directory that could not load: its name, the loader's words, the fix."""
+    return (ctx.t("model.err_load", name=model_label(ctx, choice), detail=str(err)), ctx.t("model.fix_load"))
+
+
 def load_choice(ctx: PageContext, choice: str):
     """(model, tokenizer) of `choice`, with a spinner while it loads; an error box with the fix (and the page stops)
     when it cannot load: never a traceback."""
     try:
-        with st.spinner(ctx.t("model.loading", name=model_label(ctx, choice))):
-            return _load(choice)
-    except (FileNotFoundError, ValueError, OSError, RuntimeError, MemoryError) as err:
+        return try_load(ctx, choice)
+    except LOAD_ERRORS as err:
         if choice == SHIPPED:
             stop_with_error(ctx, ctx.t("engine.err_model", detail=str(err)), ctx.t("engine.fix_model"))
-        stop_with_error(ctx, ctx.t("model.err_load", name=model_label(ctx, choice), detail=str(err)),
-                        ctx.t("model.fix_load"))
+        stop_with_error(ctx, *load_error(ctx, choice, err))

@@ -123,6 +123,12 @@ STRINGS = {
     "scenario": {"en": "Model scenario", "zh": "模型场景"},
     "task_recall": {"en": "recall: repeat the text after SEP", "zh": "复述：在 SEP 之后重复文本"},
     "task_continue": {"en": "continue: plain text continuation", "zh": "续写：普通文本续写"},
+    "recall_needs_sep": {
+        "en": ("Recall is offered only on the shipped byte model: it was trained to repeat the text after its ⟨SEP⟩ "
+               "token, which this model's tokenizer does not have. The bug shows just as well in a continuation."),
+        "zh": ("复述任务只在随附的字节模型上提供：它被训练为重复 ⟨SEP⟩ 之后的文本，而这个模型的分词器没有 ⟨SEP⟩。"
+               "在续写任务里，bug 同样会显现。"),
+    },
     "seed": {"en": "seed (free-list shuffle, random K/V)", "zh": "seed（free list 打乱顺序、随机 K/V）"},
     "card_what": {"en": "What goes wrong", "zh": "出了什么错"},
     "card_where": {"en": "Where in the chain", "zh": "在地址链的哪一环"},
@@ -134,6 +140,7 @@ STRINGS = {
     },
     # --- the model run ---
     "model_header": {"en": "The tiny model, with and without the bug", "zh": "小模型：有 bug 与没有 bug"},
+    "model_header_picked": {"en": "The model {name}, with and without the bug", "zh": "模型 {name}：有 bug 与没有 bug"},
     "running": {"en": "Running the paged engine and its contiguous twin…",
                 "zh": "正在运行 paged engine 和它的连续 cache 对照组…"},
     "err_no_model": {"en": "The trained tiny model is missing: {detail}",
