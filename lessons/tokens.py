@@ -19,14 +19,15 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Iterable
 
-TEXT, SPECIAL, BYTE = "text", "special", "byte"
+TEXT, SPECIAL, BYTE, UNKNOWN = "text", "special", "byte", "unknown"
 SPECIAL_NAMES = (("bos_token_id", "BOS"), ("sep_token_id", "SEP"), ("eos_token_id", "EOS"))
 
 
 @dataclass(frozen=True)
 class Piece:
-    """A run of token ids as shown: decoded text (kind "text"), a special token ("⟨EOS⟩", kind "special") or one
-    byte that is not valid UTF-8 at its place ("⟨0xE6⟩", kind "byte")."""
+    """A run of token ids as shown: decoded text (kind "text"), a special token ("⟨EOS⟩", kind "special"), one
+    byte that is not valid UTF-8 at its place ("⟨0xE6⟩", kind "byte") or an id the tokenizer's vocabulary does not
+    have ("⟨#302⟩", kind "unknown": a model's embedding often has more rows than its tokenizer has tokens)."""
 
     text: str
     kind: str = TEXT
@@ -93,6 +94,13 @@ def _token_bytes(tokenizer, token_id: int) -> bytes | None:
     return token.replace("▁", " ").encode("utf-8")
 
 
+def _unknown(tokenizer, token_id: int) -> bool:
+    """Whether a subword tokenizer (one with `id_to_token`) has no token for `token_id` (an id past its vocabulary
+    that a model with padded embedding rows can still sample): decode drops such an id, so it is shown as ⟨#id⟩."""
+    return hasattr(tokenizer, "id_to_token") and not hasattr(tokenizer, "decode_bytes") and \
+        tokenizer.id_to_token(token_id) is None
+
+
 def _special_names(tokenizer) -> dict[int, str]:
     """id -> ⟨BOS⟩ / ⟨SEP⟩ / ⟨EOS⟩ for the tokenizer's own ids, ⟨its string⟩ for any further eos id."""
     names = {}
@@ -122,6 +130,8 @@ def token_label(tokenizer, token_id: int, max_chars: int = 10) -> str:
     bytes as ⟨0xNN⟩, special tokens by name (⟨EOS⟩, ⟨<|im_end|>⟩), cut to `max_chars` characters plus "…"."""
     token_id = int(token_id)
     text = _special_name(tokenizer, token_id)
+    if text is None and _unknown(tokenizer, token_id):
+        text = f"⟨#{token_id}⟩"
     if text is None:
         if hasattr(tokenizer, "decode_bytes"):
             data = tokenizer.decode_bytes([token_id])
@@ -138,8 +148,8 @@ def token_pieces(tokenizer, ids: Iterable[int]) -> list[Piece]:
     is one character), special tokens (the tokenizer's bos/sep/eos ids) as ⟨BOS⟩ / ⟨SEP⟩ / ⟨EOS⟩, and every byte
     that does not decode as ⟨0xNN⟩. A tokenizer without `decode_bytes` (a subword one) has its runs decoded with
     `decode`, or, when that gives U+FFFD (a character split across tokens, or a byte no text has), from the
-    tokens' own bytes; its other special tokens (a second eos id, <|im_end|>) are named too. Empty text pieces are
-    left out."""
+    tokens' own bytes; its control characters are ⟨0xNN⟩ too, an id past its vocabulary is ⟨#id⟩, and its other
+    special tokens (a second eos id, <|im_end|>) are named. Empty text pieces are left out."""
     out: list[Piece] = []
     run: list[int] = []
     names = _special_names(tokenizer)
@@ -152,7 +162,7 @@ def token_pieces(tokenizer, ids: Iterable[int]) -> list[Piece]:
                                                                                    for i in run]):
                 out.extend(_byte_pieces(b"".join(raw)))
             elif text:
-                out.append(Piece(text))
+                out.extend(_byte_pieces(text.encode("utf-8", "surrogatepass")))
             run.clear()
 
     for i in ids:
@@ -161,6 +171,9 @@ def token_pieces(tokenizer, ids: Iterable[int]) -> list[Piece]:
         if name is not None:
             flush()
             out.append(Piece(name, SPECIAL))
+        elif _unknown(tokenizer, i):
+            flush()
+            out.append(Piece(f"⟨#{i}⟩", UNKNOWN))
         else:
             run.append(i)
     flush()

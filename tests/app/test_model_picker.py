@@ -101,7 +101,10 @@ def test_picker_lists_the_allowed_checkpoint_and_runs_it_with_its_own_tokens(all
             assert cell == expected
             checked += 1
         text = hf.decode(seq.generated_token_ids, skip_special_tokens=True)
-        if "\ufffd" not in text:
+        # plain text only: the page names what decode drops or hides (an id past the vocabulary as ⟨#id⟩, a
+        # control character or a split character's byte as ⟨0xNN⟩)
+        if all(i < len(hf) for i in seq.generated_token_ids) and "\ufffd" not in text and \
+                all(c.isprintable() or c in "\n\t" for c in text):
             assert output == text
     assert checked
     assert any(t("model.plain_text", "en")[:40] in c.value for c in at.caption)

@@ -3,7 +3,7 @@ UTF-8 at its place is shown as ⟨0xNN⟩ (never U+FFFD), and complete character
 
 from __future__ import annotations
 
-from lessons.tokens import BYTE, SPECIAL, TEXT, Piece, shown_text, token_label, token_pieces
+from lessons.tokens import BYTE, SPECIAL, TEXT, UNKNOWN, Piece, shown_text, token_label, token_pieces
 from paged.model.tokenizer import BOS, EOS, SEP, ByteTokenizer
 
 TOK = ByteTokenizer()
@@ -98,3 +98,17 @@ def test_an_engine_demo_labels_every_token_of_every_sequence(tiny):
     assert texts[0][:5] == ["⟨BOS⟩", "a", "␣", "b", "⟨SEP⟩"] and texts[1][:3] == ["⟨BOS⟩", "x", "y"]
     generated = demo.view.seqs[0].generated_token_ids
     assert texts[0][5:] == [token_label(tok, i) for i in generated]
+
+
+def test_ids_past_the_vocabulary_and_control_characters_are_shown_not_dropped():
+    """A model's embedding can have more rows than its tokenizer has tokens (the tiny checkpoint: 320 vs 300), and a
+    random model samples such ids: decode drops them silently, the pages show ⟨#id⟩. A control character a subword
+    token decodes to (0x14 is one byte-level token) is ⟨0x14⟩, as for the byte model; text around both stays."""
+    tok = _hf_tokenizer()
+    assert tok.id_to_token(305) is None and tok.decode([305]) == ""
+    fox = tok.encode("fox", add_bos=False)
+    ctrl = tok.token_to_id(chr(0x100 + 0x14))  # byte-level BPE writes byte 0x14 as U+0114
+    assert tok.decode([ctrl]) == "\x14"
+    ids = fox + [305, ctrl] + fox
+    assert token_pieces(tok, ids) == [Piece("fox"), Piece("⟨#305⟩", UNKNOWN), Piece("⟨0x14⟩", BYTE), Piece("fox")]
+    assert [token_label(tok, i) for i in (305, ctrl)] == ["⟨#305⟩", "⟨0x14⟩"]

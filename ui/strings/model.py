@@ -11,8 +11,9 @@ STRINGS = {
     "shipped": {"en": "Shipped tiny Llama (bytes)", "zh": "随附的小型 Llama（字节）"},
     "plain_text": {
         "en": "Prompts are plain text in its own tokenizer (⟨SEP⟩ is the byte model's). ␣ space · ↵ newline · "
-              "⟨0xNN⟩ one byte of a split character.",
-        "zh": "prompt 是用它自己的分词器编码的普通文本（⟨SEP⟩ 只属于字节模型）。␣ 空格 · ↵ 换行 · ⟨0xNN⟩ 被拆开字符的一个字节。",
+              "⟨0xNN⟩ one byte of a split character (or a control byte) · ⟨#id⟩ an id its tokenizer has no token for.",
+        "zh": "prompt 是用它自己的分词器编码的普通文本（⟨SEP⟩ 只属于字节模型）。␣ 空格 · ↵ 换行 · "
+              "⟨0xNN⟩ 被拆开字符的一个字节（或控制字节）· ⟨#id⟩ 分词器里没有对应 token 的 id。",
     },
     "loading": {"en": "Loading the model {name}…", "zh": "正在加载模型 {name}…"},
     "err_load": {"en": "The model {name} could not be loaded: {detail}", "zh": "无法加载模型 {name}：{detail}"},
