@@ -40,7 +40,7 @@ def token_hover(token_text: Mapping[int, Sequence[str]] | None, seq_id: int, tok
     texts = (token_text or {}).get(seq_id)
     if texts is None or not 0 <= token_index < len(texts):
         return ""
-    return f" · token '{html.escape(str(texts[token_index]))}'"
+    return f" · token '{html.escape(str(texts[token_index]), quote=False)}'"
 
 
 def pool_cells(num_blocks: int, block_size: int, tables: Mapping[int, Sequence[int]],

@@ -26,7 +26,7 @@ def block_tokens(token_text: Mapping[int, Sequence[str]] | None, seq_id: int, lo
     texts = (token_text or {}).get(seq_id) or []
     start = logical_block_id * block_size
     end = min(start + block_size, cached_counts.get(seq_id, 0))
-    shown = [f"'{html.escape(str(x))}'" for x in texts[start:end]]
+    shown = [f"'{html.escape(str(x), quote=False)}'" for x in texts[start:end]]
     return f" · tokens {' '.join(shown)}" if shown else ""
 
 

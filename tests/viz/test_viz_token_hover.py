@@ -14,18 +14,19 @@ pytestmark = pytest.mark.usefixtures("validate_figures")  # conftest: plotly val
 
 TABLES = {0: [3, 1], 1: [0]}
 LENS = {0: 6, 1: 3}
-TEXTS = {0: ["<s>", "The", "␣fox", "␣is", "␣quick", "&", "unwritten"], 1: ["x", "y", "z"]}
+TEXTS = {0: ["<s>", "The", "␣fox", "'s", "␣quick", "&", "unwritten"], 1: ["x", "y", "z"]}
 
 
 def test_each_written_cell_names_its_token_after_its_chain():
     """A's token 1 sits at block 3 offset 1: its hover is its chain then "· token 'The'"; "<s>" and "&" arrive
-    escaped; B's cells carry B's text; A's reserved slots (tokens 6, 7) name none, though a text exists for 6."""
+    escaped (a quote is left as it is: plotly knows no &quot;); B's cells carry B's text; A's reserved slots (tokens 6, 7) name none, though a text exists for 6."""
     fig = pool_figure(4, 4, TABLES, LENS, token_text=TEXTS)
     hover = list(trace(fig, "A").hovertext)
     chain = "A token 1 → logical block 0 → physical block 3 → offset 1 → slot 13"
     assert f"{chain} · token 'The'" in hover
     assert any(h.endswith("· token '&lt;s&gt;'") for h in hover)
     assert any(h.endswith("· token '&amp;'") for h in hover)
+    assert any(h.endswith("· token ''s'") for h in hover)
     assert not any("unwritten" in h for h in hover)
     assert sum("· token '" in h for h in hover) == LENS[0]
     assert [h.rsplit("'", 2)[1] for h in trace(fig, "B").hovertext if "token '" in h] == ["x", "y", "z"]
@@ -45,7 +46,7 @@ def test_refcount_blocks_list_the_tokens_written_in_them():
     refs = [1, 1, 0, 1]
     fig = refcount_pool_figure(4, 4, TABLES, LENS, refs, token_text=TEXTS)
     hover = list(trace(fig, "blocks").hovertext)
-    assert hover[3].endswith("· tokens '&lt;s&gt;' 'The' '␣fox' '␣is'")
+    assert hover[3].endswith("· tokens '&lt;s&gt;' 'The' '␣fox' ''s'")
     assert hover[1].endswith("· tokens '␣quick' '&amp;'")
     assert hover[0].endswith("· tokens 'x' 'y' 'z'")
     assert "tokens" not in hover[2]
