@@ -123,3 +123,18 @@ def test_sharing_pool_hover_lists_each_blocks_tokens(allowed):
     pieces = [shown_piece(hf, i) for i in prompt[:size]]
     assert "· tokens '" in hover
     assert all(f"'{html.escape(p, quote=False)}'" in hover for p in pieces if p is not None) and any(pieces)
+
+
+def test_a_checkpoint_that_cannot_load_is_an_error_box_and_the_tensor_half_still_runs(monkeypatch, tmp_path):
+    """An allowed directory whose config.json is not a model: the bug lab names it and the loader's reason with the
+    fix, no traceback; the random-tensor half (its two charts) does not need the model and still runs."""
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    (broken / "config.json").write_text("{}")
+    monkeypatch.setenv("PAGED_MODEL_DIRS", str(broken))
+    monkeypatch.delenv("PAGED_MODEL_DIR", raising=False)
+    at = app_test(BUGLAB, params={"model": str(broken.resolve())}).run()
+    no_exception(at)
+    assert at.error and t("model.fix_load", "en")[:30] in at.error[0].value
+    assert t("model.err_load", "en", name="broken", detail="")[:25] in at.error[0].value
+    assert len(at.get("plotly_chart")) == 2
