@@ -217,7 +217,7 @@ pool_section()
 
 def export() -> dict:
     """The trace to download, made only when the button is pressed (not on every rerun)."""
-    out = {"fault": fault.value, "fault_off": off, "tensor": trun.to_dict()}
+    out = {"fault": fault.value, "fault_off": off, "model": choice, "tensor": trun.to_dict()}
     if run is not None:
         out.update(scenario=asdict(scenario), drift=[asdict(d) for d in drifts],
                    steps=[s.to_dict() for s in run.steps])

@@ -138,3 +138,15 @@ def test_a_checkpoint_that_cannot_load_is_an_error_box_and_the_tensor_half_still
     assert at.error and t("model.fix_load", "en")[:30] in at.error[0].value
     assert t("model.err_load", "en", name="broken", detail="")[:25] in at.error[0].value
     assert len(at.get("plotly_chart")) == 2
+
+
+def test_the_bug_lab_export_names_the_model(allowed, monkeypatch):
+    """The downloaded trace says which model ran (the allowed directory, or "shipped")."""
+    import ui
+
+    made = {}
+    monkeypatch.setattr(ui, "export_button", lambda ctx, trace, name, **kw: made.update(trace=trace, name=name))
+    at = app_test(BUGLAB, params={"model": str(allowed), "fault": "use_after_free"}).run()
+    no_exception(at)
+    out = made["trace"]()
+    assert out["model"] == str(allowed) and out["fault"] == "use_after_free" and out["drift"]
