@@ -9,7 +9,7 @@ import streamlit as st
 import ui
 from ui.model_picker import LOAD_ERRORS, SHIPPED, load_error, model_label, pick_model, try_load
 from ui.playback import Stepper, playback_bar
-from lessons.buglab import model_scenario, run_fault, summarize, tasks_for
+from lessons.buglab import TASKS, model_scenario, run_fault, summarize, tasks_for
 from lessons.buglab_tensors import run_tensor_fault, tensor_scenario_for
 from lessons.tokens import TEXT, token_pieces
 from paged.faults import Fault
@@ -52,7 +52,7 @@ with st.sidebar:
     except LOAD_ERRORS as err:
         failure = ((ctx.t("err_no_model", detail=str(err)), ctx.t("fix_no_model")) if choice == SHIPPED
                    else load_error(ctx, choice, err))
-    tasks = tasks_for(tok) if tok is not None else ("recall", "continue")
+    tasks = tasks_for(tok) if tok is not None else TASKS
     task = knobs.radio(ctx.t("scenario"), "task", tasks[0], tasks, format_func=lambda v: ctx.t(f"task_{v}"))
     if "recall" not in tasks:
         st.caption(ctx.t("recall_needs_sep"))

@@ -84,6 +84,7 @@ def model_scenario(fault: Fault | str | None, task: str = "recall", tokenizer=No
         max_tokens = tuple(len(tokenizer.encode(t, add_bos=False)) + 1 for t in RECALL_TEXTS)  # the copy + EOS
         if fault is Fault.USE_AFTER_FREE:
             max_tokens = (8,) + max_tokens[1:]
+
     def prompt_len(p: str | tuple[int, ...]) -> int:  # as fed: BOS + bytes for the byte model without a tokenizer
         if not isinstance(p, str):
             return len(p)
