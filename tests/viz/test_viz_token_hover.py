@@ -19,7 +19,8 @@ TEXTS = {0: ["<s>", "The", "␣fox", "'s", "␣quick", "&", "unwritten"], 1: ["x
 
 def test_each_written_cell_names_its_token_after_its_chain():
     """A's token 1 sits at block 3 offset 1: its hover is its chain then "· token 'The'"; "<s>" and "&" arrive
-    escaped (a quote is left as it is: plotly knows no &quot;); B's cells carry B's text; A's reserved slots (tokens 6, 7) name none, though a text exists for 6."""
+    escaped (a quote is left as it is: plotly knows no &quot;); B's cells carry B's text; A's reserved slots
+    (tokens 6, 7) name none, though a text exists for 6."""
     fig = pool_figure(4, 4, TABLES, LENS, token_text=TEXTS)
     hover = list(trace(fig, "A").hovertext)
     chain = "A token 1 → logical block 0 → physical block 3 → offset 1 → slot 13"
