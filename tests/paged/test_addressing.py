@@ -54,7 +54,7 @@ def test_locate_beyond_table_and_negative():
         locate(-1, [7, 2, 9], 4)
     with pytest.raises(ValueError, match="-1"):
         locate(4, [7, -1], 4)
-    with pytest.raises(ValueError, match="need 2 blocks"):
+    with pytest.raises(ValueError, match="end = 5 needs 2 blocks"):
         slot_mapping([7], 0, 5, 4)
     with pytest.raises(ValueError, match="-1"):
         slot_mapping([7, -1], 0, 5, 4)
