@@ -48,6 +48,21 @@ def test_prefill_weights_respect_the_mask():
     assert torch.allclose(scene.result().paged, attention(scene.query, keys, values, causal=True))
 
 
+@pytest.mark.parametrize("mode", ["decode", "prefill"])
+def test_drawn_weights_are_the_ones_attention_uses(mode):
+    """The weights the page draws, applied to the contiguous values by hand (GQA: head h reads kv head h // 3),
+    give the float64 reference output."""
+    cfg = GatherConfig(num_heads=6, num_kv_heads=2, context_len=11, block_size=4, mode=mode, q_len=4)
+    scene = GatherScene(cfg, device="cpu")
+    result = scene.result()
+    w = result.weights.double() if mode == "prefill" else result.weights.double()[:, None]  # [H, q_len, C]
+    _, values = scene.contiguous.get(0)
+    v = values.double().repeat_interleave(3, dim=1)  # [C, H, D]
+    out = torch.einsum("hqk,khd->qhd", w, v)
+    expected = result.reference if mode == "prefill" else result.reference[None]
+    assert torch.allclose(out, expected, rtol=0, atol=1e-5 * expected.abs().max().item())
+
+
 def test_gather_scene_is_seeded_and_validates():
     a, b = GatherScene(GatherConfig(seed=3), "cpu"), GatherScene(GatherConfig(seed=3), "cpu")
     assert a.block_table == b.block_table and torch.equal(a.query, b.query)
