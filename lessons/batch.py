@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 from dataclasses import asdict, dataclass, field
 
-from paged.addressing import blocks_needed
+from paged.addressing import blocks_needed, locate
 from .playground import DecodeCheck, Playground
 from .address import SEED_BATCH, dtype_of
 
@@ -175,7 +175,7 @@ class BatchDemo:
         before the stray write (the step goes through the running sequences in order)."""
         seq = self.playground.sequences[seq_id]
         token, bs = seq.cached_token_count - 1, self.config.block_size
-        slot = seq.block_table[token // bs] * bs + token % bs
+        slot = locate(token, seq.block_table, bs).slot
         if written < 0:
             return Misplaced(seq_id, token, slot, written, None, None, False)
         block, offset = divmod(written, bs)
