@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from ui.strings import t
 
-from .conftest import app_test
+from .app_util import app_test
 
 BATCH = "app_pages/3_Batch_decode.py"
 

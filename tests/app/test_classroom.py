@@ -12,7 +12,7 @@ from lessons.engine import EngineDemo
 from ui.nav import PAGES, title
 from ui.strings import t
 
-from .conftest import APP, app_test
+from .app_util import APP, app_test
 
 GATHER, BATCH = "app_pages/2_Gather_and_attend.py", "app_pages/3_Batch_decode.py"
 ENGINE, BUGLAB, SHARING = "app_pages/4_Engine.py", "app_pages/5_Bug_lab.py", "app_pages/6_Sharing.py"

@@ -10,7 +10,7 @@ import pytest
 import lessons.fast as ladder
 from ui.strings import t
 
-from .conftest import app_test
+from .app_util import app_test
 
 PAGE = "app_pages/7_Correct_to_fast.py"
 TINY = dict(batch=1, context_len=32, num_heads=2, num_kv_heads=1, head_dim=32, block_size=4, requests=40)

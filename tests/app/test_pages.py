@@ -9,7 +9,7 @@ from lessons.batch import BatchConfig, BatchDemo
 from ui.strings import t
 from ui.params import duplicates, int_in, one_of, parse_int_list
 
-from .conftest import APP, page_files, app_test
+from .app_util import APP, page_files, app_test
 
 ADDRESS = "app_pages/1_Address_translation.py"
 GATHER = "app_pages/2_Gather_and_attend.py"

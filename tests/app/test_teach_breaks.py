@@ -8,7 +8,7 @@ import pytest
 
 from ui.strings import t
 
-from .conftest import app_test
+from .app_util import app_test
 
 GATHER, BATCH = "app_pages/2_Gather_and_attend.py", "app_pages/3_Batch_decode.py"
 

@@ -7,7 +7,7 @@ import pytest
 
 from ui.strings import t
 
-from .conftest import app_test
+from .app_util import app_test
 
 ADDRESS, BATCH, ENGINE = "app_pages/1_Address_translation.py", "app_pages/3_Batch_decode.py", "app_pages/4_Engine.py"
 
