@@ -97,3 +97,32 @@ def test_the_block_count_checker_sees_a_hand_count():
     src = ("a = -(-n // block_size)\nb = (n + self.block_size - 1) // self.block_size\nc = -(-n // cols)\n"
            "d = n // bs\ne = (n + bs - 1) // bs\n")
     assert block_ceil_divs(src) == [1, 2, 5]
+
+
+# --- tests share helpers through helper modules, never through conftest.py or another test file ------------------
+# Files other engineers own, to be moved to a helper module by them (tests/app/app_util.py, tests/helpers.py).
+KNOWN_TEST_IMPORTS = {"tests/app/test_buglab_page.py", "tests/app/test_engine_page.py", "tests/app/test_model_picker.py",
+                      "tests/app/test_sharing_page.py", "tests/app/test_teach_chunked.py",
+                      "tests/app/test_teach_engine.py", "tests/paged/test_native.py", "tests/paged/test_native_build.py"}
+
+
+def imports_test_modules(source: str) -> list[str]:
+    """Modules a file imports that are a conftest or a test_ file (code in strings, run elsewhere, is not seen)."""
+    names = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            names.append(node.module)
+        elif isinstance(node, ast.Import):
+            names += [alias.name for alias in node.names]
+    return [n for n in names if n.split(".")[-1] == "conftest" or n.split(".")[-1].startswith("test_")]
+
+
+def test_tests_share_helpers_through_helper_modules():
+    found = {str(p.relative_to(ROOT)): imports_test_modules(p.read_text(encoding="utf-8"))
+             for p in sorted((ROOT / "tests").rglob("*.py"))}
+    assert not {k: v for k, v in found.items() if v and k not in KNOWN_TEST_IMPORTS}
+
+
+def test_the_test_import_checker_sees_conftest_and_test_files():
+    src = "from .conftest import app_test\nfrom test_kernels import build\nimport helpers\nfrom .app_util import x\n"
+    assert imports_test_modules(src) == ["conftest", "test_kernels"]
