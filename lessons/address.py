@@ -8,9 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
-import torch
-
 from paged.addressing import Address, check_block_size, locate
+from paged.checks import DTYPES, dtype_of  # noqa: F401  (the pages' dtype choices, named here)
 
 SEED_BLOCK_SIZE = 4
 SEED_NUM_BLOCKS = 12
@@ -21,15 +20,6 @@ SEED_BATCH = (((7, 2, 9), 10), ((4, 1), 6), ((8, 5, 3, 6), 15))  # (block_table,
 MAX_TABLE = 32   # block-table entries the page accepts
 MAX_BLOCK_SIZE = 16
 MAX_TOKEN = MAX_TABLE * MAX_BLOCK_SIZE - 1  # the furthest token any accepted table can address
-
-DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
-
-
-def dtype_of(name: str) -> torch.dtype:
-    """torch dtype for "float32" / "float16" / "bfloat16" (ValueError otherwise)."""
-    if name not in DTYPES:
-        raise ValueError(f"dtype must be one of {sorted(DTYPES)}, got {name!r}")
-    return DTYPES[name]
 
 
 @dataclass(frozen=True)

@@ -15,8 +15,9 @@ import os
 
 import torch
 
-from ..addressing import blocks_needed, slot_mapping
+from ..addressing import blocks_needed, pad_block_tables, slot_mapping
 from ..attention import contiguous_attention_decode, paged_attention_decode
+from ..checks import DTYPES
 from ..config import CacheConfig, SamplingParams
 from ..engine import LLMEngine
 from ..engine.engine import default_attn_impl
@@ -25,7 +26,6 @@ from ..faults import Fault
 from ..kv_cache import write_kv
 from ..attention import tolerance
 
-DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 PROMPTS = ["1 2 3 4 5 6 7 8", "the quick brown fox jumps over", "abcdefghij", "a",
            "PagedAttention reads its history through a block table."]
 PREFIX = "The KV cache lives in fixed-size blocks. "  # shared by several prefix-caching prompts
@@ -51,6 +51,23 @@ def impls_for(device: torch.device) -> tuple[list[str], dict[str, str]]:
     return impls, skipped
 
 
+def fill_pool(key_cache: torch.Tensor, value_cache: torch.Tensor, tables: list[list[int]], lens: list[int],
+              gen: torch.Generator, fill: float = 0.0) -> tuple[torch.Tensor, torch.Tensor]:
+    """Random K/V for each sequence b (lens[b] tokens, drawn keys then values from `gen`, in the pool's dtype)
+    written through slot_mapping + write_kv at block table tables[b] of the pool [num_blocks, block_size,
+    num_kv_heads, head_dim]; returns the same K/V kept contiguous in float64: keys, values [B, max(lens),
+    num_kv_heads, head_dim], `fill` past each end. The contiguous copy is the reference every impl is checked on."""
+    _, block_size, num_kv_heads, head_dim = key_cache.shape
+    keys = torch.full((len(lens), max(lens), num_kv_heads, head_dim), fill, dtype=torch.float64)
+    values = keys.clone()
+    for b, n in enumerate(lens):
+        k = torch.randn(n, num_kv_heads, head_dim, generator=gen).to(key_cache.dtype)
+        v = torch.randn(n, num_kv_heads, head_dim, generator=gen).to(key_cache.dtype)
+        keys[b, :n], values[b, :n] = k.double(), v.double()
+        write_kv(key_cache, value_cache, k, v, slot_mapping(tables[b], 0, n, block_size))
+    return keys, values
+
+
 def ragged_case(num_heads: int, num_kv_heads: int, head_dim: int, block_size: int, lens: list[int],
                 dtype: torch.dtype, device: torch.device, seed: int = 0) -> dict:
     """Random query [B, num_heads, head_dim] and K/V written through slot_mapping + write_kv into shuffled blocks
@@ -63,15 +80,8 @@ def ragged_case(num_heads: int, num_kv_heads: int, head_dim: int, block_size: in
     value_cache = torch.randn(key_cache.shape, generator=gen).to(dtype)
     order = torch.randperm(num_blocks, generator=gen).tolist()
     tables = [order[sum(per_seq[:b]):sum(per_seq[:b + 1])] for b in range(len(lens))]
-    width = max(per_seq) + 1  # at least one -1 in every row
-    padded = torch.tensor([t + [-1] * (width - len(t)) for t in tables], dtype=torch.int32)
-    keys = torch.zeros(len(lens), max(lens), num_kv_heads, head_dim, dtype=torch.float64)
-    values = torch.zeros_like(keys)
-    for b, n in enumerate(lens):
-        k = torch.randn(n, num_kv_heads, head_dim, generator=gen).to(dtype)
-        v = torch.randn(n, num_kv_heads, head_dim, generator=gen).to(dtype)
-        keys[b, :n], values[b, :n] = k.double(), v.double()
-        write_kv(key_cache, value_cache, k, v, slot_mapping(tables[b], 0, n, block_size))
+    padded = pad_block_tables(tables, max(per_seq) + 1)  # at least one -1 in every row
+    keys, values = fill_pool(key_cache, value_cache, tables, lens, gen)
     query = torch.randn(len(lens), num_heads, head_dim, generator=gen).to(dtype)
     return {name: t.to(device) for name, t in dict(query=query, key_cache=key_cache, value_cache=value_cache,
                                                      block_tables=padded, keys=keys, values=values).items()}
