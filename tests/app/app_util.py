@@ -30,3 +30,8 @@ def app_test(path: Path | str, lang: str = "en", params: dict | None = None) -> 
     for name, value in (params or {}).items():
         at.query_params[name] = str(value)
     return at
+
+
+def no_exception(at: AppTest) -> None:
+    """The run raised nothing (the page shows no traceback); the failure lists what it raised."""
+    assert not at.exception, [e.value for e in at.exception]

@@ -8,13 +8,9 @@ import pytest
 
 from ui.strings import t
 
-from .app_util import app_test
+from .app_util import app_test, no_exception
 
 GATHER, BATCH = "app_pages/2_Gather_and_attend.py", "app_pages/3_Batch_decode.py"
-
-
-def no_exception(at) -> None:
-    assert not at.exception, [e.value for e in at.exception]
 
 
 @pytest.mark.parametrize("lang", ["en", "zh"])
