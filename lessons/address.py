@@ -15,7 +15,7 @@ SEED_BLOCK_SIZE = 4
 SEED_NUM_BLOCKS = 12
 SEED_BLOCK_TABLE = (7, 2, 9)
 SEED_TOKEN_INDEX = 5
-SEED_BATCH = (((7, 2, 9), 10), ((4, 1), 6), ((8, 5, 3, 6), 15))  # (block_table, context_len) of A, B, C
+SEED_BATCH = (((7, 2, 9), 10), ((4, 1), 6), ((8, 5, 3, 6), 15))  # (block_table, cached_token_count) of A, B, C
 
 MAX_TABLE = 32   # block-table entries the page accepts
 MAX_BLOCK_SIZE = 16

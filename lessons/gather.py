@@ -157,7 +157,8 @@ class GatherScene:
         return weights, future
 
     def trace(self, step: int) -> dict:
-        """What the page shows, as JSON-ready data (for 'export trace')."""
+        """The page's export (gather_trace.json): what it shows after `step` reads, JSON-ready. "trace" here is the
+        export's old name, not a StepTrace (no engine runs on this page)."""
         step = max(0, min(step, self.config.context_len))
         out = {"config": self.config.to_dict(), "num_blocks": self.config.num_blocks,
                "block_table": self.block_table, "step": step,

@@ -83,7 +83,7 @@ def test_gather_scene_is_seeded_and_validates():
 def test_batch_demo_starts_with_the_seed_batch():
     demo = BatchDemo(BatchConfig(), device="cpu")
     assert demo.tables() == {0: [7, 2, 9], 1: [4, 1], 2: [8, 5, 3, 6]}
-    assert demo.context_lens() == {0: 10, 1: 6, 2: 15} and all(c.ok for c in demo.checks)
+    assert demo.cached_token_counts() == {0: 10, 1: 6, 2: 15} and all(c.ok for c in demo.checks)
 
 
 def test_new_block_only_when_last_is_full():
@@ -129,6 +129,6 @@ def test_replay_reproduces_the_state_exactly():
 
 def test_config_that_does_not_fit_the_seed_tables_uses_the_free_list():
     demo = BatchDemo(BatchConfig(block_size=2, num_blocks=32), device="cpu")
-    assert not demo.used_seed_tables and demo.context_lens() == {0: 10, 1: 6, 2: 15}
+    assert not demo.used_seed_tables and demo.cached_token_counts() == {0: 10, 1: 6, 2: 15}
     small = BatchDemo(BatchConfig(block_size=1, num_blocks=12), device="cpu")
     assert not small.last_event.ok and small.last_event.reason == "pool_full"
