@@ -16,7 +16,7 @@ import os
 import torch
 
 from ..addressing import blocks_needed, pad_block_tables, slot_mapping
-from ..attention import contiguous_attention_decode, paged_attention_decode
+from ..attention import DECODE_IMPLS, contiguous_attention_decode, paged_attention_decode
 from ..checks import DTYPES
 from ..config import CacheConfig, SamplingParams
 from ..engine import LLMEngine
@@ -31,24 +31,27 @@ PROMPTS = ["1 2 3 4 5 6 7 8", "the quick brown fox jumps over", "abcdefghij", "a
 PREFIX = "The KV cache lives in fixed-size blocks. "  # shared by several prefix-caching prompts
 
 
-def impls_for(device: torch.device) -> tuple[list[str], dict[str, str]]:
-    """The decode impls that apply on `device`, and {impl: why it is skipped} for the others."""
+def _why_not(impl: str, device: torch.device) -> str | None:
+    """Why decode impl `impl` does not apply on `device` (None: it does)."""
     from ..kernels import native_error, triton_available
 
-    impls, skipped = ["loop", "gather", "fused"], {}
-    if device.type != "cpu":
-        skipped["native"] = "the C kernel runs on CPU tensors only"
-    elif (why := native_error()) is not None:
-        skipped["native"] = why
-    else:
-        impls.append("native")
-    if not triton_available():
-        skipped["triton"] = "the triton package is not installed"
-    elif device.type == "cpu" and os.environ.get("TRITON_INTERPRET") != "1":
-        skipped["triton"] = "on a CPU triton needs TRITON_INTERPRET=1 (set before triton is imported)"
-    else:
-        impls.append("triton")
-    return impls, skipped
+    if impl == "native":
+        return "the C kernel runs on CPU tensors only" if device.type != "cpu" else native_error()
+    if impl == "triton":
+        if not triton_available():
+            return "the triton package is not installed"
+        if device.type == "cpu" and os.environ.get("TRITON_INTERPRET") != "1":
+            return "on a CPU triton needs TRITON_INTERPRET=1 (set before triton is imported)"
+    return None
+
+
+def impls_for(device: torch.device) -> tuple[list[str], dict[str, str]]:
+    """The decode impls (every one registered in paged.attention.DECODE_IMPLS, in its order) that apply on
+    `device`, and {impl: why it is skipped} for the others."""
+    from .. import kernels  # noqa: F401  (registers fused, native and triton)
+
+    why = {impl: _why_not(impl, device) for impl in DECODE_IMPLS}
+    return [i for i, w in why.items() if w is None], {i: w for i, w in why.items() if w is not None}
 
 
 def fill_pool(key_cache: torch.Tensor, value_cache: torch.Tensor, tables: list[list[int]], lens: list[int],

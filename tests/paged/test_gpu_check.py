@@ -220,3 +220,15 @@ def test_fill_pool_writes_what_it_keeps_contiguous():
         assert bool((keys[b, n:] == -9.0).all()) and bool((values[b, n:] == -9.0).all())
     assert bool((key_cache[[2, 5]] == 5.0).all())
     assert not torch.equal(keys, values)
+
+
+def test_the_device_check_covers_every_registered_impl(monkeypatch):
+    """impls_for reads the one impl list (DECODE_IMPLS): a newly registered impl is swept too; on a GPU the C
+    kernel is skipped with its reason."""
+    from paged.bench.device_checks import impls_for
+
+    monkeypatch.setitem(DECODE_IMPLS, "extra", DECODE_IMPLS["loop"])
+    impls, skipped = impls_for(torch.device("cpu"))
+    assert "extra" in impls and set(impls) | set(skipped) == set(DECODE_IMPLS)
+    impls, skipped = impls_for(torch.device("cuda"))
+    assert "native" in skipped and "native" not in impls and "extra" in impls
