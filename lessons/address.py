@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
-from paged.addressing import Address, check_block_size, locate
+from paged.addressing import Address, locate, logical_address
 from paged.checks import DTYPES, dtype_of  # noqa: F401  (the pages' dtype choices, named here)
 
 SEED_BLOCK_SIZE = 4
@@ -44,8 +44,7 @@ class MissingEntry:
 def follow(token_index: int, block_table: Sequence[int], block_size: int) -> Address | MissingEntry:
     """The address chain of one token (paged.addressing.locate), or a MissingEntry when its logical block has no
     entry in `block_table`. Raises ValueError for block_size < 1 or token_index < 0 (as locate does)."""
-    check_block_size(block_size)
-    if token_index >= 0 and token_index // block_size >= len(block_table):
-        logical_block_id, block_offset = divmod(token_index, block_size)
+    logical_block_id, block_offset = logical_address(token_index, block_size)
+    if logical_block_id >= len(block_table):
         return MissingEntry(token_index, logical_block_id, block_offset, len(block_table), block_size)
     return locate(token_index, block_table, block_size)

@@ -70,6 +70,12 @@ def blocks_needed(num_tokens: int, block_size: int) -> int:
     return -(-as_int(num_tokens, "num_tokens", 0) // block_size)
 
 
+def logical_address(token_index: int, block_size: int) -> tuple[int, int]:
+    """The chain's first two links, which need no block table: (logical_block_id, block_offset) of a token.
+    Raises ValueError unless token_index >= 0 and block_size >= 1 are integers."""
+    return divmod(as_int(token_index, "token_index", 0), check_block_size(block_size))
+
+
 def _used_part(block_table, num_tokens: int, block_size: int, what: str) -> tuple[list[int], int]:
     """The table's entries as ints and how many of them tokens [0, num_tokens) use (blocks_needed). `what` names
     num_tokens in the errors: ValueError if num_tokens > MAX_CONTEXT_LEN or the table has fewer entries."""
@@ -91,7 +97,7 @@ def locate(token_index: int, block_table: SequenceT[int] | torch.Tensor, block_s
     block_size = check_block_size(block_size)
     table = _as_list(block_table)
     token_index = as_int(token_index, "token_index", 0)
-    logical_block_id = token_index // block_size
+    logical_block_id, block_offset = logical_address(token_index, block_size)
     if logical_block_id >= len(table):
         raise ValueError(
             f"token {token_index} lives in logical block {logical_block_id}, but the block table has only "
@@ -100,7 +106,6 @@ def locate(token_index: int, block_table: SequenceT[int] | torch.Tensor, block_s
     if physical_block_id < 0:
         raise ValueError(f"logical block {logical_block_id} of token {token_index} is {physical_block_id} "
                          "(-1: no physical block)")
-    block_offset = token_index % block_size
     return Address(token_index, logical_block_id, physical_block_id, block_offset,
                    physical_block_id * block_size + block_offset)
 
