@@ -15,14 +15,10 @@ from viz.pool import pool_figure
 from lessons.address import (MAX_TABLE, MAX_TOKEN, SEED_BLOCK_SIZE, SEED_BLOCK_TABLE, SEED_NUM_BLOCKS,
                              SEED_TOKEN_INDEX, MissingEntry, follow)
 
-ctx = ui.setup_page("address", icon=":material/route:")
-knobs = ui.Knobs("address")
+ctx, knobs = ui.page_header("address", ":material/route:")
 quiz_on = ui.quiz.enabled(knobs)  # ?quiz=1: predict, then reveal
-st.title(ctx.t("title"))
-st.caption(ctx.t("intro"))
 
 with st.sidebar:
-    st.header(ctx.t("common.settings"))
     block_size = knobs.slider(ctx.t("common.block_size"), "block_size", SEED_BLOCK_SIZE, 1, 16)
     num_blocks = knobs.slider(ctx.t("common.num_blocks"), "num_blocks", SEED_NUM_BLOCKS, 1, 64)
 

@@ -15,14 +15,10 @@ from viz.pool import pool_figure
 from lessons.address import DTYPES, SEED_BLOCK_SIZE, SEED_NUM_BLOCKS
 
 
-ctx = ui.setup_page("batch", icon=":material/view_module:")
-knobs = ui.Knobs("batch")
+ctx, knobs = ui.page_header("batch", ":material/view_module:")
 quiz_on = ui.quiz.enabled(knobs)  # ?quiz=1: predict, then reveal
-st.title(ctx.t("title"))
-st.caption(ctx.t("intro"))
 
 with st.sidebar:
-    st.header(ctx.t("common.settings"))
     block_size = knobs.select(ctx.t("common.block_size"), "block_size", SEED_BLOCK_SIZE, [1, 2, 4, 8, 16])
     num_blocks = knobs.slider(ctx.t("common.num_blocks"), "num_blocks", SEED_NUM_BLOCKS, 4, 64)
     num_heads = knobs.select(ctx.t("common.num_heads"), "num_heads", 4, [1, 2, 4, 8, 16])

@@ -8,28 +8,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
-import torch
-
-from paged.addressing import Address, check_block_size, locate
+from paged.addressing import Address, locate, logical_address
+from paged.checks import DTYPES, dtype_of  # noqa: F401  (the pages' dtype choices, named here)
 
 SEED_BLOCK_SIZE = 4
 SEED_NUM_BLOCKS = 12
 SEED_BLOCK_TABLE = (7, 2, 9)
 SEED_TOKEN_INDEX = 5
-SEED_BATCH = (((7, 2, 9), 10), ((4, 1), 6), ((8, 5, 3, 6), 15))  # (block_table, context_len) of A, B, C
+SEED_BATCH = (((7, 2, 9), 10), ((4, 1), 6), ((8, 5, 3, 6), 15))  # (block_table, cached_token_count) of A, B, C
 
 MAX_TABLE = 32   # block-table entries the page accepts
 MAX_BLOCK_SIZE = 16
 MAX_TOKEN = MAX_TABLE * MAX_BLOCK_SIZE - 1  # the furthest token any accepted table can address
-
-DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
-
-
-def dtype_of(name: str) -> torch.dtype:
-    """torch dtype for "float32" / "float16" / "bfloat16" (ValueError otherwise)."""
-    if name not in DTYPES:
-        raise ValueError(f"dtype must be one of {sorted(DTYPES)}, got {name!r}")
-    return DTYPES[name]
 
 
 @dataclass(frozen=True)
@@ -54,8 +44,7 @@ class MissingEntry:
 def follow(token_index: int, block_table: Sequence[int], block_size: int) -> Address | MissingEntry:
     """The address chain of one token (paged.addressing.locate), or a MissingEntry when its logical block has no
     entry in `block_table`. Raises ValueError for block_size < 1 or token_index < 0 (as locate does)."""
-    check_block_size(block_size)
-    if token_index >= 0 and token_index // block_size >= len(block_table):
-        logical_block_id, block_offset = divmod(token_index, block_size)
+    logical_block_id, block_offset = logical_address(token_index, block_size)
+    if logical_block_id >= len(block_table):
         return MissingEntry(token_index, logical_block_id, block_offset, len(block_table), block_size)
     return locate(token_index, block_table, block_size)

@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 from dataclasses import asdict, dataclass, field
 
-from paged.addressing import blocks_needed
+from paged.addressing import blocks_needed, locate
 from .playground import DecodeCheck, Playground
 from .address import SEED_BATCH, dtype_of
 
@@ -175,7 +175,7 @@ class BatchDemo:
         before the stray write (the step goes through the running sequences in order)."""
         seq = self.playground.sequences[seq_id]
         token, bs = seq.cached_token_count - 1, self.config.block_size
-        slot = seq.block_table[token // bs] * bs + token % bs
+        slot = locate(token, seq.block_table, bs).slot
         if written < 0:
             return Misplaced(seq_id, token, slot, written, None, None, False)
         block, offset = divmod(written, bs)
@@ -229,12 +229,18 @@ class BatchDemo:
         """seq_id -> block_table of every running sequence."""
         return {s.seq_id: list(s.block_table) for s in self.playground.running()}
 
-    def context_lens(self) -> dict[int, int]:
-        """seq_id -> cached_token_count (the context a decode query reads) of every running sequence."""
+    def cached_token_counts(self) -> dict[int, int]:
+        """seq_id -> cached_token_count (tokens whose K/V are in the pool) of every running sequence. Not a
+        context_len: the next decode step reads cached_token_count + 1 tokens, its own included."""
         return {s.seq_id: s.cached_token_count for s in self.playground.running()}
 
+    def context_lens(self) -> dict[int, int]:
+        """The old name of cached_token_counts, kept while page 3 calls it (it goes with that call)."""
+        return self.cached_token_counts()
+
     def trace(self) -> dict:
-        """The current state and the log that reproduces it, JSON-ready."""
+        """The page's export (batch_trace.json): the current state and the op log that reproduces it, JSON-ready.
+        "trace" here is the export's old name, not a StepTrace (no engine runs on this page)."""
         pg = self.playground
         return {
             "config": self.config.to_dict(), "ops": list(self.ops), "step": len(self.ops),

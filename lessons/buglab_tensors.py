@@ -25,12 +25,12 @@ from dataclasses import asdict, dataclass, field
 
 import torch
 
-from paged.addressing import slot_mapping
+from paged.addressing import PAD_SLOT, slot_mapping
 from paged.attention import contiguous_attention_decode, paged_attention_decode, tolerance
 from paged.faults import Fault, as_fault, fault_hook
 from .playground import Playground
 from paged.sequence import Sequence
-from .address import SEED_BATCH
+from .address import SEED_BATCH, follow
 
 
 @dataclass(frozen=True)
@@ -188,15 +188,18 @@ class FaultyPlayground(Playground):
 
     # --- the read side ------------------------------------------------------------------------------------------
     def _bad_reads(self, seq: Sequence, table: list[int], read_len: int) -> list[BadCell]:
+        """Cells read wrongly when `seq` is read through `table` (the hook's read table) for `read_len` tokens:
+        each slot compared with the one its own block table gives (-1: the table has no entry for the token)."""
         bs, newest = self.block_size, seq.cached_token_count  # newest token's index (not yet counted)
+        right = slot_mapping(seq.block_table, 0, max(read_len, newest + 1), bs).tolist()
         out = []
         for t in range(read_len):
-            right = seq.block_table[t // bs] * bs + t % bs
-            slot = table[t // bs] * bs + t % bs if t // bs < len(table) else -1
-            if slot != right or (self.hook.read_first and t == newest):
-                out.append(BadCell("read", seq.seq_id, t, slot, right))
+            slot = follow(t, table, bs).slot
+            slot = PAD_SLOT if slot is None else slot
+            if slot != right[t] or (self.hook.read_first and t == newest):
+                out.append(BadCell("read", seq.seq_id, t, slot, right[t]))
         if read_len <= newest:  # LATE_INCREMENT: the newest token is not read at all
-            out.append(BadCell("skipped", seq.seq_id, newest, -1, seq.block_table[newest // bs] * bs + newest % bs))
+            out.append(BadCell("skipped", seq.seq_id, newest, PAD_SLOT, right[newest]))
         return out
 
     # --- one decode step ----------------------------------------------------------------------------------------

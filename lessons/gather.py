@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass
 import torch
 
 from paged.addressing import Address, address_table, blocks_needed, slot_mapping
-from paged.attention import attention, gather_kv, gather_kv_loop, tolerance
+from paged.attention import attention, attention_weights, gather_kv, gather_kv_loop, tolerance
 from paged.kv_cache import ContiguousKVCache, KVCachePool, write_kv
 from .address import dtype_of
 
@@ -138,22 +138,27 @@ class GatherScene:
                             bool(torch.equal(paged, same)), future)
 
     def _weights(self, keys: torch.Tensor) -> tuple[torch.Tensor, float]:
+        """The attention weights the page draws, from `paged.attention.attention_weights` (the library's scores and
+        GQA rule), and in prefill the largest weight any query would put on future tokens without the mask.
+        Prefill query i sees keys 0 … context_len - q_len + i (`attention`'s causal rule): its weights are the
+        decode weights over that prefix, zero after it. Returns decode [num_heads, context_len] or prefill
+        [num_heads, q_len, context_len] (float32), and the leak."""
         cfg = self.config
-        group = cfg.num_heads // cfg.num_kv_heads
-        k = keys.float().repeat_interleave(group, dim=1)  # [context_len, num_heads, head_dim]
-        q = self.query.float() if cfg.mode == "prefill" else self.query.float()[None]
-        scores = torch.einsum("qhd,khd->hqk", q, k) / math.sqrt(cfg.head_dim)  # [num_heads, q_len, context_len]
         if cfg.mode == "decode":
-            return torch.softmax(scores, -1)[:, 0], 0.0
+            return attention_weights(self.query, keys), 0.0
         start = cfg.context_len - cfg.q_len
-        visible = torch.arange(cfg.context_len)[None, :] <= torch.arange(cfg.q_len)[:, None] + start
-        visible = visible.to(scores.device)
-        unmasked = torch.softmax(scores, -1)
-        future = (unmasked * ~visible).sum(-1).max().item()  # weight that would leak to the future
-        return torch.softmax(scores.masked_fill(~visible, float("-inf")), -1), future
+        weights = keys.new_zeros((cfg.num_heads, cfg.q_len, cfg.context_len), dtype=torch.float32)
+        future = 0.0
+        for i, q in enumerate(self.query):
+            seen = start + i + 1
+            weights[:, i, :seen] = attention_weights(q, keys[:seen])
+            if seen < cfg.context_len:  # the same row with no mask: what it would give the future
+                future = max(future, attention_weights(q, keys)[:, seen:].sum(-1).max().item())
+        return weights, future
 
     def trace(self, step: int) -> dict:
-        """What the page shows, as JSON-ready data (for 'export trace')."""
+        """The page's export (gather_trace.json): what it shows after `step` reads, JSON-ready. "trace" here is the
+        export's old name, not a StepTrace (no engine runs on this page)."""
         step = max(0, min(step, self.config.context_len))
         out = {"config": self.config.to_dict(), "num_blocks": self.config.num_blocks,
                "block_table": self.block_table, "step": step,

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import torch
 
+from paged.addressing import blocks_needed, locate
 from paged.attention import attention, gather_kv, paged_attention_decode
 from .gather import GatherScene
 
@@ -95,8 +96,8 @@ def context_len_off(scene: GatherScene, delta: int) -> LenBreak:
     if delta > 0:
         # the token index n read through the table; past the table's end this library's gather re-reads the
         # table's last entry (a CUDA kernel would read whatever the padded entry points to)
-        past = n // bs >= len(table)
-        slot = table[min(n // bs, len(table) - 1)] * bs + n % bs
+        past = blocks_needed(n + 1, bs) > len(table)
+        slot = locate((len(table) - 1) * bs + n % bs if past else n, table, bs).slot  # past: the last entry again
         written = {a.slot: a.token_index for a in scene.addresses}
         holds = written.get(slot)
     out = paged_attention_decode(scene.query[None], *scene.pool.layer(0), [table], [told], validate=False)[0]

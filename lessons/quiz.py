@@ -88,7 +88,7 @@ def address_question(block_table: list[int], block_size: int, seed: int) -> Ques
 def batch_question(demo, seed: int) -> Question | None:
     """Which running sequences take a new block at the next decode step? None when nothing runs or the pool could
     not give every one of them a block (the step would be refused)."""
-    tables, cached = demo.tables(), demo.context_lens()
+    tables, cached = demo.tables(), demo.cached_token_counts()
     if not tables:
         return None
     bs = demo.config.block_size

@@ -70,6 +70,24 @@ def blocks_needed(num_tokens: int, block_size: int) -> int:
     return -(-as_int(num_tokens, "num_tokens", 0) // block_size)
 
 
+def logical_address(token_index: int, block_size: int) -> tuple[int, int]:
+    """The chain's first two links, which need no block table: (logical_block_id, block_offset) of a token.
+    Raises ValueError unless token_index >= 0 and block_size >= 1 are integers."""
+    return divmod(as_int(token_index, "token_index", 0), check_block_size(block_size))
+
+
+def _used_part(block_table, num_tokens: int, block_size: int, what: str) -> tuple[list[int], int]:
+    """The table's entries as ints and how many of them tokens [0, num_tokens) use (blocks_needed). `what` names
+    num_tokens in the errors: ValueError if num_tokens > MAX_CONTEXT_LEN or the table has fewer entries."""
+    if num_tokens > MAX_CONTEXT_LEN:
+        raise ValueError(f"{what} is past MAX_CONTEXT_LEN ({MAX_CONTEXT_LEN} tokens)")
+    table = _as_list(block_table)
+    used = blocks_needed(num_tokens, block_size)
+    if used > len(table):
+        raise ValueError(f"{what} needs {used} blocks of {block_size}, but the block table has only {len(table)}")
+    return table, used
+
+
 def locate(token_index: int, block_table: SequenceT[int] | torch.Tensor, block_size: int) -> Address:
     """Follow the address chain for one token.
 
@@ -79,7 +97,7 @@ def locate(token_index: int, block_table: SequenceT[int] | torch.Tensor, block_s
     block_size = check_block_size(block_size)
     table = _as_list(block_table)
     token_index = as_int(token_index, "token_index", 0)
-    logical_block_id = token_index // block_size
+    logical_block_id, block_offset = logical_address(token_index, block_size)
     if logical_block_id >= len(table):
         raise ValueError(
             f"token {token_index} lives in logical block {logical_block_id}, but the block table has only "
@@ -88,7 +106,6 @@ def locate(token_index: int, block_table: SequenceT[int] | torch.Tensor, block_s
     if physical_block_id < 0:
         raise ValueError(f"logical block {logical_block_id} of token {token_index} is {physical_block_id} "
                          "(-1: no physical block)")
-    block_offset = token_index % block_size
     return Address(token_index, logical_block_id, physical_block_id, block_offset,
                    physical_block_id * block_size + block_offset)
 
@@ -106,13 +123,7 @@ def slot_mapping(block_table: SequenceT[int] | torch.Tensor, start: int, end: in
     start, end = as_int(start, "start"), as_int(end, "end")
     if not 0 <= start <= end:
         raise ValueError(f"need 0 <= start <= end, got start={start}, end={end}")
-    if end > MAX_CONTEXT_LEN:
-        raise ValueError(f"end = {end} is past MAX_CONTEXT_LEN ({MAX_CONTEXT_LEN} tokens)")
-    table = _as_list(block_table)
-    used = blocks_needed(end, block_size)
-    if used > len(table):
-        raise ValueError(f"tokens up to {end - 1} need {used} blocks of {block_size}, "
-                         f"but the block table has {len(table)}")
+    table, used = _used_part(block_table, end, block_size, f"end = {end}")
     if end == start:
         return torch.zeros(0, dtype=torch.long, device=device)
     first = start // block_size
@@ -145,13 +156,7 @@ def validate_block_table(block_table: SequenceT[int] | torch.Tensor, num_blocks:
     block_size = check_block_size(block_size)
     num_blocks = as_int(num_blocks, "num_blocks", 1)
     context_len = as_int(context_len, "context_len", 1)
-    if context_len > MAX_CONTEXT_LEN:
-        raise ValueError(f"context_len {context_len} is past MAX_CONTEXT_LEN ({MAX_CONTEXT_LEN} tokens)")
-    table = _as_list(block_table)
-    used = blocks_needed(context_len, block_size)
-    if used > len(table):
-        raise ValueError(f"context_len {context_len} needs {used} blocks of {block_size}, "
-                         f"but the block table has only {len(table)}")
+    table, used = _used_part(block_table, context_len, block_size, f"context_len {context_len}")
     seen: dict[int, int] = {}
     for logical_block_id, physical_block_id in enumerate(table[:used]):
         if physical_block_id == PAD_SLOT:

@@ -12,6 +12,8 @@ import numbers
 import operator
 from typing import Any, Iterable
 
+import torch
+
 
 def _is_bool(value: Any) -> bool:
     """A Python, numpy or torch bool (all of which would otherwise pass as the integers 0 and 1)."""
@@ -84,3 +86,13 @@ def as_token_ids(token_ids: Iterable[Any], name: str = "token ids", vocab_size: 
         except ValueError as err:
             raise ValueError(f"{err}{rule}") from None
     return out
+
+
+DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}  # by name (URL, CLI)
+
+
+def dtype_of(name: str) -> torch.dtype:
+    """torch dtype for "float32" / "float16" / "bfloat16" (ValueError otherwise)."""
+    if name not in DTYPES:
+        raise ValueError(f"dtype must be one of {sorted(DTYPES)}, got {name!r}")
+    return DTYPES[name]

@@ -1,5 +1,5 @@
 """Helpers the tests share (import as `from helpers import ...`): independent references for attention
-(naive_decode, rel_err, scattered_tables) and tolerances that scale with the magnitude compared.
+(naive_decode, rel_err, scattered_tables), the tiny random model (tiny_model) and tolerances that scale with the magnitude compared.
 
 fp32 results differ in their last bits between CPUs (an AVX-512 / AMX machine sums in another order than an AVX2
 one), so an absolute bound like 1e-5 on logits of size ~10 fails on some machines and not others. These helpers
@@ -12,6 +12,9 @@ from __future__ import annotations
 import random
 
 import torch
+
+from paged.config import ModelConfig
+from paged.model import ByteTokenizer, TinyLlama
 
 
 def scaled_atol(reference: torch.Tensor | float, rel: float = 1e-5) -> float:
@@ -83,3 +86,15 @@ def scattered_tables(rng: random.Random, num_blocks: int, lens: list[int], block
         at += need
     assert at <= num_blocks, "pool too small for the requested lengths"
     return tables
+
+
+def tiny_model(hidden_size: int = 64, num_hidden_layers: int = 2, num_attention_heads: int = 4,
+               num_key_value_heads: int = 2, seed: int = 0) -> tuple[TinyLlama, ByteTokenizer]:
+    """A random, untrained TinyLlama (intermediate size 2 * hidden_size, 256 positions; torch.manual_seed(seed)
+    just before it is built, so the same arguments give the same weights) in eval mode, and the byte tokenizer:
+    fast, and any cache mistake changes its output."""
+    torch.manual_seed(seed)
+    cfg = ModelConfig(hidden_size=hidden_size, intermediate_size=2 * hidden_size, num_hidden_layers=num_hidden_layers,
+                      num_attention_heads=num_attention_heads, num_key_value_heads=num_key_value_heads,
+                      max_position_embeddings=256)
+    return TinyLlama(cfg).eval(), ByteTokenizer()

@@ -1,6 +1,7 @@
 """Streamlit helpers shared by every page (the only UI package; paged/ never imports streamlit).
 
     ctx = setup_page("address")            # first call: page config, language switch; ctx.t("key") translates
+    ctx, knobs = page_header("address", ":material/route:")  # or all of a lesson page's opening at once
     knobs = Knobs("address")               # bounded widgets <-> URL query params (int_in, one_of, … parsers)
     device_badge(ctx, dtype="float32")     # cuda/cpu · dtype · torch version
     notice(ctx, text) · show_error(ctx, what, fix) · stop_with_error(ctx, what, fix)
@@ -13,13 +14,13 @@
 ui.engine_actions.EngineSession: the engine demo of pages 4 and 6 (replay, step/run/reset/add, their messages).
 """
 
-from .page import PageContext, current_lang, device_badge, device_info, language_switch, setup_page
+from .page import PageContext, current_lang, device_badge, device_info, language_switch, page_header, setup_page
 from .params import (Knobs, ParsedInts, duplicates, float_in, int_in, one_of, parse_int_list, read_param,
                      text_max, write_params)
 from .widgets import export_button, notice, session_cached, show_error, show_figure, state_table, stop_with_error
 
 __all__ = [
-    "PageContext", "current_lang", "device_badge", "device_info", "language_switch", "setup_page",
+    "PageContext", "current_lang", "device_badge", "device_info", "language_switch", "page_header", "setup_page",
     "Knobs", "ParsedInts", "duplicates", "float_in", "int_in", "one_of", "parse_int_list", "read_param",
     "text_max", "write_params", "export_button", "notice", "session_cached", "show_error", "show_figure",
     "state_table", "stop_with_error",

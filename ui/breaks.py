@@ -18,8 +18,8 @@ from viz.colors import seq_label
 
 from .widgets import notice, show_figure
 
-WRONG, WRONG_SEQ, ARMED = "batch.wrong", "batch.wrong_seq", "batch._wrong_armed"  # page 3's session keys
-ARMED_BEFORE = "batch._wrong_armed_before"  # the last run left the demo armed (a callback may use it up)
+WRONG, WRONG_SEQ = "batch.wrong", "batch.wrong_seq"  # page 3's switch and its target (widget keys, in the URL)
+ARMED = "batch._wrong_armed"  # (demo, seq_id): what the switch last armed, kept until it arms again
 
 
 # --- page 2 · Gather & attend ---------------------------------------------------------------------------------------
@@ -80,24 +80,29 @@ def show_gather_breaks(ctx, scene, step: int, no_mask: bool, ctx_off: int) -> No
 
 
 # --- page 3 · Batch decode --------------------------------------------------------------------------------------
+def _used_up(demo) -> bool:
+    """Whether the decode the switch armed has run, whoever ran it (a button callback before this run, or this run),
+    or the demo it armed was replaced (reset, settings): the demo shown is then no longer the one left armed."""
+    armed_demo, armed = st.session_state.get(ARMED, (None, None))
+    return armed is not None and (armed_demo is not demo or demo.armed is None)
+
+
 def arm_wrong_slot(demo) -> None:
     """Before the page's actions: arm the demo from the switch's last value, so its next decode is the broken one.
-    A decode that ran in a button callback (before this run) used the arming up: the switch goes off here."""
-    if st.session_state.pop(ARMED_BEFORE, False) and demo.armed is None:
+    If the decode armed before has run since (or the demo is new), the switch goes off first."""
+    if _used_up(demo):
         st.session_state[WRONG] = False
     target = st.session_state.get(WRONG_SEQ) if st.session_state.get(WRONG) else None
     running = [s.seq_id for s in demo.playground.running()]
     demo.arm_wrong_slot(target if target in running else None)
     st.session_state[ARMED] = (demo, demo.armed)
-    st.session_state[ARMED_BEFORE] = demo.armed is not None
 
 
 def wrong_slot_controls(ctx, knobs, demo) -> None:
     """After the page's actions: the switch (off again once its decode ran), its target, and what the last broken
     step did. The switch and its target live in the URL (wrong=1, wrong_seq=<id>)."""
-    armed_demo, armed = st.session_state.pop(ARMED, (None, None))
-    if armed is not None and (armed_demo is not demo or demo.armed is None):
-        st.session_state[knobs.key("wrong")] = False  # used up (or the demo was reset): the switch goes off
+    if _used_up(demo):
+        st.session_state[knobs.key("wrong")] = False  # its decode ran in this run: the switch goes off
     running = [s.seq_id for s in demo.playground.running()]
     c1, c2 = st.columns([2, 1], vertical_alignment="bottom")
     on = knobs.toggle(ctx.t("breaks.wrong_toggle"), "wrong", False, where=c1, help=ctx.t("breaks.wrong_help"),

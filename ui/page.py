@@ -13,7 +13,7 @@ import torch
 from ui.strings import LANG_NAMES, LANGS, normalize_lang, translator
 from paged.kv_cache import default_device
 
-from .params import NOTES_BOX_KEY
+from .params import NOTES_BOX_KEY, Knobs
 from .present import inject_css, present_mode, presenter_toggle
 
 # Everything loaded by now (torch, plotly, streamlit, the model code: most of the heap, never garbage) leaves the
@@ -80,6 +80,17 @@ def setup_page(module: str, icon: str = ":material/menu_book:", title_key: str =
     inject_css(present)
     st.session_state[NOTES_BOX_KEY] = st.container()  # the link's unusable values are listed here (sync_url)
     return PageContext(module, lang, tr, present)
+
+
+def page_header(module: str, icon: str) -> tuple[PageContext, Knobs]:
+    """The opening every lesson page shares: `setup_page`, the page's Knobs (URL prefix `module`), its title and
+    intro caption (ui/strings/<module>.py "title", "intro") and the sidebar's settings header. Returns (ctx, knobs)."""
+    ctx = setup_page(module, icon=icon)
+    knobs = Knobs(module)
+    st.title(ctx.t("title"))
+    st.caption(ctx.t("intro"))
+    st.sidebar.header(ctx.t("common.settings"))
+    return ctx, knobs
 
 
 @st.cache_resource(show_spinner=False)

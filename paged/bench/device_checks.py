@@ -15,8 +15,9 @@ import os
 
 import torch
 
-from ..addressing import blocks_needed, slot_mapping
-from ..attention import contiguous_attention_decode, paged_attention_decode
+from ..addressing import blocks_needed, pad_block_tables, slot_mapping
+from ..attention import DECODE_IMPLS, contiguous_attention_decode, paged_attention_decode
+from ..checks import DTYPES
 from ..config import CacheConfig, SamplingParams
 from ..engine import LLMEngine
 from ..engine.engine import default_attn_impl
@@ -25,30 +26,49 @@ from ..faults import Fault
 from ..kv_cache import write_kv
 from ..attention import tolerance
 
-DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 PROMPTS = ["1 2 3 4 5 6 7 8", "the quick brown fox jumps over", "abcdefghij", "a",
            "PagedAttention reads its history through a block table."]
 PREFIX = "The KV cache lives in fixed-size blocks. "  # shared by several prefix-caching prompts
 
 
-def impls_for(device: torch.device) -> tuple[list[str], dict[str, str]]:
-    """The decode impls that apply on `device`, and {impl: why it is skipped} for the others."""
+def _why_not(impl: str, device: torch.device) -> str | None:
+    """Why decode impl `impl` does not apply on `device` (None: it does)."""
     from ..kernels import native_error, triton_available
 
-    impls, skipped = ["loop", "gather", "fused"], {}
-    if device.type != "cpu":
-        skipped["native"] = "the C kernel runs on CPU tensors only"
-    elif (why := native_error()) is not None:
-        skipped["native"] = why
-    else:
-        impls.append("native")
-    if not triton_available():
-        skipped["triton"] = "the triton package is not installed"
-    elif device.type == "cpu" and os.environ.get("TRITON_INTERPRET") != "1":
-        skipped["triton"] = "on a CPU triton needs TRITON_INTERPRET=1 (set before triton is imported)"
-    else:
-        impls.append("triton")
-    return impls, skipped
+    if impl == "native":
+        return "the C kernel runs on CPU tensors only" if device.type != "cpu" else native_error()
+    if impl == "triton":
+        if not triton_available():
+            return "the triton package is not installed"
+        if device.type == "cpu" and os.environ.get("TRITON_INTERPRET") != "1":
+            return "on a CPU triton needs TRITON_INTERPRET=1 (set before triton is imported)"
+    return None
+
+
+def impls_for(device: torch.device) -> tuple[list[str], dict[str, str]]:
+    """The decode impls (every one registered in paged.attention.DECODE_IMPLS, in its order) that apply on
+    `device`, and {impl: why it is skipped} for the others."""
+    from .. import kernels  # noqa: F401  (registers fused, native and triton)
+
+    why = {impl: _why_not(impl, device) for impl in DECODE_IMPLS}
+    return [i for i, w in why.items() if w is None], {i: w for i, w in why.items() if w is not None}
+
+
+def fill_pool(key_cache: torch.Tensor, value_cache: torch.Tensor, tables: list[list[int]], lens: list[int],
+              gen: torch.Generator, fill: float = 0.0) -> tuple[torch.Tensor, torch.Tensor]:
+    """Random K/V for each sequence b (lens[b] tokens, drawn keys then values from `gen`, in the pool's dtype)
+    written through slot_mapping + write_kv at block table tables[b] of the pool [num_blocks, block_size,
+    num_kv_heads, head_dim]; returns the same K/V kept contiguous in float64: keys, values [B, max(lens),
+    num_kv_heads, head_dim], `fill` past each end. The contiguous copy is the reference every impl is checked on."""
+    _, block_size, num_kv_heads, head_dim = key_cache.shape
+    keys = torch.full((len(lens), max(lens), num_kv_heads, head_dim), fill, dtype=torch.float64)
+    values = keys.clone()
+    for b, n in enumerate(lens):
+        k = torch.randn(n, num_kv_heads, head_dim, generator=gen).to(key_cache.dtype)
+        v = torch.randn(n, num_kv_heads, head_dim, generator=gen).to(key_cache.dtype)
+        keys[b, :n], values[b, :n] = k.double(), v.double()
+        write_kv(key_cache, value_cache, k, v, slot_mapping(tables[b], 0, n, block_size))
+    return keys, values
 
 
 def ragged_case(num_heads: int, num_kv_heads: int, head_dim: int, block_size: int, lens: list[int],
@@ -63,15 +83,8 @@ def ragged_case(num_heads: int, num_kv_heads: int, head_dim: int, block_size: in
     value_cache = torch.randn(key_cache.shape, generator=gen).to(dtype)
     order = torch.randperm(num_blocks, generator=gen).tolist()
     tables = [order[sum(per_seq[:b]):sum(per_seq[:b + 1])] for b in range(len(lens))]
-    width = max(per_seq) + 1  # at least one -1 in every row
-    padded = torch.tensor([t + [-1] * (width - len(t)) for t in tables], dtype=torch.int32)
-    keys = torch.zeros(len(lens), max(lens), num_kv_heads, head_dim, dtype=torch.float64)
-    values = torch.zeros_like(keys)
-    for b, n in enumerate(lens):
-        k = torch.randn(n, num_kv_heads, head_dim, generator=gen).to(dtype)
-        v = torch.randn(n, num_kv_heads, head_dim, generator=gen).to(dtype)
-        keys[b, :n], values[b, :n] = k.double(), v.double()
-        write_kv(key_cache, value_cache, k, v, slot_mapping(tables[b], 0, n, block_size))
+    padded = pad_block_tables(tables, max(per_seq) + 1)  # at least one -1 in every row
+    keys, values = fill_pool(key_cache, value_cache, tables, lens, gen)
     query = torch.randn(len(lens), num_heads, head_dim, generator=gen).to(dtype)
     return {name: t.to(device) for name, t in dict(query=query, key_cache=key_cache, value_cache=value_cache,
                                                      block_tables=padded, keys=keys, values=values).items()}

@@ -10,7 +10,7 @@ import pytest
 
 from ui.strings import t
 
-from .conftest import app_test
+from .app_util import app_test
 
 ADDRESS = "app_pages/1_Address_translation.py"
 

@@ -6,13 +6,9 @@ from __future__ import annotations
 
 from ui.strings import t
 
-from .conftest import app_test
+from .app_util import app_test, no_exception
 
 BATCH = "app_pages/3_Batch_decode.py"
-
-
-def ok(at) -> None:
-    assert not at.exception, [e.value for e in at.exception]
 
 
 def running(at) -> list[int]:
@@ -29,13 +25,13 @@ def test_finish_always_finishes_the_sequence_shown():
     """Finish A: the selector then shows a running sequence (not A); Finish again finishes that one; and so on
     until none runs, when the selector and Finish are disabled and say so."""
     at = app_test(BATCH).run()
-    ok(at)
+    no_exception(at)
     assert shown(at) == (0, ["A", "B", "C"])
     for _ in range(3):
         value, options = shown(at)
         assert value in running(at) and len(options) == len(running(at))
         at.button(key="batch.finish").click().run()
-        ok(at)
+        no_exception(at)
         assert at.session_state["batch.demo"].last_event.seq_id == value, "Finish finished another sequence"
         assert value not in running(at)
     assert running(at) == []
@@ -52,7 +48,7 @@ def test_a_settings_change_keeps_a_live_sequence_selected():
     at.selectbox(key="batch.target").set_value(3).run()
     assert shown(at)[0] == 3
     at.selectbox(key="batch.head_dim").set_value(16).run()
-    ok(at)
+    no_exception(at)
     assert running(at) == [0, 1, 2] and shown(at)[0] == 0
     at.button(key="batch.finish").click().run()
     assert at.session_state["batch.demo"].last_event.seq_id == 0 and shown(at)[0] == 1
@@ -65,7 +61,7 @@ def test_a_prompt_length_out_of_range_is_refused_by_name():
     for value in (9999, 0):
         at.number_input(key="batch.new_len").set_value(value).run()
         at.button(key="batch.add").click().run()
-        ok(at)
+        no_exception(at)
         assert running(at) == [0, 1, 2] and at.session_state["batch.demo"].ops == []
         assert [w.value for w in at.warning] == [t("batch.refused_add_out_of_range", "en", value=value, lo=1, hi=64)]
     at.number_input(key="batch.new_len").set_value(7).run()

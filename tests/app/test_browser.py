@@ -22,7 +22,7 @@ import pytest
 from ui.browser import BrowserUnavailable, app_server, chromium, key_selector, wait_idle
 from ui.nav import PAGES, guide_links
 
-from .conftest import ROOT
+from .app_util import ROOT
 
 pytestmark = pytest.mark.browser
 

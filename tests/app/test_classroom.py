@@ -12,13 +12,13 @@ from lessons.engine import EngineDemo
 from ui.nav import PAGES, title
 from ui.strings import t
 
-from .conftest import APP, app_test
+from .app_util import APP, app_test, no_exception
 
 GATHER, BATCH = "app_pages/2_Gather_and_attend.py", "app_pages/3_Batch_decode.py"
 ENGINE, BUGLAB, SHARING = "app_pages/4_Engine.py", "app_pages/5_Bug_lab.py", "app_pages/6_Sharing.py"
 
 
-def ok(at) -> None:
+def no_exception(at) -> None:
     assert not at.exception, [e.value for e in at.exception]
     assert not at.error, [e.value for e in at.error]
 
@@ -26,7 +26,7 @@ def ok(at) -> None:
 def click(at, key: str, times: int = 1):
     for _ in range(times):
         at.button(key=key).click().run()
-    ok(at)
+    no_exception(at)
     return at
 
 
@@ -50,12 +50,12 @@ def test_the_entry_point_runs_home_and_names_pages_in_the_sessions_language():
     """app.py (st.navigation) runs the home page; page names come from ui/strings in the session's language, the
     home page included (never the file name "app"); a page reached through it shows previous / next links."""
     at = app_test(APP, "zh").run()
-    ok(at)
+    no_exception(at)
     assert at.title[0].value == t("home.title", "zh")
     titles = [title(page, "zh") for page in PAGES]
     assert titles[0] == "首页" and t("classroom.nav_batch", "zh") in titles and "app" not in titles
     at.switch_page("app_pages/3_Batch_decode.py").run()
-    ok(at)
+    no_exception(at)
     assert at.title[0].value == t("batch.title", "zh")
     labels = [link.proto.label for link in at.get("page_link")]
     assert t("classroom.next", "zh", page=t("classroom.nav_engine", "zh")) in labels
@@ -64,14 +64,14 @@ def test_the_entry_point_runs_home_and_names_pages_in_the_sessions_language():
 # --- presenter mode ----------------------------------------------------------------------------------------------
 def test_presenter_mode_from_the_link_and_off_with_the_toggle():
     at = app_test(BATCH, params={"present": 1}).run()
-    ok(at)
+    no_exception(at)
     assert at.session_state["_present"] is True and at.query_params["present"] == "1"
     assert at.toggle(key="_present_widget").value is True
     styles = " ".join(h.proto.body for h in at.get("html"))
     assert "font-size: 20px" in styles  # body text >= 20 px
     assert any("paged-counter" in m.value for m in at.markdown), "a large step counter"
     at.toggle(key="_present_widget").set_value(False).run()
-    ok(at)
+    no_exception(at)
     assert "present" not in at.query_params
     assert "font-size: 20px" not in " ".join(h.proto.body for h in at.get("html"))
 
@@ -143,7 +143,7 @@ def test_sharing_back_undoes_a_step():
 # --- play, speed, shortcuts --------------------------------------------------------------------------------------
 def test_play_and_speed_round_trip_through_the_url():
     at = app_test(BATCH, params={"play": 1, "speed": 2}).run()
-    ok(at)
+    no_exception(at)
     assert at.session_state["batch.play"] == 1 and at.query_params["play"] == "1"
     assert at.selectbox(key="batch.speed").value == "2" and at.query_params["speed"] == "2"
     assert at.button(key="batch.play_pause").proto.label == t("classroom.pause", "en")
@@ -155,7 +155,7 @@ def test_play_and_speed_round_trip_through_the_url():
 def test_playing_stops_at_the_end():
     """A link that says play on a finished gather (step = context_len) shows Play, not Pause, and play=0."""
     at = app_test(GATHER, params={"play": 1, "step": 10}).run()
-    ok(at)
+    no_exception(at)
     assert at.session_state["gather.play"] == 0 and at.query_params["play"] == "0"
     assert at.button(key="gather.play_pause").disabled
 
@@ -165,7 +165,7 @@ def test_playing_stops_at_the_end():
                                             (SHARING, "sharing.step")])
 def test_every_stepping_page_has_the_bar_with_shortcuts(page, step_key):
     at = app_test(page).run()
-    ok(at)
+    no_exception(at)
     prefix = step_key.split(".")[0]
     buttons = {key: at.button(key=key).proto for key in (step_key, f"{prefix}.back", f"{prefix}.play_pause")}
     assert [b.shortcut for b in buttons.values()] == ["right", "left", "space"]

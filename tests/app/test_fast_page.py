@@ -10,7 +10,7 @@ import pytest
 import lessons.fast as ladder
 from ui.strings import t
 
-from .conftest import app_test
+from .app_util import app_test, no_exception
 
 PAGE = "app_pages/7_Correct_to_fast.py"
 TINY = dict(batch=1, context_len=32, num_heads=2, num_kv_heads=1, head_dim=32, block_size=4, requests=40)
@@ -18,7 +18,7 @@ MEMORY_CHARTS = 4  # trace, waste, fit, fragmentation
 LADDER_CHARTS = 4  # ladder bars, ms vs context_len, GB/s vs context_len, ms vs block_size
 
 
-def ok(at) -> None:
+def no_exception(at) -> None:
     assert not at.exception, [e.value for e in at.exception]
     assert not at.error, [e.value for e in at.error]
 
@@ -43,7 +43,7 @@ def test_loads_in_both_languages_and_waits_for_run(lang, counted_runs):
     """Nothing is measured on arrival: an info box says to press run; the memory section is drawn, and paged
     (block_size 16) wastes far less than reserving max_model_len and fits more requests."""
     at = app_test(PAGE, lang, {"requests": 60}).run()
-    ok(at)
+    no_exception(at)
     assert at.title[0].value == t("fast.title", lang) and counted_runs == []
     assert at.info[0].value == t("fast.press_run", lang)
     assert len(at.get("plotly_chart")) == MEMORY_CHARTS
@@ -62,7 +62,7 @@ def test_run_checks_every_rung_and_is_kept_for_the_session(counted_runs):
     charts; a rerun for an unrelated knob (the trace seed) shows the same result without measuring again."""
     at = app_test(PAGE, params=TINY).run()
     at.button(key="fast.run").click().run()
-    ok(at)
+    no_exception(at)
     assert len(counted_runs) == 1
     rows = at.session_state["fast.rows"]
     check = t("fast.col_check", "en")
@@ -72,7 +72,7 @@ def test_run_checks_every_rung_and_is_kept_for_the_session(counted_runs):
     assert at.success[0].value == t("fast.all_ok", "en")
     assert len(at.get("plotly_chart")) == LADDER_CHARTS + MEMORY_CHARTS
     at.number_input(key="fast.seed").set_value(5).run()
-    ok(at)
+    no_exception(at)
     assert len(counted_runs) == 1 and len(at.get("plotly_chart")) == LADDER_CHARTS + MEMORY_CHARTS
     assert at.query_params["seed"] == "5"
 
@@ -83,10 +83,10 @@ def test_without_the_c_kernel_the_page_says_why_and_runs_the_rest(counted_runs, 
 
     monkeypatch.setattr(native, "_state", {"error": "impl='native' needs a C compiler (test)"})
     at = app_test(PAGE, params=TINY).run()
-    ok(at)
+    no_exception(at)
     assert any("needs a C compiler (test)" in c.value for c in at.caption)
     at.button(key="fast.run").click().run()
-    ok(at)
+    no_exception(at)
     rungs = [r[t("fast.col_rung", "en")] for r in at.session_state["fast.rows"]]
     assert rungs == ["loop", "gather", "fused", t("fast.impl_sdpa", "en")]
 
@@ -96,13 +96,13 @@ def test_url_restores_the_configuration():
     params = dict(batch=8, context_len=700, num_heads=16, num_kv_heads=4, head_dim=128, block_size=32, loop=0,
                   seed=7, requests=50, max_model_len=1024, budget=32768)
     at = app_test(PAGE, "zh", params).run()
-    ok(at)
+    no_exception(at)
     assert {k: at.query_params[k] for k in params} == {k: str(v) for k, v in params.items()}
     assert at.slider(key="fast.batch").value == 8 and at.selectbox(key="fast.head_dim").value == 128
     assert at.checkbox(key="fast.loop_widget").value is False
     assert at.selectbox(key="fast.max_model_len").value == 1024
     at = app_test(PAGE, params=dict(batch=99, head_dim=48, block_size=3, requests=50)).run()
-    ok(at)
+    no_exception(at)
     assert at.slider(key="fast.batch").value == 16 and at.selectbox(key="fast.head_dim").value == 64
     assert at.selectbox(key="fast.block_size").value == 16
 
@@ -111,7 +111,7 @@ def test_loop_is_greyed_on_big_sizes_and_bad_heads_are_an_error():
     """batch × context_len above the loop's limit disables its checkbox with the reason; num_heads not a multiple
     of num_kv_heads is an error box with the fix, the run button is disabled, the memory section still works."""
     at = app_test(PAGE, params=dict(batch=16, context_len=2048, requests=40)).run()
-    ok(at)
+    no_exception(at)
     assert at.checkbox(key="fast.loop_widget").disabled
     assert any(str(16 * 2048) in c.value and str(ladder.LOOP_MAX_TOKENS) in c.value for c in at.caption)
     at = app_test(PAGE, params=dict(num_heads=4, num_kv_heads=8, requests=40)).run()

@@ -11,7 +11,7 @@ import pytest
 from ui.nav import PAGES, guide_links, guide_markdown
 from ui.strings import t
 
-from .conftest import ROOT, app_test
+from .app_util import ROOT, app_test
 
 DOCS = {"en": ROOT / "docs" / "teaching.md", "zh": ROOT / "docs" / "teaching.zh.md"}
 SCRIPT_OF = {p.url_path: p.script for p in PAGES}

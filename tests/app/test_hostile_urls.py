@@ -11,7 +11,7 @@ import pytest
 from lessons.engine_requests import MAX_JSON_DEPTH, decode_requests, encode_requests, json_depth, RequestSpec
 from ui.params import float_in, int_in, one_of, parse_int_list, text_max
 
-from .conftest import app_test, page_files
+from .app_util import app_test, page_files
 
 HOSTILE = {
     "huge": str(10**12),

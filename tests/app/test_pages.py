@@ -9,7 +9,7 @@ from lessons.batch import BatchConfig, BatchDemo
 from ui.strings import t
 from ui.params import duplicates, int_in, one_of, parse_int_list
 
-from .conftest import APP, page_files, app_test
+from .app_util import APP, page_files, app_test
 
 ADDRESS = "app_pages/1_Address_translation.py"
 GATHER = "app_pages/2_Gather_and_attend.py"
@@ -150,7 +150,7 @@ def test_batch_decode_steps_finish_and_add():
     at.button(key="batch.decode").click().run()
     ok(at)
     demo = at.session_state["batch.demo"]
-    assert demo.ops == ["d", "d"] and demo.context_lens() == {0: 12, 1: 8, 2: 17}
+    assert demo.ops == ["d", "d"] and demo.cached_token_counts() == {0: 12, 1: 8, 2: 17}
     assert any("C" in i.value and "10" in i.value for i in at.info), "C's new block is announced"
     assert all(c.ok for c in demo.checks)
     assert set(at.dataframe[0].value[t("batch.verdict", "en")]) == {t("common.ok", "en")}
@@ -160,7 +160,7 @@ def test_batch_decode_steps_finish_and_add():
     at.number_input(key="batch.new_len").set_value(7).run()
     at.button(key="batch.add").click().run()
     ok(at)
-    assert demo.context_lens()[3] == 7 and at.query_params["ops"] == "d,d,f1,a7"
+    assert demo.cached_token_counts()[3] == 7 and at.query_params["ops"] == "d,d,f1,a7"
     assert at.get("download_button")[0].proto.label == t("common.export", "en")
 
 

@@ -9,7 +9,7 @@ import pytest
 from paged.bench.external import EXTERNAL_RUNGS
 from ui.strings import t
 
-from .conftest import app_test
+from .app_util import app_test
 
 FAST = "app_pages/7_Correct_to_fast.py"
 

@@ -8,13 +8,9 @@ import pytest
 
 from ui.strings import t
 
-from .conftest import app_test
+from .app_util import app_test, no_exception
 
 GATHER, BATCH = "app_pages/2_Gather_and_attend.py", "app_pages/3_Batch_decode.py"
-
-
-def no_exception(at) -> None:
-    assert not at.exception, [e.value for e in at.exception]
 
 
 @pytest.mark.parametrize("lang", ["en", "zh"])
@@ -84,3 +80,17 @@ def test_wrong_slot_corrupts_the_neighbour_and_the_link_replays_it(lang):
     again = app_test(BATCH, lang, {"ops": "w2,d"}).run()
     no_exception(again)
     assert {c.seq_id for c in again.session_state["batch.demo"].checks if not c.ok} == {0, 2}
+
+
+def test_wrong_slot_stays_armed_until_a_decode_or_a_reset():
+    """The switch survives actions that do not decode (Add); a Reset replaces the armed demo: the switch goes off
+    and the next decode is a plain one."""
+    at = app_test(BATCH, "en").run()
+    at.toggle(key="batch.wrong").set_value(True).run()
+    at.button(key="batch.add").click().run()
+    assert at.toggle(key="batch.wrong").value and at.session_state["batch.demo"].armed == 0
+    at.button(key="batch.reset").click().run()
+    no_exception(at)
+    assert not at.toggle(key="batch.wrong").value
+    at.button(key="batch.decode").click().run()
+    assert at.session_state["batch.demo"].ops == ["d"] and at.session_state["batch.demo"].last_event.misplaced is None

@@ -7,13 +7,9 @@ import pytest
 
 from ui.strings import t
 
-from .conftest import app_test
+from .app_util import app_test, no_exception
 
 ADDRESS, BATCH, ENGINE = "app_pages/1_Address_translation.py", "app_pages/3_Batch_decode.py", "app_pages/4_Engine.py"
-
-
-def no_exception(at) -> None:
-    assert not at.exception, [e.value for e in at.exception]
 
 
 def answer(at, page: str, right: bool):
@@ -25,6 +21,16 @@ def answer(at, page: str, right: bool):
     at.button(key=f"quiz.{page}.reveal").click().run()
     no_exception(at)
     return q
+
+
+def answer_then_step(at, page: str, step_button: str, right: bool, rounds: int = 3):
+    """`rounds` times: answer the page's question (rightly or not), then press the step it asks about; yields each
+    question once its step has run."""
+    for _ in range(rounds):
+        q = answer(at, page, right=right)
+        at.button(key=step_button).click().run()
+        no_exception(at)
+        yield q
 
 
 @pytest.mark.parametrize("path", [ADDRESS, BATCH, ENGINE])
@@ -53,21 +59,14 @@ def test_address_quiz_scores_and_asks_again(lang):
 @pytest.mark.parametrize("lang", ["en", "zh"])
 def test_batch_quiz_answer_is_what_the_decode_does(lang):
     at = app_test(BATCH, lang, {"quiz": 1}).run()
-    for _ in range(3):
-        q = answer(at, "batch", right=True)
-        at.button(key="batch.decode").click().run()
-        no_exception(at)
-        event = at.session_state["batch.demo"].last_event
-        assert tuple(sorted(event.new_blocks)) == q.answer
+    for q in answer_then_step(at, "batch", "batch.decode", right=True):
+        assert tuple(sorted(at.session_state["batch.demo"].last_event.new_blocks)) == q.answer
     assert at.session_state["quiz.score"] == {"right": 3, "asked": 3}
 
 
 @pytest.mark.parametrize("lang", ["en", "zh"])
 def test_engine_quiz_answer_is_the_cached_count_after_the_step(lang):
     at = app_test(ENGINE, lang, {"quiz": 1}).run()
-    for _ in range(3):
-        q = answer(at, "engine", right=False)
-        at.button(key="engine.step").click().run()
-        no_exception(at)
+    for q in answer_then_step(at, "engine", "engine.step", right=False):
         assert at.session_state["engine.demo"].view.seqs[q.prompt[1]["seq"]].cached_token_count == q.answer
     assert at.session_state["quiz.score"] == {"right": 0, "asked": 3}

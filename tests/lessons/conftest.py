@@ -3,8 +3,7 @@
 import pytest
 import torch
 
-from paged.config import ModelConfig
-from paged.model import ByteTokenizer, TinyLlama
+from helpers import tiny_model
 
 
 @pytest.fixture(scope="module")
@@ -13,8 +12,5 @@ def tiny():
     the app runs. A test module that needs another size defines its own `tiny`."""
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
-    torch.manual_seed(0)
-    cfg = ModelConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=4,
-                      num_key_value_heads=2, max_position_embeddings=256)
-    yield TinyLlama(cfg).eval(), ByteTokenizer()
+    yield tiny_model(hidden_size=32, num_hidden_layers=1)
     torch.set_num_threads(threads)

@@ -24,4 +24,4 @@ def test_without_last_is_a_fresh_replay_of_the_shorter_log(ops):
 
 def test_without_last_undoes_a_decode():
     demo, _ = BatchDemo.replay(BatchConfig(), ["d", "d"])
-    assert demo.without_last().context_lens() == {0: 11, 1: 7, 2: 16}
+    assert demo.without_last().cached_token_counts() == {0: 11, 1: 7, 2: 16}

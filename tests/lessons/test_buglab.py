@@ -5,20 +5,16 @@ from functools import lru_cache
 from pathlib import Path
 
 import pytest
-import torch
 
 from lessons.buglab import DEFAULT, RECALL_TEXTS, model_scenario, run_fault, scenario_for, summarize
-from paged.config import CacheConfig, ModelConfig
+from paged.config import CacheConfig
 from paged.engine import LLMEngine
 from paged.faults import FAULTS, Fault
-from paged.model import SEP, ByteTokenizer, TinyLlama
+from paged.model import SEP, ByteTokenizer
 
-from helpers import prompt_logits_scale, scaled_atol
+from helpers import prompt_logits_scale, scaled_atol, tiny_model
 
-torch.manual_seed(0)
-MODEL = TinyLlama(ModelConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
-                              num_key_value_heads=2, max_position_embeddings=256)).eval()
-TOK = ByteTokenizer()
+MODEL, TOK = tiny_model()
 
 
 @lru_cache(maxsize=None)

@@ -48,6 +48,21 @@ def test_prefill_weights_respect_the_mask():
     assert torch.allclose(scene.result().paged, attention(scene.query, keys, values, causal=True))
 
 
+@pytest.mark.parametrize("mode", ["decode", "prefill"])
+def test_drawn_weights_are_the_ones_attention_uses(mode):
+    """The weights the page draws, applied to the contiguous values by hand (GQA: head h reads kv head h // 3),
+    give the float64 reference output."""
+    cfg = GatherConfig(num_heads=6, num_kv_heads=2, context_len=11, block_size=4, mode=mode, q_len=4)
+    scene = GatherScene(cfg, device="cpu")
+    result = scene.result()
+    w = result.weights.double() if mode == "prefill" else result.weights.double()[:, None]  # [H, q_len, C]
+    _, values = scene.contiguous.get(0)
+    v = values.double().repeat_interleave(3, dim=1)  # [C, H, D]
+    out = torch.einsum("hqk,khd->qhd", w, v)
+    expected = result.reference if mode == "prefill" else result.reference[None]
+    assert torch.allclose(out, expected, rtol=0, atol=1e-5 * expected.abs().max().item())
+
+
 def test_gather_scene_is_seeded_and_validates():
     a, b = GatherScene(GatherConfig(seed=3), "cpu"), GatherScene(GatherConfig(seed=3), "cpu")
     assert a.block_table == b.block_table and torch.equal(a.query, b.query)
@@ -68,7 +83,7 @@ def test_gather_scene_is_seeded_and_validates():
 def test_batch_demo_starts_with_the_seed_batch():
     demo = BatchDemo(BatchConfig(), device="cpu")
     assert demo.tables() == {0: [7, 2, 9], 1: [4, 1], 2: [8, 5, 3, 6]}
-    assert demo.context_lens() == {0: 10, 1: 6, 2: 15} and all(c.ok for c in demo.checks)
+    assert demo.cached_token_counts() == {0: 10, 1: 6, 2: 15} and all(c.ok for c in demo.checks)
 
 
 def test_new_block_only_when_last_is_full():
@@ -114,6 +129,6 @@ def test_replay_reproduces_the_state_exactly():
 
 def test_config_that_does_not_fit_the_seed_tables_uses_the_free_list():
     demo = BatchDemo(BatchConfig(block_size=2, num_blocks=32), device="cpu")
-    assert not demo.used_seed_tables and demo.context_lens() == {0: 10, 1: 6, 2: 15}
+    assert not demo.used_seed_tables and demo.cached_token_counts() == {0: 10, 1: 6, 2: 15}
     small = BatchDemo(BatchConfig(block_size=1, num_blocks=12), device="cpu")
     assert not small.last_event.ok and small.last_event.reason == "pool_full"

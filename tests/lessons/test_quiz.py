@@ -81,9 +81,9 @@ def test_batch_answer_is_who_the_decode_gives_a_block(seed):
         if roll > 0.9 and len(running) > 1:
             demo.apply(f"f{rng.choice(running)}")
             continue
-        before = (list(demo.ops), demo.tables(), demo.context_lens())
+        before = (list(demo.ops), demo.tables(), demo.cached_token_counts())
         q = batch_question(demo, seed * 100 + i)
-        assert (list(demo.ops), demo.tables(), demo.context_lens()) == before
+        assert (list(demo.ops), demo.tables(), demo.cached_token_counts()) == before
         event = demo.apply("d")
         if q is None:  # the pool cannot give every full sequence a block: the decode is refused
             assert not event.ok and event.reason == "pool_full"

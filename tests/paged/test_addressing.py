@@ -3,8 +3,8 @@
 import pytest
 import torch
 
-from paged.addressing import (PAD_SLOT, Address, address_table, blocks_needed, locate, pad_block_tables,
-                              slot_mapping, validate_block_table)
+from paged.addressing import (PAD_SLOT, Address, address_table, blocks_needed, locate, logical_address,
+                              pad_block_tables, slot_mapping, validate_block_table)
 
 
 def test_seed_example_token_5():
@@ -54,7 +54,7 @@ def test_locate_beyond_table_and_negative():
         locate(-1, [7, 2, 9], 4)
     with pytest.raises(ValueError, match="-1"):
         locate(4, [7, -1], 4)
-    with pytest.raises(ValueError, match="need 2 blocks"):
+    with pytest.raises(ValueError, match="end = 5 needs 2 blocks"):
         slot_mapping([7], 0, 5, 4)
     with pytest.raises(ValueError, match="-1"):
         slot_mapping([7, -1], 0, 5, 4)
@@ -165,3 +165,17 @@ def test_one_integer_checker_with_one_message():
         locate(torch.tensor([1]), [0], 4)
     with pytest.raises(ValueError, match="start must be an integer, got 1.0"):
         slot_mapping([0], 1.0, 2, 4)
+
+
+def test_logical_address_is_the_first_two_links():
+    """Token 5 of the seed, block_size 4: logical block 1, offset 1, with no table needed; bad inputs are refused
+    by name."""
+    assert logical_address(5, 4) == (1, 1) and logical_address(0, 1) == (0, 0) and logical_address(15, 4) == (3, 3)
+    for token in range(12):
+        a = locate(token, [7, 2, 9], 4)
+        assert logical_address(token, 4) == (a.logical_block_id, a.block_offset)
+    with pytest.raises(ValueError, match="token_index"):
+        logical_address(-1, 4)
+    with pytest.raises(ValueError, match="block_size"):
+        logical_address(3, 0)
+

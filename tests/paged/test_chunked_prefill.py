@@ -5,13 +5,13 @@ import math
 import random
 
 import pytest
-import torch
 
-from paged.config import CacheConfig, ModelConfig, SamplingParams, SchedulerConfig
+from paged.config import CacheConfig, SamplingParams, SchedulerConfig
 from paged.engine import EngineStepError, LLMEngine
 from paged.engine.twins import run_twins
-from paged.model import ByteTokenizer, TinyLlama
 from paged.model.data import greedy_continue
+
+from helpers import tiny_model
 
 BUDGET = 16
 MAX_TOKENS = 6
@@ -19,10 +19,7 @@ MAX_TOKENS = 6
 
 @pytest.fixture(scope="module")
 def tiny():
-    torch.manual_seed(0)
-    cfg = ModelConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
-                      num_key_value_heads=2, max_position_embeddings=256)
-    return TinyLlama(cfg).eval(), ByteTokenizer()
+    return tiny_model()
 
 
 def prompts(seed: int = 1) -> list[list[int]]:

@@ -187,3 +187,16 @@ def test_runner_has_no_fault_branches():
     allowed = {"fault is not None and kv_layout != 'paged'", "fault is not None"}
     assert set(fault_branches(runner_source_tree())) <= allowed
     assert fault_branches(ast.parse("if self.fault is Fault.LATE_INCREMENT and decode:\n    pass")) != []
+
+
+def test_catalogue_and_hooks_name_the_same_faults():
+    """Every fault of the catalogue (paged/faults/catalogue.py) has exactly one hook (hooks.py) that says it is that
+    fault, the identity hook is None's, and an unknown name is refused listing the valid ones."""
+    from paged.faults import FAULTS, HOOKS
+
+    assert set(HOOKS) == set(FAULTS) | {None} and set(FAULTS) == set(Fault)
+    for fault, hook in HOOKS.items():
+        assert hook.fault is fault and type(fault_hook(fault, 4, 64)) is hook
+        assert fault is None or type(fault_hook(fault.value, 4, 64)) is hook
+    with pytest.raises(ValueError, match="slot_off_by_one"):
+        fault_hook("slot_off_by_two", 4, 64)

@@ -200,3 +200,35 @@ def test_engine_bench_device_option(capsys):
         with pytest.raises(SystemExit):
             bench.main(["--device", "cuda"])
         assert "sees no CUDA device" in capsys.readouterr().err
+
+
+def test_fill_pool_writes_what_it_keeps_contiguous():
+    """Each sequence's K/V read back from the pool token by token (block_table[t // bs] * bs + t % bs, by hand)
+    equal the float64 contiguous copy; past each end the copy holds `fill`; blocks no table names are untouched."""
+    from paged.bench.device_checks import fill_pool
+
+    key_cache = torch.full((7, 4, 2, 3), 5.0)
+    value_cache = key_cache.clone()
+    tables, lens = [[6, 1], [3], [0, 4]], [6, 2, 5]
+    keys, values = fill_pool(key_cache, value_cache, tables, lens, torch.Generator().manual_seed(0), fill=-9.0)
+    assert keys.shape == values.shape == (3, 6, 2, 3) and keys.dtype == torch.float64
+    for b, (table, n) in enumerate(zip(tables, lens)):
+        for t in range(n):
+            block, offset = table[t // 4], t % 4
+            assert torch.equal(key_cache[block, offset].double(), keys[b, t])
+            assert torch.equal(value_cache[block, offset].double(), values[b, t])
+        assert bool((keys[b, n:] == -9.0).all()) and bool((values[b, n:] == -9.0).all())
+    assert bool((key_cache[[2, 5]] == 5.0).all())
+    assert not torch.equal(keys, values)
+
+
+def test_the_device_check_covers_every_registered_impl(monkeypatch):
+    """impls_for reads the one impl list (DECODE_IMPLS): a newly registered impl is swept too; on a GPU the C
+    kernel is skipped with its reason."""
+    from paged.bench.device_checks import impls_for
+
+    monkeypatch.setitem(DECODE_IMPLS, "extra", DECODE_IMPLS["loop"])
+    impls, skipped = impls_for(torch.device("cpu"))
+    assert "extra" in impls and set(impls) | set(skipped) == set(DECODE_IMPLS)
+    impls, skipped = impls_for(torch.device("cuda"))
+    assert "native" in skipped and "native" not in impls and "extra" in impls

@@ -55,7 +55,7 @@ def test_translator_reads_own_module_and_common():
 
 
 LITERAL_KEY = re.compile(r"""ctx\.t\(\s*["']([A-Za-z0-9_.]+)["']""")
-SETUP = re.compile(r"""setup_page\(\s*["'](\w+)["']""")
+SETUP = re.compile(r"""(?:setup_page|page_header)\(\s*["'](\w+)["']""")
 
 
 def _page_sources():
@@ -68,7 +68,7 @@ def test_literal_keys_used_by_pages_exist(path):
     source = path.read_text(encoding="utf-8")
     setup = SETUP.search(source)
     if setup is None:
-        pytest.skip(f"{path.name} does not call ui.setup_page")
+        pytest.skip(f"{path.name} calls neither ui.setup_page nor ui.page_header")
     module = setup.group(1)
     for key in LITERAL_KEY.findall(source):
         full = key if "." in key else f"{module}.{key}"

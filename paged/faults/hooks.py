@@ -1,118 +1,20 @@
-"""Classic silent bugs of a paged KV cache, injectable one at a time.
-
-None of these crash: the output just drifts. A fault is switched on only by passing it explicitly to one engine
-(`LLMEngine(..., fault=Fault.EARLY_INCREMENT)`, paged layout only) or to one `Playground`; it lives in that object
-and nowhere else, so it cannot leak into another engine, test or browser session, and nothing is on by default.
-Validation is bypassed while a fault is active, so the symptom can be watched; `caught_by` names the check that
-would have stopped it.
-
-Each fault is acted out once, by a `FaultHook` (`fault_hook(fault, block_size, num_slots)`), at the link of the
-chain it breaks: the write slots, the padding rows, the read tables, context_lens, positions, or the order of the
-decode step's write and read. The engine's runner and the random-tensor bug lab (`lessons.buglab_tensors`) both call
-the same hook, so they break the chain in the very same way. The hook without a fault is the identity (and checks
-the block tables), so the runner's main path has no fault branches.
-"""
+"""How each fault of the catalogue is acted out: one `FaultHook` subclass per fault, overriding the one link of the
+address chain its bug breaks (`fault_hook(fault, block_size, num_slots)` picks it). The hook without a fault is the
+identity and checks the block tables, so the runner's main path has no fault branches."""
 
 from __future__ import annotations
 
-import enum
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import TYPE_CHECKING, Callable
 
 import torch
 
-from .addressing import PAD_SLOT, batch_slot_mapping, check_block_tables, pad_block_tables
-from .kv_cache import write_kv
+from ..addressing import PAD_SLOT, batch_slot_mapping, check_block_tables, pad_block_tables
+from ..kv_cache import write_kv
+from .catalogue import Fault, as_fault
 
 if TYPE_CHECKING:
-    from .engine.runner import BatchInput
-
-
-class Fault(str, enum.Enum):
-    EARLY_INCREMENT = "early_increment"
-    LATE_INCREMENT = "late_increment"
-    SLOT_OFF_BY_ONE = "slot_off_by_one"
-    BLOCK_SIZE_MISMATCH = "block_size_mismatch"
-    USE_AFTER_FREE = "use_after_free"
-    POSITION_OFF_BY_ONE = "position_off_by_one"
-    PAD_NOT_SKIPPED = "pad_not_skipped"
-    ALIASED_BLOCKS = "aliased_blocks"
-
-
-@dataclass(frozen=True)
-class FaultInfo:
-    title: str
-    what: str  # the bug, in one sentence
-    where: str  # which link of the chain it breaks
-    symptom: str  # what a learner sees
-    caught_by: str  # which test / check catches it
-
-
-FAULTS: dict[Fault, FaultInfo] = {
-    Fault.EARLY_INCREMENT: FaultInfo(
-        "cached_token_count incremented before the K/V write",
-        "The newest token is counted as cached before its K/V are written, so attention reads its slot while it "
-        "still holds stale data.",
-        "write slot ↔ context_len (the state rule)",
-        "Every decode step attends to garbage (zeros or a freed sequence's leftovers) in place of the newest key.",
-        "tests/paged/test_attention.py::test_early_increment_reads_unwritten_slot_and_is_caught and the paged == "
-        "contiguous engine parity"),
-    Fault.LATE_INCREMENT: FaultInfo(
-        "cached_token_count incremented late",
-        "The newest token's K/V are written, but context_len still counts only the older tokens.",
-        "context_len",
-        "Each decode step ignores the token it is processing: the model loses its most recent input.",
-        "paged == contiguous engine parity (tests/paged/test_engine.py)"),
-    Fault.SLOT_OFF_BY_ONE: FaultInfo(
-        "slot_mapping off by one",
-        "Every token's K/V are written one slot past the slot its address says.",
-        "block_offset → slot (write side)",
-        "Reads return the previous token's K/V; the write after a block's last slot spills into the next "
-        "physical block, which may belong to another sequence.",
-        "tests/paged/test_kv_cache.py::test_write_kv_lands_where_locate_reads and engine parity"),
-    Fault.BLOCK_SIZE_MISMATCH: FaultInfo(
-        "writer and reader disagree on block_size",
-        "The writer computes slots with half the block size the reader uses.",
-        "logical_block_id / block_offset (write side)",
-        "Tokens land at the wrong offsets and in the wrong blocks; history reads back scrambled.",
-        "tests/paged/test_addressing.py::test_slot_mapping_equals_locate and engine parity"),
-    Fault.USE_AFTER_FREE: FaultInfo(
-        "use after free: a stale block table",
-        "The runner keeps each batch row's old block table when a different sequence takes the row, so after a "
-        "sequence finishes, its successor reads through the freed blocks of the finished one.",
-        "block_table (read side)",
-        "Right after any sequence finishes, the others read a dead sequence's (or a new owner's) K/V.",
-        "validate_block_table + engine parity; the block manager's ownership view shows the mismatch"),
-    Fault.POSITION_OFF_BY_ONE: FaultInfo(
-        "decode position off by one",
-        "Decode feeds the newest token at position num_tokens instead of num_tokens - 1.",
-        "positions (RoPE)",
-        "The cache is addressed correctly but the rotary embedding sees the wrong position: subtle drift.",
-        "tests/paged/test_engine.py::test_state_rule_and_decode_positions and engine parity"),
-    Fault.PAD_NOT_SKIPPED: FaultInfo(
-        "padding slot −1 not skipped",
-        "Batches are padded (as CUDA graphs do) with slot −1, and the write does not skip it: −1 wraps around to "
-        "the pool's very last slot.",
-        "slot_mapping (padding)",
-        "Whoever owns the pool's last physical block finds a foreign key in its last slot.",
-        "tests/paged/test_kv_cache.py::test_write_kv_skips_padding_slots"),
-    Fault.ALIASED_BLOCKS: FaultInfo(
-        "two logical blocks aliased to one physical block",
-        "Logical block 1 is mapped to the same physical block as logical block 0.",
-        "block_table",
-        "Tokens of the two logical blocks overwrite each other; the first block's history reads back the second's.",
-        "validate_block_table ('appears twice') in tests/paged/test_addressing.py"),
-}
-
-
-def as_fault(value: Fault | str | None) -> Fault | None:
-    """Parse a fault name (or None); raises ValueError listing the valid names."""
-    if value is None or isinstance(value, Fault):
-        return value
-    try:
-        return Fault(value)
-    except ValueError:
-        raise ValueError(f"unknown fault {value!r}; choose one of {[f.value for f in Fault]}") from None
+    from ..engine.runner import BatchInput
 
 
 def writer_block_size(block_size: int) -> int:
