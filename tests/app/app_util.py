@@ -35,3 +35,8 @@ def app_test(path: Path | str, lang: str = "en", params: dict | None = None) -> 
 def no_exception(at: AppTest) -> None:
     """The run raised nothing (the page shows no traceback); the failure lists what it raised."""
     assert not at.exception, [e.value for e in at.exception]
+
+
+def url_warning(at: AppTest) -> str:
+    """The text of every warning box (the URL-notes box among them)."""
+    return " ".join(w.value for w in at.warning)

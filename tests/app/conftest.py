@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import importlib.util
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -15,3 +18,25 @@ def _restore_torch_threads():
     before = torch.get_num_threads()
     yield
     torch.set_num_threads(before)
+
+
+def _hf_tiny():
+    spec = importlib.util.spec_from_file_location("hf_tiny", Path(__file__).parents[1] / "paged" / "hf_tiny.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def checkpoint(tmp_path_factory) -> Path:
+    """A tiny random LlamaForCausalLM (2 layers, hidden 64, byte-level BPE of 300 tokens) saved by transformers."""
+    path = tmp_path_factory.mktemp("models") / "tiny-llama"
+    _hf_tiny().build_checkpoint(path, "llama")
+    return path.resolve()
+
+
+@pytest.fixture
+def allowed(checkpoint, monkeypatch) -> Path:
+    monkeypatch.setenv("PAGED_MODEL_DIRS", str(checkpoint))
+    monkeypatch.delenv("PAGED_MODEL_DIR", raising=False)
+    return checkpoint

@@ -13,8 +13,7 @@ import pytest
 from paged.faults import Fault
 from ui.strings import t
 
-from .conftest import app_test
-from .test_model_picker import allowed, checkpoint, no_exception, url_warning  # noqa: F401  (fixtures)
+from .app_util import app_test, no_exception, url_warning
 
 BUGLAB, ENGINE, SHARING = "app_pages/5_Bug_lab.py", "app_pages/4_Engine.py", "app_pages/6_Sharing.py"
 transformers = pytest.importorskip("transformers")

@@ -6,40 +6,15 @@ naming the numbers, in both languages."""
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import pytest
 
 from paged.model.tokenizer import ByteTokenizer, HFTokenizer
 from ui.strings import t
 
-from .conftest import app_test
+from .app_util import app_test, no_exception, url_warning
 
 ENGINE, SHARING = "app_pages/4_Engine.py", "app_pages/6_Sharing.py"
 transformers = pytest.importorskip("transformers")
-
-
-def _hf_tiny():
-    spec = importlib.util.spec_from_file_location("hf_tiny", Path(__file__).parents[1] / "paged" / "hf_tiny.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-@pytest.fixture(scope="module")
-def checkpoint(tmp_path_factory) -> Path:
-    """A tiny random LlamaForCausalLM (2 layers, hidden 64, byte-level BPE of 300 tokens) saved by transformers."""
-    path = tmp_path_factory.mktemp("models") / "tiny-llama"
-    _hf_tiny().build_checkpoint(path, "llama")
-    return path.resolve()
-
-
-@pytest.fixture
-def allowed(checkpoint, monkeypatch) -> Path:
-    monkeypatch.setenv("PAGED_MODEL_DIRS", str(checkpoint))
-    monkeypatch.delenv("PAGED_MODEL_DIR", raising=False)
-    return checkpoint
 
 
 def _expected_label(token: str) -> str | None:
@@ -60,14 +35,6 @@ def _expected_label(token: str) -> str | None:
     else:
         return None
     return shown if len(shown) <= 10 else shown[:9] + "…"
-
-
-def no_exception(at) -> None:
-    assert not at.exception, [e.value for e in at.exception]
-
-
-def url_warning(at) -> str:
-    return " ".join(w.value for w in at.warning)
 
 
 def test_picker_lists_the_allowed_checkpoint_and_runs_it_with_its_own_tokens(allowed):
