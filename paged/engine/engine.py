@@ -320,9 +320,8 @@ class LLMEngine:
                         positions=fed_positions[fed], slots=trace.slot_mapping[fed],
                         context_len=context_lens[i],
                         token_out=s.generated_token_ids[-1] if tok is not None else None,
-                        text_out=self.tokenizer.decode([s.generated_token_ids[-1]]) if tok is not None else "",
                         cached_token_count=s.cached_token_count, generated_len=len(s.generated_token_ids),
-                        finished=s.is_finished, finish_reason=s.finish_reason))
+                        finished=s.is_finished, finish_reason=s.finish_reason, decode=self.tokenizer.decode))
         trace.block_tables_after = {s.seq_id: list(s.block_table) for s in self.scheduler.running}
         trace.num_free_blocks = bm.num_free_blocks
         trace.waiting = [s.seq_id for s in self.scheduler.waiting]

@@ -96,3 +96,50 @@ def test_prefill_attention_equals_the_reference(n, ctx, heads, kv_heads, dtype):
     got = causal_attention(q, keys, values)
     assert got.dtype == dtype and got.shape == want.shape
     assert torch.allclose(got, want, rtol=1e-5, atol=1e-5 * float(want.abs().max()))
+
+
+# --- what a step does not do: UI-only text, copies of finished requests ----------------------------------------------
+def _tiny_engine(num_blocks: int = 64):
+    from paged.config import CacheConfig, ModelConfig
+    from paged.engine import LLMEngine
+    from paged.model import ByteTokenizer, TinyLlama
+
+    torch.manual_seed(0)
+    model = TinyLlama(ModelConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2,
+                                  num_key_value_heads=1, max_position_embeddings=128)).eval()
+    return LLMEngine(model, ByteTokenizer(), CacheConfig(block_size=4, num_blocks=num_blocks, seed=0),
+                     attn_impl="gather")
+
+
+def test_a_step_decodes_no_text_and_the_trace_decodes_on_demand(monkeypatch):
+    """The engine's step never calls tokenizer.decode (no stop strings); a trace's text_out decodes its token when
+    read, and the JSON export carries it."""
+    import json
+
+    engine = _tiny_engine()
+    calls = []
+    real = engine.tokenizer.decode
+    monkeypatch.setattr(engine.tokenizer, "decode", lambda ids: calls.append(list(ids)) or real(ids))
+    for prompt in ("abc", "hello"):
+        engine.add_request(prompt, SamplingParams(max_tokens=3, ignore_eos=True))
+    traces = [engine.step() for _ in range(3)]
+    assert calls == []
+    decoded = [s for t in traces for s in t.seqs if s.token_out is not None]
+    assert decoded and all(s.text_out == real([s.token_out]) for s in decoded)
+    exported = json.loads(traces[-1].to_json())["seqs"]
+    assert [s["text_out"] for s in exported] == [real([s.token_out]) for s in traces[-1].seqs]
+    assert all("decode" not in s for s in exported)
+
+
+def test_a_step_checkpoint_does_not_grow_with_finished_requests():
+    """StepCheckpoint copies live state only: after 40 finished requests, a checkpoint taken for one new request
+    holds no container bigger than the pool, and rollback still works (see test_engine_failures)."""
+    from paged.engine.checkpoint import StepCheckpoint
+
+    engine = _tiny_engine(num_blocks=16)
+    engine.generate([f"r{i}" for i in range(40)], SamplingParams(max_tokens=2, ignore_eos=True))
+    engine.add_request("new", SamplingParams(max_tokens=2, ignore_eos=True))
+    checkpoint = StepCheckpoint(engine)
+    sizes = {name: len(value) for name, value in vars(checkpoint).items() if isinstance(value, (list, dict, set))}
+    assert sizes and max(sizes.values()) <= engine.num_blocks, sizes
+    assert len(engine.block_manager.last_hits) == 0  # finished sequences' prefix hits were dropped with their blocks
