@@ -70,9 +70,7 @@ def prepare_inputs(seqs: list[Sequence], block_size: int, is_prefill: bool, devi
         positions = torch.tensor(starts, dtype=torch.long)[rows] + torch.arange(len(ids)) - first[rows]  # index
     else:
         assert all(n == 1 for n in qlens), "decode feeds exactly one token per sequence"
-        ids = [seq.last_token_id for seq in seqs]
-        rows = torch.arange(len(seqs))  # one token per sequence, so N == B
-        positions = torch.tensor(starts, dtype=torch.long)  # the last token's index: cached_token_count
+        return _decode_inputs(seqs, starts, block_size, device, paged)
     if paged:
         # The BlockManager's tables hold ints: pad them in one tensor call (prepare checks them per step).
         width = max(1, max((len(s.block_table) for s in seqs), default=0))
@@ -92,6 +90,36 @@ def prepare_inputs(seqs: list[Sequence], block_size: int, is_prefill: bool, devi
         context_lens=torch.tensor(lens, dtype=torch.long, device=device),
         query_lens=qlens,
     )
+
+
+def _decode_inputs(seqs: list[Sequence], starts: list[int], block_size: int, device: torch.device,
+                   paged: bool) -> BatchInput:
+    """prepare_inputs for a decode step: each sequence's last token at index starts[b] (== cached_token_count).
+    One token per sequence, so the slots come from plain ints (the address chain of `locate`), not tensor ops:
+    a decode step's inputs are a few numbers per sequence. Raises ValueError as `batch_slot_mapping`."""
+    slots = []
+    if paged:
+        width = max(1, max(len(s.block_table) for s in seqs))
+        for row, (seq, index) in enumerate(zip(seqs, starts)):
+            logical = index // block_size
+            if logical >= width:
+                raise ValueError(f"a token's logical block is beyond the block tables' width {width}")
+            physical = seq.block_table[logical] if logical < len(seq.block_table) else PAD_SLOT
+            if physical < 0:
+                raise ValueError(f"token {index} of batch row {row} maps to a -1 entry of its block table (no "
+                                 "physical block)")
+            slots.append(physical * block_size + index % block_size)
+        tables = torch.tensor([s.block_table + [PAD_SLOT] * (width - len(s.block_table)) for s in seqs],
+                              dtype=torch.int32, device=device)
+    else:
+        slots = [PAD_SLOT] * len(seqs)
+        tables = torch.zeros(len(seqs), 1, dtype=torch.int32, device=device)
+    return BatchInput(is_prefill=False, seq_ids=[s.seq_id for s in seqs],
+                      input_ids=torch.tensor([s.last_token_id for s in seqs], dtype=torch.long, device=device),
+                      positions=torch.tensor(starts, dtype=torch.long, device=device),
+                      slot_mapping=torch.tensor(slots, dtype=torch.long, device=device), block_tables=tables,
+                      context_lens=torch.tensor([i + 1 for i in starts], dtype=torch.long, device=device),
+                      query_lens=[1] * len(seqs))
 
 
 class PagedBackend:
