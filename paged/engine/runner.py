@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from functools import cached_property
 
 import torch
-import torch.nn.functional as F
 
 from ..addressing import PAD_SLOT, batch_slot_mapping, check_block_tables, pad_block_tables
 from ..attention import attention, paged_attention_decode
@@ -148,13 +147,15 @@ class PagedBackend:
                 validate=False))
         write()
         # Prefill: read every sequence's whole context back through its block table, one gather for the batch
-        # (slots as slot_mapping gives them), then causal attention per sequence.
+        # (slots as slot_mapping gives them), then causal attention per sequence: the reference's own
+        # `attention(causal=True)` (mask aligned to the end of the context: a chunk after cached tokens), the same
+        # call the contiguous twin makes, so there is one definition of the causal mask.
         flat = (-1, *key_cache.shape[2:])  # the pool as [num_slots, num_kv_heads, head_dim]
         slots = self.context_slots
         keys, values = key_cache.reshape(flat)[slots], value_cache.reshape(flat)[slots]
         out, at = [], 0
         for start, n, ctx in zip(self.batch.starts, self.batch.query_lens, self.lens):
-            out.append(causal_attention(q[start:start + n], keys[at:at + ctx], values[at:at + ctx]))
+            out.append(attention(q[start:start + n], keys[at:at + ctx], values[at:at + ctx], causal=True))
             at += ctx
         return torch.cat(out)
 
@@ -167,21 +168,6 @@ class PagedBackend:
         token_index = torch.arange(int(lens.sum())) - (torch.cumsum(lens, 0) - lens)[rows]
         slots = batch_slot_mapping(self.batch.block_tables.cpu(), rows, token_index, self.pool.block_size)
         return slots.to(self.pool.key_cache.device)
-
-
-def causal_attention(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
-    """`paged.attention.attention(q, keys, values, causal=True)` through SDPA (one fused call): q [n, H, D], keys /
-    values [ctx, K, D] with ctx >= n; query i sees keys 0 … ctx - n + i. Computed in float32 (float64 stays float64),
-    returned in q's dtype."""
-    n, ctx = q.shape[0], keys.shape[0]
-    compute = torch.float64 if q.dtype == torch.float64 else torch.float32
-    # SDPA's is_causal aligns the mask to the top left: right for ctx == n only; otherwise an explicit mask.
-    mask = None if ctx == n else (torch.arange(ctx, device=q.device)[None, :]
-                                  <= torch.arange(n, device=q.device)[:, None] + (ctx - n))
-    out = F.scaled_dot_product_attention(q.to(compute).transpose(0, 1), keys.to(compute).transpose(0, 1),
-                                         values.to(compute).transpose(0, 1), attn_mask=mask, is_causal=mask is None,
-                                         enable_gqa=q.shape[1] != keys.shape[1])  # [H, n, D]
-    return out.transpose(0, 1).to(q.dtype)
 
 
 class ContiguousBackend:
