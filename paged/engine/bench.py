@@ -192,7 +192,8 @@ def format_table(rows: list[dict]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m paged.bench engine",
-                                description="Paged vs contiguous engine throughput (greedy, same requests).")
+                                description="Paged engine throughput vs its contiguous twin and transformers' generate "
+                                            "(greedy): equal requests, then server-like mixed lengths and queues.")
     p.add_argument("--batches", default=None, help="default 1,8,32 (shipped model), 1 (--model / --random-135m)")
     p.add_argument("--max-tokens", type=int, default=None, help="default 128 (shipped model), 64 otherwise")
     which = p.add_mutually_exclusive_group()
