@@ -33,6 +33,7 @@ class BatchInput:
     block_tables: torch.Tensor  # [B, max_blocks] int32, -1 padded
     context_lens: torch.Tensor  # [B] int64: history read by each sequence, this step's tokens included
     query_lens: list[int]  # tokens fed per sequence
+    chunked: bool = False  # built for chunked prefill (tokens fed per sequence given): decodes may sit beside chunks
 
     @cached_property
     def starts(self) -> list[int]:
@@ -88,6 +89,7 @@ def prepare_inputs(seqs: list[Sequence], block_size: int, is_prefill: bool, devi
         block_tables=tables.to(device),
         context_lens=torch.tensor(lens, dtype=torch.long, device=device),
         query_lens=qlens,
+        chunked=num_tokens is not None,
     )
 
 
@@ -131,8 +133,12 @@ class PagedBackend:
                  hook: FaultHook | None = None) -> None:
         self.pool, self.batch, self.impl = pool, batch, impl
         self.hook = hook or FaultHook(pool.block_size, pool.num_slots)
-        self.tables = batch.block_tables.tolist()
         self.lens = batch.context_lens.tolist()
+        # A chunked-prefill step: sequences fed one token (its decodes) share one batched decode call; the others
+        # (prompt chunks) go through causal attention one by one. (Faults need whole-prompt prefill: never here.)
+        one = [i for i, n in enumerate(batch.query_lens) if n == 1] if batch.chunked else []
+        self.single = one if batch.is_prefill and one else None
+        self.multi = [i for i in range(len(self.lens)) if self.single is None or batch.query_lens[i] != 1]
 
     def __call__(self, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
         """q [N, num_heads, head_dim]; k, v [N, num_kv_heads, head_dim] -> [N, num_heads, head_dim]"""
@@ -150,22 +156,45 @@ class PagedBackend:
         # (slots as slot_mapping gives them), then causal attention per sequence: the reference's own
         # `attention(causal=True)` (mask aligned to the end of the context: a chunk after cached tokens), the same
         # call the contiguous twin makes, so there is one definition of the causal mask.
+        if self.single is None:
+            return torch.cat(self._causal(q, key_cache, value_cache))
+        out = torch.empty_like(q)
+        rows, seqs = self.single_index
+        out[rows] = paged_attention_decode(q[rows], key_cache, value_cache, self.batch.block_tables[seqs],
+                                           self.batch.context_lens[seqs], impl=self.impl, validate=False)
+        for i, piece in zip(self.multi, self._causal(q, key_cache, value_cache)):
+            out[self.batch.starts[i]:self.batch.starts[i] + self.batch.query_lens[i]] = piece
+        return out
+
+    def _causal(self, q: torch.Tensor, key_cache: torch.Tensor, value_cache: torch.Tensor) -> list[torch.Tensor]:
+        """Causal attention of each sequence in self.multi over its whole context (one gather for all of them)."""
+        if not self.multi:
+            return []
         flat = (-1, *key_cache.shape[2:])  # the pool as [num_slots, num_kv_heads, head_dim]
         slots = self.context_slots
         keys, values = key_cache.reshape(flat)[slots], value_cache.reshape(flat)[slots]
         out, at = [], 0
-        for start, n, ctx in zip(self.batch.starts, self.batch.query_lens, self.lens):
+        for i in self.multi:
+            start, n, ctx = self.batch.starts[i], self.batch.query_lens[i], self.lens[i]
             out.append(attention(q[start:start + n], keys[at:at + ctx], values[at:at + ctx], causal=True))
             at += ctx
-        return torch.cat(out)
+        return out
+
+    @cached_property
+    def single_index(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """(token rows [S], batch rows [S]) of the sequences fed one token (once per step)."""
+        device = self.batch.input_ids.device
+        return (torch.tensor([self.batch.starts[i] for i in self.single], device=device),
+                torch.tensor(self.single, device=device))
 
     @cached_property
     def context_slots(self) -> torch.Tensor:
-        """[sum of context_lens] int64: the slots of tokens 0 … context_len - 1 of each sequence, back to back
-        (the same for every layer, so computed once per step)."""
-        lens = self.batch.context_lens.cpu()
-        rows = torch.repeat_interleave(torch.arange(len(self.lens)), lens)
-        token_index = torch.arange(int(lens.sum())) - (torch.cumsum(lens, 0) - lens)[rows]
+        """[sum of context_lens over self.multi] int64: the slots of tokens 0 … context_len - 1 of each sequence in
+        self.multi, back to back (the same for every layer, so computed once per step)."""
+        pick = torch.tensor(self.multi, dtype=torch.long)
+        lens = self.batch.context_lens.cpu()[pick]
+        rows = pick.repeat_interleave(lens)
+        token_index = torch.arange(int(lens.sum())) - (torch.cumsum(lens, 0) - lens).repeat_interleave(lens)
         slots = batch_slot_mapping(self.batch.block_tables.cpu(), rows, token_index, self.pool.block_size)
         return slots.to(self.pool.key_cache.device)
 

@@ -103,8 +103,8 @@ def test_prefill_attention_is_the_reference_causal_attention(monkeypatch):
 
 
 # --- what a step does not do: UI-only text, copies of finished requests ----------------------------------------------
-def _tiny_engine(num_blocks: int = 64):
-    from paged.config import CacheConfig, ModelConfig
+def _tiny_engine(num_blocks: int = 64, chunked: bool = False, kv_layout: str = "paged"):
+    from paged.config import CacheConfig, ModelConfig, SchedulerConfig
     from paged.engine import LLMEngine
     from paged.model import ByteTokenizer, TinyLlama
 
@@ -112,7 +112,7 @@ def _tiny_engine(num_blocks: int = 64):
     model = TinyLlama(ModelConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2,
                                   num_key_value_heads=1, max_position_embeddings=128)).eval()
     return LLMEngine(model, ByteTokenizer(), CacheConfig(block_size=4, num_blocks=num_blocks, seed=0),
-                     attn_impl="gather")
+                     SchedulerConfig(enable_chunked_prefill=chunked), kv_layout=kv_layout, attn_impl="gather")
 
 
 def test_a_step_decodes_no_text_and_the_trace_decodes_on_demand(monkeypatch):
@@ -147,3 +147,32 @@ def test_a_step_checkpoint_does_not_grow_with_finished_requests():
     sizes = {name: len(value) for name, value in vars(checkpoint).items() if isinstance(value, (list, dict, set))}
     assert sizes and max(sizes.values()) <= engine.num_blocks, sizes
     assert len(engine.block_manager.last_hits) == 0  # finished sequences' prefix hits were dropped with their blocks
+
+
+def test_a_mixed_step_batches_its_decodes(monkeypatch):
+    """Chunked prefill: in a step where running sequences decode beside a new prompt, the decodes share one
+    paged_attention_decode call (per layer) and only the prompt goes through causal attention; the logits equal
+    the contiguous twin's."""
+    import paged.engine.runner as runner
+    from paged.config import SamplingParams as Params
+
+    engines = [_tiny_engine(chunked=True), _tiny_engine(chunked=True, kv_layout="contiguous")]
+    for engine in engines:
+        for prompt in ("abc", "hello"):
+            engine.add_request(prompt, Params(max_tokens=4, ignore_eos=True))
+        engine.step()  # both prompts
+    calls = []
+    real_decode, real_attention = runner.paged_attention_decode, runner.attention
+    monkeypatch.setattr(runner, "paged_attention_decode",
+                        lambda q, *a, **kw: calls.append(("decode", q.shape[0])) or real_decode(q, *a, **kw))
+    monkeypatch.setattr(runner, "attention",
+                        lambda q, *a, **kw: calls.append(("causal", q.shape[0])) or real_attention(q, *a, **kw))
+    traces = []
+    for engine in engines:
+        engine.add_request("a longer prompt", Params(max_tokens=2, ignore_eos=True))
+        traces.append(engine.step())
+    assert traces[0].phase == "mixed" and [len(s.tokens_in) for s in traces[0].seqs] == [1, 1, 16]
+    assert calls[:2] == [("decode", 2), ("causal", 16)]  # the paged engine's one layer
+    for sid in (0, 1, 2):
+        want = engines[1].last_logits[sid]
+        assert torch.allclose(engines[0].last_logits[sid], want, rtol=1e-5, atol=1e-5 * float(want.abs().max()))
