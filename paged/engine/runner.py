@@ -56,21 +56,20 @@ def prepare_inputs(seqs: list[Sequence], block_size: int, is_prefill: bool, devi
     is exactly the last generated token, at position num_tokens - 1, written at the slot for that index. Built per
     batch with torch (no per-token Python beyond reading a prefill's token ids).
     """
+    if not is_prefill:
+        assert num_tokens is None or all(n == 1 for n in num_tokens), "decode feeds exactly one token per sequence"
+        return _decode_inputs(seqs, block_size, device, paged)
     starts = [seq.cached_token_count for seq in seqs]
     lens = ([seq.num_tokens for seq in seqs] if num_tokens is None
             else [start + n for start, n in zip(starts, num_tokens)])
     assert all(end <= seq.num_tokens for seq, end in zip(seqs, lens)), "a chunk runs past the known tokens"
     qlens = [end - start for start, end in zip(starts, lens)]
     assert all(n > 0 for n in qlens), "a scheduled sequence has nothing to feed"
-    if is_prefill:
-        ids = [t for seq, start, end in zip(seqs, starts, lens) for t in seq.token_ids[start:end]]
-        query_lens = torch.tensor(qlens, dtype=torch.long)
-        rows = torch.repeat_interleave(torch.arange(len(seqs)), query_lens)  # [N] batch row of each fed token
-        first = torch.cumsum(query_lens, 0) - query_lens  # [B] where each sequence's tokens start in the batch
-        positions = torch.tensor(starts, dtype=torch.long)[rows] + torch.arange(len(ids)) - first[rows]  # index
-    else:
-        assert all(n == 1 for n in qlens), "decode feeds exactly one token per sequence"
-        return _decode_inputs(seqs, starts, block_size, device, paged)
+    ids = [t for seq, start, end in zip(seqs, starts, lens) for t in seq.token_ids[start:end]]
+    query_lens = torch.tensor(qlens, dtype=torch.long)
+    rows = torch.repeat_interleave(torch.arange(len(seqs)), query_lens)  # [N] batch row of each fed token
+    first = torch.cumsum(query_lens, 0) - query_lens  # [B] where each sequence's tokens start in the batch
+    positions = torch.tensor(starts, dtype=torch.long)[rows] + torch.arange(len(ids)) - first[rows]  # index
     if paged:
         # The BlockManager's tables hold ints: pad them in one tensor call (prepare checks them per step).
         width = max(1, max((len(s.block_table) for s in seqs), default=0))
@@ -93,14 +92,16 @@ def prepare_inputs(seqs: list[Sequence], block_size: int, is_prefill: bool, devi
     )
 
 
-def _decode_inputs(seqs: list[Sequence], starts: list[int], block_size: int, device: torch.device,
-                   paged: bool) -> BatchInput:
-    """prepare_inputs for a decode step: each sequence's last token at index starts[b] (== cached_token_count).
-    One token per sequence, so the slots come from plain ints (the address chain of `locate`), not tensor ops:
-    a decode step's inputs are a few numbers per sequence. Raises ValueError as `batch_slot_mapping`."""
+def _decode_inputs(seqs: list[Sequence], block_size: int, device: torch.device, paged: bool) -> BatchInput:
+    """prepare_inputs for a decode step: each sequence's last token, at index cached_token_count. One token per
+    sequence, so the slots come from plain ints (the address chain of `locate`), not tensor ops, and the four
+    int64 inputs are rows of one tensor: a decode step's inputs are a few numbers per sequence. Raises ValueError
+    as `batch_slot_mapping`."""
+    starts = [seq.cached_token_count for seq in seqs]
+    assert all(seq.num_tokens == start + 1 for seq, start in zip(seqs, starts)), "decode feeds exactly one token"
     slots = []
     if paged:
-        width = max(1, max(len(s.block_table) for s in seqs))
+        width = max(1, max((len(s.block_table) for s in seqs), default=0))
         for row, (seq, index) in enumerate(zip(seqs, starts)):
             logical = index // block_size
             if logical >= width:
@@ -115,12 +116,10 @@ def _decode_inputs(seqs: list[Sequence], starts: list[int], block_size: int, dev
     else:
         slots = [PAD_SLOT] * len(seqs)
         tables = torch.zeros(len(seqs), 1, dtype=torch.int32, device=device)
-    return BatchInput(is_prefill=False, seq_ids=[s.seq_id for s in seqs],
-                      input_ids=torch.tensor([s.last_token_id for s in seqs], dtype=torch.long, device=device),
-                      positions=torch.tensor(starts, dtype=torch.long, device=device),
-                      slot_mapping=torch.tensor(slots, dtype=torch.long, device=device), block_tables=tables,
-                      context_lens=torch.tensor([i + 1 for i in starts], dtype=torch.long, device=device),
-                      query_lens=[1] * len(seqs))
+    ids, positions, slot_mapping, lens = torch.tensor(
+        [[s.last_token_id for s in seqs], starts, slots, [i + 1 for i in starts]], dtype=torch.long, device=device)
+    return BatchInput(is_prefill=False, seq_ids=[s.seq_id for s in seqs], input_ids=ids, positions=positions,
+                      slot_mapping=slot_mapping, block_tables=tables, context_lens=lens, query_lens=[1] * len(seqs))
 
 
 class PagedBackend:
