@@ -213,9 +213,9 @@ class LLMEngine:
         tokens: list[int | None] = [None] * len(seqs)
         greedy = [i for i, s in enumerate(samples) if s and seqs[i].params.greedy]
         if greedy:
+            rows = logits if len(greedy) == len(seqs) else logits[greedy]  # all greedy: no copy of the logits
             try:
-                picked = sample(logits[greedy], [seqs[i].params for i in greedy],
-                                [seqs[i].generator for i in greedy])
+                picked = sample(rows, [seqs[i].params for i in greedy], [seqs[i].generator for i in greedy])
             except Exception:
                 for i in greedy:
                     self._sample(seqs[i], logits[i])

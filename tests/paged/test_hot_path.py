@@ -176,3 +176,25 @@ def test_a_mixed_step_batches_its_decodes(monkeypatch):
     for sid in (0, 1, 2):
         want = engines[1].last_logits[sid]
         assert torch.allclose(engines[0].last_logits[sid], want, rtol=1e-5, atol=1e-5 * float(want.abs().max()))
+
+
+def test_an_all_greedy_step_samples_from_the_logits_without_copying_them(monkeypatch):
+    """When every row is greedy, the batched argmax reads the model's logits in place (no [B, vocab] gather);
+    a mixed batch still hands each kind its own rows."""
+    import paged.engine.engine as engine_module
+    from paged.config import SamplingParams as Params
+
+    engine = _tiny_engine()
+    seen, produced = [], []
+    real_sample, real_run = engine_module.sample, engine.runner.run
+    monkeypatch.setattr(engine_module, "sample", lambda rows, *a: seen.append(rows) or real_sample(rows, *a))
+    monkeypatch.setattr(engine.runner, "run", lambda seqs, batch: produced.append(real_run(seqs, batch))
+                        or produced[-1])
+    for prompt in ("abc", "hello"):
+        engine.add_request(prompt, Params(max_tokens=3, ignore_eos=True))
+    engine.step()
+    assert seen[-1].data_ptr() == produced[-1].data_ptr() and seen[-1].shape == produced[-1].shape
+    engine.add_request("xyz", Params(max_tokens=3, temperature=0.8, seed=1, ignore_eos=True))
+    engine.step()  # the sampling prompt's prefill alone
+    engine.step()  # decode: two greedy rows, one sampling row
+    assert seen[-2].shape[0] == 2 and seen[-1].shape[0] == 1
