@@ -2,9 +2,10 @@
 
 A step touches the scheduler's queues, the block manager (tables, ref counts, free list, prefix-cache index), the
 sequences (cached_token_count, generated_token_ids, status, …), their samplers' random state, the forked children,
-the contiguous twin's caches and the step counter. `StepCheckpoint(engine)` copies all of it (lists of ints and
-small dicts, bounded by the pool and the live requests: cheap next to a forward pass); `restore()` puts it back, with two exceptions, both about K/V that the
-failed step may already have overwritten in the pool:
+the contiguous twin's caches and the step counter. `StepCheckpoint(engine)` copies all of it that belongs to live
+requests (lists of ints and small dicts, bounded by the pool and the unfinished requests: cheap next to a forward pass);
+`restore()` puts it back, with two exceptions, both about K/V that the failed step may already have overwritten in
+the pool:
 
 - a sequence the step preempted stays preempted (blocks freed, back at the front of the waiting queue): its blocks
   may have been handed to another sequence and written, so its cache is gone and it must be recomputed anyway;

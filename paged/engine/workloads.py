@@ -68,7 +68,8 @@ def run_engine(model, tokenizer, requests: list[Request], batch: int, block_size
     return CLOCKS[clock]() - t0, [engine.output(i).token_ids for i in ids]
 
 
-def run_hf_batches(hf, tokenizer, requests: list[Request], batch: int, clock: str = "wall") -> tuple[float, list[list[int]]]:
+def run_hf_batches(hf, tokenizer, requests: list[Request], batch: int,
+                   clock: str = "wall") -> tuple[float, list[list[int]]]:
     """Seconds for transformers' `generate` to serve the requests `batch` at a time, in order, each static batch
     running to its longest max_tokens; and each request's tokens cut to its own max_tokens."""
     from .bench import run_hf
