@@ -255,7 +255,7 @@ def main(argv: list[str] | None = None) -> int:
                 print("HF column: " + ("skipped (--no-hf)" if args.no_hf else "transformers is not installed"))
             print(format_table(rows))
         if served:
-            print(f"\nmixed: max_tokens {MIN_NEW}…{max_tokens}, prompts of different lengths; queue: 2 x batch such "
+            print(f"\nmixed: max_tokens {MIN_NEW if max_tokens >= MIN_NEW else 1}…{max_tokens}, prompts of different lengths; queue: 2 x batch such "
                   "requests, at most batch at once. tok/s = tokens requested / time (HF runs each static batch to "
                   "its longest request)")
             print(format_workloads(served))

@@ -41,7 +41,7 @@ def mixed_requests(count: int, seed: int = 0, max_new: int = MAX_NEW) -> list[Re
         raise ValueError(f"count and max_new must be >= 1, got {count} and {max_new}")
     rng = random.Random(seed)
     letters = "abcdefghijklmnopqrstuvwxyz "
-    low = min(MIN_NEW, max_new)
+    low = MIN_NEW if max_new >= MIN_NEW else 1
     return [Request("".join(rng.choices(letters, k=rng.randint(*PROMPT_CHARS))), rng.randint(low, max_new))
             for _ in range(count)]
 
