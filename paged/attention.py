@@ -222,12 +222,16 @@ def paged_attention_decode(query: torch.Tensor, key_cache: torch.Tensor, value_c
         raise ValueError(f"unknown impl {impl!r}; choose one of {sorted(DECODE_IMPLS)}")
     if validate:
         block_tables, context_lens = check_decode_inputs(query, key_cache, value_cache, block_tables, context_lens)
-    else:
+    else:  # the engine's inner calls: tensors already in place, so each conversion only when needed
         if not isinstance(block_tables, torch.Tensor):
             block_tables = pad_block_tables(block_tables)
-        block_tables = block_tables.to(key_cache.device)
-        context_lens = torch.as_tensor(context_lens, device=key_cache.device).long()
+        if block_tables.device != key_cache.device:
+            block_tables = block_tables.to(key_cache.device)
+        if (not isinstance(context_lens, torch.Tensor) or context_lens.dtype != torch.long
+                or context_lens.device != key_cache.device):
+            context_lens = torch.as_tensor(context_lens, device=key_cache.device).long()
     scale = check_scale(scale, query.shape[-1])
     if query.shape[0] == 0:  # nothing to attend: the same empty answer whichever impl was asked for
         return query.new_empty(query.shape)
-    return DECODE_IMPLS[impl](query, key_cache, value_cache, block_tables, context_lens, scale).to(query.dtype)
+    out = DECODE_IMPLS[impl](query, key_cache, value_cache, block_tables, context_lens, scale)
+    return out if out.dtype == query.dtype else out.to(query.dtype)

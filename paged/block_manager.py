@@ -70,7 +70,8 @@ class BlockManager:
         self.block_tokens: dict[int, tuple[int, ...]] = {}  # block -> its token ids (collision check)
         self.hash_to_block: dict[int, int] = {}
         self.pending_copies: list[tuple[int, int]] = []  # copy-on-write (src, dst) the engine must carry out
-        self.last_hits: dict[int, list[bool]] = {}  # seq_id -> per logical block: prefix-cache hit at allocation
+        # seq_id -> per logical block: prefix-cache hit at allocation; for the sequences holding blocks (free drops it)
+        self.last_hits: dict[int, list[bool]] = {}
 
     # --- queries ---------------------------------------------------------------------------------------------
     @property
@@ -294,6 +295,7 @@ class BlockManager:
                 released.append(block)
         seq.block_table = []
         self._freed.add(seq.seq_id)
+        self.last_hits.pop(seq.seq_id, None)  # kept only while the sequence holds blocks: bounded by the pool
         return released
 
     def check_invariants(self) -> None:

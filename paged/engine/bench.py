@@ -4,6 +4,10 @@ installed, against transformers' own `generate` on the same weights; same reques
     python -m paged.bench engine                      # the shipped tiny model
     python -m paged.bench engine --model DIR          # a local Hugging Face Llama / Qwen2 / Qwen3 directory
     python -m paged.bench engine --random-135m        # SmolLM2-135M's shape with random weights (nothing downloaded)
+
+Two kinds of workload, both printed: "same" (every request 128 new tokens, prompts of similar length: a static
+batch's best case) and, with transformers installed, the server-like ones of workloads.py ("mixed": different
+lengths; "queue": twice as many requests as the batch holds), charged by the tokens actually requested.
 """
 
 from __future__ import annotations
@@ -188,7 +192,8 @@ def format_table(rows: list[dict]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m paged.bench engine",
-                                description="Paged vs contiguous engine throughput (greedy, same requests).")
+                                description="Paged engine throughput vs its contiguous twin and transformers' generate "
+                                            "(greedy): equal requests, then server-like mixed lengths and queues.")
     p.add_argument("--batches", default=None, help="default 1,8,32 (shipped model), 1 (--model / --random-135m)")
     p.add_argument("--max-tokens", type=int, default=None, help="default 128 (shipped model), 64 otherwise")
     which = p.add_mutually_exclusive_group()
@@ -205,6 +210,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--no-hf", action="store_true", help="skip transformers' generate (measured when installed)")
     p.add_argument("--clock", choices=sorted(CLOCKS), default="wall",
                    help="wall (default) or cpu: CPU seconds of this process, steadier on a busy shared CPU machine")
+    p.add_argument("--workloads", default="same,mixed,queue",
+                   help="comma list of same (all requests 128 new tokens), mixed, queue (see workloads.py)")
     p.add_argument("--json", action="store_true")
     args = p.parse_args(argv)
     if args.device == "cuda" and not torch.cuda.is_available():
@@ -220,26 +227,48 @@ def main(argv: list[str] | None = None) -> int:
     except (ValueError, FileNotFoundError) as err:
         print(f"error: {err}")
         return 2
-    batches = args.batches or ("1" if own else "1,8,32")
+    batches = tuple(int(b) for b in (args.batches or ("1" if own else "1,8,32")).split(","))
     max_tokens = args.max_tokens or (64 if own else 128)
+    kinds = [w for w in args.workloads.split(",") if w]
+    unknown = set(kinds) - {"same", *WORKLOADS}
+    if unknown:
+        p.error(f"--workloads: unknown {sorted(unknown)}; choose from same, {', '.join(WORKLOADS)}")
     load = os.getloadavg() if hasattr(os, "getloadavg") else None
-    rows = bench_engine(tuple(int(b) for b in batches.split(",")), max_tokens, args.block_size, args.reps,
-                        args.impl, model, tokenizer, hf=False if args.no_hf else None, clock=args.clock)
+    rows = (bench_engine(batches, max_tokens, args.block_size, args.reps, args.impl, model, tokenizer,
+                         hf=False if args.no_hf else None, clock=args.clock) if "same" in kinds else [])
+    hf_model = None if args.no_hf or not hf_available() else hf_twin(model)
+    served = [bench_workload(name, batch, model, tokenizer, hf_model, args.block_size, args.impl, args.reps,
+                             args.clock, max_tokens)
+              for name in kinds if name != "same" and hf_model is not None for batch in batches]
+    drop = ("tokens", "hf_tokens")
     if args.json:
-        print(json.dumps([{k: v for k, v in r.items() if k not in ("tokens", "hf_tokens")} for r in rows], indent=1))
+        print(json.dumps([{k: v for k, v in r.items() if k not in drop} for r in rows + served], indent=1))
     else:
         impl = args.impl or f"{default_attn_impl(device)} (the {device.type} default)"
         params = sum(p.numel() for p in model.parameters())
         print(f"{label} ({params / 1e6:.1f} M parameters, {next(model.parameters()).dtype}), greedy, block_size "
               f"{args.block_size}, threads {args.threads}, impl {impl}, {args.clock} clock, median of {args.reps} "
               "interleaved runs")
-        if "hf_tok_s" not in rows[0]:
-            print("HF column: " + ("skipped (--no-hf)" if args.no_hf else "transformers is not installed"))
-        print(format_table(rows))
+        if rows:
+            print("same: every request asks for the same number of new tokens (a static batch's best case)")
+            if "hf_tok_s" not in rows[0]:
+                print("HF column: " + ("skipped (--no-hf)" if args.no_hf else "transformers is not installed"))
+            print(format_table(rows))
+        if served:
+            print(f"\nmixed: max_tokens {MIN_NEW if max_tokens >= MIN_NEW else 1}…{max_tokens}, prompts of different lengths; queue: 2 x batch such "
+                  "requests, at most batch at once. tok/s = tokens requested / time (HF runs each static batch to "
+                  "its longest request)")
+            print(format_workloads(served))
+        elif hf_model is None and len(kinds) > ("same" in kinds):
+            print("mixed / queue workloads: skipped (they compare against transformers' generate)")
         if load is not None:
             print(f"load average at the start: {load[0]:.2f} (1 min), {load[1]:.2f} (5 min)")
-    ok = all(r["identical"] and r.get("hf_same", r["batch"]) == r["batch"] for r in rows)
+    ok = (all(r["identical"] and r.get("hf_same", r["batch"]) == r["batch"] for r in rows)
+          and all(r["hf_same"] == r["requests"] for r in served))
     return 0 if ok else 1
+
+
+from .workloads import MIN_NEW, WORKLOADS, bench_workload, format_workloads  # noqa: E402  (imports this module)
 
 
 if __name__ == "__main__":

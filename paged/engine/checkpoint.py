@@ -2,9 +2,10 @@
 
 A step touches the scheduler's queues, the block manager (tables, ref counts, free list, prefix-cache index), the
 sequences (cached_token_count, generated_token_ids, status, …), their samplers' random state, the forked children,
-the contiguous twin's caches and the step counter. `StepCheckpoint(engine)` copies all of it (lists of ints and
-small dicts: cheap next to a forward pass); `restore()` puts it back, with two exceptions, both about K/V that the
-failed step may already have overwritten in the pool:
+the contiguous twin's caches and the step counter. `StepCheckpoint(engine)` copies all of it that belongs to live
+requests (lists of ints and small dicts, bounded by the pool and the unfinished requests: cheap next to a forward pass);
+`restore()` puts it back, with two exceptions, both about K/V that the failed step may already have overwritten in
+the pool:
 
 - a sequence the step preempted stays preempted (blocks freed, back at the front of the waiting queue): its blocks
   may have been handed to another sequence and written, so its cache is gone and it must be recomputed anyway;
@@ -47,24 +48,30 @@ class SequenceFailure(Exception):
 
 
 class StepCheckpoint:
+    """What a step may change, copied before it. Only live state is copied (unfinished sequences, the tables,
+    free list and ref counts, bounded by the pool): a step never touches a finished request, so the cost does not
+    grow with the requests served so far."""
+
     def __init__(self, engine: "LLMEngine") -> None:
         bm, sched = engine.block_manager, engine.scheduler
         self.engine = engine
         self.waiting, self.running = list(sched.waiting), list(sched.running)
+        live = self.running + self.waiting  # every unfinished sequence is queued or running
         self.seqs = [(s, s.cached_token_count, len(s.generated_token_ids), s.status, s.finish_reason, s.preemptions,
-                      s.n)
-                     for s in engine.sequences.values() if not s.is_finished]
+                      s.n) for s in live]
         # a greedy sequence never draws from its generator; a sampling one draws once per step
-        sampling = [s.generator for s, *_ in self.seqs if not s.params.greedy]
-        self.generators = [(g, g.get_state()) for g in sampling]
+        self.generators = [(s.generator, s.generator.get_state()) for s in live if not s.params.greedy]
         self.tables = {sid: list(t) for sid, t in bm.tables.items()}
-        self.free_block_ids, self.ref_counts, self.freed = bm.free_block_ids.copy(), list(bm.ref_counts), set(bm._freed)
+        self.free_block_ids, self.ref_counts = bm.free_block_ids.copy(), list(bm.ref_counts)
+        self.live_ids = [s.seq_id for s in live]
+        self.freed = {sid for sid in self.live_ids if sid in bm._freed}
         self.block_hash, self.block_tokens = dict(bm.block_hash), dict(bm.block_tokens)
         self.hash_to_block, self.last_hits = dict(bm.hash_to_block), dict(bm.last_hits)
         self.pending_copies = list(bm.pending_copies)
-        self.requests, self.sequences = dict(engine.requests), dict(engine.sequences)
-        self.groups = {rid: list(g) for rid, g in engine.groups.items()}
-        self.next_id, self.step_count, self.last_logits = engine._next_id, engine.step_count, dict(engine.last_logits)
+        # a step adds no request; it may fork children (new seq ids) into a live request's group
+        self.group_sizes = {s.request_id: len(engine.groups[s.request_id]) for s in live}
+        self.logits = {sid: engine.last_logits.get(sid) for sid in self.live_ids}
+        self.next_id, self.step_count = engine._next_id, engine.step_count
         self.contiguous, self.rows = dict(engine.runner.contiguous), [list(r) for r in engine.runner.hook.rows]
 
     def restore(self) -> list[int]:
@@ -82,12 +89,15 @@ class StepCheckpoint:
             seq.block_table = []
         for generator, state in self.generators:
             generator.set_state(state)
+        born = [sid for sid in engine.sequences if sid >= self.next_id]  # children the step forked
         bm.tables = {}
         for sid, table in self.tables.items():  # a table is one list object shared by the manager and its sequence
             bm.tables[sid] = list(table)
-            if sid in self.sequences:
-                self.sequences[sid].block_table = bm.tables[sid]
-        bm.free_block_ids, bm.ref_counts, bm._freed = self.free_block_ids, self.ref_counts, self.freed
+            if sid in engine.sequences:
+                engine.sequences[sid].block_table = bm.tables[sid]
+        bm.free_block_ids, bm.ref_counts = self.free_block_ids, self.ref_counts
+        bm._freed.difference_update(self.live_ids + born)
+        bm._freed.update(self.freed)
         bm.block_hash, bm.block_tokens, bm.hash_to_block = self.block_hash, self.block_tokens, self.hash_to_block
         bm.last_hits, bm.pending_copies = self.last_hits, self.pending_copies
         for block, h in list(bm.block_hash.items()):
@@ -96,8 +106,17 @@ class StepCheckpoint:
         sched.waiting.clear()
         sched.waiting.extend(self.waiting)
         sched.running[:] = self.running
-        engine.requests, engine.sequences, engine.groups = self.requests, self.sequences, self.groups
-        engine._next_id, engine.step_count, engine.last_logits = self.next_id, self.step_count, self.last_logits
+        for sid in born:
+            del engine.sequences[sid]
+            engine.last_logits.pop(sid, None)
+        for rid, size in self.group_sizes.items():
+            del engine.groups[rid][size:]
+        for sid, logits in self.logits.items():
+            if logits is None:
+                engine.last_logits.pop(sid, None)
+            else:
+                engine.last_logits[sid] = logits
+        engine._next_id, engine.step_count = self.next_id, self.step_count
         engine.runner.contiguous, engine.runner.hook.rows = self.contiguous, self.rows
         for seq in reversed(preempted):  # the step preempted them in this order; their caches may be overwritten
             self._preempt(seq)

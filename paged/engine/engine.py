@@ -213,9 +213,9 @@ class LLMEngine:
         tokens: list[int | None] = [None] * len(seqs)
         greedy = [i for i, s in enumerate(samples) if s and seqs[i].params.greedy]
         if greedy:
+            rows = logits if len(greedy) == len(seqs) else logits[greedy]  # all greedy: no copy of the logits
             try:
-                picked = sample(logits[greedy], [seqs[i].params for i in greedy],
-                                [seqs[i].generator for i in greedy])
+                picked = sample(rows, [seqs[i].params for i in greedy], [seqs[i].generator for i in greedy])
             except Exception:
                 for i in greedy:
                     self._sample(seqs[i], logits[i])
@@ -295,6 +295,7 @@ class LLMEngine:
             trace.slot_mapping = batch.slot_mapping.tolist()
             fed_ids, fed_positions = batch.input_ids.tolist(), batch.positions.tolist()  # once, not per sequence
             context_lens, rows = batch.context_lens.tolist(), logits.unbind(0)  # rows: views, made in one call
+            decode = self.tokenizer.decode
             for i, (seq, tok) in enumerate(zip(seqs, tokens)):
                 start, n = batch.starts[i], batch.query_lens[i]
                 if tok is None:
@@ -306,7 +307,8 @@ class LLMEngine:
                         trace.forked[seq.seq_id] = [c.seq_id for c in children]
                 else:
                     seq.on_decode_done(tok)
-                for s in [seq] + [self.sequences[c] for c in trace.forked.get(seq.seq_id, [])]:
+                forked = trace.forked.get(seq.seq_id)
+                for s in (seq, *(self.sequences[c] for c in forked)) if forked else (seq,):
                     reason = self._stop_reason(s) if tok is not None else None
                     if reason is not None:
                         s.finish_reason = reason
@@ -320,9 +322,8 @@ class LLMEngine:
                         positions=fed_positions[fed], slots=trace.slot_mapping[fed],
                         context_len=context_lens[i],
                         token_out=s.generated_token_ids[-1] if tok is not None else None,
-                        text_out=self.tokenizer.decode([s.generated_token_ids[-1]]) if tok is not None else "",
                         cached_token_count=s.cached_token_count, generated_len=len(s.generated_token_ids),
-                        finished=s.is_finished, finish_reason=s.finish_reason))
+                        finished=s.is_finished, finish_reason=s.finish_reason, decode=decode))
         trace.block_tables_after = {s.seq_id: list(s.block_table) for s in self.scheduler.running}
         trace.num_free_blocks = bm.num_free_blocks
         trace.waiting = [s.seq_id for s in self.scheduler.waiting]

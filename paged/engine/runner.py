@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from functools import cached_property
 
 import torch
-import torch.nn.functional as F
 
 from ..addressing import PAD_SLOT, batch_slot_mapping, check_block_tables, pad_block_tables
 from ..attention import attention, paged_attention_decode
@@ -34,6 +33,7 @@ class BatchInput:
     block_tables: torch.Tensor  # [B, max_blocks] int32, -1 padded
     context_lens: torch.Tensor  # [B] int64: history read by each sequence, this step's tokens included
     query_lens: list[int]  # tokens fed per sequence
+    chunked: bool = False  # built for chunked prefill (tokens fed per sequence given): decodes may sit beside chunks
 
     @cached_property
     def starts(self) -> list[int]:
@@ -56,23 +56,20 @@ def prepare_inputs(seqs: list[Sequence], block_size: int, is_prefill: bool, devi
     is exactly the last generated token, at position num_tokens - 1, written at the slot for that index. Built per
     batch with torch (no per-token Python beyond reading a prefill's token ids).
     """
+    if not is_prefill:
+        assert num_tokens is None or all(n == 1 for n in num_tokens), "decode feeds exactly one token per sequence"
+        return _decode_inputs(seqs, block_size, device, paged)
     starts = [seq.cached_token_count for seq in seqs]
     lens = ([seq.num_tokens for seq in seqs] if num_tokens is None
             else [start + n for start, n in zip(starts, num_tokens)])
     assert all(end <= seq.num_tokens for seq, end in zip(seqs, lens)), "a chunk runs past the known tokens"
     qlens = [end - start for start, end in zip(starts, lens)]
     assert all(n > 0 for n in qlens), "a scheduled sequence has nothing to feed"
-    if is_prefill:
-        ids = [t for seq, start, end in zip(seqs, starts, lens) for t in seq.token_ids[start:end]]
-        query_lens = torch.tensor(qlens, dtype=torch.long)
-        rows = torch.repeat_interleave(torch.arange(len(seqs)), query_lens)  # [N] batch row of each fed token
-        first = torch.cumsum(query_lens, 0) - query_lens  # [B] where each sequence's tokens start in the batch
-        positions = torch.tensor(starts, dtype=torch.long)[rows] + torch.arange(len(ids)) - first[rows]  # index
-    else:
-        assert all(n == 1 for n in qlens), "decode feeds exactly one token per sequence"
-        ids = [seq.last_token_id for seq in seqs]
-        rows = torch.arange(len(seqs))  # one token per sequence, so N == B
-        positions = torch.tensor(starts, dtype=torch.long)  # the last token's index: cached_token_count
+    ids = [t for seq, start, end in zip(seqs, starts, lens) for t in seq.token_ids[start:end]]
+    query_lens = torch.tensor(qlens, dtype=torch.long)
+    rows = torch.repeat_interleave(torch.arange(len(seqs)), query_lens)  # [N] batch row of each fed token
+    first = torch.cumsum(query_lens, 0) - query_lens  # [B] where each sequence's tokens start in the batch
+    positions = torch.tensor(starts, dtype=torch.long)[rows] + torch.arange(len(ids)) - first[rows]  # index
     if paged:
         # The BlockManager's tables hold ints: pad them in one tensor call (prepare checks them per step).
         width = max(1, max((len(s.block_table) for s in seqs), default=0))
@@ -91,7 +88,38 @@ def prepare_inputs(seqs: list[Sequence], block_size: int, is_prefill: bool, devi
         block_tables=tables.to(device),
         context_lens=torch.tensor(lens, dtype=torch.long, device=device),
         query_lens=qlens,
+        chunked=num_tokens is not None,
     )
+
+
+def _decode_inputs(seqs: list[Sequence], block_size: int, device: torch.device, paged: bool) -> BatchInput:
+    """prepare_inputs for a decode step: each sequence's last token, at index cached_token_count. One token per
+    sequence, so the slots come from plain ints (the address chain of `locate`), not tensor ops, and the four
+    int64 inputs are rows of one tensor: a decode step's inputs are a few numbers per sequence. Raises ValueError
+    as `batch_slot_mapping`."""
+    starts = [seq.cached_token_count for seq in seqs]
+    assert all(seq.num_tokens == start + 1 for seq, start in zip(seqs, starts)), "decode feeds exactly one token"
+    slots = []
+    if paged:
+        width = max(1, max((len(s.block_table) for s in seqs), default=0))
+        for row, (seq, index) in enumerate(zip(seqs, starts)):
+            logical = index // block_size
+            if logical >= width:
+                raise ValueError(f"a token's logical block is beyond the block tables' width {width}")
+            physical = seq.block_table[logical] if logical < len(seq.block_table) else PAD_SLOT
+            if physical < 0:
+                raise ValueError(f"token {index} of batch row {row} maps to a -1 entry of its block table (no "
+                                 "physical block)")
+            slots.append(physical * block_size + index % block_size)
+        tables = torch.tensor([s.block_table + [PAD_SLOT] * (width - len(s.block_table)) for s in seqs],
+                              dtype=torch.int32, device=device)
+    else:
+        slots = [PAD_SLOT] * len(seqs)
+        tables = torch.zeros(len(seqs), 1, dtype=torch.int32, device=device)
+    ids, positions, slot_mapping, lens = torch.tensor(
+        [[s.last_token_id for s in seqs], starts, slots, [i + 1 for i in starts]], dtype=torch.long, device=device)
+    return BatchInput(is_prefill=False, seq_ids=[s.seq_id for s in seqs], input_ids=ids, positions=positions,
+                      slot_mapping=slot_mapping, block_tables=tables, context_lens=lens, query_lens=[1] * len(seqs))
 
 
 class PagedBackend:
@@ -104,8 +132,12 @@ class PagedBackend:
                  hook: FaultHook | None = None) -> None:
         self.pool, self.batch, self.impl = pool, batch, impl
         self.hook = hook or FaultHook(pool.block_size, pool.num_slots)
-        self.tables = batch.block_tables.tolist()
         self.lens = batch.context_lens.tolist()
+        # A chunked-prefill step: sequences fed one token (its decodes) share one batched decode call; the others
+        # (prompt chunks) go through causal attention one by one. (Faults need whole-prompt prefill: never here.)
+        one = [i for i, n in enumerate(batch.query_lens) if n == 1] if batch.chunked else []
+        self.single = one if batch.is_prefill and one else None
+        self.multi = [i for i in range(len(self.lens)) if self.single is None or batch.query_lens[i] != 1]
 
     def __call__(self, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
         """q [N, num_heads, head_dim]; k, v [N, num_kv_heads, head_dim] -> [N, num_heads, head_dim]"""
@@ -120,40 +152,50 @@ class PagedBackend:
                 validate=False))
         write()
         # Prefill: read every sequence's whole context back through its block table, one gather for the batch
-        # (slots as slot_mapping gives them), then causal attention per sequence.
+        # (slots as slot_mapping gives them), then causal attention per sequence: the reference's own
+        # `attention(causal=True)` (mask aligned to the end of the context: a chunk after cached tokens), the same
+        # call the contiguous twin makes, so there is one definition of the causal mask.
+        if self.single is None:
+            return torch.cat(self._causal(q, key_cache, value_cache))
+        out = torch.empty_like(q)
+        rows, seqs = self.single_index
+        out[rows] = paged_attention_decode(q[rows], key_cache, value_cache, self.batch.block_tables[seqs],
+                                           self.batch.context_lens[seqs], impl=self.impl, validate=False)
+        for i, piece in zip(self.multi, self._causal(q, key_cache, value_cache)):
+            out[self.batch.starts[i]:self.batch.starts[i] + self.batch.query_lens[i]] = piece
+        return out
+
+    def _causal(self, q: torch.Tensor, key_cache: torch.Tensor, value_cache: torch.Tensor) -> list[torch.Tensor]:
+        """Causal attention of each sequence in self.multi over its whole context (one gather for all of them)."""
+        if not self.multi:
+            return []
         flat = (-1, *key_cache.shape[2:])  # the pool as [num_slots, num_kv_heads, head_dim]
         slots = self.context_slots
         keys, values = key_cache.reshape(flat)[slots], value_cache.reshape(flat)[slots]
         out, at = [], 0
-        for start, n, ctx in zip(self.batch.starts, self.batch.query_lens, self.lens):
-            out.append(causal_attention(q[start:start + n], keys[at:at + ctx], values[at:at + ctx]))
+        for i in self.multi:
+            start, n, ctx = self.batch.starts[i], self.batch.query_lens[i], self.lens[i]
+            out.append(attention(q[start:start + n], keys[at:at + ctx], values[at:at + ctx], causal=True))
             at += ctx
-        return torch.cat(out)
+        return out
+
+    @cached_property
+    def single_index(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """(token rows [S], batch rows [S]) of the sequences fed one token (once per step)."""
+        device = self.batch.input_ids.device
+        return (torch.tensor([self.batch.starts[i] for i in self.single], device=device),
+                torch.tensor(self.single, device=device))
 
     @cached_property
     def context_slots(self) -> torch.Tensor:
-        """[sum of context_lens] int64: the slots of tokens 0 … context_len - 1 of each sequence, back to back
-        (the same for every layer, so computed once per step)."""
-        lens = self.batch.context_lens.cpu()
-        rows = torch.repeat_interleave(torch.arange(len(self.lens)), lens)
-        token_index = torch.arange(int(lens.sum())) - (torch.cumsum(lens, 0) - lens)[rows]
+        """[sum of context_lens over self.multi] int64: the slots of tokens 0 … context_len - 1 of each sequence in
+        self.multi, back to back (the same for every layer, so computed once per step)."""
+        pick = torch.tensor(self.multi, dtype=torch.long)
+        lens = self.batch.context_lens.cpu()[pick]
+        rows = pick.repeat_interleave(lens)
+        token_index = torch.arange(int(lens.sum())) - (torch.cumsum(lens, 0) - lens).repeat_interleave(lens)
         slots = batch_slot_mapping(self.batch.block_tables.cpu(), rows, token_index, self.pool.block_size)
         return slots.to(self.pool.key_cache.device)
-
-
-def causal_attention(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
-    """`paged.attention.attention(q, keys, values, causal=True)` through SDPA (one fused call): q [n, H, D], keys /
-    values [ctx, K, D] with ctx >= n; query i sees keys 0 … ctx - n + i. Computed in float32 (float64 stays float64),
-    returned in q's dtype."""
-    n, ctx = q.shape[0], keys.shape[0]
-    compute = torch.float64 if q.dtype == torch.float64 else torch.float32
-    # SDPA's is_causal aligns the mask to the top left: right for ctx == n only; otherwise an explicit mask.
-    mask = None if ctx == n else (torch.arange(ctx, device=q.device)[None, :]
-                                  <= torch.arange(n, device=q.device)[:, None] + (ctx - n))
-    out = F.scaled_dot_product_attention(q.to(compute).transpose(0, 1), keys.to(compute).transpose(0, 1),
-                                         values.to(compute).transpose(0, 1), attn_mask=mask, is_causal=mask is None,
-                                         enable_gqa=q.shape[1] != keys.shape[1])  # [H, n, D]
-    return out.transpose(0, 1).to(q.dtype)
 
 
 class ContiguousBackend:

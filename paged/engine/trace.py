@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields, replace
+from typing import Callable
 
 from ..block_manager import first_owners
 
@@ -18,11 +19,23 @@ class SeqStepState:
     slots: list[int]  # where their K/V were written (slot_mapping entries)
     context_len: int  # tokens of history read by attention this step (written ones included)
     token_out: int | None  # sampled token (None if the step produced none: aborted, or a non-final prompt chunk)
-    text_out: str = ""
     cached_token_count: int = 0  # after the step
     generated_len: int = 0  # after the step
     finished: bool = False
     finish_reason: str | None = None
+    decode: Callable[[list[int]], str] | None = field(default=None, repr=False, compare=False)  # token ids -> text
+
+    @property
+    def text_out(self) -> str:
+        """The sampled token's text ("" without one): decoded when read (UI only), not on the engine's step."""
+        return "" if self.token_out is None or self.decode is None else self.decode([self.token_out])
+
+    def to_dict(self) -> dict:
+        """Every field but `decode`, plus text_out."""
+        d = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "decode"}
+        d.update(tokens_in=list(self.tokens_in), positions=list(self.positions), slots=list(self.slots),
+                 text_out=self.text_out)
+        return d
 
 
 @dataclass
@@ -53,7 +66,8 @@ class StepTrace:
         return [s.seq_id for s in self.seqs]
 
     def to_dict(self) -> dict:
-        d = asdict(self)
+        d = asdict(replace(self, seqs=[]))  # asdict would deep-copy each state's decode (its tokenizer)
+        d["seqs"] = [s.to_dict() for s in self.seqs]
         for key in ("block_tables_before", "block_tables_after", "blocks_allocated", "blocks_freed", "forked"):
             d[key] = {str(k): v for k, v in d[key].items()}  # JSON object keys are strings
         d["scheduled"] = self.scheduled

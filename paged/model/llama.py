@@ -54,7 +54,10 @@ class RMSNorm(Direct):
         self.eps = eps
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        # F.rms_norm is x * rsqrt(mean(x²) + eps) in one fused op (no weight here, so the cast comes first)
+        # F.rms_norm is x * rsqrt(mean(x²) + eps) in one fused op. In fp32 the casts are no-ops and the weight can
+        # go into the same op (the same products); otherwise the cast comes before the weight.
+        if x.dtype == torch.float32 and self.weight.dtype == torch.float32:
+            return F.rms_norm(x, (x.shape[-1],), self.weight, eps=self.eps)
         return self.weight * F.rms_norm(x.float(), (x.shape[-1],), eps=self.eps).to(x.dtype)
 
 

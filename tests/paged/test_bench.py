@@ -179,3 +179,65 @@ def test_hf_disagreement_is_shown_and_fails_the_run(monkeypatch, capsys):
     assert engine_bench.main(["--batches", "2", "--max-tokens", "3", "--reps", "1"]) == 1
     out = capsys.readouterr().out
     assert "✗ 1/2" in out and "load average" in out
+
+
+# --- the server-like workloads (paged.engine.workloads) ------------------------------------------------------------
+def test_mixed_requests_are_seeded_and_within_their_ranges():
+    from paged.engine.workloads import MIN_NEW, PROMPT_CHARS, mixed_requests
+
+    reqs = mixed_requests(50, seed=3)
+    assert reqs == mixed_requests(50, seed=3) and reqs != mixed_requests(50, seed=4)
+    assert all(MIN_NEW <= r.max_tokens <= 128 and PROMPT_CHARS[0] <= len(r.prompt) <= PROMPT_CHARS[1] for r in reqs)
+    assert len({r.max_tokens for r in reqs}) > 10 and len({len(r.prompt) for r in reqs}) > 10
+    short = {r.max_tokens for r in mixed_requests(20, max_new=5)}
+    assert short <= set(range(1, 6)) and len(short) > 2
+    with pytest.raises(ValueError, match="must be >= 1"):
+        mixed_requests(0)
+
+
+def test_queue_workload_agrees_with_transformers_request_by_request(tmp_path):
+    """Twice the batch in requests of different lengths: the engine's tokens of each request equal transformers'
+    own greedy generate run on that request alone (no padding, exactly its max_tokens), and so do the first
+    max_tokens tokens of the static batches; useful tokens are the ones requested."""
+    transformers = pytest.importorskip("transformers")
+    from paged.engine.bench import hf_twin
+    from paged.engine.workloads import bench_workload, format_workloads, mixed_requests
+    from paged.model import ByteTokenizer, save_model
+
+    model, tokenizer = _decisive_tiny_llama(), ByteTokenizer()
+    row = bench_workload("queue", 2, model, tokenizer, hf_twin(model), reps=1, clock="cpu", max_new=7)
+    reqs = mixed_requests(4, seed=2, max_new=7)
+    save_model(model, tmp_path)
+    theirs = transformers.AutoModelForCausalLM.from_pretrained(tmp_path, attn_implementation="eager").eval()
+    expected = []
+    for r in reqs:
+        ids = torch.tensor([tokenizer.encode(r.prompt)])
+        out = theirs.generate(ids, max_new_tokens=r.max_tokens, min_new_tokens=r.max_tokens, do_sample=False,
+                              eos_token_id=None, pad_token_id=0)
+        expected.append(out[0, ids.shape[1]:].tolist())
+    assert row["tokens"] == expected and row["hf_tokens"] == expected and row["hf_same"] == row["requests"] == 4
+    assert row["useful_tokens"] == sum(r.max_tokens for r in reqs) <= row["hf_generated"]
+    assert "✔ 4/4" in format_workloads([row])
+    with pytest.raises(ValueError, match="workload must be one of"):
+        bench_workload("burst", 2, model, tokenizer, None)
+
+
+def test_workload_disagreement_fails_the_run(monkeypatch, capsys):
+    """A request whose tokens differ from HF's is counted, shown as ✗ and makes the exit status 1."""
+    pytest.importorskip("transformers")
+    from paged.engine import bench as engine_bench
+    from paged.engine import workloads
+
+    real = workloads.run_hf_batches
+
+    def off_by_one(hf, tokenizer, requests, batch, clock="wall"):
+        secs, tokens = real(hf, tokenizer, requests, batch, clock)
+        return secs, [[(t + 1) % 259 for t in tokens[0]]] + tokens[1:]
+
+    monkeypatch.setattr(workloads, "run_hf_batches", off_by_one)
+    argv = ["--batches", "2", "--max-tokens", "3", "--reps", "1", "--workloads", "mixed", "--clock", "cpu"]
+    assert engine_bench.main(argv) == 1
+    out = capsys.readouterr().out
+    assert "✗ 1/2" in out and "mixed" in out and "tokens requested / time" in out
+    with pytest.raises(SystemExit):
+        engine_bench.main(["--workloads", "burst"])

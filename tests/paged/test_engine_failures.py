@@ -276,3 +276,33 @@ def test_abort_with_bad_ids_is_a_value_error():
             engine.abort(bad)
     with pytest.raises(ValueError, match="samples"):
         engine.abort(rid, 0.0)
+
+
+def test_a_step_that_fails_after_forking_is_undone(monkeypatch):
+    """A prefill step forks a request's parallel samples, then raises: the rollback forgets the children (ids,
+    groups, tables, ref counts) and a retry forks them again, with the same tokens as a clean run."""
+    params = SamplingParams(max_tokens=4, n=3, temperature=0.9, seed=7, ignore_eos=True)
+    requests = [("forked prompt", params), ("plain", GREEDY)]
+    clean = make()
+    clean_ids = [clean.add_request(p, sp) for p, sp in requests]
+    while clean.has_unfinished():
+        clean.step()
+    engine = make()
+    ids = [engine.add_request(p, sp) for p, sp in requests]
+    before = state(engine)
+    real = engine._stop_reason
+
+    def fail_on_a_child(seq):
+        if seq.sample_index > 0:
+            raise RuntimeError("boom after the fork")
+        return real(seq)
+
+    monkeypatch.setattr(engine, "_stop_reason", fail_on_a_child)
+    with pytest.raises(EngineStepError, match="boom after the fork"):
+        engine.step()
+    assert state(engine) == before and engine.groups[ids[0]] == [engine.requests[ids[0]]]
+    engine.block_manager.check_invariants()
+    monkeypatch.setattr(engine, "_stop_reason", real)
+    assert run_to_end(engine) == 0
+    for rid, clean_rid in zip(ids, clean_ids):
+        assert engine.output(rid).samples == clean.output(clean_rid).samples

@@ -81,18 +81,120 @@ def test_batched_sampling_equals_row_by_row():
         sample(logits, params[:2], [make_generator(p) for p in params[:2]])
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
-@pytest.mark.parametrize("n, ctx, heads, kv_heads", [(5, 5, 4, 2), (3, 11, 4, 4), (1, 9, 6, 2), (7, 8, 2, 1)])
-def test_prefill_attention_equals_the_reference(n, ctx, heads, kv_heads, dtype):
-    """The prefill path's SDPA call equals paged.attention.attention(causal=True), the einsum reference, with the
-    mask aligned to the end of the context (a chunk after cached tokens)."""
-    from paged.attention import attention
-    from paged.engine.runner import causal_attention
+def test_prefill_attention_is_the_reference_causal_attention(monkeypatch):
+    """The paged prefill path has no causal mask of its own: each sequence's chunk goes through
+    paged.attention.attention(causal=True) (end-aligned mask), per layer, with its whole context read back."""
+    import paged.engine.runner as runner
+    from paged.config import SamplingParams as Params
 
-    g = torch.Generator().manual_seed(n * 100 + ctx)
-    q = torch.randn(n, heads, 16, generator=g, dtype=dtype)
-    keys, values = (torch.randn(ctx, kv_heads, 16, generator=g, dtype=dtype) for _ in range(2))
-    want = attention(q, keys, values, causal=True)
-    got = causal_attention(q, keys, values)
-    assert got.dtype == dtype and got.shape == want.shape
-    assert torch.allclose(got, want, rtol=1e-5, atol=1e-5 * float(want.abs().max()))
+    engine = _tiny_engine()
+    calls = []
+    real = runner.attention
+
+    def spy(q, keys, values, scale=None, causal=False):
+        calls.append((q.shape[0], keys.shape[0], causal))
+        return real(q, keys, values, scale, causal)
+
+    monkeypatch.setattr(runner, "attention", spy)
+    for prompt in ("abc", "hello!"):
+        engine.add_request(prompt, Params(max_tokens=2, ignore_eos=True))
+    engine.step()  # one prefill of both prompts (BOS + bytes: 4 and 7 tokens), one layer
+    assert calls == [(4, 4, True), (7, 7, True)]
+
+
+# --- what a step does not do: UI-only text, copies of finished requests ----------------------------------------------
+def _tiny_engine(num_blocks: int = 64, chunked: bool = False, kv_layout: str = "paged"):
+    from paged.config import CacheConfig, ModelConfig, SchedulerConfig
+    from paged.engine import LLMEngine
+    from paged.model import ByteTokenizer, TinyLlama
+
+    torch.manual_seed(0)
+    model = TinyLlama(ModelConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2,
+                                  num_key_value_heads=1, max_position_embeddings=128)).eval()
+    return LLMEngine(model, ByteTokenizer(), CacheConfig(block_size=4, num_blocks=num_blocks, seed=0),
+                     SchedulerConfig(enable_chunked_prefill=chunked), kv_layout=kv_layout, attn_impl="gather")
+
+
+def test_a_step_decodes_no_text_and_the_trace_decodes_on_demand(monkeypatch):
+    """The engine's step never calls tokenizer.decode (no stop strings); a trace's text_out decodes its token when
+    read, and the JSON export carries it."""
+    import json
+
+    engine = _tiny_engine()
+    calls = []
+    real = engine.tokenizer.decode
+    monkeypatch.setattr(engine.tokenizer, "decode", lambda ids: calls.append(list(ids)) or real(ids))
+    for prompt in ("abc", "hello"):
+        engine.add_request(prompt, SamplingParams(max_tokens=3, ignore_eos=True))
+    traces = [engine.step() for _ in range(3)]
+    assert calls == []
+    decoded = [s for t in traces for s in t.seqs if s.token_out is not None]
+    assert decoded and all(s.text_out == real([s.token_out]) for s in decoded)
+    exported = json.loads(traces[-1].to_json())["seqs"]
+    assert [s["text_out"] for s in exported] == [real([s.token_out]) for s in traces[-1].seqs]
+    assert all("decode" not in s for s in exported)
+
+
+def test_a_step_checkpoint_does_not_grow_with_finished_requests():
+    """StepCheckpoint copies live state only: after 40 finished requests, a checkpoint taken for one new request
+    holds no container bigger than the pool, and rollback still works (see test_engine_failures)."""
+    from paged.engine.checkpoint import StepCheckpoint
+
+    engine = _tiny_engine(num_blocks=16)
+    engine.generate([f"r{i}" for i in range(40)], SamplingParams(max_tokens=2, ignore_eos=True))
+    engine.add_request("new", SamplingParams(max_tokens=2, ignore_eos=True))
+    checkpoint = StepCheckpoint(engine)
+    sizes = {name: len(value) for name, value in vars(checkpoint).items() if isinstance(value, (list, dict, set))}
+    assert sizes and max(sizes.values()) <= engine.num_blocks, sizes
+    assert len(engine.block_manager.last_hits) == 0  # finished sequences' prefix hits were dropped with their blocks
+
+
+def test_a_mixed_step_batches_its_decodes(monkeypatch):
+    """Chunked prefill: in a step where running sequences decode beside a new prompt, the decodes share one
+    paged_attention_decode call (per layer) and only the prompt goes through causal attention; the logits equal
+    the contiguous twin's."""
+    import paged.engine.runner as runner
+    from paged.config import SamplingParams as Params
+
+    engines = [_tiny_engine(chunked=True), _tiny_engine(chunked=True, kv_layout="contiguous")]
+    for engine in engines:
+        for prompt in ("abc", "hello"):
+            engine.add_request(prompt, Params(max_tokens=4, ignore_eos=True))
+        engine.step()  # both prompts
+    calls = []
+    real_decode, real_attention = runner.paged_attention_decode, runner.attention
+    monkeypatch.setattr(runner, "paged_attention_decode",
+                        lambda q, *a, **kw: calls.append(("decode", q.shape[0])) or real_decode(q, *a, **kw))
+    monkeypatch.setattr(runner, "attention",
+                        lambda q, *a, **kw: calls.append(("causal", q.shape[0])) or real_attention(q, *a, **kw))
+    traces = []
+    for engine in engines:
+        engine.add_request("a longer prompt", Params(max_tokens=2, ignore_eos=True))
+        traces.append(engine.step())
+    assert traces[0].phase == "mixed" and [len(s.tokens_in) for s in traces[0].seqs] == [1, 1, 16]
+    assert calls[:2] == [("decode", 2), ("causal", 16)]  # the paged engine's one layer
+    for sid in (0, 1, 2):
+        want = engines[1].last_logits[sid]
+        assert torch.allclose(engines[0].last_logits[sid], want, rtol=1e-5, atol=1e-5 * float(want.abs().max()))
+
+
+def test_an_all_greedy_step_samples_from_the_logits_without_copying_them(monkeypatch):
+    """When every row is greedy, the batched argmax reads the model's logits in place (no [B, vocab] gather);
+    a mixed batch still hands each kind its own rows."""
+    import paged.engine.engine as engine_module
+    from paged.config import SamplingParams as Params
+
+    engine = _tiny_engine()
+    seen, produced = [], []
+    real_sample, real_run = engine_module.sample, engine.runner.run
+    monkeypatch.setattr(engine_module, "sample", lambda rows, *a: seen.append(rows) or real_sample(rows, *a))
+    monkeypatch.setattr(engine.runner, "run", lambda seqs, batch: produced.append(real_run(seqs, batch))
+                        or produced[-1])
+    for prompt in ("abc", "hello"):
+        engine.add_request(prompt, Params(max_tokens=3, ignore_eos=True))
+    engine.step()
+    assert seen[-1].data_ptr() == produced[-1].data_ptr() and seen[-1].shape == produced[-1].shape
+    engine.add_request("xyz", Params(max_tokens=3, temperature=0.8, seed=1, ignore_eos=True))
+    engine.step()  # the sampling prompt's prefill alone
+    engine.step()  # decode: two greedy rows, one sampling row
+    assert seen[-2].shape[0] == 2 and seen[-1].shape[0] == 1

@@ -103,3 +103,22 @@ def test_pad_block_tables_refuses_what_plain_lists_of_ints_would_hide(tables, me
     """The fast path (plain lists of ints) must not let a bool, a float or an out-of-range entry through."""
     with pytest.raises(ValueError, match=message):
         pad_block_tables(tables)
+
+
+def test_decode_inputs_refuse_a_token_without_a_block():
+    """At decode, a last token whose logical block the table lacks is a ValueError, never a slot; the contiguous
+    layout feeds the same token at -1 (skipped) slots."""
+    from paged.engine.runner import prepare_inputs
+
+    seq = Sequence(0, [5, 6, 7, 8])
+    seq.on_prefill_done(9)  # token index 4: logical block 2 of block_size 2
+    seq.block_table = [3, 1]
+    with pytest.raises(ValueError, match="beyond the block tables' width 2"):
+        prepare_inputs([seq], 2, False, torch.device("cpu"))
+    other = Sequence(1, [1, 2])
+    other.on_prefill_done(4)
+    other.block_table = [0, 5, 6]
+    with pytest.raises(ValueError, match="-1 entry"):
+        prepare_inputs([seq, other], 2, False, torch.device("cpu"))
+    batch = prepare_inputs([seq], 2, False, torch.device("cpu"), paged=False)
+    assert batch.slot_mapping.tolist() == [-1] and batch.input_ids.tolist() == [9] and batch.positions.tolist() == [4]

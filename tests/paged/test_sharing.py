@@ -41,14 +41,17 @@ def test_prefix_caching_on_equals_off(block_size):
     prompts = [PREFIX + "alpha", PREFIX + "beta", PREFIX + "alpha", "unrelated", PREFIX]
     params = SamplingParams(max_tokens=10, ignore_eos=True)
     on_eng = engine(block_size, 256)
-    on, _ = [], None
+    on, hits = [], []
     for p in prompts:  # one at a time, so later prompts find earlier ones' blocks in the cache
-        on += run_all(on_eng, [p], params)[0]
+        rid = on_eng.add_request(p, params)
+        on_eng.step()  # its prefill: the hits are known while it holds blocks
+        hits.append(sum(on_eng.block_manager.last_hits[rid]))
+        on += run_all(on_eng, [], params)[0] + [on_eng.output(rid)]
     off = run_all(engine(block_size, 256, caching=False), prompts, params)[0]
     assert [o.token_ids for o in on] == [o.token_ids for o in off]
-    hits = [sum(h) for h in on_eng.block_manager.last_hits.values()]
     assert max(hits) >= len(TOK.encode(PREFIX)) // block_size - 1
     assert on_eng.block_manager.num_free_blocks == on_eng.num_blocks
+    assert on_eng.block_manager.last_hits == {}, "finished sequences' hits are dropped with their blocks"
 
 
 def test_full_hit_still_computes_a_token_and_never_writes_shared_blocks():
