@@ -51,6 +51,21 @@ def test_threads_and_head_chunks(threads, num_threads, lens):
     assert rel_err(out, reference(query, keys, values, lens)) < 1e-5
 
 
+@pytest.mark.parametrize("group", [1, 2, 3, 4, 5, 8])
+@pytest.mark.parametrize("head_dim, block_size", [(64, 16), (72, 1), (128, 64)])
+def test_every_query_head_group_size(threads, group, head_dim, block_size):
+    """The AVX2 loops take a kv head's query heads in tiles of 4, 2 and 1 (group 5 = 4 + 1, 3 = 2 + 1, 8 = 4 + 4),
+    and each block's tokens 8 at a time with a tail of 1..7: every group size, on 1 and 2 threads, with lengths
+    that end mid-tile and mid-block, matches the reference."""
+    lens = [1, 7, 9, 130, 333]
+    for num_threads in (1, 2):
+        threads(num_threads)
+        query, kc, vc, tables, keys, values = build(2 * group, 2, head_dim, block_size, lens, torch.float32,
+                                                    seed=group)
+        out = paged_attention_decode(query, kc, vc, tables, lens, impl="native")
+        assert rel_err(out, reference(query, keys, values, lens)) < 1e-5, (group, num_threads)
+
+
 @pytest.mark.parametrize("head_dim", [4, 20, 36])
 def test_head_dims_off_the_vector_width(head_dim):
     """head_dim not a multiple of 8 takes the portable loops instead of the AVX2 ones, and still matches."""
