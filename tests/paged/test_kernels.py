@@ -241,10 +241,10 @@ def test_bench_cold_reads_a_flush_buffer_before_every_timed_call(monkeypatch):
     calls = []
     timed = kernels._time_interleaved
 
-    def spy(fns, reps, warmup, device, best=None, settle=None):
+    def spy(fns, reps, warmup, device, best=None, settle=None, after_itself=False):
         calls.append((len(fns) * reps, settle))
         counted = None if settle is None else (lambda: calls.append("settle") or settle())
-        return timed(fns, reps, warmup, device, best, counted)
+        return timed(fns, reps, warmup, device, best, counted, after_itself)
 
     monkeypatch.setattr(kernels, "_time_interleaved", spy)
     case = kernels.KernelCase(1, 40, 4, 2, 16)
@@ -253,3 +253,17 @@ def test_bench_cold_reads_a_flush_buffer_before_every_timed_call(monkeypatch):
         kernels.bench_case(case, ["gather"], torch.device("cpu"), 10.0, reps=3, warmup=0, cold=cold)
         assert calls.count("settle") == (2 * 3 if cold else 0)
         assert (calls[0][1] is not None) == cold
+
+
+def test_warm_timing_runs_each_callable_right_before_its_timed_call():
+    """Warm (not --cold): every timed call of a fast impl comes right after an untimed call of the same impl, so no
+    impl is timed on the caches another one left (SDPA's GQA copy of K/V leaves dirty lines behind)."""
+    from paged.bench import kernels
+
+    order = []
+    fns = {name: (lambda name=name: order.append(name)) for name in ("sdpa", "native")}
+    kernels._time_interleaved(fns, reps=2, warmup=0, device=torch.device("cpu"), after_itself=True)
+    assert order == ["sdpa", "sdpa", "native", "native"] * 2
+    order.clear()
+    kernels._time_interleaved(fns, reps=2, warmup=0, device=torch.device("cpu"))
+    assert order == ["sdpa", "native"] * 2
