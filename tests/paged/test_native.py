@@ -6,6 +6,7 @@ foreign memory; and the C code itself runs clean under AddressSanitizer (tests/p
 
 from __future__ import annotations
 
+import ctypes
 import os
 import subprocess
 from pathlib import Path
@@ -203,9 +204,9 @@ def _recording_kernel(monkeypatch) -> list[tuple]:
     """Wrap the loaded C function; returns the list its (threads, head_chunks, partition_blocks) calls go to."""
     fn, calls = native._load(), []
 
-    def record(*args):
-        calls.append(args[1:4])
-        return fn(*args)
+    def record(args, scale):  # args: the address of paged_decode's packed arguments
+        calls.append(tuple((ctypes.c_int64 * 4).from_address(args)[1:4]))
+        return fn(args, scale)
 
     monkeypatch.setitem(native._state, "fn", record)
     return calls
