@@ -182,7 +182,7 @@ def test_library_without_the_symbol_is_rebuilt(cache, tmp_path):
 
 
 def test_build_without_the_symbol_is_a_clear_error(cache, tmp_path, monkeypatch):
-    """When even a fresh build lacks paged_decode_packed, native is unavailable with a RuntimeError naming the symbol."""
+    """When even a fresh build lacks paged_decode_packed, native is unavailable with a RuntimeError naming it."""
     source = tmp_path / "wrong.c"
     source.write_text("int something_else(void) { return 1; }\n")
     monkeypatch.setattr(native_build, "SOURCE", source)
