@@ -50,12 +50,20 @@ static inline float sum_lanes(__m256 a) {
 /* Keep a loaded vector in its register: without this the compiler folds the load into every FMA that uses it,
  * one load per use (12 loads per 8 FMAs in qk_tile), and the loop waits on the load ports. */
 #define IN_REGISTER(x) __asm__("" : "+x"(x))
+/* Accumulators (qk_tile) or weights (pv_tile) one tile holds in registers: 16 where AVX-512VL gives 32 vector
+ * registers, else 8 of the 16. A tile of R query heads takes TILE_T(R) tokens at a time. */
+#ifdef __AVX512VL__
+#define TILE_REGS 16
+#else
+#define TILE_REGS 8
+#endif
+#define TILE_T(R) (TILE_REGS / (R) < 8 ? TILE_REGS / (R) : 8)
 
 /* s[r * BS + i] = q[r] . K row i, for R query heads (rows q, q + D, ...) and T tokens (rows k, k + rs, ...), with
- * R * T == 8: 8 accumulators, their lanes summed by one shuffle tree. */
+ * R * T 8 or 16: as many accumulators, their lanes summed 8 at a time by one shuffle tree. */
 TILE void qk_tile(const float *k, int64_t rs, int64_t D, const float *q, float *s, int64_t BS, int R, int T) {
-    __m256 a[8], kv[8];
-    for (int i = 0; i < 8; i++) a[i] = _mm256_setzero_ps();
+    __m256 a[16], kv[8];
+    for (int i = 0; i < R * T; i++) a[i] = _mm256_setzero_ps();
     for (int64_t d = 0; d < D; d += 8) {
         for (int i = 0; i < T; i++) {
             kv[i] = _mm256_loadu_ps(k + i * rs + d);
@@ -67,8 +75,11 @@ TILE void qk_tile(const float *k, int64_t rs, int64_t D, const float *q, float *
             for (int i = 0; i < T; i++) a[r * T + i] = _mm256_fmadd_ps(x, kv[i], a[r * T + i]);
         }
     }
-    float out[8];
-    _mm256_storeu_ps(out, sum_lanes8(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7]));
+    float out[16];
+    for (int i = 0; i < R * T; i += 8) {
+        const __m256 *b = a + i;
+        _mm256_storeu_ps(out + i, sum_lanes8(b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]));
+    }
     for (int r = 0; r < R; r++)
         for (int i = 0; i < T; i++) s[r * BS + i] = out[r * T + i];
 }
@@ -81,11 +92,10 @@ TILE float qk_one(const float *k, const float *q, int64_t D) {
 }
 
 /* The accumulators of R query heads (rows acc, acc + D, ...) += sum over T tokens i of p[r * BS + i] * V row i
- * (v + i * rs). The R * T weights are held in registers; the T rows are read side by side, front to back (read
- * column by column instead, with the accumulators held in registers, the rows of a block that comes from memory
- * confused the hardware prefetcher: up to 4x slower). */
+ * (v + i * rs). The R * T weights are held in registers, the T rows are read side by side, front to back, and
+ * each accumulator vector is loaded and stored once per T tokens. */
 TILE void pv_tile(const float *v, int64_t rs, int64_t D, const float *p, int64_t BS, float *acc, int R, int T) {
-    __m256 w[8], x[8];
+    __m256 w[16], x[8];
     for (int r = 0; r < R; r++)
         for (int i = 0; i < T; i++) w[r * T + i] = _mm256_broadcast_ss(p + r * BS + i);
     for (int64_t d = 0; d < D; d += 8) {
@@ -131,8 +141,8 @@ static void attend_block_avx2(const float *kb, const float *vb, int64_t n, const
             const float *k = kb + t * rs + h * D;
             PREFETCH_ROWS(kn, t, 8, h, rs, D)
 #define QK_TILE(qh, R)                                                                                            \
-    for (int64_t i = 0; i < 8; i += 8 / (R))                                                                      \
-        qk_tile(k + i * rs, rs, D, q + (qh) * D, scores + (qh) * BS + t + i, BS, R, 8 / (R))
+    for (int64_t i = 0; i < 8; i += TILE_T(R))                                                                    \
+        qk_tile(k + i * rs, rs, D, q + (qh) * D, scores + (qh) * BS + t + i, BS, R, TILE_T(R))
             FOR_TILES(h, G, QK_TILE);
 #undef QK_TILE
         }
@@ -167,8 +177,8 @@ static void attend_block_avx2(const float *kb, const float *vb, int64_t n, const
 #define PV_TILE(qh, R)                                                                                            \
     do {                                                                                                          \
         int64_t i_ = 0;                                                                                           \
-        for (; i_ + 8 / (R) <= count; i_ += 8 / (R))                                                              \
-            pv_tile(v + i_ * rs, rs, D, scores + (qh) * BS + t + i_, BS, acc + (qh) * D, R, 8 / (R));             \
+        for (; i_ + TILE_T(R) <= count; i_ += TILE_T(R))                                                          \
+            pv_tile(v + i_ * rs, rs, D, scores + (qh) * BS + t + i_, BS, acc + (qh) * D, R, TILE_T(R));           \
         for (; i_ < count; i_++) pv_tile(v + i_ * rs, rs, D, scores + (qh) * BS + t + i_, BS, acc + (qh) * D, R, 1); \
     } while (0)
             FOR_TILES(h, G, PV_TILE);

@@ -93,6 +93,16 @@ def test_plain_build_without_avx2_or_openmp(fresh_native, monkeypatch, threads):
     assert len(list(fresh_native.glob("native_decode-*.so"))) == 1
 
 
+def test_avx2_build_without_avx512(fresh_native, monkeypatch, threads):
+    """Without AVX-512VL the AVX2 tiles hold 8 registers, not 16 (TILE_REGS in native_avx2.h): that build matches
+    the reference too, for every query head group size (on a CPU without AVX-512 this is the default build)."""
+    flags = ("-O3", "-march=native", "-mno-avx512f", "-fopenmp", "-shared", "-fPIC")
+    monkeypatch.setattr(native_build, "FLAG_SETS", (flags,))
+    threads(2)
+    assert sweep_failures("native", "float32", [(8, 8), (8, 4), (6, 2), (8, 2), (8, 1)], [64, 72], [1, 16]) == []
+    assert len(list(fresh_native.glob("native_decode-*.so"))) == 1
+
+
 def test_bad_block_id_raises_instead_of_reading(monkeypatch):
     """validate=False skips the Python checks, yet a block id outside the pool is refused by the kernel."""
     lens = [5, 40]
@@ -140,18 +150,21 @@ def test_failed_build_is_reported(fresh_native, monkeypatch):
         native._load()
 
 
-@pytest.mark.parametrize("threads_flag, prefetch_min", [("-fopenmp", None), ("-pthread", "0")])
-def test_kernel_stays_inside_its_buffers_under_address_sanitizer(tmp_path, threads_flag, prefetch_min):
+@pytest.mark.parametrize("threads_flag, prefetch_min, isa", [("-fopenmp", None, []),
+                                                             ("-pthread", "0", ["-mno-avx512f"])])
+def test_kernel_stays_inside_its_buffers_under_address_sanitizer(tmp_path, threads_flag, prefetch_min, isa):
     """tests/paged/native_asan.c calls the kernel on exact-size heap buffers (192 cases: every dtype, GQA/MQA, odd
     head_dims and block sizes, ragged -1 padded int32/int64 tables, 1 or 3 threads, split heads, partitions and
     none) built with AddressSanitizer and UBSan: any read or write outside them aborts. Each case is also checked
     against plain attention in C; a bad block id and a context_len past the table are refused. The pthread build
-    prefetches the next block on every call (PREFETCH_MIN_BYTES=0), the OpenMP build on none of these small ones."""
+    prefetches the next block on every call (PREFETCH_MIN_BYTES=0), the OpenMP build on none of these small ones;
+    the pthread build leaves AVX-512 out, so the AVX2 tiles hold 8 registers, not 16 (on a CPU that has it)."""
     cc = native_build.compiler()
     assert cc, "a C compiler is needed (apt-get install gcc)"
     exe = tmp_path / "native_asan"
     defines = [f"-DPREFETCH_MIN_BYTES={prefetch_min}"] if prefetch_min is not None else []
-    build = subprocess.run([*cc, "-O1", "-g", "-march=native", threads_flag, *defines, "-fsanitize=address,undefined",
+    build = subprocess.run([*cc, "-O1", "-g", "-march=native", *isa, threads_flag, *defines,
+                            "-fsanitize=address,undefined",
                             "-fno-sanitize-recover=undefined", "-fno-omit-frame-pointer", "-o", str(exe),
                             str(Path(__file__).with_name("native_asan.c")), "-lm"], capture_output=True, text=True)
     assert build.returncode == 0, build.stderr
