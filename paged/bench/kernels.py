@@ -14,7 +14,8 @@ contiguous [B, num_kv_heads, context_len, head_dim] tensor. Then, in one process
 - --cold reads COLD_MB before every timed call instead, so each impl starts from clean, cold caches (otherwise a
   small case is served from cache);
 - under the table, per impl: its slowest case against sdpa and its lowest % of read bandwidth (the targets), and
-  the slowest case again comparing each impl's fastest rep with sdpa's (less of a busy neighbour's noise).
+  both again from the fastest reps (each impl's against sdpa's, and against the probe's fastest rep): on a busy
+  machine the medians carry the neighbours' load, the fastest reps much less of it.
 
 "loop" (one Python step per token) runs only where B * context_len <= 16k (--quick: 512); "native" (the C kernel)
 only on a CPU with a C compiler; "triton" only on a CUDA GPU with the triton package.
@@ -42,7 +43,7 @@ from ..addressing import slot_mapping
 from ..attention import contiguous_attention_decode, paged_attention_decode
 from ..kv_cache import default_device, write_kv
 from .kernel_report import (COLD_MB, COLUMNS, _sync, format_report, format_rows, read_bandwidth_gbps,  # noqa: F401
-                            table_rows, worst_cases)
+                            read_bandwidth_probe, table_rows, worst_cases)
 
 FULL_GRID = dict(batch=(1, 16, 64), context_len=(512, 2048), num_kv_heads=(8, 2), head_dim=(64, 128))
 QUICK_GRID = dict(batch=(1, 16), context_len=(512,), num_kv_heads=(8, 2), head_dim=(64,))
@@ -78,6 +79,7 @@ class ImplResult:
     pct_bw: float | None = None
     ms_best: float | None = None  # the fastest rep: what the code can do when no neighbour takes the cores
     x_sdpa_best: float | None = None  # ms_best / sdpa's ms_best
+    pct_bw_best: float | None = None  # GB/s of ms_best, in % of the probe's fastest rep (read_bw_best_gbps)
 
 
 @dataclass
@@ -86,6 +88,7 @@ class CaseResult:
     kv_bytes: int  # K and V bytes one decode call must read
     results: list[ImplResult] = field(default_factory=list)
     read_bw_gbps: float | None = None  # the x.sum() probe just before this case, which its % bw is relative to
+    read_bw_best_gbps: float | None = None  # that probe's fastest rep, which pct_bw_best is relative to
 
 
 @dataclass
@@ -182,7 +185,7 @@ def default_impls(device: torch.device) -> list[str]:
 
 def bench_case(case: KernelCase, impls: list[str], device: torch.device, read_bw: float, reps: int = 5,
                warmup: int = 1, tol: float = 1e-4, loop_max_tokens: int = LOOP_MAX_TOKENS,
-               cold: bool = False) -> CaseResult:
+               cold: bool = False, read_bw_best: float | None = None) -> CaseResult:
     """Check, then time, every impl (and sdpa) on one case. Warm (the default): each timed call of a fast impl
     follows an untimed call of the same impl, so it finds what it would find called again and again (its own K/V
     in cache), not what the impl before it left: SDPA's enable_gqa path copies K/V to every query head, and the
@@ -197,7 +200,7 @@ def bench_case(case: KernelCase, impls: list[str], device: torch.device, read_bw
     if case.batch * case.context_len > loop_max_tokens:
         impls = [i for i in impls if i != "loop"]
     fns = _callables(data, impls)
-    result = CaseResult(case, kv_bytes, read_bw_gbps=read_bw)
+    result = CaseResult(case, kv_bytes, read_bw_gbps=read_bw, read_bw_best_gbps=read_bw_best)
     checked = {}
 
     def check(group: dict) -> None:
@@ -225,6 +228,8 @@ def bench_case(case: KernelCase, impls: list[str], device: torch.device, read_bw
         r.x_gather = ms[name] / ms["gather"] if "gather" in ms else None
         r.gbps = kv_bytes / (ms[name] / 1e3) / 1e9
         r.pct_bw = 100 * r.gbps / read_bw
+        if read_bw_best:
+            r.pct_bw_best = 100 * kv_bytes / (best[name] / 1e3) / 1e9 / read_bw_best
         result.results.append(r)
     return result
 
@@ -240,9 +245,9 @@ def run_kernel_bench(cases: list[KernelCase], impls: list[str] | None = None, de
     report = KernelReport(str(dev), torch.get_num_threads(), read_bw, [], load, os.environ.get("OMP_WAIT_POLICY"),
                           cold)
     for case in cases:
-        case_bw = read_bandwidth_gbps(dev, bandwidth_mb, reps=3)  # the machine's load now, not at the start
+        case_bw, case_bw_best = read_bandwidth_probe(dev, bandwidth_mb, reps=5)  # the load now, not at the start
         report.cases.append(bench_case(case, impls, dev, case_bw, reps, warmup, loop_max_tokens=loop_max_tokens,
-                                       cold=cold))
+                                       cold=cold, read_bw_best=case_bw_best))
         if log:
             log(format_rows([report.cases[-1]], header=len(report.cases) == 1))
     return report

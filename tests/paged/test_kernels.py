@@ -232,6 +232,23 @@ def test_bench_summary_names_each_impls_worst_case():
         "native, fastest reps: slowest 1.10x sdpa (B=16 ctx=512 8/2 d=64); 1/2 cases no slower than sdpa"]
 
 
+def test_bench_summary_of_fastest_reps_names_the_lowest_share_of_bandwidth():
+    """With the probe's fastest rep known, the fastest-reps line also names the case lowest in % of read bandwidth
+    by fastest reps, and counts the cases at >= 85%. Hand-made results."""
+    from paged.bench.kernels import CaseResult, ImplResult, KernelCase, worst_cases
+
+    def case(batch, pct_best):
+        return CaseResult(KernelCase(batch, 512, 8, 2, 64), 1, [
+            ImplResult("sdpa", True, 0.0, ms=1.0, x_sdpa=1.0, pct_bw=50.0, ms_best=1.0, x_sdpa_best=1.0,
+                       pct_bw_best=60.0),
+            ImplResult("native", True, 0.0, ms=0.5, x_sdpa=0.5, pct_bw=80.0, ms_best=0.5, x_sdpa_best=0.5,
+                       pct_bw_best=pct_best)])
+
+    lines = worst_cases([case(1, 84.0), case(16, 97.0)])
+    assert lines[-1] == ("native, fastest reps: slowest 0.50x sdpa (B=1 ctx=512 8/2 d=64); 2/2 cases no slower than "
+                         "sdpa; lowest 84% of read bandwidth (B=1 ctx=512 8/2 d=64); 1/2 at >= 85%")
+
+
 def test_bench_cold_reads_a_flush_buffer_before_every_timed_call(monkeypatch):
     """`bench kernels --cold`: an untimed read of COLD_MB runs before each timed call of each impl (and sdpa), so
     none starts with the cache the previous call left; without --cold, none runs."""
