@@ -7,7 +7,8 @@
  *     address the table already knows (the hardware prefetcher cannot guess it: logical neighbours sit anywhere in
  *     the pool). Only in calls that read K/V likely to come from DRAM (PREFETCH_MIN_BYTES, below);
  *   - every K and V row is read once from memory, in place, straight out of the pool; query heads that share a kv
- *     head (GQA) are scored and accumulated in pairs, so each vector is also loaded once per pair from cache;
+ *     head (GQA) are scored and accumulated in register-blocked tiles of up to 4 (native_avx2.h), so each vector
+ *     is also loaded once per tile from cache;
  *   - an online softmax per query head: m running max, l running sum of exp(score - m), acc running sum of p * V,
  *     rescaled by exp(m_old - m_new) whenever a block raises the max.
  * Partitions (vLLM's "v2" decode): when a batch is too small to keep every thread busy, each sequence's blocks are
