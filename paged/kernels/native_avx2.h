@@ -44,8 +44,8 @@ static inline float sum_lanes(__m256 a) {
 }
 
 /* Register-blocked tiles. R query heads that share one kv head (GQA) are one tile: each K and V vector is loaded
- * once for all R of them, and the tile's accumulators stay in registers (R and T / W are constants where these
- * are inlined, so the arrays below are registers, not memory). */
+ * once for all R of them, and the tile's accumulators or weights stay in registers (R and T are constants where
+ * these are inlined, so the arrays below are registers, not memory). */
 #define TILE static inline __attribute__((always_inline))
 /* Keep a loaded vector in its register: without this the compiler folds the load into every FMA that uses it,
  * one load per use (12 loads per 8 FMAs in qk_tile), and the loop waits on the load ports. */
@@ -121,7 +121,7 @@ TILE void pv_tile(const float *v, int64_t rs, int64_t D, const float *p, int64_t
     } while (0)
 
 /* Rows [t, t + count) of kv head h of the next block (`next`, or NULL: none) prefetched into L2, one request per
- * 64-byte line. A macro: written as a static inline function, gcc (12, -O1 and up) dropped the requests. */
+ * 64-byte line. A macro: written as a static inline function, gcc 12 (-O1 to -O3) emitted no prefetch for it. */
 #define PREFETCH_ROWS(next, t, count, h, rs, D)                                                                   \
     if (next)                                                                                                     \
         for (int64_t i_ = (t); i_ < (t) + (count); i_++)                                                          \
