@@ -67,7 +67,7 @@ TILE void qk_tile(const float *k, int64_t rs, int64_t D, const float *q, float *
     for (int64_t d = 0; d < D; d += 8) {
         for (int i = 0; i < T; i++) {
             kv[i] = _mm256_loadu_ps(k + i * rs + d);
-            IN_REGISTER(kv[i]);
+            if (R > 1) IN_REGISTER(kv[i]); /* used once (R = 1): left to fold into its FMA */
         }
         for (int r = 0; r < R; r++) {
             __m256 x = _mm256_loadu_ps(q + r * D + d);
@@ -101,7 +101,7 @@ TILE void pv_tile(const float *v, int64_t rs, int64_t D, const float *p, int64_t
     for (int64_t d = 0; d < D; d += 8) {
         for (int i = 0; i < T; i++) {
             x[i] = _mm256_loadu_ps(v + i * rs + d);
-            IN_REGISTER(x[i]);
+            if (R > 1) IN_REGISTER(x[i]);
         }
         for (int r = 0; r < R; r++) {
             __m256 a = _mm256_loadu_ps(acc + r * D + d);
