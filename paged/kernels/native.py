@@ -54,7 +54,7 @@ def _load():
             try:
                 fn = native_build.load_kernel()
                 fn.restype = ctypes.c_int64
-                fn.argtypes = [ctypes.c_void_p, ctypes.c_double]  # the packed arguments (see _call), the scale
+                fn.argtypes = [ctypes.c_void_p, ctypes.c_double]  # the packed arguments (see native_decode), the scale
                 _state["fn"] = fn
             except (RuntimeError, OSError, ValueError, subprocess.SubprocessError) as exc:
                 # Whatever went wrong, say so once and let callers fall back (the engine picks "gather").
