@@ -7,13 +7,15 @@ contiguous [B, num_kv_heads, context_len, head_dim] tensor. Then, in one process
 - every impl's output is checked against `contiguous_attention_decode` (the reference) before it is timed;
 - "sdpa" is `F.scaled_dot_product_attention(enable_gqa=True)` on the contiguous copy: the ceiling to compare to;
 - impls are timed interleaved (rep 1 of each, rep 2 of each, ...) so machine noise hits them alike; medians;
+  each timed call right after an untimed call of the same impl, so none is timed on what another left in cache;
 - KV GB/s = bytes of K and V the attention must read (sum of context_lens * num_kv_heads * head_dim * 2 * itemsize)
   / time, and % of this machine's read bandwidth measured in the same run (x.sum() over a >= 256 MB tensor), probed
   again just before each case, so that a neighbour's load that comes and goes shifts both alike;
-- --cold reads COLD_MB before every timed call, so each impl starts from clean, cold caches: otherwise a small
-  case is served from cache, and the impl timed after sdpa pays for the dirty lines of sdpa's GQA copy;
+- --cold reads COLD_MB before every timed call instead, so each impl starts from clean, cold caches (otherwise a
+  small case is served from cache);
 - under the table, per impl: its slowest case against sdpa and its lowest % of read bandwidth (the targets), and
-  the slowest case again comparing each impl's fastest rep with sdpa's (less of a busy neighbour's noise).
+  both again from the fastest reps (each impl's against sdpa's, and against the probe's fastest rep): on a busy
+  machine the medians carry the neighbours' load, the fastest reps much less of it.
 
 "loop" (one Python step per token) runs only where B * context_len <= 16k (--quick: 512); "native" (the C kernel)
 only on a CPU with a C compiler; "triton" only on a CUDA GPU with the triton package.
@@ -40,14 +42,14 @@ import torch.nn.functional as F
 from ..addressing import slot_mapping
 from ..attention import contiguous_attention_decode, paged_attention_decode
 from ..kv_cache import default_device, write_kv
+from .kernel_report import (COLD_MB, COLUMNS, _sync, format_report, format_rows, read_bandwidth_gbps,  # noqa: F401
+                            read_bandwidth_probe, table_rows, worst_cases)
 
 FULL_GRID = dict(batch=(1, 16, 64), context_len=(512, 2048), num_kv_heads=(8, 2), head_dim=(64, 128))
 QUICK_GRID = dict(batch=(1, 16), context_len=(512,), num_kv_heads=(8, 2), head_dim=(64,))
 BANDWIDTH_MB = 256  # size of the x.sum() tensor that measures read bandwidth
-COLD_MB = 64  # --cold: read before every timed call, twice a 32 MiB L3
 LOOP_MAX_TOKENS = 16 * 1024  # B * context_len above which the per-token loop is skipped (7-11 us per token)
 QUICK_LOOP_MAX_TOKENS = 512  # --quick: the loop only on the B=1 cases
-COLUMNS = ("B", "ctx", "heads", "d", "impl", "ok", "ms", "x sdpa", "x gather", "GB/s", "% bw")
 
 
 @dataclass(frozen=True)
@@ -77,6 +79,7 @@ class ImplResult:
     pct_bw: float | None = None
     ms_best: float | None = None  # the fastest rep: what the code can do when no neighbour takes the cores
     x_sdpa_best: float | None = None  # ms_best / sdpa's ms_best
+    pct_bw_best: float | None = None  # GB/s of ms_best, in % of the probe's fastest rep (read_bw_best_gbps)
 
 
 @dataclass
@@ -85,6 +88,7 @@ class CaseResult:
     kv_bytes: int  # K and V bytes one decode call must read
     results: list[ImplResult] = field(default_factory=list)
     read_bw_gbps: float | None = None  # the x.sum() probe just before this case, which its % bw is relative to
+    read_bw_best_gbps: float | None = None  # that probe's fastest rep, which pct_bw_best is relative to
 
 
 @dataclass
@@ -105,25 +109,6 @@ def cases_from_grid(grid: dict) -> list[KernelCase]:
     """Every combination of the grid's batch, context_len, num_kv_heads, head_dim (num_heads 8)."""
     return [KernelCase(b, n, 8, kv, d) for b in grid["batch"] for n in grid["context_len"]
             for kv in grid["num_kv_heads"] for d in grid["head_dim"]]
-
-
-def _sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize()
-
-
-def read_bandwidth_gbps(device: torch.device, megabytes: int = 256, reps: int = 5) -> float:
-    """Read bandwidth: bytes / median time of x.sum() over a `megabytes` float32 tensor (pages touched first)."""
-    x = torch.ones(megabytes * (1 << 20) // 4, device=device)
-    x.sum()
-    times = []
-    for _ in range(reps):
-        _sync(device)
-        t0 = time.perf_counter()
-        x.sum()
-        _sync(device)
-        times.append(time.perf_counter() - t0)
-    return x.numel() * 4 / statistics.median(times) / 1e9
 
 
 def make_case_data(case: KernelCase, device: torch.device, seed: int = 0) -> dict:
@@ -165,9 +150,11 @@ def _callables(data: dict, impls: list[str]) -> dict:
 
 
 def _time_interleaved(fns: dict, reps: int, warmup: int, device: torch.device,
-                      best: dict[str, float] | None = None, settle=None) -> dict[str, float]:
+                      best: dict[str, float] | None = None, settle=None,
+                      after_itself: bool = False) -> dict[str, float]:
     """Median ms per callable; each rep runs every callable once, in turn. `best`, when given, receives each
-    callable's fastest rep; `settle`, when given, runs untimed before every timed call."""
+    callable's fastest rep; `settle`, when given, runs untimed before every timed call; after_itself: so does the
+    callable itself, so that each timed call starts from the caches its own last call left, not another's."""
     for _ in range(warmup):
         for fn in fns.values():
             fn()
@@ -176,6 +163,8 @@ def _time_interleaved(fns: dict, reps: int, warmup: int, device: torch.device,
         for name, fn in fns.items():
             if settle is not None:
                 settle()
+            if after_itself:
+                fn()
             _sync(device)
             t0 = time.perf_counter()
             fn()
@@ -196,10 +185,13 @@ def default_impls(device: torch.device) -> list[str]:
 
 def bench_case(case: KernelCase, impls: list[str], device: torch.device, read_bw: float, reps: int = 5,
                warmup: int = 1, tol: float = 1e-4, loop_max_tokens: int = LOOP_MAX_TOKENS,
-               cold: bool = False) -> CaseResult:
-    """Check, then time, every impl (and sdpa) on one case. cold: read COLD_MB before every timed call, so each
-    starts with clean, cold caches (as a decode step does in a model whose KV outgrows them), not with the data
-    the previous call left (its own K/V, or the dirty lines of the copy another impl made)."""
+               cold: bool = False, read_bw_best: float | None = None) -> CaseResult:
+    """Check, then time, every impl (and sdpa) on one case. Warm (the default): each timed call of a fast impl
+    follows an untimed call of the same impl, so it finds what it would find called again and again (its own K/V
+    in cache), not what the impl before it left: SDPA's enable_gqa path copies K/V to every query head, and the
+    next reader first pays to write those dirty lines back (native read B=16, ctx 2048, GQA 8/2, d128 at 62% of
+    x.sum()'s bandwidth right after SDPA, 86% right after itself, in one run). cold: read COLD_MB before every timed
+    call instead, so each starts with clean, cold caches (as a decode step does in a model whose KV outgrows them)."""
     data = make_case_data(case, device)
     kv_bytes = 2 * case.batch * case.context_len * case.num_kv_heads * case.head_dim * data["keys"].element_size()
     lens = data["context_lens"].tolist()
@@ -208,7 +200,7 @@ def bench_case(case: KernelCase, impls: list[str], device: torch.device, read_bw
     if case.batch * case.context_len > loop_max_tokens:
         impls = [i for i in impls if i != "loop"]
     fns = _callables(data, impls)
-    result = CaseResult(case, kv_bytes, read_bw_gbps=read_bw)
+    result = CaseResult(case, kv_bytes, read_bw_gbps=read_bw, read_bw_best_gbps=read_bw_best)
     checked = {}
 
     def check(group: dict) -> None:
@@ -224,7 +216,7 @@ def bench_case(case: KernelCase, impls: list[str], device: torch.device, read_bw
     best: dict[str, float] = {}
     flush = torch.ones(COLD_MB * (1 << 20) // 4, device=device) if cold else None
     settle = flush.sum if cold else None
-    ms = _time_interleaved(fast, reps, warmup, device, best, settle)
+    ms = _time_interleaved(fast, reps, warmup, device, best, settle, after_itself=not cold)
     if slow:
         check(slow)
         ms.update(_time_interleaved(slow, min(reps, 3), 0, device, best, settle))
@@ -236,6 +228,8 @@ def bench_case(case: KernelCase, impls: list[str], device: torch.device, read_bw
         r.x_gather = ms[name] / ms["gather"] if "gather" in ms else None
         r.gbps = kv_bytes / (ms[name] / 1e3) / 1e9
         r.pct_bw = 100 * r.gbps / read_bw
+        if read_bw_best:
+            r.pct_bw_best = 100 * kv_bytes / (best[name] / 1e3) / 1e9 / read_bw_best
         result.results.append(r)
     return result
 
@@ -251,76 +245,12 @@ def run_kernel_bench(cases: list[KernelCase], impls: list[str] | None = None, de
     report = KernelReport(str(dev), torch.get_num_threads(), read_bw, [], load, os.environ.get("OMP_WAIT_POLICY"),
                           cold)
     for case in cases:
-        case_bw = read_bandwidth_gbps(dev, bandwidth_mb, reps=3)  # the machine's load now, not at the start
+        case_bw, case_bw_best = read_bandwidth_probe(dev, bandwidth_mb, reps=5)  # the load now, not at the start
         report.cases.append(bench_case(case, impls, dev, case_bw, reps, warmup, loop_max_tokens=loop_max_tokens,
-                                       cold=cold))
+                                       cold=cold, read_bw_best=case_bw_best))
         if log:
             log(format_rows([report.cases[-1]], header=len(report.cases) == 1))
     return report
-
-
-def _fmt(value, spec: str) -> str:
-    return "-" if value is None else format(value, spec)
-
-
-def table_rows(cases: list[CaseResult]) -> list[tuple[str, ...]]:
-    """One row of strings per (case, impl), in COLUMNS order."""
-    rows = []
-    for c in cases:
-        for r in c.results:
-            rows.append((str(c.case.batch), str(c.case.context_len), f"{c.case.num_heads}/{c.case.num_kv_heads}",
-                         str(c.case.head_dim), r.impl, "✔" if r.ok else "✗", _fmt(r.ms, ".2f"),
-                         _fmt(r.x_sdpa, ".2f"), _fmt(r.x_gather, ".2f"), _fmt(r.gbps, ".1f"),
-                         _fmt(r.pct_bw, ".0f")))
-    return rows
-
-
-def format_rows(cases: list[CaseResult], header: bool = True) -> str:
-    widths = (3, 5, 5, 4, 7, 2, 9, 7, 8, 7, 5)
-    lines = [" ".join(f"{c:>{w}}" for c, w in zip(COLUMNS, widths))] if header else []
-    lines += [" ".join(f"{c:>{w}}" for c, w in zip(row, widths)) for row in table_rows(cases)]
-    return "\n".join(lines)
-
-
-def worst_cases(cases: list[CaseResult]) -> list[str]:
-    """One line per impl (sdpa aside): its slowest case relative to sdpa and its lowest % of read bandwidth."""
-    def name(c: CaseResult) -> str:
-        return f"B={c.case.batch} ctx={c.case.context_len} {c.case.num_heads}/{c.case.num_kv_heads} d={c.case.head_dim}"
-
-    lines = []
-    impls = dict.fromkeys(r.impl for c in cases for r in c.results if r.impl != "sdpa")
-    for impl in impls:
-        rows = [(r, c) for c in cases for r in c.results if r.impl == impl and r.ms is not None]
-        slow, slow_case = max(rows, key=lambda rc: rc[0].x_sdpa)
-        low, low_case = min(rows, key=lambda rc: rc[0].pct_bw)
-        lines.append(f"{impl}: slowest {slow.x_sdpa:.2f}x sdpa ({name(slow_case)}); lowest {low.pct_bw:.0f}% of read "
-                     f"bandwidth ({name(low_case)}); {sum(r.x_sdpa <= 1 for r, _ in rows)}/{len(rows)} cases no "
-                     f"slower than sdpa, {sum(r.pct_bw >= 85 for r, _ in rows)}/{len(rows)} at >= 85%")
-        best = [(r, c) for r, c in rows if r.x_sdpa_best is not None]
-        if best:  # on a busy machine the medians carry the neighbours' load; the fastest reps much less of it
-            slow, slow_case = max(best, key=lambda rc: rc[0].x_sdpa_best)
-            lines.append(f"{impl}, fastest reps: slowest {slow.x_sdpa_best:.2f}x sdpa ({name(slow_case)}); "
-                         f"{sum(r.x_sdpa_best <= 1 for r, _ in best)}/{len(best)} cases no slower than sdpa")
-    return lines
-
-
-def format_report(report: KernelReport) -> str:
-    """The aligned table under a header about the machine (and a warning when its cores were oversubscribed)."""
-    head = (f"device {report.device}, {report.threads} threads, read bandwidth {report.read_bw_gbps:.1f} GB/s "
-            f"(x.sum()); fp32, block_size 16, shuffled block tables; ms = median")
-    if report.cold:
-        head += f"; cold caches ({COLD_MB} MB read before every timed call)"
-    probes = [c.read_bw_gbps for c in report.cases if c.read_bw_gbps]
-    if probes:
-        head += f"\n% bw relative to a probe before each case: {min(probes):.1f}-{max(probes):.1f} GB/s"
-
-    if report.load_avg is not None:
-        head += f"\nload average {report.load_avg:.1f}, OMP_WAIT_POLICY {report.omp_wait_policy or 'unset'}"
-        cores = os.cpu_count() or 1
-        if report.device == "cpu" and report.threads > 1 and report.load_avg > cores and not report.omp_wait_policy:
-            head += (f"\nwarning: load {report.load_avg:.1f} > {cores} cores: spinning OpenMP threads inflate impls "
-                     "that run many ops (fused, loop); rerun with OMP_WAIT_POLICY=passive or --threads 1")
-    return "\n".join([head, format_rows(report.cases), *worst_cases(report.cases)])
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -25,6 +25,7 @@ reported, so the wrapper raises ValueError instead of reading foreign memory.
 
 from __future__ import annotations
 
+import array
 import ctypes
 import functools
 import subprocess
@@ -46,14 +47,14 @@ _state: dict[str, object] = {}  # "fn": the loaded C function, or "error": why t
 
 
 def _load():
-    """The C function paged_decode, built and loaded once per process. Raises RuntimeError when it cannot be."""
+    """The C function paged_decode_packed, built and loaded once per process. Raises RuntimeError when it cannot
+    be."""
     with _lock:
         if "fn" not in _state and "error" not in _state:
             try:
                 fn = native_build.load_kernel()
                 fn.restype = ctypes.c_int64
-                fn.argtypes = ([ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64, ctypes.c_int,
-                                ctypes.c_double] + [ctypes.c_void_p] * 6 + [ctypes.c_int64] * 7)
+                fn.argtypes = [ctypes.c_void_p, ctypes.c_double]  # the packed arguments (see native_decode), the scale
                 _state["fn"] = fn
             except (RuntimeError, OSError, ValueError, subprocess.SubprocessError) as exc:
                 # Whatever went wrong, say so once and let callers fall back (the engine picks "gather").
@@ -151,9 +152,11 @@ def native_decode(query: torch.Tensor, key_cache: torch.Tensor, value_cache: tor
     work = batch * max_blocks * block_size * num_kv_heads * head_dim * 2 * key_cache.element_size()
     threads = 1 if work < SMALL_WORK_BYTES else torch.get_num_threads()
     head_chunks, partition_blocks = plan_work(batch, num_heads, num_kv_heads, max_blocks, block_size, threads)
-    status = fn(code, threads, head_chunks, partition_blocks, tables.dtype == torch.int32, scale, q.data_ptr(),
-                keys.data_ptr(), values.data_ptr(), tables.data_ptr(), lens.data_ptr(), out.data_ptr(), batch,
-                num_heads, num_kv_heads, head_dim, block_size, max_blocks, num_blocks)
+    args = array.array("q", (code, threads, head_chunks, partition_blocks, tables.dtype == torch.int32,
+                             q.data_ptr(), keys.data_ptr(), values.data_ptr(), tables.data_ptr(), lens.data_ptr(),
+                             out.data_ptr(), batch, num_heads, num_kv_heads, head_dim, block_size, max_blocks,
+                             num_blocks))
+    status = fn(args.buffer_info()[0], scale)  # paged_decode's arguments in native_decode.c's order
     if status == -1:
         raise MemoryError("impl='native' could not allocate its scratch memory")
     if status < -1:

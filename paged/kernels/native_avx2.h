@@ -43,124 +43,124 @@ static inline float sum_lanes(__m256 a) {
     return _mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)));
 }
 
-/* Scores of 4 tokens (rows k, k + rs, ...) for 2 query heads qa, qb sharing their kv head: every K vector loaded
- * once for both heads (6 loads per 8 FMAs, not 9). Writes sa[0..3] and sb[0..3]. */
-static inline void qk_4x2(const float *k, int64_t rs, int64_t D, const float *qa, const float *qb, float *sa,
-                          float *sb) {
-    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, b0 = a0, b1 = a0, b2 = a0, b3 = a0;
+/* Register-blocked tiles. R query heads that share one kv head (GQA) are one tile: each K and V vector is loaded
+ * once for all R of them, and the tile's accumulators or weights stay in registers (R and T are constants where
+ * these are inlined, so the arrays below are registers, not memory). */
+#define TILE static inline __attribute__((always_inline))
+/* Keep a loaded vector in its register: without this the compiler folds the load into every FMA that uses it,
+ * one load per use (12 loads per 8 FMAs in qk_tile), and the loop waits on the load ports. */
+#define IN_REGISTER(x) __asm__("" : "+x"(x))
+/* Accumulators (qk_tile) or weights (pv_tile) one tile holds in registers: 16 where AVX-512VL gives 32 vector
+ * registers, else 8 of the 16. A tile of R query heads takes TILE_T(R) tokens at a time. */
+#ifdef __AVX512VL__
+#define TILE_REGS 16
+#else
+#define TILE_REGS 8
+#endif
+#define TILE_T(R) (TILE_REGS / (R) < 8 ? TILE_REGS / (R) : 8)
+
+/* s[r * BS + i] = q[r] . K row i, for R query heads (rows q, q + D, ...) and T tokens (rows k, k + rs, ...), with
+ * R * T 8 or 16: as many accumulators, their lanes summed 8 at a time by one shuffle tree. */
+TILE void qk_tile(const float *k, int64_t rs, int64_t D, const float *q, float *s, int64_t BS, int R, int T) {
+    __m256 a[16], kv[8];
+    for (int i = 0; i < R * T; i++) a[i] = _mm256_setzero_ps();
     for (int64_t d = 0; d < D; d += 8) {
-        const __m256 k0 = _mm256_loadu_ps(k + d), k1 = _mm256_loadu_ps(k + rs + d);
-        const __m256 k2 = _mm256_loadu_ps(k + 2 * rs + d), k3 = _mm256_loadu_ps(k + 3 * rs + d);
-        const __m256 x = _mm256_loadu_ps(qa + d), y = _mm256_loadu_ps(qb + d);
-        a0 = _mm256_fmadd_ps(x, k0, a0); a1 = _mm256_fmadd_ps(x, k1, a1);
-        a2 = _mm256_fmadd_ps(x, k2, a2); a3 = _mm256_fmadd_ps(x, k3, a3);
-        b0 = _mm256_fmadd_ps(y, k0, b0); b1 = _mm256_fmadd_ps(y, k1, b1);
-        b2 = _mm256_fmadd_ps(y, k2, b2); b3 = _mm256_fmadd_ps(y, k3, b3);
+        for (int i = 0; i < T; i++) {
+            kv[i] = _mm256_loadu_ps(k + i * rs + d);
+            if (R > 1) IN_REGISTER(kv[i]); /* used once (R = 1): left to fold into its FMA */
+        }
+        for (int r = 0; r < R; r++) {
+            __m256 x = _mm256_loadu_ps(q + r * D + d);
+            IN_REGISTER(x);
+            for (int i = 0; i < T; i++) a[r * T + i] = _mm256_fmadd_ps(x, kv[i], a[r * T + i]);
+        }
     }
-    const __m256 s = sum_lanes8(a0, a1, a2, a3, b0, b1, b2, b3);
-    _mm_storeu_ps(sa, _mm256_castps256_ps128(s));
-    _mm_storeu_ps(sb, _mm256_extractf128_ps(s, 1));
+    float out[16];
+    for (int i = 0; i < R * T; i += 8) {
+        const __m256 *b = a + i;
+        _mm256_storeu_ps(out + i, sum_lanes8(b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]));
+    }
+    for (int r = 0; r < R; r++)
+        for (int i = 0; i < T; i++) s[r * BS + i] = out[r * T + i];
 }
 
-/* acc += p[0..7] . V rows v, v + rs, ... (8 tokens, one query head). The 8 weights are held in registers: read
- * through `p` inside the loop they would be reloaded for every vector, since the stores to `ar` may alias them. */
-static inline void pv_8x1(const float *v, int64_t rs, int64_t D, const float *p, float *ar) {
-    const __m256 p0 = _mm256_set1_ps(p[0]), p1 = _mm256_set1_ps(p[1]), p2 = _mm256_set1_ps(p[2]);
-    const __m256 p3 = _mm256_set1_ps(p[3]), p4 = _mm256_set1_ps(p[4]), p5 = _mm256_set1_ps(p[5]);
-    const __m256 p6 = _mm256_set1_ps(p[6]), p7 = _mm256_set1_ps(p[7]);
+/* One score: q . k over D values (the block's last tokens that do not fill a tile). */
+TILE float qk_one(const float *k, const float *q, int64_t D) {
+    __m256 a = _mm256_setzero_ps();
+    for (int64_t d = 0; d < D; d += 8) a = _mm256_fmadd_ps(_mm256_loadu_ps(q + d), _mm256_loadu_ps(k + d), a);
+    return sum_lanes(a);
+}
+
+/* The accumulators of R query heads (rows acc, acc + D, ...) += sum over T tokens i of p[r * BS + i] * V row i
+ * (v + i * rs). The R * T weights are held in registers, the T rows are read side by side, front to back, and
+ * each accumulator vector is loaded and stored once per T tokens. */
+TILE void pv_tile(const float *v, int64_t rs, int64_t D, const float *p, int64_t BS, float *acc, int R, int T) {
+    __m256 w[16], x[8];
+    for (int r = 0; r < R; r++)
+        for (int i = 0; i < T; i++) w[r * T + i] = _mm256_broadcast_ss(p + r * BS + i);
     for (int64_t d = 0; d < D; d += 8) {
-        __m256 a = _mm256_fmadd_ps(p0, _mm256_loadu_ps(v + d), _mm256_loadu_ps(ar + d));
-        __m256 b = _mm256_mul_ps(p1, _mm256_loadu_ps(v + rs + d));
-        a = _mm256_fmadd_ps(p2, _mm256_loadu_ps(v + 2 * rs + d), a);
-        b = _mm256_fmadd_ps(p3, _mm256_loadu_ps(v + 3 * rs + d), b);
-        a = _mm256_fmadd_ps(p4, _mm256_loadu_ps(v + 4 * rs + d), a);
-        b = _mm256_fmadd_ps(p5, _mm256_loadu_ps(v + 5 * rs + d), b);
-        a = _mm256_fmadd_ps(p6, _mm256_loadu_ps(v + 6 * rs + d), a);
-        b = _mm256_fmadd_ps(p7, _mm256_loadu_ps(v + 7 * rs + d), b);
-        _mm256_storeu_ps(ar + d, _mm256_add_ps(a, b));
+        for (int i = 0; i < T; i++) {
+            x[i] = _mm256_loadu_ps(v + i * rs + d);
+            if (R > 1) IN_REGISTER(x[i]);
+        }
+        for (int r = 0; r < R; r++) {
+            __m256 a = _mm256_loadu_ps(acc + r * D + d);
+            for (int i = 0; i < T; i++) a = _mm256_fmadd_ps(w[r * T + i], x[i], a);
+            _mm256_storeu_ps(acc + r * D + d, a);
+        }
     }
 }
 
-/* aa += pa[0..3] . V rows and ab += pb[0..3] . V rows (4 tokens, 2 query heads sharing their kv head): every V
- * vector loaded once for both heads. */
-static inline void pv_4x2(const float *v, int64_t rs, int64_t D, const float *pa, const float *pb, float *aa,
-                          float *ab) {
-    const __m256 a0 = _mm256_set1_ps(pa[0]), a1 = _mm256_set1_ps(pa[1]), a2 = _mm256_set1_ps(pa[2]);
-    const __m256 a3 = _mm256_set1_ps(pa[3]), b0 = _mm256_set1_ps(pb[0]), b1 = _mm256_set1_ps(pb[1]);
-    const __m256 b2 = _mm256_set1_ps(pb[2]), b3 = _mm256_set1_ps(pb[3]);
-    for (int64_t d = 0; d < D; d += 8) {
-        const __m256 v0 = _mm256_loadu_ps(v + d), v1 = _mm256_loadu_ps(v + rs + d);
-        const __m256 v2 = _mm256_loadu_ps(v + 2 * rs + d), v3 = _mm256_loadu_ps(v + 3 * rs + d);
-        __m256 x = _mm256_fmadd_ps(a0, v0, _mm256_loadu_ps(aa + d));
-        __m256 y = _mm256_fmadd_ps(b0, v0, _mm256_loadu_ps(ab + d));
-        x = _mm256_fmadd_ps(a1, v1, x); y = _mm256_fmadd_ps(b1, v1, y);
-        x = _mm256_fmadd_ps(a2, v2, x); y = _mm256_fmadd_ps(b2, v2, y);
-        x = _mm256_fmadd_ps(a3, v3, x); y = _mm256_fmadd_ps(b3, v3, y);
-        _mm256_storeu_ps(aa + d, x);
-        _mm256_storeu_ps(ab + d, y);
-    }
-}
+/* The query heads of kv head h, [h * G, (h + 1) * G), in tiles of 4, 2 and 1: calls TILE_CALL(qh, R) per tile. */
+#define FOR_TILES(h, G, TILE_CALL)                                                                                \
+    do {                                                                                                          \
+        int64_t qh_ = (h) * (G);                                                                                  \
+        for (; qh_ + 4 <= ((h) + 1) * (G); qh_ += 4) TILE_CALL(qh_, 4);                                           \
+        if (qh_ + 2 <= ((h) + 1) * (G)) { TILE_CALL(qh_, 2); qh_ += 2; }                                          \
+        if (qh_ < ((h) + 1) * (G)) TILE_CALL(qh_, 1);                                                             \
+    } while (0)
 
-/* attend_block_f32 for head_dim % 8 == 0 with AVX2 + FMA: eight tokens at a time, their eight dot products
- * summed across lanes together (one shuffle tree, not eight), exp on eight scores at once; query heads that share a
- * kv head are taken in pairs, so each K and V vector is loaded once per pair. Same arguments. */
+/* Rows [t, t + count) of kv head h of the next block (`next`, or NULL: none) prefetched into L2, one request per
+ * 64-byte line. A macro: written as a static inline function, gcc 12 (-O1 to -O3) emitted no prefetch for it. */
+#define PREFETCH_ROWS(next, t, count, h, rs, D)                                                                   \
+    if (next)                                                                                                     \
+        for (int64_t i_ = (t); i_ < (t) + (count); i_++)                                                          \
+            for (int64_t d_ = 0; d_ < (D); d_ += 16)                                                              \
+                __builtin_prefetch((next) + i_ * (rs) + (h) * (D) + d_, 0, PREFETCH_LOCALITY);
+
+/* attend_block_f32 for head_dim % 8 == 0 with AVX2 + FMA. The block is read front to back, 8 tokens at a time,
+ * first K (scores), then V (accumulation); per kv head its G query heads are taken in register-blocked tiles of
+ * 4, 2 and 1 (qk_tile, pv_tile), so each K and V vector is loaded once per tile: once for G <= 4. While rows
+ * t..t+7 are used, the same rows of the next block (kn, vn; NULL: none) are prefetched. Same arguments. */
 static void attend_block_avx2(const float *kb, const float *vb, int64_t n, const float *q, float *acc, float *m,
                               float *l, float *scores, int64_t BS, int64_t h0, int64_t h1, int64_t G, int64_t KVH,
                               int64_t D, const float *kn, const float *vn) {
-    const int64_t rs = KVH * D;
-    const int64_t n8 = n - n % 8;
+    const int64_t rs = KVH * D, n8 = n - n % 8;
     for (int64_t t = 0; t < n8; t += 8)
         for (int64_t h = h0; h < h1; h++) {
             const float *k = kb + t * rs + h * D;
-            if (kn)
-                for (int64_t i = 0; i < 8; i++)
-                    for (int64_t d = 0; d < D; d += 16)
-                        __builtin_prefetch(kn + (t + i) * rs + h * D + d, 0, PREFETCH_LOCALITY);
-            int64_t qh = h * G;
-            for (; qh + 2 <= (h + 1) * G; qh += 2) {
-                const float *qa = q + qh * D, *qb = qa + D;
-                float *sa = scores + qh * BS + t, *sb = sa + BS;
-                qk_4x2(k, rs, D, qa, qb, sa, sb);
-                qk_4x2(k + 4 * rs, rs, D, qa, qb, sa + 4, sb + 4);
-            }
-            for (; qh < (h + 1) * G; qh++) {
-                const float *qr = q + qh * D;
-                __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
-                for (int64_t d = 0; d < D; d += 8) {
-                    const __m256 qv = _mm256_loadu_ps(qr + d);
-                    a0 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k + d), a0);
-                    a1 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k + rs + d), a1);
-                    a2 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k + 2 * rs + d), a2);
-                    a3 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k + 3 * rs + d), a3);
-                    a4 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k + 4 * rs + d), a4);
-                    a5 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k + 5 * rs + d), a5);
-                    a6 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k + 6 * rs + d), a6);
-                    a7 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k + 7 * rs + d), a7);
-                }
-                _mm256_storeu_ps(scores + qh * BS + t, sum_lanes8(a0, a1, a2, a3, a4, a5, a6, a7));
-            }
+            PREFETCH_ROWS(kn, t, 8, h, rs, D)
+#define QK_TILE(qh, R)                                                                                            \
+    for (int64_t i = 0; i < 8; i += TILE_T(R))                                                                    \
+        qk_tile(k + i * rs, rs, D, q + (qh) * D, scores + (qh) * BS + t + i, BS, R, TILE_T(R))
+            FOR_TILES(h, G, QK_TILE);
+#undef QK_TILE
         }
-    for (int64_t t = n8; t < n; t++)
-        for (int64_t h = h0; h < h1; h++)
-            for (int64_t qh = h * G; qh < (h + 1) * G; qh++) {
-                const float *qr = q + qh * D, *k0 = kb + t * rs + h * D;
-                __m256 a = _mm256_setzero_ps();
-                for (int64_t d = 0; d < D; d += 8)
-                    a = _mm256_fmadd_ps(_mm256_loadu_ps(qr + d), _mm256_loadu_ps(k0 + d), a);
-                scores[qh * BS + t] = sum_lanes(a);
-            }
-    for (int64_t qh = h0 * G; qh < h1 * G; qh++) {
-        float *sr = scores + qh * BS, *ar = acc + qh * D, mx = m[qh], sum = 0;
+    for (int64_t t = n8; t < n; t++) /* the block's last 1..7 tokens */
+        for (int64_t qh = h0 * G; qh < h1 * G; qh++)
+            scores[qh * BS + t] = qk_one(kb + t * rs + qh / G * D, q + qh * D, D);
+    for (int64_t qh = h0 * G; qh < h1 * G; qh++) { /* online softmax: new max, rescale, exponentiate */
+        float *sr = scores + qh * BS, *ar = acc + qh * D, mx = m[qh];
         for (int64_t t = 0; t < n; t++) mx = sr[t] > mx ? sr[t] : mx;
-        const float alpha = exp_nonpositive(m[qh] - mx);
+        const float alpha = exp_nonpositive(m[qh] - mx); /* 0 on the first block, where m is -inf */
         const __m256 mv = _mm256_set1_ps(mx);
         __m256 sv = _mm256_setzero_ps();
         for (int64_t t = 0; t < n8; t += 8) {
-            const __m256 p = exp8_nonpositive(_mm256_sub_ps(_mm256_loadu_ps(sr + t), mv));
-            _mm256_storeu_ps(sr + t, p);
-            sv = _mm256_add_ps(sv, p);
+            const __m256 e = exp8_nonpositive(_mm256_sub_ps(_mm256_loadu_ps(sr + t), mv));
+            _mm256_storeu_ps(sr + t, e);
+            sv = _mm256_add_ps(sv, e);
         }
-        sum = sum_lanes(sv);
+        float sum = sum_lanes(sv);
         for (int64_t t = n8; t < n; t++) { sr[t] = exp_nonpositive(sr[t] - mx); sum += sr[t]; }
         l[qh] = l[qh] * alpha + sum;
         m[qh] = mx;
@@ -173,32 +173,16 @@ static void attend_block_avx2(const float *kb, const float *vb, int64_t n, const
         const int64_t count = n - t < 8 ? n - t : 8;
         for (int64_t h = h0; h < h1; h++) {
             const float *v = vb + t * rs + h * D;
-            if (vn)
-                for (int64_t i = 0; i < count; i++)
-                    for (int64_t d = 0; d < D; d += 16)
-                        __builtin_prefetch(vn + (t + i) * rs + h * D + d, 0, PREFETCH_LOCALITY);
-            int64_t qh = h * G;
-            if (count == 8)
-                for (; qh + 2 <= (h + 1) * G; qh += 2) {
-                    const float *pa = scores + qh * BS + t, *pb = pa + BS;
-                    float *aa = acc + qh * D, *ab = aa + D;
-                    pv_4x2(v, rs, D, pa, pb, aa, ab);
-                    pv_4x2(v + 4 * rs, rs, D, pa + 4, pb + 4, aa, ab);
-                }
-            for (; qh < (h + 1) * G; qh++) {
-                const float *p = scores + qh * BS + t;
-                float *ar = acc + qh * D;
-                if (count == 8) {
-                    pv_8x1(v, rs, D, p, ar);
-                    continue;
-                }
-                for (int64_t d = 0; d < D; d += 8) { /* the block's last 1..7 tokens */
-                    __m256 a = _mm256_loadu_ps(ar + d);
-                    for (int64_t i = 0; i < count; i++)
-                        a = _mm256_fmadd_ps(_mm256_set1_ps(p[i]), _mm256_loadu_ps(v + i * rs + d), a);
-                    _mm256_storeu_ps(ar + d, a);
-                }
-            }
+            PREFETCH_ROWS(vn, t, count, h, rs, D)
+#define PV_TILE(qh, R)                                                                                            \
+    do {                                                                                                          \
+        int64_t i_ = 0;                                                                                           \
+        for (; i_ + TILE_T(R) <= count; i_ += TILE_T(R))                                                          \
+            pv_tile(v + i_ * rs, rs, D, scores + (qh) * BS + t + i_, BS, acc + (qh) * D, R, TILE_T(R));           \
+        for (; i_ < count; i_++) pv_tile(v + i_ * rs, rs, D, scores + (qh) * BS + t + i_, BS, acc + (qh) * D, R, 1); \
+    } while (0)
+            FOR_TILES(h, G, PV_TILE);
+#undef PV_TILE
         }
     }
 }

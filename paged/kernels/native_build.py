@@ -28,7 +28,7 @@ import tempfile
 from pathlib import Path
 
 SOURCE = Path(__file__).with_name("native_decode.c")
-SYMBOL = "paged_decode"  # the one function the library must export
+SYMBOL = "paged_decode_packed"  # the function the library must export (paged_decode, its arguments in one array)
 # Tried in order; the first that builds is used. -march=native: AVX2/FMA where the CPU has them.
 FLAG_SETS = (
     ("-O3", "-march=native", "-fopenmp", "-shared", "-fPIC"),

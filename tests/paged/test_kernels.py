@@ -232,6 +232,23 @@ def test_bench_summary_names_each_impls_worst_case():
         "native, fastest reps: slowest 1.10x sdpa (B=16 ctx=512 8/2 d=64); 1/2 cases no slower than sdpa"]
 
 
+def test_bench_summary_of_fastest_reps_names_the_lowest_share_of_bandwidth():
+    """With the probe's fastest rep known, the fastest-reps line also names the case lowest in % of read bandwidth
+    by fastest reps, and counts the cases at >= 85%. Hand-made results."""
+    from paged.bench.kernels import CaseResult, ImplResult, KernelCase, worst_cases
+
+    def case(batch, pct_best):
+        return CaseResult(KernelCase(batch, 512, 8, 2, 64), 1, [
+            ImplResult("sdpa", True, 0.0, ms=1.0, x_sdpa=1.0, pct_bw=50.0, ms_best=1.0, x_sdpa_best=1.0,
+                       pct_bw_best=60.0),
+            ImplResult("native", True, 0.0, ms=0.5, x_sdpa=0.5, pct_bw=80.0, ms_best=0.5, x_sdpa_best=0.5,
+                       pct_bw_best=pct_best)])
+
+    lines = worst_cases([case(1, 84.0), case(16, 97.0)])
+    assert lines[-1] == ("native, fastest reps: slowest 0.50x sdpa (B=1 ctx=512 8/2 d=64); 2/2 cases no slower than "
+                         "sdpa; lowest 84% of read bandwidth (B=1 ctx=512 8/2 d=64); 1/2 at >= 85%")
+
+
 def test_bench_cold_reads_a_flush_buffer_before_every_timed_call(monkeypatch):
     """`bench kernels --cold`: an untimed read of COLD_MB runs before each timed call of each impl (and sdpa), so
     none starts with the cache the previous call left; without --cold, none runs."""
@@ -241,10 +258,10 @@ def test_bench_cold_reads_a_flush_buffer_before_every_timed_call(monkeypatch):
     calls = []
     timed = kernels._time_interleaved
 
-    def spy(fns, reps, warmup, device, best=None, settle=None):
+    def spy(fns, reps, warmup, device, best=None, settle=None, after_itself=False):
         calls.append((len(fns) * reps, settle))
         counted = None if settle is None else (lambda: calls.append("settle") or settle())
-        return timed(fns, reps, warmup, device, best, counted)
+        return timed(fns, reps, warmup, device, best, counted, after_itself)
 
     monkeypatch.setattr(kernels, "_time_interleaved", spy)
     case = kernels.KernelCase(1, 40, 4, 2, 16)
@@ -253,3 +270,17 @@ def test_bench_cold_reads_a_flush_buffer_before_every_timed_call(monkeypatch):
         kernels.bench_case(case, ["gather"], torch.device("cpu"), 10.0, reps=3, warmup=0, cold=cold)
         assert calls.count("settle") == (2 * 3 if cold else 0)
         assert (calls[0][1] is not None) == cold
+
+
+def test_warm_timing_runs_each_callable_right_before_its_timed_call():
+    """Warm (not --cold): every timed call of a fast impl comes right after an untimed call of the same impl, so no
+    impl is timed on the caches another one left (SDPA's GQA copy of K/V leaves dirty lines behind)."""
+    from paged.bench import kernels
+
+    order = []
+    fns = {name: (lambda name=name: order.append(name)) for name in ("sdpa", "native")}
+    kernels._time_interleaved(fns, reps=2, warmup=0, device=torch.device("cpu"), after_itself=True)
+    assert order == ["sdpa", "sdpa", "native", "native"] * 2
+    order.clear()
+    kernels._time_interleaved(fns, reps=2, warmup=0, device=torch.device("cpu"))
+    assert order == ["sdpa", "native"] * 2

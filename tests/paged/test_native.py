@@ -6,6 +6,7 @@ foreign memory; and the C code itself runs clean under AddressSanitizer (tests/p
 
 from __future__ import annotations
 
+import ctypes
 import os
 import subprocess
 from pathlib import Path
@@ -51,6 +52,21 @@ def test_threads_and_head_chunks(threads, num_threads, lens):
     assert rel_err(out, reference(query, keys, values, lens)) < 1e-5
 
 
+@pytest.mark.parametrize("group", [1, 2, 3, 4, 5, 8])
+@pytest.mark.parametrize("head_dim, block_size", [(64, 16), (72, 1), (128, 64)])
+def test_every_query_head_group_size(threads, group, head_dim, block_size):
+    """The AVX2 loops take a kv head's query heads in tiles of 4, 2 and 1 (group 5 = 4 + 1, 3 = 2 + 1, 8 = 4 + 4),
+    and each block's tokens 8 at a time with a tail of 1..7: every group size, on 1 and 2 threads, with lengths
+    that end mid-tile and mid-block, matches the reference."""
+    lens = [1, 7, 9, 130, 333]
+    for num_threads in (1, 2):
+        threads(num_threads)
+        query, kc, vc, tables, keys, values = build(2 * group, 2, head_dim, block_size, lens, torch.float32,
+                                                    seed=group)
+        out = paged_attention_decode(query, kc, vc, tables, lens, impl="native")
+        assert rel_err(out, reference(query, keys, values, lens)) < 1e-5, (group, num_threads)
+
+
 @pytest.mark.parametrize("head_dim", [4, 20, 36])
 def test_head_dims_off_the_vector_width(head_dim):
     """head_dim not a multiple of 8 takes the portable loops instead of the AVX2 ones, and still matches."""
@@ -74,6 +90,16 @@ def test_plain_build_without_avx2_or_openmp(fresh_native, monkeypatch, threads):
     threads(2)
     assert sweep_failures("native", "float32", [(8, 2), (4, 4)], [32, 20], [1, 16]) == []
     assert sweep_failures("native", "bfloat16", [(8, 2)], [32], [16]) == []
+    assert len(list(fresh_native.glob("native_decode-*.so"))) == 1
+
+
+def test_avx2_build_without_avx512(fresh_native, monkeypatch, threads):
+    """Without AVX-512VL the AVX2 tiles hold 8 registers, not 16 (TILE_REGS in native_avx2.h): that build matches
+    the reference too, for every query head group size (on a CPU without AVX-512 this is the default build)."""
+    flags = ("-O3", "-march=native", "-mno-avx512f", "-fopenmp", "-shared", "-fPIC")
+    monkeypatch.setattr(native_build, "FLAG_SETS", (flags,))
+    threads(2)
+    assert sweep_failures("native", "float32", [(8, 8), (8, 4), (6, 2), (8, 2), (8, 1)], [64, 72], [1, 16]) == []
     assert len(list(fresh_native.glob("native_decode-*.so"))) == 1
 
 
@@ -124,18 +150,21 @@ def test_failed_build_is_reported(fresh_native, monkeypatch):
         native._load()
 
 
-@pytest.mark.parametrize("threads_flag, prefetch_min", [("-fopenmp", None), ("-pthread", "0")])
-def test_kernel_stays_inside_its_buffers_under_address_sanitizer(tmp_path, threads_flag, prefetch_min):
+@pytest.mark.parametrize("threads_flag, prefetch_min, isa", [("-fopenmp", None, []),
+                                                             ("-pthread", "0", ["-mno-avx512f"])])
+def test_kernel_stays_inside_its_buffers_under_address_sanitizer(tmp_path, threads_flag, prefetch_min, isa):
     """tests/paged/native_asan.c calls the kernel on exact-size heap buffers (192 cases: every dtype, GQA/MQA, odd
     head_dims and block sizes, ragged -1 padded int32/int64 tables, 1 or 3 threads, split heads, partitions and
     none) built with AddressSanitizer and UBSan: any read or write outside them aborts. Each case is also checked
     against plain attention in C; a bad block id and a context_len past the table are refused. The pthread build
-    prefetches the next block on every call (PREFETCH_MIN_BYTES=0), the OpenMP build on none of these small ones."""
+    prefetches the next block on every call (PREFETCH_MIN_BYTES=0), the OpenMP build on none of these small ones;
+    the pthread build leaves AVX-512 out, so the AVX2 tiles hold 8 registers, not 16 (on a CPU that has it)."""
     cc = native_build.compiler()
     assert cc, "a C compiler is needed (apt-get install gcc)"
     exe = tmp_path / "native_asan"
     defines = [f"-DPREFETCH_MIN_BYTES={prefetch_min}"] if prefetch_min is not None else []
-    build = subprocess.run([*cc, "-O1", "-g", "-march=native", threads_flag, *defines, "-fsanitize=address,undefined",
+    build = subprocess.run([*cc, "-O1", "-g", "-march=native", *isa, threads_flag, *defines,
+                            "-fsanitize=address,undefined",
                             "-fno-sanitize-recover=undefined", "-fno-omit-frame-pointer", "-o", str(exe),
                             str(Path(__file__).with_name("native_asan.c")), "-lm"], capture_output=True, text=True)
     assert build.returncode == 0, build.stderr
@@ -188,9 +217,9 @@ def _recording_kernel(monkeypatch) -> list[tuple]:
     """Wrap the loaded C function; returns the list its (threads, head_chunks, partition_blocks) calls go to."""
     fn, calls = native._load(), []
 
-    def record(*args):
-        calls.append(args[1:4])
-        return fn(*args)
+    def record(args, scale):  # args: the address of paged_decode's packed arguments
+        calls.append(tuple((ctypes.c_int64 * 4).from_address(args)[1:4]))
+        return fn(args, scale)
 
     monkeypatch.setitem(native._state, "fn", record)
     return calls

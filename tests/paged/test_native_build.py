@@ -62,7 +62,7 @@ def planted_library(tmp_path: Path, marker: Path) -> Path:
             FILE *f = fopen("{marker}", "w");
             if (f) {{ fputs("foreign code ran", f); fclose(f); }}
         }}
-        int64_t paged_decode(void) {{ return 0; }}
+        int64_t paged_decode_packed(void) {{ return 0; }}
     """))
 
 
@@ -174,7 +174,7 @@ def test_garbage_library_is_rebuilt(cache, digest):
 
 
 def test_library_without_the_symbol_is_rebuilt(cache, tmp_path):
-    """A verified library that lacks paged_decode is unloaded, deleted and rebuilt (no AttributeError)."""
+    """A verified library that lacks paged_decode_packed is unloaded, deleted and rebuilt (no AttributeError)."""
     target = expected_library()
     shutil.copy(shared_library(tmp_path, "empty", "int something_else(void) { return 1; }\n"), target)
     write_digest(target, target)
@@ -182,12 +182,12 @@ def test_library_without_the_symbol_is_rebuilt(cache, tmp_path):
 
 
 def test_build_without_the_symbol_is_a_clear_error(cache, tmp_path, monkeypatch):
-    """When even a fresh build lacks paged_decode, native is unavailable with a RuntimeError naming the symbol."""
+    """When even a fresh build lacks paged_decode_packed, native is unavailable with a RuntimeError naming it."""
     source = tmp_path / "wrong.c"
     source.write_text("int something_else(void) { return 1; }\n")
     monkeypatch.setattr(native_build, "SOURCE", source)
     problem = native.native_error()
-    assert problem is not None and "no function 'paged_decode'" in problem
+    assert problem is not None and f"no function {native_build.SYMBOL!r}" in problem
     query, kc, vc, tables, _, _ = build(4, 2, 16, 4, [5], torch.float32)
     with pytest.raises(RuntimeError, match="paged_decode"):
         paged_attention_decode(query, kc, vc, tables, [5], impl="native")
