@@ -6,8 +6,8 @@ import ui
 import ui.quiz
 from lessons.quiz import next_step_question
 from lessons.tokens import token_label
-from ui.engine_actions import (CONFIG_KNOBS, add_from_form, config_sidebar, engine_controls, engine_lesson,
-                               engine_model, explain_step, show_messages, status_text)
+from ui.engine_actions import (CONFIG_KNOBS, config_sidebar, engine_controls, engine_lesson, engine_model,
+                               explain_step, request_numbers, show_messages, status_text)
 from ui.chain_live import show_chain, show_state_rule
 from lessons.engine import table_changes
 from lessons.engine_requests import (ENGINE_SCENARIOS, MAX_PROMPT_CHARS, PROMPT_PRESETS, TASKS, DemoConfig,
@@ -53,14 +53,7 @@ def engine_view() -> None:
         st.session_state.setdefault("engine.new_text", PROMPT_PRESETS["recall_fox"][1])
         c2.text_input(ctx.t("prompt"), max_chars=MAX_PROMPT_CHARS, key="engine.new_text")
         c3.radio(ctx.t("task"), TASKS, key="engine.new_task", format_func=lambda k: ctx.t(f"task_{k}"), horizontal=True)
-        c1, c2, c3 = st.columns([2, 2, 1], vertical_alignment="bottom")
-        c1.slider(ctx.t("max_tokens"), 1, 128, 64, key="engine.new_max_tokens")
-        c2.slider(ctx.t("temperature"), 0.0, 2.0, 0.0, 0.1, key="engine.new_temperature")
-        # no min/max: a value out of range reaches do_add, which refuses it by name (a bounded input would keep its
-        # old value silently)
-        c3.number_input(ctx.t("seed"), value=0, step=1, key="engine.new_seed", help=ctx.t("seed_help"))
-        st.button(ctx.t("add"), key="engine.add", icon=":material/add:", on_click=add_from_form,
-                  args=("engine", 64, 0.0))
+        request_numbers(ctx, "engine", 64, 0.0)
         st.caption(ctx.t("task_help"))
     knobs.sync_url(ctx.lang, reqs=encode_requests(demo.all_specs()), steps=len(demo.steps))
     show_messages(ctx, demo)

@@ -3,8 +3,8 @@
 import streamlit as st
 
 import ui
-from ui.engine_actions import (add_from_form, config_sidebar, engine_controls, engine_lesson, engine_model,
-                               explain_step, show_messages, status_text)
+from ui.engine_actions import (config_sidebar, engine_controls, engine_lesson, engine_model, explain_step,
+                               request_numbers, show_messages, status_text)
 from lessons.engine_requests import MAX_PROMPT_CHARS, SHARING_SCENARIOS, TASKS, encode_requests
 from lessons.tokens import shown_text
 from viz.colors import seq_label
@@ -43,15 +43,7 @@ def sharing_view() -> None:
         c1.text_input(ctx.t("engine.prompt"), max_chars=MAX_PROMPT_CHARS, key="sharing.new_text")
         c2.radio(ctx.t("engine.task"), TASKS, key="sharing.new_task", horizontal=True,
                  format_func=lambda k: ctx.t(f"engine.task_{k}"))
-        c1, c2, c3, c4 = st.columns([2, 2, 1, 1], vertical_alignment="bottom")
-        c1.slider(ctx.t("engine.max_tokens"), 1, 128, 32, key="sharing.new_max_tokens")
-        c2.slider(ctx.t("engine.temperature"), 0.0, 2.0, 0.8, 0.1, key="sharing.new_temperature")
-        # no min/max: a value out of range reaches do_add, which refuses it by name (a bounded input would keep its
-        # old value silently)
-        c3.number_input(ctx.t("engine.seed"), value=0, step=1, key="sharing.new_seed", help=ctx.t("engine.seed_help"))
-        c4.number_input(ctx.t("n"), value=1, step=1, key="sharing.new_n", help=ctx.t("n_help"))
-        st.button(ctx.t("engine.add"), key="sharing.add", icon=":material/add:", on_click=add_from_form,
-                  args=("sharing", 32, 0.8))
+        request_numbers(ctx, "sharing", 32, 0.8, with_n=True)
     knobs.sync_url(ctx.lang, reqs=encode_requests(demo.all_specs()), steps=len(demo.steps))
     shown = demo.display_ids()  # seq_id -> the id its label and colour come from: fixed for the sequence's whole life
     label = lambda seq_id: seq_label(shown[seq_id])  # noqa: E731

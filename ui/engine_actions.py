@@ -3,7 +3,7 @@
     config = config_sidebar(ctx, knobs, SCENARIOS, default, fields, scenario_label)   # inside `with st.sidebar`
     lesson = engine_lesson(ctx, "engine", config, model, tokenizer, default_specs)  # session_state, URL, sync
     bar = engine_controls(ctx, knobs, lesson)     # playback bar (Back, Step, Play) + Run to end + Reset
-    st.button(…, on_click=add_from_form, args=("engine", 64, 0.0))   # reads the form's widgets
+    request_numbers(ctx, "engine", 64, 0.0)      # the Add form's numbers and its button (add_from_form)
     show_messages(ctx, lesson)                    # the last add's outcome, rejected requests, an engine failure
 
 Everything that is not Streamlit (replay, back, reset, a new config, adding, failures) is the lesson's; here are only
@@ -159,6 +159,22 @@ def engine_controls(ctx: PageContext, knobs: Knobs, lesson: EngineLesson):
                    on_click=lambda: _lesson(prefix).reset())
     st.caption(ctx.t("common.share_hint"))
     return bar
+
+
+def request_numbers(ctx: PageContext, prefix: str, max_tokens: int, temperature: float, with_n: bool = False) -> None:
+    """The Add form's row of numbers (max_tokens, temperature, seed, and n where `with_n`) and its Add button;
+    `max_tokens`, `temperature`: the form's defaults. Keys "{prefix}.new_max_tokens", … (read by add_from_form)."""
+    cols = st.columns([2, 2, 1, 1] if with_n else [2, 2, 1], vertical_alignment="bottom")
+    cols[0].slider(ctx.t("engine.max_tokens"), 1, 128, max_tokens, key=f"{prefix}.new_max_tokens")
+    cols[1].slider(ctx.t("engine.temperature"), 0.0, 2.0, temperature, 0.1, key=f"{prefix}.new_temperature")
+    # no min/max: a value out of range reaches the lesson, which refuses it by name (a bounded input would keep its
+    # old value silently)
+    cols[2].number_input(ctx.t("engine.seed"), value=0, step=1, key=f"{prefix}.new_seed",
+                         help=ctx.t("engine.seed_help"))
+    if with_n:
+        cols[3].number_input(ctx.t("sharing.n"), value=1, step=1, key=f"{prefix}.new_n", help=ctx.t("sharing.n_help"))
+    st.button(ctx.t("engine.add"), key=f"{prefix}.add", icon=":material/add:", on_click=add_from_form,
+              args=(prefix, max_tokens, temperature))
 
 
 def add_from_form(prefix: str, max_tokens: int, temperature: float) -> None:
