@@ -33,62 +33,15 @@ and colour for its whole life, whatever arrives or forks around it.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
-from typing import Mapping
+from dataclasses import asdict
 
 from paged.engine.twins import RTOL, TwinEngines, TwinStep
 from paged.engine.view import EngineView, engine_view
+from .engine_views import Allocation, SeqRow, Snapshot, step_export, table_changes  # noqa: F401 (table_changes: pages)
 from .engine_checks import ENGINE_CODES, check_form, refusal
 from .engine_requests import MAX_REQUESTS, MAX_STEPS, DemoConfig, RequestError, RequestSpec
 from .tokens import shown_text, token_label
 
-
-
-# --- what the pages draw ---------------------------------------------------------------------------------------------
-@dataclass
-class Snapshot:
-    """The engine after a step (step 0 = before any): per running or finished sequence (cached_token_count,
-    generated length), blocks held (distinct) and blocks listed in tables (what no sharing would hold)."""
-
-    step: int
-    seqs: dict[int, tuple[int, int]]
-    held_blocks: int
-    table_blocks: int
-
-
-@dataclass
-class Allocation:
-    """A prompt's blocks when a prefill step allocated them: the table and, per logical block, a prefix-cache hit."""
-
-    step: int
-    seq_id: int
-    table: list[int]
-    hits: list[bool]
-
-
-@dataclass
-class SeqRow:
-    seq_id: int
-    request_id: int
-    sample_index: int
-    prompt: str
-    text: str
-    status: str
-    finish_reason: str | None
-    prompt_len: int
-    cached_token_count: int
-    generated_len: int
-    preemptions: int
-
-
-def step_export(step: TwinStep) -> dict:
-    """One step for the export: the paged engine's StepTrace and the comparison with its contiguous twin (whose own
-    trace repeats the same schedule, so only what could differ is kept)."""
-    tc = step.contiguous
-    return {"paged": step.paged.to_dict(),
-            "contiguous": {"phase": tc.phase, "scheduled": tc.scheduled, "tokens_out": [s.token_out for s in tc.seqs]},
-            "logits_diff": {str(k): v for k, v in step.logits_diff.items()},
-            "same_tokens": {str(k): v for k, v in step.same_tokens.items()}, "same_schedule": step.same_schedule}
 
 
 class EngineLesson:
@@ -398,17 +351,6 @@ class EngineLesson:
                 "steps_run": len(self.steps), "steps": self.step_dicts,
                 "outputs": {"paged": [asdict(o) for o in paged], "contiguous": [asdict(o) for o in contiguous]},
                 "rejected": [{"request": asdict(s), "error": str(e)} for s, e in self.rejected]}
-
-
-def table_changes(before: Mapping[int, list[int]], after: Mapping[int, list[int]]
-                  ) -> list[tuple[int, list[int], list[int], list[int]]]:
-    """Block tables across one step: (seq_id, before, after, blocks in after that were not in before), for every
-    sequence in either (a finished or preempted one has an empty `after`)."""
-    out = []
-    for sid in sorted(set(before) | set(after)):
-        b, a = list(before.get(sid, [])), list(after.get(sid, []))
-        out.append((sid, b, a, [x for x in a if x not in b]))
-    return out
 
 
 EngineDemo = EngineLesson  # the old name, until its callers are renamed
