@@ -43,7 +43,6 @@ from .engine_requests import MAX_REQUESTS, MAX_STEPS, DemoConfig, RequestError, 
 from .tokens import shown_text, token_label
 
 
-
 class EngineLesson:
     """TwinEngines driven by logged requests and steps, replayed in place for back / reset / a new config (see the
     module docstring)."""

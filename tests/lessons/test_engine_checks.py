@@ -109,3 +109,15 @@ def test_a_forking_request_does_not_relabel_a_later_one(tiny):
     assert sorted(demo.display_ids().values()) == list(range(6))
     again = EngineDemo.replay(scenario.config, demo.all_specs(), 4, model, tok)
     assert labels(again) == labels(demo)
+
+
+def test_refusal_keeps_the_engines_code_and_numbers():
+    """An AdmissionError becomes a RequestError with its code, message and values; any other engine ValueError is
+    "rejected" with the engine's message (the page then shows it verbatim)."""
+    from lessons.engine_checks import refusal
+    from paged.engine.admission import AdmissionError
+
+    err = refusal(AdmissionError("pool", "no room", need=9, usable=5))
+    assert (err.code, str(err), err.detail) == ("pool", "no room", {"need": 9, "usable": 5})
+    err = refusal(ValueError("prompt token ids: 300 is not in [0, 259)"))
+    assert (err.code, str(err), err.detail) == ("rejected", "prompt token ids: 300 is not in [0, 259)", {})
