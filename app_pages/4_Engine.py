@@ -6,8 +6,8 @@ import ui
 import ui.quiz
 from lessons.quiz import next_step_question
 from lessons.tokens import token_label
-from ui.engine_actions import (CONFIG_KNOBS, config_sidebar, engine_controls, engine_lesson, engine_model,
-                               explain_step, request_numbers, show_messages, status_text)
+from ui.engine_actions import (CONFIG_KNOBS, announce_step, config_sidebar, engine_controls, engine_lesson,
+                               engine_model, request_numbers, show_messages, status_text)
 from ui.chain_live import show_chain, show_state_rule
 from lessons.engine import table_changes
 from lessons.engine_requests import (ENGINE_SCENARIOS, MAX_PROMPT_CHARS, PROMPT_PRESETS, TASKS, DemoConfig,
@@ -62,16 +62,9 @@ def engine_view() -> None:
                      lambda seed: next_step_question(demo, seed), "quiz.none_engine")
 
     # --- the scheduler's decision -------------------------------------------------------------------------------------
-    last = demo.last
-    trace = last.paged if last else None
+    trace = announce_step(ctx, bar, demo)
     waiting, running, finished = demo.queues()
-    if trace is None:
-        st.info(ctx.t("no_step_yet"), icon=":material/flag:")
-        bar.say(ctx.t("no_step_yet"))
-    else:
-        said = ctx.t("step_info", step=len(demo.steps), phase=trace.phase, reason=explain_step(ctx, trace.why))
-        st.info(said, icon=":material/explore:")
-        bar.say(said)
+    if trace is not None:
         m1, m2, m3, m4 = st.columns(4)
         m1.metric(ctx.t("budget_tokens"), f"{len(trace.slot_mapping)} / {config.max_num_batched_tokens}",
                   help="max_num_batched_tokens")

@@ -3,7 +3,7 @@
 import streamlit as st
 
 import ui
-from ui.engine_actions import (config_sidebar, engine_controls, engine_lesson, engine_model, explain_step,
+from ui.engine_actions import (announce_step, config_sidebar, engine_controls, engine_lesson, engine_model,
                                request_numbers, show_messages, status_text)
 from lessons.engine_requests import MAX_PROMPT_CHARS, SHARING_SCENARIOS, TASKS, encode_requests
 from lessons.tokens import shown_text
@@ -50,15 +50,9 @@ def sharing_view() -> None:
     show_messages(ctx, demo, label)
 
     # --- what this step shared ----------------------------------------------------------------------------------------
-    trace = demo.last.paged if demo.last else None
+    trace = announce_step(ctx, bar, demo)
     view = demo.view
-    if trace is None:
-        st.info(ctx.t("no_step_yet"), icon=":material/flag:")
-        bar.say(ctx.t("no_step_yet"))
-    else:
-        said = ctx.t("engine.step_info", step=len(demo.steps), phase=trace.phase, reason=explain_step(ctx, trace.why))
-        st.info(said, icon=":material/explore:")
-        bar.say(said)
+    if trace is not None:
         for a in (a for a in demo.allocations if a.step == len(demo.steps)):
             hits = [b for b, h in zip(a.table, a.hits) if h]
             key = "hits_msg" if hits else "miss_msg"

@@ -5,6 +5,7 @@
     bar = engine_controls(ctx, knobs, lesson)     # playback bar (Back, Step, Play) + Run to end + Reset
     request_numbers(ctx, "engine", 64, 0.0)      # the Add form's numbers and its button (add_from_form)
     show_messages(ctx, lesson)                    # the last add's outcome, rejected requests, an engine failure
+    trace = announce_step(ctx, bar, lesson)       # the decision box; the last step's StepTrace (None before any)
 
 Everything that is not Streamlit (replay, back, reset, a new config, adding, failures) is the lesson's; here are only
 the widgets, the URL, session_state keys and message boxes. Every key lives under the page's prefix
@@ -175,6 +176,20 @@ def request_numbers(ctx: PageContext, prefix: str, max_tokens: int, temperature:
         cols[3].number_input(ctx.t("sharing.n"), value=1, step=1, key=f"{prefix}.new_n", help=ctx.t("sharing.n_help"))
     st.button(ctx.t("engine.add"), key=f"{prefix}.add", icon=":material/add:", on_click=add_from_form,
               args=(prefix, max_tokens, temperature))
+
+
+def announce_step(ctx: PageContext, bar, lesson: EngineLesson):
+    """The decision box: the page's "no_step_yet", or the last step's number, phase and the scheduler's why (also
+    what presenter mode says, `bar.say`). Returns the last step's paged StepTrace (None before any step)."""
+    trace = lesson.last.paged if lesson.last else None
+    if trace is None:
+        said, icon = ctx.t("no_step_yet"), ":material/flag:"
+    else:
+        said, icon = ctx.t("engine.step_info", step=len(lesson.steps), phase=trace.phase,
+                           reason=explain_step(ctx, trace.why)), ":material/explore:"
+    st.info(said, icon=icon)
+    bar.say(said)
+    return trace
 
 
 def add_from_form(prefix: str, max_tokens: int, temperature: float) -> None:
