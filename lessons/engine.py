@@ -350,6 +350,3 @@ class EngineLesson:
                 "steps_run": len(self.steps), "steps": self.step_dicts,
                 "outputs": {"paged": [asdict(o) for o in paged], "contiguous": [asdict(o) for o in contiguous]},
                 "rejected": [{"request": asdict(s), "error": str(e)} for s, e in self.rejected]}
-
-
-EngineDemo = EngineLesson  # the old name, until its callers are renamed

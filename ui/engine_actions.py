@@ -9,7 +9,7 @@
 
 Everything that is not Streamlit (replay, back, reset, a new config, adding, failures) is the lesson's; here are only
 the widgets, the URL, session_state keys and message boxes. Every key lives under the page's prefix
-("engine.demo", "engine.new_text", …), so the two pages never share state. Callbacks read the lesson from
+("engine.lesson", "engine.new_text", …), so the two pages never share state. Callbacks read the lesson from
 session_state, never from a run's locals (ui.playback).
 """
 
@@ -46,7 +46,7 @@ CONFIG_KNOBS = {  # DemoConfig field -> (widget, label key, choices or (lo, hi),
 
 def lesson_key(prefix: str) -> str:
     """Where page `prefix` keeps its EngineLesson in st.session_state."""
-    return f"{prefix}.demo"
+    return f"{prefix}.lesson"
 
 
 def status_text(ctx, status: str, finish_reason: str | None) -> str:

@@ -69,7 +69,7 @@ def model_label(ctx: PageContext, choice: str) -> str:
 
 def _restart(prefix: str) -> None:
     """Picker callback: the page's requests replay from step 0 on the new model (lessons keep the same log)."""
-    lesson = st.session_state.get(f"{prefix}.demo")  # lessons.engine.EngineLesson
+    lesson = st.session_state.get(f"{prefix}.lesson")  # lessons.engine.EngineLesson
     if lesson is not None:
         lesson.reset()
 

@@ -16,7 +16,7 @@ def ok(at) -> None:
 
 
 def running(at) -> list[int]:
-    return [s.seq_id for s in at.session_state["batch.demo"].playground.running()]
+    return [s.seq_id for s in at.session_state["batch.lesson"].playground.running()]
 
 
 def shown(at):
@@ -36,7 +36,7 @@ def test_finish_always_finishes_the_sequence_shown():
         assert value in running(at) and len(options) == len(running(at))
         at.button(key="batch.finish").click().run()
         ok(at)
-        assert at.session_state["batch.demo"].last_event.seq_id == value, "Finish finished another sequence"
+        assert at.session_state["batch.lesson"].last_event.seq_id == value, "Finish finished another sequence"
         assert value not in running(at)
     assert running(at) == []
     box = at.selectbox(key="batch.target")
@@ -55,7 +55,7 @@ def test_a_settings_change_keeps_a_live_sequence_selected():
     ok(at)
     assert running(at) == [0, 1, 2] and shown(at)[0] == 0
     at.button(key="batch.finish").click().run()
-    assert at.session_state["batch.demo"].last_event.seq_id == 0 and shown(at)[0] == 1
+    assert at.session_state["batch.lesson"].last_event.seq_id == 0 and shown(at)[0] == 1
 
 
 def test_a_prompt_length_out_of_range_is_refused_by_name():
@@ -66,8 +66,8 @@ def test_a_prompt_length_out_of_range_is_refused_by_name():
         at.number_input(key="batch.new_len").set_value(value).run()
         at.button(key="batch.add").click().run()
         ok(at)
-        assert running(at) == [0, 1, 2] and at.session_state["batch.demo"].ops == []
+        assert running(at) == [0, 1, 2] and at.session_state["batch.lesson"].ops == []
         assert [w.value for w in at.warning] == [t("batch.refused_add_out_of_range", "en", value=value, lo=1, hi=64)]
     at.number_input(key="batch.new_len").set_value(7).run()
     at.button(key="batch.add").click().run()
-    assert at.session_state["batch.demo"].ops == ["a7"] and not at.warning
+    assert at.session_state["batch.lesson"].ops == ["a7"] and not at.warning

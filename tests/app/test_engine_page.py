@@ -17,7 +17,7 @@ def no_exception(at) -> None:
 
 
 def demo(at):
-    return at.session_state["engine.demo"]
+    return at.session_state["engine.lesson"]
 
 
 def test_loads_in_chinese_with_the_default_requests():
@@ -148,14 +148,14 @@ def test_query_params_replay_to_the_exact_step():
 
 def test_an_engine_failure_is_an_error_box(monkeypatch):
     """Should the engine ever raise during a step, the learner sees an error box with a fix, not a traceback."""
-    from lessons.engine import EngineDemo
+    from lessons.engine import EngineLesson
 
     at = app_test(ENGINE).run()
 
     def boom(self):
         raise RuntimeError("scheduler stuck: test")
 
-    monkeypatch.setattr(EngineDemo, "step", boom)
+    monkeypatch.setattr(EngineLesson, "step", boom)
     at.button(key="engine.step").click().run()
     no_exception(at)
     assert at.error and "scheduler stuck: test" in at.error[0].value

@@ -72,7 +72,7 @@ def test_wrong_slot_corrupts_the_neighbour_and_the_link_replays_it(lang):
     at.selectbox(key="batch.wrong_seq").set_value(2).run()
     at.button(key="batch.decode").click().run()
     no_exception(at)
-    demo = at.session_state["batch.demo"]
+    demo = at.session_state["batch.lesson"]
     m = demo.last_event.misplaced
     assert demo.ops == ["w2"] and (m.slot, m.written, m.victim, m.victim_token, m.overwrote) == (27, 28, 0, 0, True)
     assert {c.seq_id for c in demo.checks if not c.ok} == {0, 2}
@@ -80,7 +80,7 @@ def test_wrong_slot_corrupts_the_neighbour_and_the_link_replays_it(lang):
     assert any(text in e.value for e in at.error)
     assert not at.toggle(key="batch.wrong").value and at.query_params["ops"] == "w2"
     at.button(key="batch.decode").click().run()
-    assert at.session_state["batch.demo"].ops == ["w2", "d"]
+    assert at.session_state["batch.lesson"].ops == ["w2", "d"]
     again = app_test(BATCH, lang, {"ops": "w2,d"}).run()
     no_exception(again)
-    assert {c.seq_id for c in again.session_state["batch.demo"].checks if not c.ok} == {0, 2}
+    assert {c.seq_id for c in again.session_state["batch.lesson"].checks if not c.ok} == {0, 2}

@@ -57,7 +57,7 @@ def test_batch_quiz_answer_is_what_the_decode_does(lang):
         q = answer(at, "batch", right=True)
         at.button(key="batch.decode").click().run()
         no_exception(at)
-        event = at.session_state["batch.demo"].last_event
+        event = at.session_state["batch.lesson"].last_event
         assert tuple(sorted(event.new_blocks)) == q.answer
     assert at.session_state["quiz.score"] == {"right": 3, "asked": 3}
 
@@ -69,5 +69,5 @@ def test_engine_quiz_answer_is_the_cached_count_after_the_step(lang):
         q = answer(at, "engine", right=False)
         at.button(key="engine.step").click().run()
         no_exception(at)
-        assert at.session_state["engine.demo"].view.seqs[q.prompt[1]["seq"]].cached_token_count == q.answer
+        assert at.session_state["engine.lesson"].view.seqs[q.prompt[1]["seq"]].cached_token_count == q.answer
     assert at.session_state["quiz.score"] == {"right": 0, "asked": 3}
