@@ -13,7 +13,7 @@ from viz.attention import diverging_figure, kv_strip_figure, mask_figure, weight
 from viz.chain import chain_figure
 from viz.pool import pool_figure
 from lessons.address import DTYPES
-from lessons.gather import MAX_POOL_BLOCKS, GatherConfig, GatherScene
+from lessons.gather import MAX_POOL_BLOCKS, GatherConfig, GatherLesson
 
 MAX_ROWS = 48  # prefill figures show at most the last 48 queries
 
@@ -62,18 +62,18 @@ if blocks_needed(context_len, block_size) > MAX_POOL_BLOCKS:
                        ctx.t("fix_pool", fits=fits, max_len=MAX_POOL_BLOCKS * block_size))
 
 config = GatherConfig(num_heads, num_kv_heads, head_dim, context_len, block_size, dtype, seed, mode, q_len)
-scene = st.session_state.get("gather.scene")
+scene = st.session_state.get("gather.lesson")
 if scene is None or scene.config != config:
     try:
-        scene = GatherScene(config)
+        scene = GatherLesson(config)
     except ValueError as err:
         ui.stop_with_error(ctx, ctx.t("common.err_unexpected", message=err), ctx.t("common.fix_unexpected"))
-    st.session_state["gather.scene"] = scene
+    st.session_state["gather.lesson"] = scene
 
 # --- the teaching loop, one read per click (callbacks: they run before the page is drawn) --------------------------
 def move(by: int | None = None, to: int | None = None) -> bool:
     """Set the step (clamped to 0..context_len of the scene in session_state); False when it did not change."""
-    now, end = st.session_state["gather.step"], st.session_state["gather.scene"].config.context_len
+    now, end = st.session_state["gather.step"], st.session_state["gather.lesson"].config.context_len
     new = max(0, min(end, now + by if by is not None else to))
     st.session_state["gather.step"] = new
     return new != now

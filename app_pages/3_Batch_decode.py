@@ -7,7 +7,7 @@ import ui.quiz
 from lessons.quiz import batch_question
 from ui.breaks import arm_wrong_slot, wrong_slot_controls
 from ui.playback import Stepper, playback_bar
-from lessons.batch import MAX_OPS, MAX_PROMPT_LEN, OP_PATTERN, BatchConfig, BatchDemo
+from lessons.batch import MAX_OPS, MAX_PROMPT_LEN, OP_PATTERN, BatchConfig, BatchLesson
 from paged.attention import tolerance
 from viz.colors import seq_label
 from viz.mapping import mapping_figure
@@ -37,29 +37,29 @@ if num_heads % num_kv_heads:
                              options=", ".join(str(k) for k in (1, 2, 4, 8, 16) if num_heads % k == 0)))
 
 config = BatchConfig(block_size, num_blocks, num_heads, num_kv_heads, head_dim, dtype, seed)
-demo: BatchDemo | None = st.session_state.get("batch.demo")
+demo: BatchLesson | None = st.session_state.get("batch.lesson")
 if demo is None or demo.config != config:
     ops = url_ops if demo is None else []  # a changed setting starts over from the seed batch
-    demo, applied = BatchDemo.replay(config, ops)
-    st.session_state["batch.demo"] = demo
+    demo, applied = BatchLesson.replay(config, ops)
+    st.session_state["batch.lesson"] = demo
     if applied < len(ops):
         st.warning(ctx.t("replay_stopped", applied=applied, total=len(ops)), icon=":material/warning:")
 
 # --- actions (callbacks: they run before the page is drawn, on the demo kept in session_state) ---------------------
-def demo_now() -> BatchDemo:
-    return st.session_state["batch.demo"]
+def demo_now() -> BatchLesson:
+    return st.session_state["batch.lesson"]
 
 
 def undo_last() -> bool:
     """Back: the same log without its last operation, replayed from the start (exactly the state it had then)."""
     if not demo_now().ops:
         return False
-    st.session_state["batch.demo"] = demo_now().without_last()
+    st.session_state["batch.lesson"] = demo_now().without_last()
     return True
 
 
 def reset() -> None:
-    st.session_state["batch.demo"] = BatchDemo(demo_now().config)
+    st.session_state["batch.lesson"] = BatchLesson(demo_now().config)
 
 
 @st.fragment
@@ -85,7 +85,7 @@ def batch_view() -> None:
     row.selectbox(ctx.t("which"), running, format_func=seq_label, key="batch.target", disabled=not running, width=130,
                   placeholder=ctx.t("none_running"))
     row.button(ctx.t("finish"), key="batch.finish", disabled=not running, icon=":material/stop:", on_click=finish_shown)
-    # no min/max: a length out of range reaches BatchDemo.add, which refuses it by name (a bounded input would silently
+    # no min/max: a length out of range reaches BatchLesson.add, which refuses it by name (a bounded input would silently
     # keep its old value)
     row.number_input(ctx.t("new_len"), value=5, step=1, key="batch.new_len", width=150,
                      help=ctx.t("new_len_help", hi=MAX_PROMPT_LEN))

@@ -6,9 +6,9 @@ import ui
 import ui.quiz
 from lessons.quiz import next_step_question
 from lessons.tokens import token_label
-from ui.engine_actions import EngineSession, engine_model, explain_step, status_text
+from ui.engine_actions import (CONFIG_KNOBS, announce_step, config_sidebar, engine_controls, engine_lesson,
+                               engine_model, request_numbers, show_messages, status_text)
 from ui.chain_live import show_chain, show_state_rule
-from ui.playback import Stepper, playback_bar
 from lessons.engine import table_changes
 from lessons.engine_requests import (ENGINE_SCENARIOS, MAX_PROMPT_CHARS, PROMPT_PRESETS, TASKS, DemoConfig,
                                    encode_requests)
@@ -25,63 +25,24 @@ st.caption(ctx.t("intro"))
 
 model, tokenizer = engine_model(ctx, knobs)  # the sidebar's model picker (ui.model_picker)
 
-CONFIG_KNOBS = ("block_size", "num_blocks", "watermark", "max_num_batched_tokens", "max_num_seqs",
-               "enable_chunked_prefill", "enable_prefix_caching")
-
-
-def load_scenario() -> None:
-    """Scenario menu callback: its knobs into the widgets, its requests into the next replay."""
-    name = st.session_state.get("engine.scenario")
-    if name is None:
-        return
-    scenario = ENGINE_SCENARIOS[name]
-    for field in CONFIG_KNOBS:
-        st.session_state[knobs.key(field)] = getattr(scenario.config, field)
-    st.session_state["engine.load"] = list(scenario.requests)
-    st.session_state["engine.scenario"] = None
-
-
 with st.sidebar:
     st.header(ctx.t("common.settings"))
-    st.selectbox(ctx.t("scenario"), list(ENGINE_SCENARIOS), index=None, key="engine.scenario",
-                 placeholder=ctx.t("scenario_placeholder"), format_func=lambda n: ctx.t(f"scenario_{n}"),
-                 on_change=load_scenario)
-    d = DemoConfig()
-    block_size = knobs.select(ctx.t("common.block_size"), "block_size", d.block_size, [1, 2, 4, 8, 16, 32])
-    num_blocks = knobs.slider(ctx.t("common.num_blocks"), "num_blocks", d.num_blocks, 4, 256)
-    watermark = knobs.select(ctx.t("watermark"), "watermark", d.watermark, [0.0, 0.01, 0.05, 0.1, 0.2])
-    max_tokens_step = knobs.select(ctx.t("max_num_batched_tokens"), "max_num_batched_tokens",
-                                   d.max_num_batched_tokens, [16, 32, 64, 128, 256, 512, 1024, 2048])
-    max_num_seqs = knobs.slider(ctx.t("max_num_seqs"), "max_num_seqs", d.max_num_seqs, 1, 16)
-    chunked = knobs.toggle(ctx.t("chunked_prefill"), "enable_chunked_prefill", d.enable_chunked_prefill,
-                           help=ctx.t("chunked_prefill_help"))
-    prefix_caching = knobs.toggle(ctx.t("prefix_caching"), "enable_prefix_caching", d.enable_prefix_caching,
-                                  help=ctx.t("prefix_caching_help"))
+    config = config_sidebar(ctx, knobs, ENGINE_SCENARIOS, DemoConfig(), dict.fromkeys(CONFIG_KNOBS),
+                            lambda n: ctx.t(f"scenario_{n}"))
     ui.device_badge(ctx, "float32")
-
-config = DemoConfig(block_size, num_blocks, watermark, max_tokens_step, max_num_seqs,
-                    enable_prefix_caching=prefix_caching, enable_chunked_prefill=chunked)
-
-session = EngineSession(ctx, "engine", config, model, tokenizer)
 
 
 @st.fragment
 def engine_view() -> None:
     """Everything a step, Back, Run, Reset or a new request changes (st.fragment): these rerun only this part,
     not the page setup, the sidebar and the model loading above it. It reads the demo afresh from session_state."""
-    demo = session.current(list(ENGINE_SCENARIOS["three"].requests))
+    demo = engine_lesson(ctx, "engine", config, model, tokenizer, list(ENGINE_SCENARIOS["three"].requests))
 
     def use_preset() -> None:
         task, text = PROMPT_PRESETS[st.session_state["engine.preset"]]
         st.session_state["engine.new_text"], st.session_state["engine.new_task"] = text, task
 
-    bar = playback_bar(ctx, knobs, Stepper(
-        "engine", step_key="engine.step", step_label=ctx.t("step"), position=len(demo.steps),
-        can_forward=demo.can_step(), can_back=bool(demo.steps), forward=session.forward, back=session.back))
-    bar.row.button(ctx.t("run"), key="engine.run", icon=":material/fast_forward:", on_click=session.do_run,
-                   disabled=not demo.can_step())
-    bar.row.button(ctx.t("common.reset"), key="engine.reset", icon=":material/restart_alt:", on_click=session.do_reset)
-    st.caption(ctx.t("common.share_hint"))
+    bar = engine_controls(ctx, knobs, demo)
 
     # --- a new request ------------------------------------------------------------------------------------------------
     with st.expander(ctx.t("add_header"), expanded=not demo.all_specs()):
@@ -92,32 +53,18 @@ def engine_view() -> None:
         st.session_state.setdefault("engine.new_text", PROMPT_PRESETS["recall_fox"][1])
         c2.text_input(ctx.t("prompt"), max_chars=MAX_PROMPT_CHARS, key="engine.new_text")
         c3.radio(ctx.t("task"), TASKS, key="engine.new_task", format_func=lambda k: ctx.t(f"task_{k}"), horizontal=True)
-        c1, c2, c3 = st.columns([2, 2, 1], vertical_alignment="bottom")
-        c1.slider(ctx.t("max_tokens"), 1, 128, 64, key="engine.new_max_tokens")
-        c2.slider(ctx.t("temperature"), 0.0, 2.0, 0.0, 0.1, key="engine.new_temperature")
-        # no min/max: a value out of range reaches do_add, which refuses it by name (a bounded input would keep its
-        # old value silently)
-        c3.number_input(ctx.t("seed"), value=0, step=1, key="engine.new_seed", help=ctx.t("seed_help"))
-        st.button(ctx.t("add"), key="engine.add", icon=":material/add:", on_click=session.do_add,
-                  kwargs=dict(max_tokens=64, temperature=0.0))
+        request_numbers(ctx, "engine", 64, 0.0)
         st.caption(ctx.t("task_help"))
     knobs.sync_url(ctx.lang, reqs=encode_requests(demo.all_specs()), steps=len(demo.steps))
-    session.show_messages(demo)
+    show_messages(ctx, demo)
     if quiz_on:  # predict, then reveal: a cached_token_count after the next step, or a prompt's prefix-cache hits
         ui.quiz.show(ctx, "engine", (config, len(demo.steps), len(demo.all_specs())),
                      lambda seed: next_step_question(demo, seed), "quiz.none_engine")
 
     # --- the scheduler's decision -------------------------------------------------------------------------------------
-    last = demo.last
-    trace = last.paged if last else None
+    trace = announce_step(ctx, bar, demo)
     waiting, running, finished = demo.queues()
-    if trace is None:
-        st.info(ctx.t("no_step_yet"), icon=":material/flag:")
-        bar.say(ctx.t("no_step_yet"))
-    else:
-        said = ctx.t("step_info", step=len(demo.steps), phase=trace.phase, reason=explain_step(ctx, trace.why))
-        st.info(said, icon=":material/explore:")
-        bar.say(said)
+    if trace is not None:
         m1, m2, m3, m4 = st.columns(4)
         m1.metric(ctx.t("budget_tokens"), f"{len(trace.slot_mapping)} / {config.max_num_batched_tokens}",
                   help="max_num_batched_tokens")

@@ -3,9 +3,9 @@
 import streamlit as st
 
 import ui
-from ui.engine_actions import EngineSession, engine_model, explain_step, status_text
-from ui.playback import Stepper, playback_bar
-from lessons.engine_requests import MAX_PROMPT_CHARS, SHARING_SCENARIOS, TASKS, DemoConfig, encode_requests
+from ui.engine_actions import (announce_step, config_sidebar, engine_controls, engine_lesson, engine_model,
+                               request_numbers, show_messages, status_text)
+from lessons.engine_requests import MAX_PROMPT_CHARS, SHARING_SCENARIOS, TASKS, encode_requests
 from lessons.tokens import shown_text
 from viz.colors import seq_label
 from viz.sharing import hits_figure, memory_figure, refcount_pool_figure
@@ -19,47 +19,22 @@ st.caption(ctx.t("intro"))
 model, tokenizer = engine_model(ctx, knobs)  # the sidebar's model picker (ui.model_picker)
 
 
-def load_scenario() -> None:
-    """Scenario menu callback: its knobs into the widgets, its requests into the next replay."""
-    name = st.session_state.get("sharing.scenario")
-    if name is None:
-        return
-    scenario = SHARING_SCENARIOS[name]
-    for field in ("block_size", "num_blocks"):
-        st.session_state[knobs.key(field)] = getattr(scenario.config, field)
-    st.session_state["sharing.load"] = list(scenario.requests)
-    st.session_state["sharing.scenario"] = None
-
-
 DEFAULT = SHARING_SCENARIOS["prefix"]
 with st.sidebar:
     st.header(ctx.t("common.settings"))
-    st.selectbox(ctx.t("engine.scenario"), list(SHARING_SCENARIOS), index=None, key="sharing.scenario",
-                 placeholder=ctx.t("engine.scenario_placeholder"), format_func=lambda n: ctx.t(f"scenario_{n}"),
-                 on_change=load_scenario)
-    block_size = knobs.select(ctx.t("common.block_size"), "block_size", DEFAULT.config.block_size, [1, 2, 4, 8, 16])
-    num_blocks = knobs.slider(ctx.t("common.num_blocks"), "num_blocks", DEFAULT.config.num_blocks, 8, 128)
+    config = config_sidebar(ctx, knobs, SHARING_SCENARIOS, DEFAULT.config,
+                            {"block_size": (1, 2, 4, 8, 16), "num_blocks": (8, 128)}, lambda n: ctx.t(f"scenario_{n}"))
     st.caption(ctx.t("caching_on"))
     ui.device_badge(ctx, "float32")
-
-config = DemoConfig(block_size=block_size, num_blocks=num_blocks, enable_prefix_caching=True)
-
-session = EngineSession(ctx, "sharing", config, model, tokenizer)
 
 
 @st.fragment
 def sharing_view() -> None:
     """Everything a step, Back, Run, Reset or a new request changes (st.fragment): these rerun only this part,
     not the page setup, the sidebar and the model loading above it. It reads the demo afresh from session_state."""
-    demo = session.current(list(DEFAULT.requests))
+    demo = engine_lesson(ctx, "sharing", config, model, tokenizer, list(DEFAULT.requests))
 
-    bar = playback_bar(ctx, knobs, Stepper(
-        "sharing", step_key="sharing.step", step_label=ctx.t("engine.step"), position=len(demo.steps),
-        can_forward=demo.can_step(), can_back=bool(demo.steps), forward=session.forward, back=session.back))
-    bar.row.button(ctx.t("engine.run"), key="sharing.run", icon=":material/fast_forward:", on_click=session.do_run,
-                   disabled=not demo.can_step())
-    bar.row.button(ctx.t("common.reset"), key="sharing.reset", icon=":material/restart_alt:", on_click=session.do_reset)
-    st.caption(ctx.t("common.share_hint"))
+    bar = engine_controls(ctx, knobs, demo)
 
     # --- a new request ------------------------------------------------------------------------------------------------
     with st.expander(ctx.t("engine.add_header")):
@@ -68,30 +43,16 @@ def sharing_view() -> None:
         c1.text_input(ctx.t("engine.prompt"), max_chars=MAX_PROMPT_CHARS, key="sharing.new_text")
         c2.radio(ctx.t("engine.task"), TASKS, key="sharing.new_task", horizontal=True,
                  format_func=lambda k: ctx.t(f"engine.task_{k}"))
-        c1, c2, c3, c4 = st.columns([2, 2, 1, 1], vertical_alignment="bottom")
-        c1.slider(ctx.t("engine.max_tokens"), 1, 128, 32, key="sharing.new_max_tokens")
-        c2.slider(ctx.t("engine.temperature"), 0.0, 2.0, 0.8, 0.1, key="sharing.new_temperature")
-        # no min/max: a value out of range reaches do_add, which refuses it by name (a bounded input would keep its
-        # old value silently)
-        c3.number_input(ctx.t("engine.seed"), value=0, step=1, key="sharing.new_seed", help=ctx.t("engine.seed_help"))
-        c4.number_input(ctx.t("n"), value=1, step=1, key="sharing.new_n", help=ctx.t("n_help"))
-        st.button(ctx.t("engine.add"), key="sharing.add", icon=":material/add:", on_click=session.do_add,
-                  kwargs=dict(max_tokens=32, temperature=0.8))
+        request_numbers(ctx, "sharing", 32, 0.8, with_n=True)
     knobs.sync_url(ctx.lang, reqs=encode_requests(demo.all_specs()), steps=len(demo.steps))
     shown = demo.display_ids()  # seq_id -> the id its label and colour come from: fixed for the sequence's whole life
     label = lambda seq_id: seq_label(shown[seq_id])  # noqa: E731
-    session.show_messages(demo, label)
+    show_messages(ctx, demo, label)
 
     # --- what this step shared ----------------------------------------------------------------------------------------
-    trace = demo.last.paged if demo.last else None
+    trace = announce_step(ctx, bar, demo)
     view = demo.view
-    if trace is None:
-        st.info(ctx.t("no_step_yet"), icon=":material/flag:")
-        bar.say(ctx.t("no_step_yet"))
-    else:
-        said = ctx.t("engine.step_info", step=len(demo.steps), phase=trace.phase, reason=explain_step(ctx, trace.why))
-        st.info(said, icon=":material/explore:")
-        bar.say(said)
+    if trace is not None:
         for a in (a for a in demo.allocations if a.step == len(demo.steps)):
             hits = [b for b, h in zip(a.table, a.hits) if h]
             key = "hits_msg" if hits else "miss_msg"

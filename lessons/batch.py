@@ -1,4 +1,5 @@
-"""The batch-decode page's state: a `Playground` plus the log of operations that built it.
+"""The batch-decode page's lesson (`BatchLesson`, st.session_state["batch.lesson"]): a `Playground` plus the log of
+operations that built it.
 
 Operations are short strings, so a whole session fits in a URL and replays exactly:
 
@@ -82,7 +83,7 @@ class Event:
         return asdict(self)
 
 
-class BatchDemo:
+class BatchLesson:
     """A Playground started with the seed batch (A, B, C), driven by logged operations."""
 
     def __init__(self, config: BatchConfig, device=None) -> None:
@@ -210,7 +211,7 @@ class BatchDemo:
 
     # --- replay and views ------------------------------------------------------------------------------------
     @classmethod
-    def replay(cls, config: BatchConfig, ops: list[str], device=None) -> tuple["BatchDemo", int]:
+    def replay(cls, config: BatchConfig, ops: list[str], device=None) -> tuple["BatchLesson", int]:
         """A fresh demo with `ops` applied in order; stops at the first op that fails. Returns (demo, number of
         ops applied)."""
         demo = cls(config, device)
@@ -219,10 +220,10 @@ class BatchDemo:
                 return demo, i
         return demo, min(len(ops), MAX_OPS)
 
-    def without_last(self) -> "BatchDemo":
+    def without_last(self) -> "BatchLesson":
         """"Back": a fresh demo with every logged operation but the last, replayed from the start, so it is exactly
         the state the page had before that operation (the seeded draws replay in the same order)."""
-        demo, _ = BatchDemo.replay(self.config, self.ops[:-1], self.device)
+        demo, _ = BatchLesson.replay(self.config, self.ops[:-1], self.device)
         return demo
 
     def tables(self) -> dict[int, list[int]]:

@@ -1,15 +1,28 @@
-"""The engine and sharing pages' state: twin engines (paged + contiguous) and the log that rebuilt them.
+"""The engine and sharing pages' lesson: `EngineLesson`, the ONE replayable object each of pages 4 and 6 keeps.
 
-A session is three things, small enough for a URL (lessons.engine_requests defines the first two):
+A lesson is three things, small enough for a URL (lessons.engine_requests defines the first two):
 
     config     DemoConfig: block_size, num_blocks, watermark, the scheduler budgets, prefix caching on / off
     requests   RequestSpec each: prompt text, task, sampling knobs, and at_step (steps run when it arrived)
     steps      how many engine steps have run
 
 Replaying them gives the same state bit for bit (greedy or seeded sampling, a seeded free list), so a shared link
-lands on the exact step. A request the engine refuses raises `RequestError` (lessons.engine_checks names the limit
-it hit) and changes nothing; one arriving later that is refused is kept in `rejected` (and in the log, so a
-configuration that fits runs it).
+lands on the exact step. Engines cannot step backwards, so every move other than forward is a replay, and the lesson
+does it itself, in place (the page keeps the same object in st.session_state):
+
+    lesson = EngineLesson.start(config, specs, steps, model, tokenizer)   # a link: replayed to `steps`
+    lesson.forward() · lesson.run()        # one step · to the end; a failing step is kept in `news`, not raised
+    lesson.back()                          # the same requests replayed to one step fewer
+    lesson.load(specs) · lesson.reset()    # a scenario's requests (or the same ones) from step 0, at the next sync
+    lesson.sync(config, model, tokenizer)  # each page run: a load, a new config or model replays from step 0
+    lesson.offer(spec)                     # add-from-form: the request id or the RequestError goes to `news`
+    lesson.take_news()                     # {"added": id, "add_error": RequestError, "failure": (code, message)}
+
+What it holds: a `paged.engine.twins.TwinEngines` (the library's paged engine + contiguous twin, compared token by
+token; tests, the bench and gpu_check use it too), the request log, display ids and per-step snapshots. A request the
+engine refuses raises `RequestError` (its code and numbers come from the engine's AdmissionError, see
+lessons.engine_checks) and changes nothing; one arriving later that is refused is kept in `rejected` (and in the
+log, so a configuration that fits runs it). Streamlit glue (widgets, URL, message boxes) is ui.engine_actions.
 
 Labels: the pages name sequences A, B, C… (viz.colors.seq_label / seq_color of a *display id*). The engine numbers
 sequences as they appear, and a request's parallel samples appear only at its prefill, so engine ids would let a
@@ -20,69 +33,22 @@ and colour for its whole life, whatever arrives or forks around it.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
-from typing import Mapping
+from dataclasses import asdict
 
 from paged.engine.twins import RTOL, TwinEngines, TwinStep
 from paged.engine.view import EngineView, engine_view
-from .engine_checks import ENGINE_CODES, Limits, check_form, refusal
+from .engine_views import Allocation, SeqRow, Snapshot, step_export, table_changes  # noqa: F401 (table_changes: pages)
+from .engine_checks import ENGINE_CODES, check_form, refusal
 from .engine_requests import MAX_REQUESTS, MAX_STEPS, DemoConfig, RequestError, RequestSpec
 from .tokens import shown_text, token_label
 
 
-
-# --- what the pages draw ---------------------------------------------------------------------------------------------
-@dataclass
-class Snapshot:
-    """The engine after a step (step 0 = before any): per running or finished sequence (cached_token_count,
-    generated length), blocks held (distinct) and blocks listed in tables (what no sharing would hold)."""
-
-    step: int
-    seqs: dict[int, tuple[int, int]]
-    held_blocks: int
-    table_blocks: int
-
-
-@dataclass
-class Allocation:
-    """A prompt's blocks when a prefill step allocated them: the table and, per logical block, a prefix-cache hit."""
-
-    step: int
-    seq_id: int
-    table: list[int]
-    hits: list[bool]
-
-
-@dataclass
-class SeqRow:
-    seq_id: int
-    request_id: int
-    sample_index: int
-    prompt: str
-    text: str
-    status: str
-    finish_reason: str | None
-    prompt_len: int
-    cached_token_count: int
-    generated_len: int
-    preemptions: int
-
-
-def step_export(step: TwinStep) -> dict:
-    """One step for the export: the paged engine's StepTrace and the comparison with its contiguous twin (whose own
-    trace repeats the same schedule, so only what could differ is kept)."""
-    tc = step.contiguous
-    return {"paged": step.paged.to_dict(),
-            "contiguous": {"phase": tc.phase, "scheduled": tc.scheduled, "tokens_out": [s.token_out for s in tc.seqs]},
-            "logits_diff": {str(k): v for k, v in step.logits_diff.items()},
-            "same_tokens": {str(k): v for k, v in step.same_tokens.items()}, "same_schedule": step.same_schedule}
-
-
-class EngineDemo:
-    """TwinEngines driven by logged requests and steps (see the module docstring)."""
+class EngineLesson:
+    """TwinEngines driven by logged requests and steps, replayed in place for back / reset / a new config (see the
+    module docstring)."""
 
     def __init__(self, config: DemoConfig, model, tokenizer, attn_impl: str | None = None) -> None:
-        self.config, self.tokenizer = config, tokenizer
+        self.config, self.model, self.tokenizer, self.attn_impl = config, model, tokenizer, attn_impl
         self.twins = TwinEngines(model, tokenizer, config.cache_config(), config.scheduler_config(), attn_impl)
         self.requests: list[RequestSpec] = []       # accepted, in arrival order (request ids in `request_ids`)
         self.request_ids: list[int] = []
@@ -96,7 +62,9 @@ class EngineDemo:
         self.history: list[Snapshot] = []
         self.allocations: list[Allocation] = []
         self._view: EngineView | None = None  # built on first use after a change (see `view`)
-        self._token_labels: dict[int, str] = {}  # token id -> its label (token_texts), for this demo's tokenizer
+        self._token_labels: dict[int, str] = {}  # token id -> its label (token_texts), for this lesson's tokenizer
+        self._load: list[RequestSpec] | None = None  # requests to replay from step 0 at the next sync (load / reset)
+        self.news: dict[str, object] = {}  # what the page says once: "added", "add_error", "failure" (take_news)
         self._snapshot()
 
     @property
@@ -115,7 +83,7 @@ class EngineDemo:
     def add(self, spec: RequestSpec) -> int | None:
         """Add a request now (at_step <= steps run) or queue it for later. Returns its request id (None if queued).
         Raises RequestError (nothing changed) for a bad prompt or form value, one the engine refuses (the code names
-        the limit: lessons.engine_checks.refusal), or when full."""
+        the limit: paged.engine.admission.check_fits), or when full."""
         spec.check()
         check_form(spec)
         if len(self.log) >= MAX_REQUESTS:
@@ -132,11 +100,10 @@ class EngineDemo:
     def _admit(self, spec: RequestSpec, logged_at: int) -> int:
         """Into both engines now; `logged_at`: its index in the log (its display ids follow from the requests
         before it). RequestError if the engine refuses it."""
-        ids = spec.token_ids(self.tokenizer)
         try:
-            rid = self.twins.add_request(ids, spec.params())
+            rid = self.twins.add_request(spec.token_ids(self.tokenizer), spec.params())
         except ValueError as err:
-            raise refusal(spec, len(ids), Limits.of(self.engine), str(err)) from err
+            raise refusal(err) from err
         self._view = None
         self.requests.append(spec)
         self.request_ids.append(rid)
@@ -193,16 +160,102 @@ class EngineDemo:
 
     @classmethod
     def replay(cls, config: DemoConfig, specs: list[RequestSpec], steps: int, model, tokenizer,
-               attn_impl: str | None = None) -> "EngineDemo":
-        """A fresh demo with `specs` added in their order (each arrives at its at_step) and `steps` steps run.
-        Refused requests are listed in `rejected` and kept in `all_specs()`."""
-        demo = cls(config, model, tokenizer, attn_impl)
+               attn_impl: str | None = None) -> "EngineLesson":
+        """A fresh lesson with `specs` added in their order (each arrives at its at_step) and `steps` steps run.
+        Refused requests are listed in `rejected` and kept in `all_specs()`. A failing step raises."""
+        lesson = cls(config, model, tokenizer, attn_impl)
         for spec in specs[:MAX_REQUESTS]:
-            demo._arrive(spec)
+            lesson._arrive(spec)
         for _ in range(min(steps, MAX_STEPS)):
-            if demo.step() is None:
+            if lesson.step() is None:
                 break
-        return demo
+        return lesson
+
+    @classmethod
+    def start(cls, config: DemoConfig, specs: list[RequestSpec], steps: int, model, tokenizer,
+              attn_impl: str | None = None) -> "EngineLesson":
+        """`replay`, but a step that fails leaves the lesson at step 0 with news["failure"] = ("replay_failed",
+        message). Raises RuntimeError / ValueError only when not even step 0 can be built (e.g. a pool larger than
+        free memory)."""
+        try:
+            return cls.replay(config, specs, steps, model, tokenizer, attn_impl)
+        except (RuntimeError, ValueError) as err:
+            lesson = cls.replay(config, specs, 0, model, tokenizer, attn_impl)
+            lesson.news["failure"] = ("replay_failed", str(err))
+            return lesson
+
+    def _rebuild(self, specs: list[RequestSpec], steps: int, config: DemoConfig | None = None, model=None,
+                 tokenizer=None) -> None:
+        """This lesson becomes `start(...)` of the same (or the given) config, model and tokenizer: every attribute
+        replaced at once, so it is unchanged if that raises. What the page was told but has not shown is kept."""
+        fresh = type(self).start(config or self.config, specs, steps, self.model if model is None else model,
+                                 self.tokenizer if tokenizer is None else tokenizer, self.attn_impl)
+        fresh.news = {**self.news, **fresh.news}
+        vars(self).clear()
+        vars(self).update(vars(fresh))
+
+    # --- what the page's buttons do (no Streamlit here: ui.engine_actions wires them) -----------------------------
+    def _guarded(self, action) -> None:
+        """Run an engine action; an engine error is kept as news["failure"] = ("step_failed", message)."""
+        try:
+            action()
+        except (RuntimeError, ValueError) as err:
+            self.news["failure"] = ("step_failed", str(err))
+
+    def forward(self) -> bool:
+        """One engine step (the playback bar's Step and Play); False when there is nothing left to run."""
+        if not self.can_step():
+            return False
+        self._guarded(self.step)
+        return True
+
+    def run(self) -> None:
+        """Step to the end (at most MAX_STEPS); a failing step stops it, kept in `news`."""
+        self._guarded(self.run_to_end)
+
+    def back(self) -> bool:
+        """The same requests replayed to one step fewer: exactly the state the page had then. False at step 0."""
+        if not self.steps:
+            return False
+        self._rebuild(self.all_specs(), len(self.steps) - 1)
+        return True
+
+    def load(self, specs: list[RequestSpec]) -> None:
+        """Replay `specs` from step 0 at the next `sync` (a scenario picked: its config arrives with that sync)."""
+        self._load = list(specs)
+
+    def reset(self) -> None:
+        """The same requests from step 0, at the next `sync`."""
+        self.load(self.all_specs())
+
+    def sync(self, config: DemoConfig, model=None, tokenizer=None) -> bool:
+        """Bring the lesson in line with the page's knobs: a pending `load` replays from step 0 under `config`; a
+        different config (or model / tokenizer, compared by identity) replays the same requests from step 0 and
+        returns True (the page says it restarted). Raises RuntimeError / ValueError, with the lesson unchanged,
+        when no engine can be built for `config`."""
+        model = self.model if model is None else model
+        tokenizer = self.tokenizer if tokenizer is None else tokenizer
+        if self._load is not None:
+            specs, self._load = self._load, None
+            self._rebuild(specs, 0, config, model, tokenizer)
+            return False
+        if config != self.config or model is not self.model or tokenizer is not self.tokenizer:
+            self._rebuild(self.all_specs(), 0, config, model, tokenizer)
+            return True
+        return False
+
+    def offer(self, spec: RequestSpec) -> None:
+        """Add a request from the page's form: its request id (None if it arrives later) goes to news["added"], a
+        refusal to news["add_error"]."""
+        try:
+            self.news["added"] = self.add(spec)
+        except RequestError as err:
+            self.news["add_error"] = err
+
+    def take_news(self) -> dict[str, object]:
+        """What happened since the page last drew (see `news`), then forgotten."""
+        news, self.news = self.news, {}
+        return news
 
     def all_specs(self) -> list[RequestSpec]:
         """Every request that arrived (refused ones included) or will arrive, in the order they were given: what a
@@ -297,14 +350,3 @@ class EngineDemo:
                 "steps_run": len(self.steps), "steps": self.step_dicts,
                 "outputs": {"paged": [asdict(o) for o in paged], "contiguous": [asdict(o) for o in contiguous]},
                 "rejected": [{"request": asdict(s), "error": str(e)} for s, e in self.rejected]}
-
-
-def table_changes(before: Mapping[int, list[int]], after: Mapping[int, list[int]]
-                  ) -> list[tuple[int, list[int], list[int], list[int]]]:
-    """Block tables across one step: (seq_id, before, after, blocks in after that were not in before), for every
-    sequence in either (a finished or preempted one has an empty `after`)."""
-    out = []
-    for sid in sorted(set(before) | set(after)):
-        b, a = list(before.get(sid, [])), list(after.get(sid, []))
-        out.append((sid, b, a, [x for x in a if x not in b]))
-    return out

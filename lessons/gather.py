@@ -1,9 +1,12 @@
 """Step-by-step state for the teaching pages: the seed example, and one sequence's gather-then-attend.
 
-Pure (no streamlit): a page builds a `GatherConfig`, asks for a `GatherScene` (random K/V written through
+Pure (no streamlit): a page builds a `GatherConfig`, asks for a `GatherLesson` (random K/V written through
 slot_mapping into scattered blocks, plus the contiguous twin) and reads from it which tokens the teaching loop has
 gathered after `step` reads, and the attention result once the gather is complete. Everything is seeded, so the same
 config and step always give the same picture (a shared link reproduces it).
+
+Names: each page's one object is `<Page>Lesson` (GatherLesson, BatchLesson, EngineLesson), kept in
+st.session_state["<page>.lesson"]; the page, its lessons/ module, its strings and its URL keys share the page's name.
 """
 
 from __future__ import annotations
@@ -79,7 +82,7 @@ class AttendResult:
         return self.rel_err < self.tolerance
 
 
-class GatherScene:
+class GatherLesson:
     """Random K/V of one sequence written into a scattered block table of a pool, and its contiguous twin."""
 
     def __init__(self, config: GatherConfig, device: torch.device | str | None = None) -> None:

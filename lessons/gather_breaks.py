@@ -1,4 +1,4 @@
-"""Break it where it is taught (page 2 · Gather & attend): two classic mistakes on a GatherScene, measured against
+"""Break it where it is taught (page 2 · Gather & attend): two classic mistakes on a GatherLesson, measured against
 the contiguous reference.
 
 - `without_causal_mask(scene)`: attend with no causal mask. In prefill every query row but the last can now see
@@ -17,7 +17,7 @@ import torch
 
 from paged.addressing import blocks_needed, locate
 from paged.attention import attention, gather_kv, paged_attention_decode
-from .gather import GatherScene
+from .gather import GatherLesson
 
 OFFSETS = (0, -1, 1)  # the page's choices: exact, one too few, one too many
 
@@ -59,7 +59,7 @@ class LenBreak:
         return self.rel_err < self.tolerance
 
 
-def without_causal_mask(scene: GatherScene) -> MaskBreak:
+def without_causal_mask(scene: GatherLesson) -> MaskBreak:
     """The scene's query/queries attended over the gathered K/V with causal=False, compared row by row with the
     masked float64 reference from the contiguous cache."""
     cfg = scene.config
@@ -77,7 +77,7 @@ def without_causal_mask(scene: GatherScene) -> MaskBreak:
                      [d / size > tol for d in row_diff], diff, tol)
 
 
-def context_len_off(scene: GatherScene, delta: int) -> LenBreak:
+def context_len_off(scene: GatherLesson, delta: int) -> LenBreak:
     """Decode attention told context_len + delta (delta in OFFSETS) through the library's paged decode, without its
     checks (a real kernel has none), compared with the float64 reference over the exact context.
 

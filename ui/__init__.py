@@ -11,7 +11,7 @@
     state_table(rows, key="engine.text")   # per-sequence state as a wrapping HTML table (fits a projector)
     knobs.sync_url(ctx.lang, step=3)       # last: write the configuration back to the URL
 
-ui.engine_actions.EngineSession: the engine demo of pages 4 and 6 (replay, step/run/reset/add, their messages).
+ui.engine_actions: glue around the engine lesson of pages 4 and 6 (sidebar, session_state, controls, messages).
 """
 
 from .page import PageContext, current_lang, device_badge, device_info, language_switch, page_header, setup_page

@@ -38,7 +38,7 @@ finally:
 STEPS = {  # page -> (button that steps, how to tell the step can't go on, button that starts over)
     "app_pages/2_Gather_and_attend.py": ("gather.next", lambda at: at.session_state["gather.step"] >= 10,
                                      "gather.reset"),
-    "app_pages/3_Batch_decode.py": ("batch.decode", lambda at: len(at.session_state["batch.demo"].ops) >= 5,
+    "app_pages/3_Batch_decode.py": ("batch.decode", lambda at: len(at.session_state["batch.lesson"].ops) >= 5,
                                 "batch.reset"),
 }
 
@@ -78,17 +78,17 @@ def _median_ms(fn: Callable[[], object], repeat: int) -> float:
 
 def time_compute(repeat: int) -> dict[str, float]:
     """The paged/ work behind each step, without Streamlit or figures (ms, medians)."""
-    from lessons.batch import BatchConfig, BatchDemo
-    from lessons.gather import GatherConfig, GatherScene
+    from lessons.batch import BatchConfig, BatchLesson
+    from lessons.gather import GatherConfig, GatherLesson
 
     def decode_step():
-        demo = BatchDemo(BatchConfig())
+        demo = BatchLesson(BatchConfig())
         start = time.perf_counter()
         demo.apply("d")
         return (time.perf_counter() - start) * 1000
 
     decode = statistics.median(decode_step() for _ in range(repeat))
-    return {"gather_scene_and_attend_ms": _median_ms(lambda: GatherScene(GatherConfig()).result(), repeat),
+    return {"gather_scene_and_attend_ms": _median_ms(lambda: GatherLesson(GatherConfig()).result(), repeat),
             "batch_decode_step_ms": decode}
 
 

@@ -1,31 +1,52 @@
-"""The engine demo a page keeps in st.session_state, and its action buttons (pages 4 · Engine and 6 · Sharing).
+"""Streamlit glue for pages 4 · Engine and 6 · Sharing around their one lesson (lessons.engine.EngineLesson).
 
-    session = EngineSession(ctx, "engine", config, model, tokenizer)
-    demo = session.current(default_specs)   # after a scenario pick, on first visit (the URL's log), on a new config
-    a1.button(…, on_click=session.do_step)  # do_step · do_run · do_reset · do_add(max_tokens=…, temperature=…)
-    Stepper(…, forward=session.forward, back=session.back)   # the playback bar (ui.playback)
-    session.show_messages(demo)             # the last add's outcome, rejected requests, an engine failure
+    config = config_sidebar(ctx, knobs, SCENARIOS, default, fields, scenario_label)   # inside `with st.sidebar`
+    lesson = engine_lesson(ctx, "engine", config, model, tokenizer, default_specs)  # session_state, URL, sync
+    bar = engine_controls(ctx, knobs, lesson)     # playback bar (Back, Step, Play) + Run to end + Reset
+    request_numbers(ctx, "engine", 64, 0.0)      # the Add form's numbers and its button (add_from_form)
+    show_messages(ctx, lesson)                    # the last add's outcome, rejected requests, an engine failure
+    trace = announce_step(ctx, bar, lesson)       # the decision box; the last step's StepTrace (None before any)
 
-Every key lives under the page's prefix ("engine.demo", "engine.new_text", …), so the two pages never share state.
+Everything that is not Streamlit (replay, back, reset, a new config, adding, failures) is the lesson's; here are only
+the widgets, the URL, session_state keys and message boxes. Every key lives under the page's prefix
+("engine.lesson", "engine.new_text", …), so the two pages never share state. Callbacks read the lesson from
+session_state, never from a run's locals (ui.playback).
 """
 
 from __future__ import annotations
 
-from typing import Callable
+from dataclasses import replace
+from typing import Callable, Mapping, Sequence
 
 import streamlit as st
 
-from lessons.engine import EngineDemo
-from lessons.engine_requests import MAX_STEPS, DemoConfig, RequestError, RequestSpec, decode_requests
+from lessons.engine import EngineLesson
+from lessons.engine_requests import MAX_STEPS, DemoConfig, RequestError, RequestSpec, Scenario, decode_requests
 from viz.colors import seq_label
 
 from .page import PageContext
 from .params import Knobs, int_in, read_param
+from .playback import Stepper, playback_bar
 from .widgets import show_error, stop_with_error
 
 
 FIELD_LABELS = {"max_tokens": "engine.max_tokens", "temperature": "engine.temperature", "seed": "engine.seed",
                 "n": "sharing.n"}  # a form field -> the key of its label
+CONFIG_KNOBS = {  # DemoConfig field -> (widget, label key, choices or (lo, hi), help key): the sidebar's knobs
+    "block_size": ("select", "common.block_size", (1, 2, 4, 8, 16, 32), None),
+    "num_blocks": ("slider", "common.num_blocks", (4, 256), None),
+    "watermark": ("select", "engine.watermark", (0.0, 0.01, 0.05, 0.1, 0.2), None),
+    "max_num_batched_tokens": ("select", "engine.max_num_batched_tokens", (16, 32, 64, 128, 256, 512, 1024, 2048),
+                               None),
+    "max_num_seqs": ("slider", "engine.max_num_seqs", (1, 16), None),
+    "enable_chunked_prefill": ("toggle", "engine.chunked_prefill", None, "engine.chunked_prefill_help"),
+    "enable_prefix_caching": ("toggle", "engine.prefix_caching", None, "engine.prefix_caching_help"),
+}
+
+
+def lesson_key(prefix: str) -> str:
+    """Where page `prefix` keeps its EngineLesson in st.session_state."""
+    return f"{prefix}.lesson"
 
 
 def status_text(ctx, status: str, finish_reason: str | None) -> str:
@@ -41,124 +62,169 @@ def explain_step(ctx, why) -> str:
 
 def engine_model(ctx: PageContext, knobs: Knobs | None = None, prefix: str | None = None):
     """(model, tokenizer) for pages 4 and 6: with `knobs`, the sidebar's model picker (ui.model_picker: the shipped
-    model or an operator-allowed directory, `?model=`; `prefix` is the page's EngineSession prefix, replayed on a
-    change), else the shipped model. An error box with the fix (and the page stops) when it cannot load."""
+    model or an operator-allowed directory, `?model=`; `prefix` is the page's, its lesson replayed on a change),
+    else the shipped model. An error box with the fix (and the page stops) when it cannot load."""
     from .model_picker import SHIPPED, load_choice, pick_model
 
     choice = pick_model(ctx, knobs, prefix or knobs.page) if knobs is not None else SHIPPED
     return load_choice(ctx, choice)
 
 
-class EngineSession:
-    """One page's EngineDemo in st.session_state[f"{prefix}.demo"], rebuilt from its request log when needed."""
+# --- the sidebar: a scenario menu and the configuration's knobs --------------------------------------------------------
+def load_requests(prefix: str, specs: list[RequestSpec]) -> None:
+    """Page `prefix` replays `specs` from step 0 on its next run (a scenario picked, a new model)."""
+    lesson = st.session_state.get(lesson_key(prefix))
+    if lesson is not None:
+        lesson.load(specs)
+    else:  # no lesson yet (it could not be built): the first one starts from these
+        st.session_state[f"{prefix}.load"] = list(specs)
 
-    def __init__(self, ctx: PageContext, prefix: str, config: DemoConfig, model, tokenizer):
-        self.ctx, self.prefix, self.config, self.model, self.tokenizer = ctx, prefix, config, model, tokenizer
 
-    def key(self, name: str) -> str:
-        return f"{self.prefix}.{name}"
+def _load_scenario(knobs: Knobs, scenarios: Mapping[str, Scenario], fields: Sequence[str]) -> None:
+    """Scenario menu callback: its knobs into the widgets, its requests into the lesson's next sync."""
+    key = knobs.key("scenario")
+    name = st.session_state.get(key)
+    if name is None:
+        return
+    scenario = scenarios[name]
+    for field in fields:
+        st.session_state[knobs.key(field)] = getattr(scenario.config, field)
+    load_requests(knobs.page, list(scenario.requests))
+    st.session_state[key] = None
 
-    def replay(self, specs: list[RequestSpec], steps: int) -> EngineDemo:
-        """The session rebuilt from its log; if the engine refuses a step, it starts again at step 0 (error shown)."""
-        try:
-            new = EngineDemo.replay(self.config, specs, steps, self.model, self.tokenizer)
-        except (RuntimeError, ValueError) as err:
-            st.session_state[self.key("failure")] = ("replay_failed", str(err))
-            try:
-                new = EngineDemo.replay(self.config, specs, 0, self.model, self.tokenizer)
-            except (RuntimeError, ValueError) as err:  # no engine at all (e.g. a KV pool larger than free memory)
-                st.session_state.pop(self.key("failure"), None)
-                stop_with_error(self.ctx, self.ctx.t("model.err_engine", message=str(err)),
-                                self.ctx.t("model.fix_engine"))
-        st.session_state[self.key("demo")] = new
-        return new
 
-    def current(self, default_specs: list[RequestSpec]) -> EngineDemo:
-        """This run's demo: a picked scenario (or reset) from step 0; on the session's first visit the URL's requests
-        and step, else `default_specs`; a changed config replays the same requests from step 0."""
-        demo: EngineDemo | None = st.session_state.get(self.key("demo"))
-        if self.key("load") in st.session_state:
-            return self.replay(st.session_state.pop(self.key("load")), 0)
-        if demo is None:
-            url_text = read_param("reqs", lambda text: text if decode_requests(text) is not None else None, "")
-            url_specs = decode_requests(url_text) if url_text else None
-            return self.replay(url_specs if url_specs is not None else default_specs,
-                               read_param("steps", int_in(0, MAX_STEPS), 0))
-        if demo.config != self.config:
-            demo = self.replay(demo.all_specs(), 0)
-            st.toast(self.ctx.t("engine.restarted"), icon=":material/replay:")
-        return demo
+def config_sidebar(ctx: PageContext, knobs: Knobs, scenarios: Mapping[str, Scenario], default: DemoConfig,
+                   fields: Mapping[str, Sequence | None], scenario_label: Callable[[str], str]) -> DemoConfig:
+    """The scenario menu, then one knob per DemoConfig field in `fields` (choices or (lo, hi) of CONFIG_KNOBS, or
+    the page's own where given), seeded from `default` and the URL; returns `default` with the knobs' values."""
+    st.selectbox(ctx.t("engine.scenario"), list(scenarios), index=None, key=knobs.key("scenario"),
+                 placeholder=ctx.t("engine.scenario_placeholder"), format_func=scenario_label,
+                 on_change=_load_scenario, args=(knobs, scenarios, tuple(fields)))
+    values = {}
+    for field, own in fields.items():
+        widget, label, choices, help_key = CONFIG_KNOBS[field]
+        choices, value = own or choices, getattr(default, field)
+        if widget == "select":
+            values[field] = knobs.select(ctx.t(label), field, value, list(choices))
+        elif widget == "slider":
+            values[field] = knobs.slider(ctx.t(label), field, value, *choices)
+        else:
+            values[field] = knobs.toggle(ctx.t(label), field, value, help=ctx.t(help_key))
+    return replace(default, **values)
 
-    # --- actions (callbacks: they run before the page is drawn, so every widget below sees the new state) ------
-    def guarded(self, action) -> None:
-        """Run an engine action; an engine error is kept for an error box instead of a traceback."""
-        try:
-            action()
-        except (RuntimeError, ValueError) as err:
-            st.session_state[self.key("failure")] = ("step_failed", str(err))
 
-    def do_step(self) -> None:
-        self.forward()
+# --- the lesson in session_state ---------------------------------------------------------------------------------------
+def engine_lesson(ctx: PageContext, prefix: str, config: DemoConfig, model, tokenizer,
+                  default_specs: list[RequestSpec]) -> EngineLesson:
+    """This run's lesson: on the session's first visit the URL's requests and step (else `default_specs`), after
+    that the same object synced with this run's config and model (a toast when that replayed from step 0). An
+    engine that cannot be built at all is an error box with the fix, and the page stops."""
+    state = st.session_state
+    lesson: EngineLesson | None = state.get(lesson_key(prefix))
+    try:
+        if lesson is None:
+            specs, steps = state.pop(f"{prefix}.load", None), 0
+            if specs is None:
+                url_text = read_param("reqs", lambda text: text if decode_requests(text) is not None else None, "")
+                url_specs = decode_requests(url_text) if url_text else None
+                specs = url_specs if url_specs is not None else default_specs
+                steps = read_param("steps", int_in(0, MAX_STEPS), 0)
+            lesson = state[lesson_key(prefix)] = EngineLesson.start(config, specs, steps, model, tokenizer)
+        elif lesson.sync(config, model, tokenizer):
+            st.toast(ctx.t("engine.restarted"), icon=":material/replay:")
+    except (RuntimeError, ValueError) as err:  # no engine at all (e.g. a KV pool larger than free memory)
+        stop_with_error(ctx, ctx.t("model.err_engine", message=str(err)), ctx.t("model.fix_engine"))
+    return lesson
 
-    def forward(self) -> bool:
-        """One engine step (the playback bar's Step and Play); False when there is nothing left to run."""
-        demo: EngineDemo = st.session_state[self.key("demo")]
-        if not demo.can_step():
-            return False
-        self.guarded(demo.step)
-        return True
 
-    def back(self) -> bool:
-        """Back: the same requests replayed to one step fewer, exactly the state the page had then."""
-        demo: EngineDemo = st.session_state[self.key("demo")]
-        if not demo.steps:
-            return False
-        self.replay(demo.all_specs(), len(demo.steps) - 1)
-        return True
+def _lesson(prefix: str) -> EngineLesson:
+    return st.session_state[lesson_key(prefix)]
 
-    def do_run(self) -> None:
-        with st.spinner(self.ctx.t("engine.running")):
-            self.guarded(st.session_state[self.key("demo")].run_to_end)
 
-    def do_reset(self) -> None:
-        st.session_state[self.key("load")] = st.session_state[self.key("demo")].all_specs()
+def _run(ctx: PageContext, prefix: str) -> None:
+    with st.spinner(ctx.t("engine.running")):
+        _lesson(prefix).run()
 
-    def do_add(self, max_tokens: int, temperature: float) -> None:
-        """Add the request described by the form (`max_tokens`, `temperature`: the form's defaults); the outcome is
-        shown by show_messages."""
-        get, key = st.session_state.get, self.key
-        live = st.session_state[key("demo")]
-        spec = RequestSpec(get(key("new_text"), ""), get(key("new_task"), "recall"),
-                           int(get(key("new_max_tokens"), max_tokens)),
-                           float(get(key("new_temperature"), temperature)),
-                           int(get(key("new_seed"), 0)), int(get(key("new_n"), 1)), len(live.steps))
-        try:
-            st.session_state[key("added")] = live.add(spec)
-        except RequestError as err:
-            st.session_state[key("add_error")] = err
 
-    # --- messages -------------------------------------------------------------------------------------------------
-    def show_request_error(self, err: RequestError) -> None:
-        """err_<code> / fix_<code> of ui/strings/engine.py, filled with the error's numbers (a form field by the
-        label the form shows)."""
-        t = self.ctx.t
-        detail = dict(err.detail)
-        if "field" in detail:
-            detail["label"] = t(FIELD_LABELS.get(detail["field"], detail["field"]))
-        show_error(self.ctx, t(f"engine.err_{err.code}", message=str(err), **detail),
-                   t(f"engine.fix_{err.code}", **detail))
+def engine_controls(ctx: PageContext, knobs: Knobs, lesson: EngineLesson):
+    """The playback bar (Back, Step, Play: ui.playback), Run to end and Reset in its row, and the share hint.
+    Returns the bar (its `say` tells presenter mode what the step did)."""
+    prefix = knobs.page
+    bar = playback_bar(ctx, knobs, Stepper(
+        prefix, step_key=f"{prefix}.step", step_label=ctx.t("engine.step"), position=len(lesson.steps),
+        can_forward=lesson.can_step(), can_back=bool(lesson.steps), forward=lambda: _lesson(prefix).forward(),
+        back=lambda: _lesson(prefix).back()))
+    bar.row.button(ctx.t("engine.run"), key=f"{prefix}.run", icon=":material/fast_forward:", on_click=_run,
+                   args=(ctx, prefix), disabled=not lesson.can_step())
+    bar.row.button(ctx.t("common.reset"), key=f"{prefix}.reset", icon=":material/restart_alt:",
+                   on_click=lambda: _lesson(prefix).reset())
+    st.caption(ctx.t("common.share_hint"))
+    return bar
 
-    def show_messages(self, demo: EngineDemo, label: Callable[[int], str] = seq_label) -> None:
-        """The last add's outcome, every request the engine rejected, and an engine failure (then forgotten).
-        label: seq_id -> the name the page shows it by (a page drawing display ids passes its own)."""
-        state, t = st.session_state, self.ctx.t
-        if self.key("added") in state:
-            rid = state.pop(self.key("added"))
-            st.success(t("engine.added", seq="—" if rid is None else label(rid)), icon=":material/add:")
-        if self.key("add_error") in state:
-            self.show_request_error(state.pop(self.key("add_error")))
-        for _spec, err in demo.rejected:
-            self.show_request_error(err)
-        if self.key("failure") in state:
-            code, message = state.pop(self.key("failure"))
-            show_error(self.ctx, t(f"engine.err_{code}", message=message), t(f"engine.fix_{code}"))
+
+def request_numbers(ctx: PageContext, prefix: str, max_tokens: int, temperature: float, with_n: bool = False) -> None:
+    """The Add form's row of numbers (max_tokens, temperature, seed, and n where `with_n`) and its Add button;
+    `max_tokens`, `temperature`: the form's defaults. Keys "{prefix}.new_max_tokens", … (read by add_from_form)."""
+    cols = st.columns([2, 2, 1, 1] if with_n else [2, 2, 1], vertical_alignment="bottom")
+    cols[0].slider(ctx.t("engine.max_tokens"), 1, 128, max_tokens, key=f"{prefix}.new_max_tokens")
+    cols[1].slider(ctx.t("engine.temperature"), 0.0, 2.0, temperature, 0.1, key=f"{prefix}.new_temperature")
+    # no min/max: a value out of range reaches the lesson, which refuses it by name (a bounded input would keep its
+    # old value silently)
+    cols[2].number_input(ctx.t("engine.seed"), value=0, step=1, key=f"{prefix}.new_seed",
+                         help=ctx.t("engine.seed_help"))
+    if with_n:
+        cols[3].number_input(ctx.t("sharing.n"), value=1, step=1, key=f"{prefix}.new_n", help=ctx.t("sharing.n_help"))
+    st.button(ctx.t("engine.add"), key=f"{prefix}.add", icon=":material/add:", on_click=add_from_form,
+              args=(prefix, max_tokens, temperature))
+
+
+def announce_step(ctx: PageContext, bar, lesson: EngineLesson):
+    """The decision box: the page's "no_step_yet", or the last step's number, phase and the scheduler's why (also
+    what presenter mode says, `bar.say`). Returns the last step's paged StepTrace (None before any step)."""
+    trace = lesson.last.paged if lesson.last else None
+    if trace is None:
+        said, icon = ctx.t("no_step_yet"), ":material/flag:"
+    else:
+        said, icon = ctx.t("engine.step_info", step=len(lesson.steps), phase=trace.phase,
+                           reason=explain_step(ctx, trace.why)), ":material/explore:"
+    st.info(said, icon=icon)
+    bar.say(said)
+    return trace
+
+
+def add_from_form(prefix: str, max_tokens: int, temperature: float) -> None:
+    """The Add button's callback: the request the form describes (`max_tokens`, `temperature`: the form's
+    defaults) offered to the lesson; show_messages says how it went."""
+    get, key = st.session_state.get, lambda name: f"{prefix}.{name}"  # noqa: E731
+    lesson = _lesson(prefix)
+    lesson.offer(RequestSpec(get(key("new_text"), ""), get(key("new_task"), "recall"),
+                             int(get(key("new_max_tokens"), max_tokens)),
+                             float(get(key("new_temperature"), temperature)),
+                             int(get(key("new_seed"), 0)), int(get(key("new_n"), 1)), len(lesson.steps)))
+
+
+# --- messages ----------------------------------------------------------------------------------------------------------
+def show_request_error(ctx: PageContext, err: RequestError) -> None:
+    """err_<code> / fix_<code> of ui/strings/engine.py, filled with the error's numbers (a form field by the label
+    the form shows)."""
+    t = ctx.t
+    detail = dict(err.detail)
+    if "field" in detail:
+        detail["label"] = t(FIELD_LABELS.get(detail["field"], detail["field"]))
+    show_error(ctx, t(f"engine.err_{err.code}", message=str(err), **detail), t(f"engine.fix_{err.code}", **detail))
+
+
+def show_messages(ctx: PageContext, lesson: EngineLesson, label: Callable[[int], str] = seq_label) -> None:
+    """The last add's outcome, every request the engine rejected, and an engine failure (then forgotten).
+    label: seq_id -> the name the page shows it by (a page drawing display ids passes its own)."""
+    news, t = lesson.take_news(), ctx.t
+    if "added" in news:
+        rid = news["added"]
+        st.success(t("engine.added", seq="—" if rid is None else label(rid)), icon=":material/add:")
+    if "add_error" in news:
+        show_request_error(ctx, news["add_error"])
+    for _spec, err in lesson.rejected:
+        show_request_error(ctx, err)
+    if "failure" in news:
+        code, message = news["failure"]
+        show_error(ctx, t(f"engine.err_{code}", message=message), t(f"engine.fix_{code}"))

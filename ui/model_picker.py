@@ -69,9 +69,9 @@ def model_label(ctx: PageContext, choice: str) -> str:
 
 def _restart(prefix: str) -> None:
     """Picker callback: the page's requests replay from step 0 on the new model (lessons keep the same log)."""
-    demo = st.session_state.get(f"{prefix}.demo")
-    if demo is not None:
-        st.session_state[f"{prefix}.load"] = demo.all_specs()
+    lesson = st.session_state.get(f"{prefix}.lesson")  # lessons.engine.EngineLesson
+    if lesson is not None:
+        lesson.reset()
 
 
 def pick_model(ctx: PageContext, knobs: Knobs, prefix: str) -> str:

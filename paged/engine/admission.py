@@ -3,7 +3,8 @@
 A request that is accepted can run: its token ids are valid for the model, its sampling parameters are sane, and it
 fits in the model's positions, the pool and the scheduler's budgets even when it runs alone. Everything else is
 refused here with a ValueError naming the value and the rule, so a bad request never reaches a step (where it would
-fail in the middle of a batch).
+fail in the middle of a batch). A request too big for this engine raises `AdmissionError`, a ValueError that also
+carries a code and the numbers its fix needs, so a page can say "raise num_blocks to 12" without restating the rules.
 """
 
 from __future__ import annotations
@@ -45,32 +46,66 @@ def check_params(params) -> SamplingParams:
     return params
 
 
+class AdmissionError(ValueError):
+    """A request refused by `check_fits`: `code` names the limit it hit and `values` holds the numbers a fix needs
+    (see check_fits); the message is the English sentence a plain ValueError would carry."""
+
+    def __init__(self, code: str, message: str, **values) -> None:
+        super().__init__(message)
+        self.code, self.values = code, values
+
+
+def smallest_pool(need: int, num_blocks: int, watermark: float) -> int:
+    """The smallest num_blocks (at least `num_blocks`) whose usable blocks, num_blocks - int(watermark *
+    num_blocks) as the block manager keeps them, hold `need` blocks."""
+    size = num_blocks
+    while size - int(watermark * size) < need:
+        size += 1
+    return size
+
+
 def check_fits(num_prompt_tokens: int, params: SamplingParams, model_config: ModelConfig, bm: BlockManager,
                scheduler_config: SchedulerConfig) -> None:
-    """Raise ValueError for a request that could never run: longer than the model's positions, bigger than the whole
-    pool (less its watermark), parallel samples that could never run together, or too long to be recomputed in
-    one step after a preemption."""
+    """Raise AdmissionError for a request that could never run, checked in this order (code: values):
+
+    positions     longer than the model's positions          tokens, prompt, max_positions, fit (largest max_tokens)
+    pool          bigger than the whole pool less its watermark  tokens, need, usable, min_blocks (smallest pool
+                                                                 that holds it), fit_tokens (what the pool holds)
+    samples       parallel samples that could never run together  n, n_fit (largest n that could), max_num_seqs
+    batch_tokens  too long to be recomputed in one step after a preemption (no chunked prefill)  tokens, budget
+    """
     total = num_prompt_tokens + params.max_tokens
-    if total > model_config.max_position_embeddings:
-        raise ValueError(f"prompt ({num_prompt_tokens} tokens) + max_tokens ({params.max_tokens}) = {total} exceeds "
-                         f"max_position_embeddings ({model_config.max_position_embeddings}); shorten the prompt or "
-                         "lower max_tokens")
+    max_positions = model_config.max_position_embeddings
+    if total > max_positions:
+        raise AdmissionError(
+            "positions", f"prompt ({num_prompt_tokens} tokens) + max_tokens ({params.max_tokens}) = {total} exceeds "
+            f"max_position_embeddings ({max_positions}); shorten the prompt or lower max_tokens",
+            tokens=total, prompt=num_prompt_tokens, max_positions=max_positions,
+            fit=max(1, max_positions - num_prompt_tokens))
     need = blocks_needed(total, bm.block_size)
-    if need > bm.num_blocks - bm.watermark_blocks:
-        raise ValueError(f"this request could never fit even in an empty pool: {total} tokens need {need} "
-                         f"blocks of {bm.block_size}, the pool has {bm.num_blocks} (watermark "
-                         f"{bm.watermark_blocks}); raise num_blocks or lower max_tokens")
+    usable = bm.num_blocks - bm.watermark_blocks
+    if need > usable:
+        raise AdmissionError(
+            "pool", f"this request could never fit even in an empty pool: {total} tokens need {need} "
+            f"blocks of {bm.block_size}, the pool has {bm.num_blocks} (watermark "
+            f"{bm.watermark_blocks}); raise num_blocks or lower max_tokens",
+            tokens=total, need=need, usable=usable, min_blocks=smallest_pool(need, bm.num_blocks, bm.watermark),
+            fit_tokens=usable * bm.block_size)
     if params.n > 1:
         shared = num_prompt_tokens // bm.block_size  # full prompt blocks every sample shares
-        worst = shared + params.n * blocks_needed(num_prompt_tokens % bm.block_size + params.max_tokens,
-                                                  bm.block_size)
-        if params.n > scheduler_config.max_num_seqs or worst > bm.num_blocks - bm.watermark_blocks:
-            raise ValueError(f"n={params.n} parallel samples could never run together: they need up to {worst} "
-                             f"blocks (pool {bm.num_blocks}) and {params.n} sequence slots (max_num_seqs "
-                             f"{scheduler_config.max_num_seqs}); lower n or max_tokens")
-    if total > scheduler_config.max_num_batched_tokens and not scheduler_config.enable_chunked_prefill:
-        raise ValueError(f"{total} tokens exceed max_num_batched_tokens ({scheduler_config.max_num_batched_tokens}): "
-                         "a preempted request could not be recomputed in one step")
+        own = blocks_needed(num_prompt_tokens % bm.block_size + params.max_tokens, bm.block_size)
+        fits = lambda n: n <= scheduler_config.max_num_seqs and shared + n * own <= usable  # noqa: E731
+        if not fits(params.n):
+            raise AdmissionError(
+                "samples", f"n={params.n} parallel samples could never run together: they need up to "
+                f"{shared + params.n * own} blocks (pool {bm.num_blocks}) and {params.n} sequence slots (max_num_seqs "
+                f"{scheduler_config.max_num_seqs}); lower n or max_tokens",
+                n=params.n, n_fit=max((k for k in range(1, params.n) if fits(k)), default=1),
+                max_num_seqs=scheduler_config.max_num_seqs)
+    budget = scheduler_config.max_num_batched_tokens
+    if total > budget and not scheduler_config.enable_chunked_prefill:
+        raise AdmissionError("batch_tokens", f"{total} tokens exceed max_num_batched_tokens ({budget}): "
+                             "a preempted request could not be recomputed in one step", tokens=total, budget=budget)
 
 
 def free_memory_bytes(device: torch.device) -> int | None:

@@ -12,7 +12,7 @@ BATCH = "app_pages/3_Batch_decode.py"
 
 
 def running(at) -> list[int]:
-    return [s.seq_id for s in at.session_state["batch.demo"].playground.running()]
+    return [s.seq_id for s in at.session_state["batch.lesson"].playground.running()]
 
 
 def shown(at):
@@ -32,7 +32,7 @@ def test_finish_always_finishes_the_sequence_shown():
         assert value in running(at) and len(options) == len(running(at))
         at.button(key="batch.finish").click().run()
         no_exception(at)
-        assert at.session_state["batch.demo"].last_event.seq_id == value, "Finish finished another sequence"
+        assert at.session_state["batch.lesson"].last_event.seq_id == value, "Finish finished another sequence"
         assert value not in running(at)
     assert running(at) == []
     box = at.selectbox(key="batch.target")
@@ -51,7 +51,7 @@ def test_a_settings_change_keeps_a_live_sequence_selected():
     no_exception(at)
     assert running(at) == [0, 1, 2] and shown(at)[0] == 0
     at.button(key="batch.finish").click().run()
-    assert at.session_state["batch.demo"].last_event.seq_id == 0 and shown(at)[0] == 1
+    assert at.session_state["batch.lesson"].last_event.seq_id == 0 and shown(at)[0] == 1
 
 
 def test_a_prompt_length_out_of_range_is_refused_by_name():
@@ -62,8 +62,8 @@ def test_a_prompt_length_out_of_range_is_refused_by_name():
         at.number_input(key="batch.new_len").set_value(value).run()
         at.button(key="batch.add").click().run()
         no_exception(at)
-        assert running(at) == [0, 1, 2] and at.session_state["batch.demo"].ops == []
+        assert running(at) == [0, 1, 2] and at.session_state["batch.lesson"].ops == []
         assert [w.value for w in at.warning] == [t("batch.refused_add_out_of_range", "en", value=value, lo=1, hi=64)]
     at.number_input(key="batch.new_len").set_value(7).run()
     at.button(key="batch.add").click().run()
-    assert at.session_state["batch.demo"].ops == ["a7"] and not at.warning
+    assert at.session_state["batch.lesson"].ops == ["a7"] and not at.warning

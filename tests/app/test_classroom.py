@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from lessons.batch import BatchConfig, BatchDemo
-from lessons.engine import EngineDemo
+from lessons.batch import BatchConfig, BatchLesson
+from lessons.engine import EngineLesson
 from ui.nav import PAGES, title
 from ui.strings import t
 
@@ -100,21 +100,21 @@ def test_batch_back_equals_a_fresh_replay_of_the_shorter_log():
     at.number_input(key="batch.new_len").set_value(6).run()
     click(at, "batch.add")
     click(at, "batch.back")
-    demo = at.session_state["batch.demo"]
+    demo = at.session_state["batch.lesson"]
     assert demo.ops == ["d", "d", "d"] and at.query_params["ops"] == "d,d,d"
-    fresh, _ = BatchDemo.replay(BatchConfig(num_blocks=24), ["d", "d", "d"])
+    fresh, _ = BatchLesson.replay(BatchConfig(num_blocks=24), ["d", "d", "d"])
     assert demo.trace() == fresh.trace()
     click(at, "batch.back", 3)
-    assert at.session_state["batch.demo"].trace() == BatchDemo(BatchConfig(num_blocks=24)).trace()
+    assert at.session_state["batch.lesson"].trace() == BatchLesson(BatchConfig(num_blocks=24)).trace()
     assert at.button(key="batch.back").disabled
 
 
 def test_engine_back_equals_a_fresh_replay_to_that_step():
     at = click(app_test(ENGINE).run(), "engine.step", 4)
     click(at, "engine.back")
-    demo = at.session_state["engine.demo"]
+    demo = at.session_state["engine.lesson"]
     assert len(demo.steps) == 3 and at.query_params["steps"] == "3"
-    fresh = EngineDemo.replay(demo.config, demo.all_specs(), 3, *_model())
+    fresh = EngineLesson.replay(demo.config, demo.all_specs(), 3, *_model())
     assert without_timings(demo.trace()) == without_timings(fresh.trace())
 
 
@@ -137,7 +137,7 @@ def test_index_pages_step_and_back(page, step_key, state_key):
 def test_sharing_back_undoes_a_step():
     at = click(app_test(SHARING).run(), "sharing.step", 2)
     click(at, "sharing.back")
-    assert len(at.session_state["sharing.demo"].steps) == 1 and at.query_params["steps"] == "1"
+    assert len(at.session_state["sharing.lesson"].steps) == 1 and at.query_params["steps"] == "1"
 
 
 # --- play, speed, shortcuts --------------------------------------------------------------------------------------

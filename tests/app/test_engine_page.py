@@ -17,7 +17,7 @@ def no_exception(at) -> None:
 
 
 def demo(at):
-    return at.session_state["engine.demo"]
+    return at.session_state["engine.lesson"]
 
 
 def test_loads_in_chinese_with_the_default_requests():
@@ -148,15 +148,40 @@ def test_query_params_replay_to_the_exact_step():
 
 def test_an_engine_failure_is_an_error_box(monkeypatch):
     """Should the engine ever raise during a step, the learner sees an error box with a fix, not a traceback."""
-    from lessons.engine import EngineDemo
+    from lessons.engine import EngineLesson
 
     at = app_test(ENGINE).run()
 
     def boom(self):
         raise RuntimeError("scheduler stuck: test")
 
-    monkeypatch.setattr(EngineDemo, "step", boom)
+    monkeypatch.setattr(EngineLesson, "step", boom)
     at.button(key="engine.step").click().run()
     no_exception(at)
     assert at.error and "scheduler stuck: test" in at.error[0].value
     assert at.error[0].value.endswith(t("engine.fix_step_failed", "en"))
+
+
+def test_back_reset_and_a_new_config_keep_one_lesson_that_replays():
+    """The page keeps ONE lesson in session_state: Back, Reset and a sidebar change replay it in place. Back lands
+    on the same rows as a fresh page opened at that step; a new num_blocks restarts the same requests at step 0 under
+    the new pool (with a toast); Reset restarts them under the same config."""
+    at = app_test(ENGINE).run()
+    lesson = demo(at)
+    for _ in range(3):
+        at.button(key="engine.step").click().run()
+    at.button(key="engine.back").click().run()
+    no_exception(at)
+    assert demo(at) is lesson and len(lesson.steps) == 2 and at.query_params["steps"] == "2"
+    fresh = app_test(ENGINE, params={"steps": 2}).run()
+    assert [(r.seq_id, r.text, r.cached_token_count) for r in demo(fresh).rows()] == \
+        [(r.seq_id, r.text, r.cached_token_count) for r in lesson.rows()]
+    at.slider(key="engine.num_blocks").set_value(48).run()
+    no_exception(at)
+    assert demo(at) is lesson and not lesson.steps and lesson.config.num_blocks == 48
+    assert [toast.value for toast in at.toast] == [t("engine.restarted", "en")]
+    assert len(lesson.requests) == 3
+    at.button(key="engine.step").click().run()
+    at.button(key="engine.reset").click().run()
+    no_exception(at)
+    assert demo(at) is lesson and not lesson.steps and lesson.config.num_blocks == 48 and not at.toast

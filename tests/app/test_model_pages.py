@@ -85,7 +85,7 @@ def test_pool_hover_names_each_written_token_in_the_models_pieces(allowed):
     for _ in range(2):
         at.button(key="engine.step").click().run()
     no_exception(at)
-    demo = at.session_state["engine.demo"]
+    demo = at.session_state["engine.lesson"]
     hf = transformers.AutoTokenizer.from_pretrained(allowed)
     spec_of = dict(zip(demo.request_ids, demo.requests))
     ids = {chr(ord("A") + sid): hf(spec_of[s.request_id].prompt).input_ids + list(s.generated_token_ids)
@@ -111,7 +111,7 @@ def test_sharing_pool_hover_lists_each_blocks_tokens(allowed):
     at = app_test(SHARING, params={"model": str(allowed)}).run()
     at.button(key="sharing.step").click().run()
     no_exception(at)
-    demo = at.session_state["sharing.demo"]
+    demo = at.session_state["sharing.lesson"]
     hf = transformers.AutoTokenizer.from_pretrained(allowed)
     sid, seq = min(demo.view.seqs.items())
     prompt = hf(dict(zip(demo.request_ids, demo.requests))[seq.request_id].prompt).input_ids

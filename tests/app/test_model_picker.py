@@ -45,13 +45,13 @@ def test_picker_lists_the_allowed_checkpoint_and_runs_it_with_its_own_tokens(all
     no_exception(at)
     picker = at.selectbox(key="engine.model")
     assert picker.options == [t("model.shipped", "en"), allowed.name] and picker.value == "shipped"
-    assert isinstance(at.session_state["engine.demo"].tokenizer, ByteTokenizer)
+    assert isinstance(at.session_state["engine.lesson"].tokenizer, ByteTokenizer)
     picker.set_value(str(allowed)).run()
     at.button(key="engine.step").click().run()
     no_exception(at)
     assert not at.error, [e.value for e in at.error]
     assert at.query_params["model"] == str(allowed)
-    demo = at.session_state["engine.demo"]
+    demo = at.session_state["engine.lesson"]
     assert isinstance(demo.tokenizer, HFTokenizer) and demo.last.paged.phase == "prefill"
     hf = transformers.AutoTokenizer.from_pretrained(allowed)
     for spec, fed in zip(demo.all_specs(), demo.last.paged.seqs):
@@ -61,7 +61,7 @@ def test_picker_lists_the_allowed_checkpoint_and_runs_it_with_its_own_tokens(all
     table = at.table[0].value
     newest = table[t("engine.col_newest", "en")].tolist()
     outputs = table[t("engine.col_output", "en")].tolist()
-    seqs, checked = at.session_state["engine.demo"].view.seqs, 0
+    seqs, checked = at.session_state["engine.lesson"].view.seqs, 0
     for (sid, seq), cell, output in zip(sorted(seqs.items()), newest, outputs):
         expected = _expected_label(hf.convert_ids_to_tokens(seq.generated_token_ids[-1]))
         if expected is not None and seq.generated_token_ids[-1] not in hf.all_special_ids:
@@ -81,7 +81,7 @@ def test_sharing_page_has_the_picker_too(allowed):
     at = app_test(SHARING, "zh", params={"model": str(allowed)}).run()
     no_exception(at)
     assert at.selectbox(key="sharing.model").value == str(allowed)
-    assert isinstance(at.session_state["sharing.demo"].tokenizer, HFTokenizer)
+    assert isinstance(at.session_state["sharing.lesson"].tokenizer, HFTokenizer)
     assert not at.error and "model" not in url_warning(at)
 
 
@@ -96,7 +96,7 @@ def test_a_link_naming_a_directory_outside_the_list_is_refused(checkpoint, monke
         no_exception(at)
         assert t("common.url_title", lang) in url_warning(at) and "`model`" in url_warning(at)
         assert any(s.key == "engine.model" for s in at.selectbox) == picker
-        assert isinstance(at.session_state["engine.demo"].tokenizer, ByteTokenizer)
+        assert isinstance(at.session_state["engine.lesson"].tokenizer, ByteTokenizer)
         assert at.query_params.get("model", "shipped") == "shipped"
         monkeypatch.setenv("PAGED_MODEL_DIRS", str(checkpoint))
 
@@ -107,12 +107,12 @@ def test_paged_model_dir_is_the_default_and_a_bad_one_is_named(checkpoint, monke
     at = app_test(ENGINE).run()
     no_exception(at)
     assert at.selectbox(key="engine.model").value == str(checkpoint)
-    assert isinstance(at.session_state["engine.demo"].tokenizer, HFTokenizer)
+    assert isinstance(at.session_state["engine.lesson"].tokenizer, HFTokenizer)
     monkeypatch.setenv("PAGED_MODEL_DIR", str(tmp_path / "missing"))
     at = app_test(ENGINE, "zh").run()
     no_exception(at)
     assert any(t("model.err_default", "zh", path=str(tmp_path / "missing")) in e.value for e in at.error)
-    assert isinstance(at.session_state["engine.demo"].tokenizer, ByteTokenizer)
+    assert isinstance(at.session_state["engine.lesson"].tokenizer, ByteTokenizer)
 
 
 @pytest.mark.parametrize("lang", ["en", "zh"])

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from lessons.batch import BatchConfig, BatchDemo
+from lessons.batch import BatchConfig, BatchLesson
 from ui.strings import t
 from ui.params import duplicates, int_in, one_of, parse_int_list
 
@@ -117,7 +117,7 @@ def test_gather_steps_then_matches_contiguous():
     assert at.query_params["step"] == "3" and not at.metric  # no attention before the gather is complete
     at.button(key="gather.all").click().run()
     ok(at)
-    result = at.session_state["gather.scene"].result()
+    result = at.session_state["gather.lesson"].result()
     assert result.ok and result.rel_err < result.tolerance
     assert metrics(at)["verdict"] == t("common.ok", "en")
     at.button(key="gather.reset").click().run()
@@ -130,7 +130,7 @@ def test_gather_prefill_from_the_url(dtype):
     at = app_test(GATHER, "zh", {"mode": "prefill", "q_len": 4, "step": 10, "dtype": dtype}).run()
     ok(at)
     assert at.radio(key="gather.mode").value == "prefill" and at.slider(key="gather.q_len").value == 4
-    assert at.session_state["gather.scene"].config.dtype == dtype
+    assert at.session_state["gather.lesson"].config.dtype == dtype
     assert metrics(at)[t("gather.verdict", "zh")] == t("common.ok", "zh")
     assert len(at.get("plotly_chart")) == 6  # chain, pool, strip, mask, weights, diff
 
@@ -149,7 +149,7 @@ def test_batch_decode_steps_finish_and_add():
     at.button(key="batch.decode").click().run()
     at.button(key="batch.decode").click().run()
     ok(at)
-    demo = at.session_state["batch.demo"]
+    demo = at.session_state["batch.lesson"]
     assert demo.ops == ["d", "d"] and demo.cached_token_counts() == {0: 12, 1: 8, 2: 17}
     assert any("C" in i.value and "10" in i.value for i in at.info), "C's new block is announced"
     assert all(c.ok for c in demo.checks)
@@ -168,15 +168,15 @@ def test_full_pool_gives_a_friendly_message():
     at = app_test(BATCH, params={"ops": "d,d,d,d,d"}).run()
     at.button(key="batch.decode").click().run()
     assert not at.exception and at.warning
-    assert at.session_state["batch.demo"].ops == ["d"] * 5
+    assert at.session_state["batch.lesson"].ops == ["d"] * 5
 
 
 def test_batch_url_replays_the_exact_state():
     ops = "d,d,f1,a5,d"
     at = app_test(BATCH, params={"ops": ops, "dtype": "float16", "seed": 3}).run()
     ok(at)
-    replayed, _ = BatchDemo.replay(BatchConfig(dtype="float16", seed=3), ops.split(","), device=None)
-    assert at.session_state["batch.demo"].trace() == replayed.trace()
+    replayed, _ = BatchLesson.replay(BatchConfig(dtype="float16", seed=3), ops.split(","), device=None)
+    assert at.session_state["batch.lesson"].trace() == replayed.trace()
     assert at.query_params["ops"] == ops
 
 

@@ -17,7 +17,7 @@ def no_exception(at) -> None:
 
 
 def demo(at):
-    return at.session_state["sharing.demo"]
+    return at.session_state["sharing.lesson"]
 
 
 def steps(at, n: int):

@@ -68,7 +68,7 @@ def test_wrong_slot_corrupts_the_neighbour_and_the_link_replays_it(lang):
     at.selectbox(key="batch.wrong_seq").set_value(2).run()
     at.button(key="batch.decode").click().run()
     no_exception(at)
-    demo = at.session_state["batch.demo"]
+    demo = at.session_state["batch.lesson"]
     m = demo.last_event.misplaced
     assert demo.ops == ["w2"] and (m.slot, m.written, m.victim, m.victim_token, m.overwrote) == (27, 28, 0, 0, True)
     assert {c.seq_id for c in demo.checks if not c.ok} == {0, 2}
@@ -76,10 +76,10 @@ def test_wrong_slot_corrupts_the_neighbour_and_the_link_replays_it(lang):
     assert any(text in e.value for e in at.error)
     assert not at.toggle(key="batch.wrong").value and at.query_params["ops"] == "w2"
     at.button(key="batch.decode").click().run()
-    assert at.session_state["batch.demo"].ops == ["w2", "d"]
+    assert at.session_state["batch.lesson"].ops == ["w2", "d"]
     again = app_test(BATCH, lang, {"ops": "w2,d"}).run()
     no_exception(again)
-    assert {c.seq_id for c in again.session_state["batch.demo"].checks if not c.ok} == {0, 2}
+    assert {c.seq_id for c in again.session_state["batch.lesson"].checks if not c.ok} == {0, 2}
 
 
 def test_wrong_slot_stays_armed_until_a_decode_or_a_reset():
@@ -88,9 +88,9 @@ def test_wrong_slot_stays_armed_until_a_decode_or_a_reset():
     at = app_test(BATCH, "en").run()
     at.toggle(key="batch.wrong").set_value(True).run()
     at.button(key="batch.add").click().run()
-    assert at.toggle(key="batch.wrong").value and at.session_state["batch.demo"].armed == 0
+    assert at.toggle(key="batch.wrong").value and at.session_state["batch.lesson"].armed == 0
     at.button(key="batch.reset").click().run()
     no_exception(at)
     assert not at.toggle(key="batch.wrong").value
     at.button(key="batch.decode").click().run()
-    assert at.session_state["batch.demo"].ops == ["d"] and at.session_state["batch.demo"].last_event.misplaced is None
+    assert at.session_state["batch.lesson"].ops == ["d"] and at.session_state["batch.lesson"].last_event.misplaced is None

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from lessons.engine import EngineDemo
+from lessons.engine import EngineLesson
 from lessons.engine_requests import SAME_PROMPT, DemoConfig, RequestSpec, encode_requests
 from paged.model import load_model
 from ui.strings import t
@@ -24,7 +24,7 @@ def no_exception(at) -> None:
 
 
 def demo(at):
-    return at.session_state["engine.demo"]
+    return at.session_state["engine.lesson"]
 
 
 def chain_texts(at) -> list[str]:
@@ -104,7 +104,7 @@ def test_an_old_link_without_the_new_knobs_loads_as_before():
     assert at.toggle(key="engine.enable_chunked_prefill").value is False
     assert at.toggle(key="engine.enable_prefix_caching").value is False
     model, tok = load_model()
-    direct = EngineDemo.replay(DemoConfig(), specs, 4, model, tok)
+    direct = EngineLesson.replay(DemoConfig(), specs, 4, model, tok)
     assert demo(at).config == DemoConfig()
     assert demo(at).last.paged.slot_mapping == direct.last.paged.slot_mapping
     assert [(r.text, r.cached_token_count) for r in demo(at).rows()] == \

@@ -60,7 +60,7 @@ def test_address_quiz_scores_and_asks_again(lang):
 def test_batch_quiz_answer_is_what_the_decode_does(lang):
     at = app_test(BATCH, lang, {"quiz": 1}).run()
     for q in answer_then_step(at, "batch", "batch.decode", right=True):
-        assert tuple(sorted(at.session_state["batch.demo"].last_event.new_blocks)) == q.answer
+        assert tuple(sorted(at.session_state["batch.lesson"].last_event.new_blocks)) == q.answer
     assert at.session_state["quiz.score"] == {"right": 3, "asked": 3}
 
 
@@ -68,5 +68,5 @@ def test_batch_quiz_answer_is_what_the_decode_does(lang):
 def test_engine_quiz_answer_is_the_cached_count_after_the_step(lang):
     at = app_test(ENGINE, lang, {"quiz": 1}).run()
     for q in answer_then_step(at, "engine", "engine.step", right=False):
-        assert at.session_state["engine.demo"].view.seqs[q.prompt[1]["seq"]].cached_token_count == q.answer
+        assert at.session_state["engine.lesson"].view.seqs[q.prompt[1]["seq"]].cached_token_count == q.answer
     assert at.session_state["quiz.score"] == {"right": 0, "asked": 3}

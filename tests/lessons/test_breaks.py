@@ -9,8 +9,8 @@ import random
 import pytest
 import torch
 
-from lessons.batch import OP_PATTERN, BatchConfig, BatchDemo
-from lessons.gather import GatherConfig, GatherScene
+from lessons.batch import OP_PATTERN, BatchConfig, BatchLesson
+from lessons.gather import GatherConfig, GatherLesson
 from lessons.gather_breaks import OFFSETS, context_len_off, without_causal_mask
 from paged.addressing import locate
 from ui.breaks import misplaced_lines
@@ -29,7 +29,7 @@ def naive_rows(query, keys, values, visible_to):
 def test_no_mask_changes_every_prefill_row_but_the_last(context_len, q_len, block_size):
     """Without the mask, row i of a prefill equals attention over the whole context (checked against a float64
     loop); the rows that had future tokens hidden change, the last row does not."""
-    scene = GatherScene(GatherConfig(context_len=context_len, q_len=q_len, block_size=block_size, mode="prefill",
+    scene = GatherLesson(GatherConfig(context_len=context_len, q_len=q_len, block_size=block_size, mode="prefill",
                                      seed=3))
     br = without_causal_mask(scene)
     keys, values = scene.contiguous.get(0)
@@ -43,7 +43,7 @@ def test_no_mask_changes_every_prefill_row_but_the_last(context_len, q_len, bloc
 
 def test_no_mask_changes_nothing_in_decode():
     """The one decode query is the last position: the mask hides nothing from it."""
-    scene = GatherScene(GatherConfig(context_len=13, block_size=4, seed=1))
+    scene = GatherLesson(GatherConfig(context_len=13, block_size=4, seed=1))
     br = without_causal_mask(scene)
     assert br.positions == [12] and br.changed == [False] and br.changed_rows == 0
 
@@ -53,7 +53,7 @@ def test_context_len_off_by_one(context_len, block_size):
     """−1 equals attention over all but the newest token; +1 equals attention over the history plus the K/V held
     in the slot the chain gives for token context_len (zeros when never written, inside the last block; past the
     table's end the re-read last block's first token). Both differ from the exact reference; 0 matches it."""
-    scene = GatherScene(GatherConfig(context_len=context_len, block_size=block_size, seed=7))
+    scene = GatherLesson(GatherConfig(context_len=context_len, block_size=block_size, seed=7))
     keys, values = (x.double() for x in scene.contiguous.get(0))
     exact = naive_decode(scene.query, keys, values)
     scale = 1e-5 * max(1.0, exact.abs().max().item())
@@ -84,13 +84,13 @@ def test_context_len_off_by_one(context_len, block_size):
 
 def test_context_len_off_refuses_what_it_cannot_show():
     with pytest.raises(ValueError, match="delta must be one of"):
-        context_len_off(GatherScene(GatherConfig()), 2)
+        context_len_off(GatherLesson(GatherConfig()), 2)
     with pytest.raises(ValueError, match="decode mistake"):
-        context_len_off(GatherScene(GatherConfig(mode="prefill")), 1)
+        context_len_off(GatherLesson(GatherConfig(mode="prefill")), 1)
     assert OFFSETS == (0, -1, 1)
 
 
-def owner_of(demo: BatchDemo, slot: int):
+def owner_of(demo: BatchLesson, slot: int):
     """(seq_id, token index) whose block holds `slot`, from the running tables; (None, None) for a free block."""
     bs = demo.config.block_size
     for sid, table in demo.tables().items():
@@ -105,7 +105,7 @@ def test_wrong_slot_names_its_victim_and_the_check_fails(seed):
     victim is the sequence whose block holds that slot; the writer's own check fails, and another victim's check
     fails exactly when a token it had already written was overwritten."""
     rng = random.Random(seed)
-    demo = BatchDemo(BatchConfig(num_blocks=16, seed=seed))
+    demo = BatchLesson(BatchConfig(num_blocks=16, seed=seed))
     assert all(c.ok for c in demo.checks)
     seen = set()
     for i in range(12):
@@ -131,18 +131,18 @@ def test_wrong_slot_names_its_victim_and_the_check_fails(seed):
             text = "\n".join(misplaced_lines(PageContext("batch", lang, translator("batch", lang)), m,
                                               [c.seq_id for c in demo.checks if not c.ok]))
             assert str(m.slot) in text and (m.written < 0 or str(m.written) in text)
-        demo = BatchDemo.replay(demo.config, [o for o in demo.ops if o[0] != "w"])[0]  # heal: replay without it
+        demo = BatchLesson.replay(demo.config, [o for o in demo.ops if o[0] != "w"])[0]  # heal: replay without it
     assert seen
 
 
 def test_wrong_slot_op_round_trips_and_is_refused_for_a_stopped_sequence():
     """"w<id>" is a well-formed op (the URL keeps it); on a sequence that is not running it changes nothing."""
     assert OP_PATTERN.match("w2") and not OP_PATTERN.match("w")
-    demo = BatchDemo(BatchConfig())
+    demo = BatchLesson(BatchConfig())
     event = demo.apply("w9")
     assert not event.ok and event.reason == "not_running" and demo.ops == []
     demo.apply("w0")
-    again, applied = BatchDemo.replay(demo.config, demo.ops)
+    again, applied = BatchLesson.replay(demo.config, demo.ops)
     assert applied == 1 and again.last_event.misplaced == demo.last_event.misplaced
     assert [c.ok for c in again.checks] == [c.ok for c in demo.checks]
 
@@ -150,7 +150,7 @@ def test_wrong_slot_op_round_trips_and_is_refused_for_a_stopped_sequence():
 def test_a_write_past_the_pool_is_dropped_and_said_so():
     """The pool's very last slot + 1 is outside the cache: the stray write is dropped (slot -1), the writer's own
     token is missing, and the page says a GPU would have written out of bounds."""
-    demo = BatchDemo(BatchConfig(num_blocks=4, block_size=2, seed=0))
+    demo = BatchLesson(BatchConfig(num_blocks=4, block_size=2, seed=0))
     for op in ("f0", "f1", "f2", "a1"):
         demo.apply(op)
     table = demo.tables()

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from paged.config import ModelConfig
-from lessons.engine import EngineDemo, table_changes
+from lessons.engine import EngineLesson, table_changes
 from lessons.engine_requests import (MAX_PROMPT_CHARS, MAX_REQUESTS, DemoConfig, RequestError, RequestSpec,
                                    decode_requests, encode_requests)
 from paged.model import ByteTokenizer, TinyLlama
@@ -41,13 +41,13 @@ def outputs(demo):
 def test_replay_reproduces_live_session(tiny):
     """Adding and stepping live, then replaying (config, requests, steps), gives identical sequences and traces."""
     model, tok = tiny
-    live = EngineDemo(DemoConfig(block_size=4, num_blocks=40), model, tok)
+    live = EngineLesson(DemoConfig(block_size=4, num_blocks=40), model, tok)
     for spec in SPECS:
         live.add(spec)
     assert len(live.requests) == 2 and len(live.pending) == 1, "the third request arrives after step 3"
     for _ in range(7):
         live.step()
-    again = EngineDemo.replay(live.config, live.all_specs(), 7, model, tok)
+    again = EngineLesson.replay(live.config, live.all_specs(), 7, model, tok)
     assert outputs(again) == outputs(live)
     slots = lambda demo: [s["paged"]["slot_mapping"] for s in demo.step_dicts]  # noqa: E731
     assert slots(again) == slots(live)
@@ -58,7 +58,7 @@ def test_replay_reproduces_live_session(tiny):
 def test_late_arrival_joins_after_its_step(tiny):
     """A request with at_step=3 is in the waiting queue right after step 3, not before."""
     model, tok = tiny
-    demo = EngineDemo.replay(DemoConfig(block_size=4, num_blocks=40), SPECS, 2, model, tok)
+    demo = EngineLesson.replay(DemoConfig(block_size=4, num_blocks=40), SPECS, 2, model, tok)
     assert len(demo.engine.sequences) == 2
     demo.step()
     waiting, _, _ = demo.queues()
@@ -67,7 +67,7 @@ def test_late_arrival_joins_after_its_step(tiny):
 
 def test_request_errors_have_codes_and_change_nothing(tiny):
     model, tok = tiny
-    demo = EngineDemo(DemoConfig(block_size=4, num_blocks=8), model, tok)
+    demo = EngineLesson(DemoConfig(block_size=4, num_blocks=8), model, tok)
     for spec, code in ((RequestSpec("   "), "empty"), (RequestSpec("x" * (MAX_PROMPT_CHARS + 1)), "too_long"),
                        (RequestSpec("y" * 60, max_tokens=64), "pool")):  # 126 tokens > 8 blocks of 4
         with pytest.raises(RequestError) as info:
@@ -82,16 +82,16 @@ def test_replay_keeps_requests_this_config_refuses(tiny):
     A malformed one (empty prompt) is reported and dropped."""
     model, tok = tiny
     specs = [RequestSpec("y" * 40, max_tokens=30), RequestSpec(" "), RequestSpec("ok", max_tokens=2)]
-    small = EngineDemo.replay(DemoConfig(block_size=4, num_blocks=8), specs, 0, model, tok)
+    small = EngineLesson.replay(DemoConfig(block_size=4, num_blocks=8), specs, 0, model, tok)
     assert [e.code for _, e in small.rejected] == ["pool", "empty"]
     assert small.all_specs() == [specs[0], specs[2]] and small.requests == [specs[2]]
-    big = EngineDemo.replay(DemoConfig(block_size=4, num_blocks=64), small.all_specs(), 0, model, tok)
+    big = EngineLesson.replay(DemoConfig(block_size=4, num_blocks=64), small.all_specs(), 0, model, tok)
     assert not big.rejected and big.requests == [specs[0], specs[2]]
 
 
 def test_at_most_max_requests(tiny):
     model, tok = tiny
-    demo = EngineDemo(DemoConfig(num_blocks=200), model, tok)
+    demo = EngineLesson(DemoConfig(num_blocks=200), model, tok)
     for _ in range(MAX_REQUESTS):
         demo.add(RequestSpec("a", max_tokens=2))
     with pytest.raises(RequestError) as info:
@@ -122,7 +122,7 @@ def test_cache_series_follows_the_state_rule_and_shows_preemption(tiny):
     and the preempted sequence's cached count drops to 0 in the series."""
     model, tok = tiny
     specs = [RequestSpec("abcdefgh" * 2, "continue", max_tokens=24) for _ in range(3)]
-    demo = EngineDemo.replay(DemoConfig(block_size=4, num_blocks=16), specs, 0, model, tok)
+    demo = EngineLesson.replay(DemoConfig(block_size=4, num_blocks=16), specs, 0, model, tok)
     demo.run_to_end()
     preempted = {s for step in demo.steps for s in step.paged.preempted}
     assert preempted, "16 blocks of 4 cannot hold three 17 + 24 token sequences"
@@ -146,11 +146,11 @@ def test_sharing_views(tiny):
     model, tok = tiny
     cfg = DemoConfig(block_size=4, num_blocks=64, enable_prefix_caching=True)
     text = "x" * 14  # BOS + 14 + SEP = 16 tokens = 4 full blocks
-    demo = EngineDemo.replay(cfg, [RequestSpec(text, max_tokens=4), RequestSpec(text, max_tokens=4, at_step=1)],
+    demo = EngineLesson.replay(cfg, [RequestSpec(text, max_tokens=4), RequestSpec(text, max_tokens=4, at_step=1)],
                              2, model, tok)
     assert [a.hits for a in demo.allocations] == [[False] * 4, [True, True, True, False]]
     assert demo.history[-1].held_blocks < demo.history[-1].table_blocks
-    fork = EngineDemo.replay(cfg, [RequestSpec("abcde", max_tokens=6, temperature=1.0, seed=1, n=2)], 2, model, tok)
+    fork = EngineLesson.replay(cfg, [RequestSpec("abcde", max_tokens=6, temperature=1.0, seed=1, n=2)], 2, model, tok)
     assert fork.steps[0].paged.forked == {0: [1]} and fork.steps[1].paged.copies
 
 
@@ -161,7 +161,7 @@ def test_sharing_views_record_admissions_in_mixed_steps(tiny):
     cfg = DemoConfig(block_size=4, num_blocks=64, enable_prefix_caching=True, enable_chunked_prefill=True,
                      max_num_batched_tokens=8)
     text = "x" * 14  # BOS + 14 + SEP = 16 tokens = 4 full blocks
-    demo = EngineDemo.replay(cfg, [RequestSpec(text, max_tokens=12), RequestSpec(text, max_tokens=4, at_step=4)],
+    demo = EngineLesson.replay(cfg, [RequestSpec(text, max_tokens=12), RequestSpec(text, max_tokens=4, at_step=4)],
                              12, model, tok)
     admitted = [(a.seq_id, a.step) for a in demo.allocations]
     assert [sid for sid, _ in admitted] == [0, 1]
@@ -178,7 +178,7 @@ def test_table_changes():
 def test_export_is_json_ready(tiny):
     import json
     model, tok = tiny
-    demo = EngineDemo.replay(DemoConfig(), SPECS[:1], 2, model, tok)
+    demo = EngineLesson.replay(DemoConfig(), SPECS[:1], 2, model, tok)
     data = json.loads(json.dumps(demo.trace()))
     assert data["steps_run"] == 2 and len(data["steps"]) == 2 and data["steps"][0]["paged"]["phase"] == "prefill"
 
@@ -193,7 +193,7 @@ def test_sharing_under_memory_pressure_is_no_false_alarm(tiny, scenario, num_blo
 
     model, tok = tiny
     chosen = SHARING_SCENARIOS[scenario]
-    demo = EngineDemo.replay(replace(chosen.config, num_blocks=num_blocks), list(chosen.requests), 600, model, tok)
+    demo = EngineLesson.replay(replace(chosen.config, num_blocks=num_blocks), list(chosen.requests), 600, model, tok)
     worst, agree = demo.twin_summary()
     paged, contiguous = demo.twins.outputs()
     assert [o.token_ids for o in paged] == [o.token_ids for o in contiguous] and paged

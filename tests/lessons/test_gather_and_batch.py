@@ -10,13 +10,13 @@ import pytest
 import torch
 
 from paged.attention import attention
-from lessons.batch import BatchConfig, BatchDemo
-from lessons.gather import GatherConfig, GatherScene
+from lessons.batch import BatchConfig, BatchLesson
+from lessons.gather import GatherConfig, GatherLesson
 
 
 def test_gather_scene_steps_through_the_chain():
     """After k reads the loop holds exactly the first k tokens, read from the slots of the address chain."""
-    scene = GatherScene(GatherConfig(context_len=10, block_size=4), device="cpu")
+    scene = GatherLesson(GatherConfig(context_len=10, block_size=4), device="cpu")
     assert len(scene.block_table) == 3 and len(set(scene.block_table)) == 3
     assert scene.read_slots(0) == [] and len(scene.read_slots(4)) == 4
     keys, values = scene.gathered(6)
@@ -31,7 +31,7 @@ def test_gather_scene_matches_contiguous(dtype, mode):
     """Gather-then-attend equals attention over the contiguous twin, within the dtype's tolerance."""
     cfg = GatherConfig(num_heads=4, num_kv_heads=2, head_dim=8, context_len=13, block_size=4, dtype=dtype,
                        mode=mode, q_len=5)
-    result = GatherScene(cfg, device="cpu").result()
+    result = GatherLesson(cfg, device="cpu").result()
     assert result.ok and result.bitwise_equal, (result.rel_err, result.tolerance)
     rows = result.weights if mode == "decode" else result.weights.reshape(-1, 13)
     assert torch.allclose(rows.sum(-1), torch.ones(rows.shape[0]), atol=1e-5)
@@ -39,7 +39,7 @@ def test_gather_scene_matches_contiguous(dtype, mode):
 
 def test_prefill_weights_respect_the_mask():
     """q_len 3 over 6 tokens: query i gives exactly zero weight to keys after 3 + i."""
-    scene = GatherScene(GatherConfig(context_len=6, block_size=2, mode="prefill", q_len=3), device="cpu")
+    scene = GatherLesson(GatherConfig(context_len=6, block_size=2, mode="prefill", q_len=3), device="cpu")
     w = scene.result().weights  # [num_heads, 3, 6]
     for i in range(3):
         assert torch.all(w[:, i, 4 + i:] == 0) and torch.all(w[:, i, :4 + i] > 0)
@@ -53,7 +53,7 @@ def test_drawn_weights_are_the_ones_attention_uses(mode):
     """The weights the page draws, applied to the contiguous values by hand (GQA: head h reads kv head h // 3),
     give the float64 reference output."""
     cfg = GatherConfig(num_heads=6, num_kv_heads=2, context_len=11, block_size=4, mode=mode, q_len=4)
-    scene = GatherScene(cfg, device="cpu")
+    scene = GatherLesson(cfg, device="cpu")
     result = scene.result()
     w = result.weights.double() if mode == "prefill" else result.weights.double()[:, None]  # [H, q_len, C]
     _, values = scene.contiguous.get(0)
@@ -64,7 +64,7 @@ def test_drawn_weights_are_the_ones_attention_uses(mode):
 
 
 def test_gather_scene_is_seeded_and_validates():
-    a, b = GatherScene(GatherConfig(seed=3), "cpu"), GatherScene(GatherConfig(seed=3), "cpu")
+    a, b = GatherLesson(GatherConfig(seed=3), "cpu"), GatherLesson(GatherConfig(seed=3), "cpu")
     assert a.block_table == b.block_table and torch.equal(a.query, b.query)
     with pytest.raises(ValueError, match="multiple of num_kv_heads"):
         GatherConfig(num_heads=4, num_kv_heads=3).validate()
@@ -81,14 +81,14 @@ def test_gather_scene_is_seeded_and_validates():
 
 
 def test_batch_demo_starts_with_the_seed_batch():
-    demo = BatchDemo(BatchConfig(), device="cpu")
+    demo = BatchLesson(BatchConfig(), device="cpu")
     assert demo.tables() == {0: [7, 2, 9], 1: [4, 1], 2: [8, 5, 3, 6]}
     assert demo.cached_token_counts() == {0: 10, 1: 6, 2: 15} and all(c.ok for c in demo.checks)
 
 
 def test_new_block_only_when_last_is_full():
     """Step 1 fits every sequence in its last block; step 2 fills C's (16 tokens) so C takes one block."""
-    demo = BatchDemo(BatchConfig(), device="cpu")
+    demo = BatchLesson(BatchConfig(), device="cpu")
     first = demo.apply("d")
     assert first.ok and first.new_blocks == {} and first.written == {0: 38, 1: 6, 2: 27}
     second = demo.apply("d")
@@ -97,7 +97,7 @@ def test_new_block_only_when_last_is_full():
 
 
 def test_full_pool_is_refused_without_change():
-    demo, applied = BatchDemo.replay(BatchConfig(), ["d"] * 5, device="cpu")
+    demo, applied = BatchLesson.replay(BatchConfig(), ["d"] * 5, device="cpu")
     assert applied == 5
     before = demo.trace()
     event = demo.apply("d")
@@ -106,7 +106,7 @@ def test_full_pool_is_refused_without_change():
 
 
 def test_finish_and_add_go_through_the_free_list():
-    demo = BatchDemo(BatchConfig(), device="cpu")
+    demo = BatchLesson(BatchConfig(), device="cpu")
     freed = demo.apply("f1").freed
     assert sorted(freed) == [1, 4] and set(freed) <= set(demo.playground.manager.free_block_ids)
     added = demo.apply("a5")
@@ -118,17 +118,17 @@ def test_finish_and_add_go_through_the_free_list():
 def test_replay_reproduces_the_state_exactly():
     """The same log gives the same tables, the same cache bits and the same checks (a shared link works)."""
     ops = ["d", "d", "f1", "a5", "d", "d"]
-    live = BatchDemo(BatchConfig(dtype="float16"), device="cpu")
+    live = BatchLesson(BatchConfig(dtype="float16"), device="cpu")
     for op in ops:
         live.apply(op)
-    again, applied = BatchDemo.replay(BatchConfig(dtype="float16"), ops, device="cpu")
+    again, applied = BatchLesson.replay(BatchConfig(dtype="float16"), ops, device="cpu")
     assert applied == len(ops)
     assert json.dumps(again.trace()) == json.dumps(live.trace())
     assert torch.equal(again.playground.pool.key_cache, live.playground.pool.key_cache)
 
 
 def test_config_that_does_not_fit_the_seed_tables_uses_the_free_list():
-    demo = BatchDemo(BatchConfig(block_size=2, num_blocks=32), device="cpu")
+    demo = BatchLesson(BatchConfig(block_size=2, num_blocks=32), device="cpu")
     assert not demo.used_seed_tables and demo.cached_token_counts() == {0: 10, 1: 6, 2: 15}
-    small = BatchDemo(BatchConfig(block_size=1, num_blocks=12), device="cpu")
+    small = BatchLesson(BatchConfig(block_size=1, num_blocks=12), device="cpu")
     assert not small.last_event.ok and small.last_event.reason == "pool_full"

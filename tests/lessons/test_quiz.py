@@ -9,8 +9,8 @@ import random
 import pytest
 import torch
 
-from lessons.batch import BatchConfig, BatchDemo
-from lessons.engine import EngineDemo
+from lessons.batch import BatchConfig, BatchLesson
+from lessons.engine import EngineLesson
 from lessons.engine_requests import DemoConfig, RequestSpec
 from lessons.quiz import (Question, address_question, batch_question, engine_question, next_step_question,
                           prefix_question)
@@ -70,7 +70,7 @@ def test_batch_answer_is_who_the_decode_gives_a_block(seed):
     """Along random operations: before each decode the question names exactly the sequences the decode then gives
     a new block (none included); the question itself changes nothing."""
     rng = random.Random(seed)
-    demo = BatchDemo(BatchConfig(num_blocks=rng.choice([12, 16, 24]), block_size=rng.choice([2, 4]), seed=seed))
+    demo = BatchLesson(BatchConfig(num_blocks=rng.choice([12, 16, 24]), block_size=rng.choice([2, 4]), seed=seed))
     asked = 0
     for i in range(20):
         running = [s.seq_id for s in demo.playground.running()]
@@ -109,7 +109,7 @@ def test_engine_answer_is_the_cached_count_after_the_step(tiny, config):
     """Every step to the end: the question's answer equals the asked sequence's cached_token_count after the live
     step (sampled and preempted sequences included), and the live demo's state did not move while asking."""
     model, tok = tiny
-    demo = EngineDemo.replay(config, SPECS, 0, model, tok, attn_impl="gather")
+    demo = EngineLesson.replay(config, SPECS, 0, model, tok, attn_impl="gather")
     kinds, seed = set(), 0
     while demo.can_step():
         seed += 1
@@ -133,7 +133,7 @@ def test_engine_answer_is_the_cached_count_after_the_step(tiny, config):
 
 def test_no_engine_question_once_everything_finished(tiny):
     model, tok = tiny
-    demo = EngineDemo.replay(DemoConfig(block_size=4, num_blocks=40), SPECS[:1], 0, model, tok, attn_impl="gather")
+    demo = EngineLesson.replay(DemoConfig(block_size=4, num_blocks=40), SPECS[:1], 0, model, tok, attn_impl="gather")
     demo.run_to_end()
     assert engine_question(demo, 1) is None
 
@@ -151,7 +151,7 @@ def test_a_running_sequence_left_out_by_the_budget_is_told_so(tiny):
     model, tok = tiny
     config = DemoConfig(block_size=4, num_blocks=64, max_num_batched_tokens=2, enable_chunked_prefill=True)
     specs = [RequestSpec("ab", "continue", max_tokens=6, n=3, temperature=1.0, seed=1)]
-    demo = EngineDemo.replay(config, specs, 0, model, tok, attn_impl="gather")
+    demo = EngineLesson.replay(config, specs, 0, model, tok, attn_impl="gather")
     seen = 0
     while demo.can_step():
         asked = [q for q in (engine_question(demo, seed) for seed in range(1, 12))
@@ -174,7 +174,7 @@ def test_prefix_answer_is_where_the_step_starts_feeding(tiny, chunked):
     model, tok = tiny
     config = DemoConfig(block_size=4, num_blocks=64, max_num_batched_tokens=32 if chunked else 512,
                         enable_prefix_caching=True, enable_chunked_prefill=chunked)
-    demo = EngineDemo.replay(config, PREFIX_SPECS, 0, model, tok, attn_impl="gather")
+    demo = EngineLesson.replay(config, PREFIX_SPECS, 0, model, tok, attn_impl="gather")
     answers, seed = [], 0
     while demo.can_step():
         seed += 1
@@ -195,7 +195,7 @@ def test_prefix_answer_is_where_the_step_starts_feeding(tiny, chunked):
         answers.append(q.answer)
         words(q)
     assert 0 in answers and max(answers) >= 10, answers  # the shared 64-character prefix: 16 blocks of 4
-    plain = EngineDemo.replay(DemoConfig(block_size=4, num_blocks=64), PREFIX_SPECS, 0, model, tok,
+    plain = EngineLesson.replay(DemoConfig(block_size=4, num_blocks=64), PREFIX_SPECS, 0, model, tok,
                               attn_impl="gather")
     assert prefix_question(plain, 1) is None
     plain.run_to_end()  # asking never changed what the engine computes: the same text as without any cache reuse
@@ -207,7 +207,7 @@ def test_engine_answer_on_chunked_prefill(tiny):
     value after the step, and a mid-prefill chunk is told as such."""
     model, tok = tiny
     config = DemoConfig(block_size=4, num_blocks=64, max_num_batched_tokens=16, enable_chunked_prefill=True)
-    demo = EngineDemo.replay(config, PREFIX_SPECS, 0, model, tok, attn_impl="gather")
+    demo = EngineLesson.replay(config, PREFIX_SPECS, 0, model, tok, attn_impl="gather")
     kinds, seed = set(), 0
     while demo.can_step():
         seed += 1

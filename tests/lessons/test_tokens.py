@@ -84,13 +84,13 @@ def test_subword_text_keeps_a_split_character_as_bytes_and_names_every_eos():
 
 
 def test_an_engine_demo_labels_every_token_of_every_sequence(tiny):
-    """EngineDemo.token_texts: per sequence, the prompt as fed (⟨BOS⟩, its bytes, ⟨SEP⟩) then the generated
+    """EngineLesson.token_texts: per sequence, the prompt as fed (⟨BOS⟩, its bytes, ⟨SEP⟩) then the generated
     tokens, each labelled alone; as long as the sequence's prompt + generated tokens."""
-    from lessons.engine import EngineDemo
+    from lessons.engine import EngineLesson
     from lessons.engine_requests import DemoConfig, RequestSpec
 
     model, tok = tiny
-    demo = EngineDemo.replay(DemoConfig(), [RequestSpec("a b", max_tokens=3), RequestSpec("xy", "continue")], 2,
+    demo = EngineLesson.replay(DemoConfig(), [RequestSpec("a b", max_tokens=3), RequestSpec("xy", "continue")], 2,
                              model, tok)
     texts = demo.token_texts()
     for sid, seq in demo.view.seqs.items():
