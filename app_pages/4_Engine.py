@@ -65,26 +65,16 @@ config = DemoConfig(block_size, num_blocks, watermark, max_tokens_step, max_num_
 session = EngineSession(ctx, "engine", config, model, tokenizer)
 
 
-@st.fragment
-def engine_view() -> None:
-    """Everything a step, Back, Run, Reset or a new request changes (st.fragment): these rerun only this part,
-    not the page setup, the sidebar and the model loading above it. It reads the demo afresh from session_state."""
-    demo = session.current(list(ENGINE_SCENARIOS["three"].requests))
+def use_preset() -> None:
+    task, text = PROMPT_PRESETS[st.session_state["engine.preset"]]
+    st.session_state["engine.new_text"], st.session_state["engine.new_task"] = text, task
 
-    def use_preset() -> None:
-        task, text = PROMPT_PRESETS[st.session_state["engine.preset"]]
-        st.session_state["engine.new_text"], st.session_state["engine.new_task"] = text, task
 
-    bar = playback_bar(ctx, knobs, Stepper(
-        "engine", step_key="engine.step", step_label=ctx.t("step"), position=len(demo.steps),
-        can_forward=demo.can_step(), can_back=bool(demo.steps), forward=session.forward, back=session.back))
-    bar.row.button(ctx.t("run"), key="engine.run", icon=":material/fast_forward:", on_click=session.do_run,
-                   disabled=not demo.can_step())
-    bar.row.button(ctx.t("common.reset"), key="engine.reset", icon=":material/restart_alt:", on_click=session.do_reset)
-    st.caption(ctx.t("common.share_hint"))
-
-    # --- a new request ------------------------------------------------------------------------------------------------
-    with st.expander(ctx.t("add_header"), expanded=not demo.all_specs()):
+def add_request_form() -> None:
+    """The "add a request" form: outside the step fragment (nothing in it changes with a step, so a step does not
+    redraw it); its Add button reruns the whole page, fragment included."""
+    demo = st.session_state.get("engine.demo")
+    with st.expander(ctx.t("add_header"), expanded=demo is not None and not demo.all_specs()):
         c1, c2, c3 = st.columns([1.2, 3, 1.2])
         c1.selectbox(ctx.t("preset"), list(PROMPT_PRESETS), key="engine.preset", on_change=use_preset,
                      format_func=lambda n: ctx.t(f"preset_{n}"))
@@ -101,6 +91,22 @@ def engine_view() -> None:
         st.button(ctx.t("add"), key="engine.add", icon=":material/add:", on_click=session.do_add,
                   kwargs=dict(max_tokens=64, temperature=0.0))
         st.caption(ctx.t("task_help"))
+
+
+@st.fragment
+def engine_view() -> None:
+    """Everything a step, Back, Run, Reset or a new request changes (st.fragment): these rerun only this part,
+    not the page setup, the sidebar and the model loading above it. It reads the demo afresh from session_state."""
+    demo = session.current(list(ENGINE_SCENARIOS["three"].requests))
+
+    bar = playback_bar(ctx, knobs, Stepper(
+        "engine", step_key="engine.step", step_label=ctx.t("step"), position=len(demo.steps),
+        can_forward=demo.can_step(), can_back=bool(demo.steps), forward=session.forward, back=session.back))
+    bar.row.button(ctx.t("run"), key="engine.run", icon=":material/fast_forward:", on_click=session.do_run,
+                   disabled=not demo.can_step())
+    bar.row.button(ctx.t("common.reset"), key="engine.reset", icon=":material/restart_alt:", on_click=session.do_reset)
+    st.caption(ctx.t("common.share_hint"))
+
     knobs.sync_url(ctx.lang, reqs=encode_requests(demo.all_specs()), steps=len(demo.steps))
     session.show_messages(demo)
     if quiz_on:  # predict, then reveal: a cached_token_count after the next step, or a prompt's prefix-cache hits
@@ -218,4 +224,7 @@ def engine_view() -> None:
     ui.export_button(ctx, demo.trace, "engine_trace.json", key="engine.export")
 
 
+form_slot = st.container()  # above the step fragment: drawn after it, once the demo of this run exists
 engine_view()
+with form_slot:
+    add_request_form()

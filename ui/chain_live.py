@@ -8,6 +8,7 @@ lessons.state_rule, the figure from viz.chain_live).
 
 from __future__ import annotations
 
+import functools
 import unicodedata
 
 import streamlit as st
@@ -105,6 +106,12 @@ def arrow_label(ctx, stage: Stage) -> str:
     return t("chain.out_nothing_freed", free=out["free"], num_blocks=out["num_blocks"])
 
 
+@functools.lru_cache(maxsize=None)
+def sources(key: str) -> tuple[tuple[str, str], ...]:
+    """lessons.chain.stage_sources(key), read once per process (inspect.getsource costs ~7 ms a rerun)."""
+    return tuple(stage_sources(key))
+
+
 def show_chain(ctx, demo) -> None:
     """The chain diagram of the demo's last step, a module picker beside it and that module's code below."""
     trace = demo.last.paged if demo.last else None
@@ -118,7 +125,7 @@ def show_chain(ctx, demo) -> None:
     fig = chain_live_figure([ctx.t(f"chain.stage_{s.key}") for s in stages], [s.active for s in stages],
                             [arrow_label(ctx, s) for s in stages], title=title, selected=STAGES.index(picked))
     show_figure(fig, "engine.chain_live", where=fig_col)
-    for name, source in stage_sources(picked):
+    for name, source in sources(picked):
         st.caption(ctx.t("chain.code_from", name=name))
         st.code(source, language="python")
 
