@@ -47,21 +47,10 @@ config = DemoConfig(block_size=block_size, num_blocks=num_blocks, enable_prefix_
 session = EngineSession(ctx, "sharing", config, model, tokenizer)
 
 
-@st.fragment
-def sharing_view() -> None:
-    """Everything a step, Back, Run, Reset or a new request changes (st.fragment): these rerun only this part,
-    not the page setup, the sidebar and the model loading above it. It reads the demo afresh from session_state."""
-    demo = session.current(list(DEFAULT.requests))
-
-    bar = playback_bar(ctx, knobs, Stepper(
-        "sharing", step_key="sharing.step", step_label=ctx.t("engine.step"), position=len(demo.steps),
-        can_forward=demo.can_step(), can_back=bool(demo.steps), forward=session.forward, back=session.back))
-    bar.row.button(ctx.t("engine.run"), key="sharing.run", icon=":material/fast_forward:", on_click=session.do_run,
-                   disabled=not demo.can_step())
-    bar.row.button(ctx.t("common.reset"), key="sharing.reset", icon=":material/restart_alt:", on_click=session.do_reset)
-    st.caption(ctx.t("common.share_hint"))
-
-    # --- a new request ------------------------------------------------------------------------------------------------
+def add_request_form() -> None:
+    """The "add a request" form: outside the step fragment (nothing in it changes with a step, so a step does not
+    redraw it); its Add button reruns the whole page, fragment included."""
+    # --- a new request -------------------------------------------------------------------------------------------
     with st.expander(ctx.t("engine.add_header")):
         c1, c2 = st.columns([4, 1.2])
         st.session_state.setdefault("sharing.new_text", SHARING_SCENARIOS["prefix"].requests[0].prompt)
@@ -77,6 +66,22 @@ def sharing_view() -> None:
         c4.number_input(ctx.t("n"), value=1, step=1, key="sharing.new_n", help=ctx.t("n_help"))
         st.button(ctx.t("engine.add"), key="sharing.add", icon=":material/add:", on_click=session.do_add,
                   kwargs=dict(max_tokens=32, temperature=0.8))
+
+
+@st.fragment
+def sharing_view() -> None:
+    """Everything a step, Back, Run, Reset or a new request changes (st.fragment): these rerun only this part,
+    not the page setup, the sidebar and the model loading above it. It reads the demo afresh from session_state."""
+    demo = session.current(list(DEFAULT.requests))
+
+    bar = playback_bar(ctx, knobs, Stepper(
+        "sharing", step_key="sharing.step", step_label=ctx.t("engine.step"), position=len(demo.steps),
+        can_forward=demo.can_step(), can_back=bool(demo.steps), forward=session.forward, back=session.back))
+    bar.row.button(ctx.t("engine.run"), key="sharing.run", icon=":material/fast_forward:", on_click=session.do_run,
+                   disabled=not demo.can_step())
+    bar.row.button(ctx.t("common.reset"), key="sharing.reset", icon=":material/restart_alt:", on_click=session.do_reset)
+    st.caption(ctx.t("common.share_hint"))
+
     knobs.sync_url(ctx.lang, reqs=encode_requests(demo.all_specs()), steps=len(demo.steps))
     shown = demo.display_ids()  # seq_id -> the id its label and colour come from: fixed for the sequence's whole life
     label = lambda seq_id: seq_label(shown[seq_id])  # noqa: E731
@@ -166,4 +171,7 @@ def sharing_view() -> None:
     ui.export_button(ctx, demo.trace, "sharing_trace.json", key="sharing.export")
 
 
+form_slot = st.container()  # above the step fragment: drawn after it, as on page 4
 sharing_view()
+with form_slot:
+    add_request_form()
