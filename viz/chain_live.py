@@ -22,12 +22,12 @@ ACTIVE_INK, IDLE_INK = "#000000", "#9A9A9A"
 CHAIN_CSS = f"""
 .paged-chain {{ display: flex; flex-direction: column; margin: 0.2rem 0 0.6rem 0; }}
 .paged-chain .pc-row {{ display: flex; align-items: center; gap: 0.9rem; }}
-.paged-chain .pc-box {{ flex: 0 0 12.5rem; box-sizing: border-box; text-align: center; font-weight: 700;
+.paged-chain .pc-box {{ flex: 0 0 11rem; box-sizing: border-box; text-align: center; font-weight: 700;
     font-size: 0.85rem; padding: 0.4rem 0.3rem; border-radius: 4px; border: 1.2px dotted #BBBBBB;
     background: {IDLE_FILL}; color: {IDLE_INK}; }}
 .paged-chain .pc-box.pc-on {{ background: {ACTIVE_FILL}; border: 1.2px solid #333333; color: {ACTIVE_INK}; }}
 .paged-chain .pc-box.pc-sel {{ border: 3px solid #000000; }}
-.paged-chain .pc-arrow {{ flex: 0 0 12.5rem; text-align: center; font-size: 1.2rem; line-height: 1.3;
+.paged-chain .pc-arrow {{ flex: 0 0 11rem; text-align: center; font-size: 1.2rem; line-height: 1.3;
     color: {IDLE_INK}; }}
 .paged-chain .pc-out {{ font-family: monospace; font-size: 0.78rem; line-height: 1.35; color: {IDLE_INK};
     overflow-wrap: anywhere; min-width: 0; }}
