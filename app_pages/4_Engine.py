@@ -8,12 +8,14 @@ from lessons.quiz import next_step_question
 from lessons.tokens import token_label
 from ui.engine_actions import EngineSession, engine_model, explain_step, status_text
 from ui.chain_live import show_chain, show_state_rule
+from ui.widgets import show_cells
 from ui.playback import Stepper, playback_bar
 from lessons.engine import table_changes
 from lessons.engine_requests import (ENGINE_SCENARIOS, MAX_PROMPT_CHARS, PROMPT_PRESETS, TASKS, DemoConfig,
                                    encode_requests)
 from viz.colors import seq_label
-from viz.engine import cache_rule_figure, queues_figure, slot_mapping_figure, twin_diff_figure
+from viz.cells import queues_html, slot_mapping_html
+from viz.engine import cache_rule_figure, twin_diff_figure
 from viz.pool import pool_figure
 
 ctx = ui.setup_page("engine", icon=":material/settings:")
@@ -141,10 +143,10 @@ def engine_view() -> None:
         st.caption(ctx.t("all_done"))
 
     fig_col, note_col = st.columns([3, 1])
-    ui.show_figure(queues_figure(waiting, running, finished, trace.preempted if trace else (),
-                                 trace.scheduled if trace else (), title=ctx.t("queues_title"),
-                                 lane_names=[ctx.t("lane_waiting"), ctx.t("lane_running"), ctx.t("lane_finished")]),
-                   "engine.queues", where=fig_col)
+    show_cells(queues_html(waiting, running, finished, trace.preempted if trace else (),
+                           trace.scheduled if trace else (),
+                           lane_names=[ctx.t("lane_waiting"), ctx.t("lane_running"), ctx.t("lane_finished")]),
+               ctx.t("queues_title"), "engine.queues", where=fig_col)
     ui.notice(ctx, ctx.t("queues_notice"), where=note_col)
 
     # --- the chain, live: the seven modules of this step ------------------------------------------------------------
@@ -164,8 +166,8 @@ def engine_view() -> None:
     if trace is not None and trace.seqs:
         entries = [(s.seq_id, s.positions, s.slots) for s in trace.seqs if s.slots]
         fig_col, note_col = st.columns([3, 1])
-        ui.show_figure(slot_mapping_figure(entries, view.block_size, title=ctx.t("slots_title", phase=trace.phase)),
-                       "engine.slots", where=fig_col)
+        show_cells(slot_mapping_html(entries, view.block_size), ctx.t("slots_title", phase=trace.phase),
+                   "engine.slots", where=fig_col)
         ui.notice(ctx, ctx.t("slots_notice"), where=note_col)
     if trace is not None:
         changes = table_changes(trace.block_tables_before, trace.block_tables_after)

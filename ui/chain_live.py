@@ -9,7 +9,6 @@ lessons.state_rule, the figure from viz.chain_live).
 from __future__ import annotations
 
 import functools
-import html
 import unicodedata
 
 import streamlit as st
@@ -21,7 +20,7 @@ from viz.chain_live import chain_live_html
 from viz.colors import seq_label
 
 from .engine_actions import explain_step
-from .widgets import state_table
+from .widgets import show_cells, state_table
 
 KEEP = 6  # list entries shown on an arrow before "…"
 WHY_COLUMNS = 60  # the scheduler's why on the chain: a new line before a piece would pass this many columns
@@ -123,10 +122,9 @@ def show_chain(ctx, demo) -> None:
     picked = pick_col.radio(ctx.t("chain.pick"), STAGES, key="engine.chain_module",
                             format_func=lambda k: ctx.t(f"chain.stage_{k}"))
     title = ctx.t("chain.title", step=len(demo.steps)) if trace else ctx.t("chain.title_none")
-    with fig_col.container(key="engine.chain_live"):
-        st.markdown(f"<div class='paged-figure-title'>{html.escape(title)}</div>", unsafe_allow_html=True)
-        st.html(chain_live_html([ctx.t(f"chain.stage_{s.key}") for s in stages], [s.active for s in stages],
-                                [arrow_label(ctx, s) for s in stages], selected=STAGES.index(picked)))
+    show_cells(chain_live_html([ctx.t(f"chain.stage_{s.key}") for s in stages], [s.active for s in stages],
+                               [arrow_label(ctx, s) for s in stages], selected=STAGES.index(picked)),
+               title, "engine.chain_live", where=fig_col)
     for name, source in sources(picked):
         st.caption(ctx.t("chain.code_from", name=name))
         st.code(source, language="python")
