@@ -1,5 +1,5 @@
 """Page 4 · Engine: the chain, live, and the state rule table (render helpers; the data comes from lessons.chain and
-lessons.state_rule, the figure from viz.chain_live).
+lessons.state_rule, the diagram, HTML, from viz.chain_live).
 
     show_chain(ctx, demo)        # the seven modules with this step's values, and the code of a chosen one
     show_state_rule(ctx, demo)   # one sequence's rows: fed, slot, cached before → after, generated, context_len
