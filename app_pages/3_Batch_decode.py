@@ -126,7 +126,7 @@ def batch_view() -> None:
     bar.say(said)
 
     # --- the pool and the mappings ------------------------------------------------------------------------------------
-    tables, lens = demo.tables(), demo.context_lens()
+    tables, lens = demo.tables(), demo.cached_token_counts()
     pg = demo.playground
     written = list(event.written.values()) if event.kind == "decode" and event.ok else []
     pool = pool_figure(num_blocks, block_size, tables, lens, highlight=written,

@@ -9,11 +9,13 @@ from lessons.tokens import token_label
 from ui.engine_actions import (CONFIG_KNOBS, announce_step, config_sidebar, engine_controls, engine_lesson,
                                engine_model, request_numbers, show_messages, status_text)
 from ui.chain_live import show_chain, show_state_rule
+from ui.widgets import show_cells
 from lessons.engine import table_changes
 from lessons.engine_requests import (ENGINE_SCENARIOS, MAX_PROMPT_CHARS, PROMPT_PRESETS, TASKS, DemoConfig,
                                    encode_requests)
 from viz.colors import seq_label
-from viz.engine import cache_rule_figure, queues_figure, slot_mapping_figure, twin_diff_figure
+from viz.cells import queues_html, slot_mapping_html
+from viz.engine import cache_rule_figure, twin_diff_figure
 from viz.pool import pool_figure
 
 ctx = ui.setup_page("engine", icon=":material/settings:")
@@ -32,20 +34,16 @@ with st.sidebar:
     ui.device_badge(ctx, "float32")
 
 
-@st.fragment
-def engine_view() -> None:
-    """Everything a step, Back, Run, Reset or a new request changes (st.fragment): these rerun only this part,
-    not the page setup, the sidebar and the model loading above it. It reads the demo afresh from session_state."""
-    demo = engine_lesson(ctx, "engine", config, model, tokenizer, list(ENGINE_SCENARIOS["three"].requests))
+def use_preset() -> None:
+    task, text = PROMPT_PRESETS[st.session_state["engine.preset"]]
+    st.session_state["engine.new_text"], st.session_state["engine.new_task"] = text, task
 
-    def use_preset() -> None:
-        task, text = PROMPT_PRESETS[st.session_state["engine.preset"]]
-        st.session_state["engine.new_text"], st.session_state["engine.new_task"] = text, task
 
-    bar = engine_controls(ctx, knobs, demo)
-
-    # --- a new request ------------------------------------------------------------------------------------------------
-    with st.expander(ctx.t("add_header"), expanded=not demo.all_specs()):
+def add_request_form() -> None:
+    """The "add a request" form: outside the step fragment (nothing in it changes with a step, so a step does not
+    redraw it); its Add button reruns the whole page, fragment included."""
+    demo = st.session_state.get("engine.lesson")
+    with st.expander(ctx.t("add_header"), expanded=demo is not None and not demo.all_specs()):
         c1, c2, c3 = st.columns([1.2, 3, 1.2])
         c1.selectbox(ctx.t("preset"), list(PROMPT_PRESETS), key="engine.preset", on_change=use_preset,
                      format_func=lambda n: ctx.t(f"preset_{n}"))
@@ -55,6 +53,15 @@ def engine_view() -> None:
         c3.radio(ctx.t("task"), TASKS, key="engine.new_task", format_func=lambda k: ctx.t(f"task_{k}"), horizontal=True)
         request_numbers(ctx, "engine", 64, 0.0)
         st.caption(ctx.t("task_help"))
+
+
+@st.fragment
+def engine_view() -> None:
+    """Everything a step, Back, Run, Reset or a new request changes (st.fragment): these rerun only this part,
+    not the page setup, the sidebar and the model loading above it. It reads the lesson afresh from session_state."""
+    demo = engine_lesson(ctx, "engine", config, model, tokenizer, list(ENGINE_SCENARIOS["three"].requests))
+    bar = engine_controls(ctx, knobs, demo)
+
     knobs.sync_url(ctx.lang, reqs=encode_requests(demo.all_specs()), steps=len(demo.steps))
     show_messages(ctx, demo)
     if quiz_on:  # predict, then reveal: a cached_token_count after the next step, or a prompt's prefix-cache hits
@@ -82,10 +89,10 @@ def engine_view() -> None:
         st.caption(ctx.t("all_done"))
 
     fig_col, note_col = st.columns([3, 1])
-    ui.show_figure(queues_figure(waiting, running, finished, trace.preempted if trace else (),
-                                 trace.scheduled if trace else (), title=ctx.t("queues_title"),
-                                 lane_names=[ctx.t("lane_waiting"), ctx.t("lane_running"), ctx.t("lane_finished")]),
-                   "engine.queues", where=fig_col)
+    show_cells(queues_html(waiting, running, finished, trace.preempted if trace else (),
+                           trace.scheduled if trace else (),
+                           lane_names=[ctx.t("lane_waiting"), ctx.t("lane_running"), ctx.t("lane_finished")]),
+               ctx.t("queues_title"), "engine.queues", where=fig_col)
     ui.notice(ctx, ctx.t("queues_notice"), where=note_col)
 
     # --- the chain, live: the seven modules of this step ------------------------------------------------------------
@@ -106,8 +113,8 @@ def engine_view() -> None:
     if trace is not None and trace.seqs:
         entries = [(s.seq_id, s.positions, s.slots) for s in trace.seqs if s.slots]
         fig_col, note_col = st.columns([3, 1])
-        ui.show_figure(slot_mapping_figure(entries, view.block_size, title=ctx.t("slots_title", phase=trace.phase)),
-                       "engine.slots", where=fig_col)
+        show_cells(slot_mapping_html(entries, view.block_size), ctx.t("slots_title", phase=trace.phase),
+                   "engine.slots", where=fig_col)
         ui.notice(ctx, ctx.t("slots_notice"), where=note_col)
     if trace is not None:
         changes = table_changes(trace.block_tables_before, trace.block_tables_after)
@@ -166,4 +173,7 @@ def engine_view() -> None:
     ui.export_button(ctx, demo.trace, "engine_trace.json", key="engine.export")
 
 
+form_slot = st.container()  # above the step fragment: drawn after it, once the lesson of this run exists
 engine_view()
+with form_slot:
+    add_request_form()

@@ -28,15 +28,9 @@ with st.sidebar:
     ui.device_badge(ctx, "float32")
 
 
-@st.fragment
-def sharing_view() -> None:
-    """Everything a step, Back, Run, Reset or a new request changes (st.fragment): these rerun only this part,
-    not the page setup, the sidebar and the model loading above it. It reads the demo afresh from session_state."""
-    demo = engine_lesson(ctx, "sharing", config, model, tokenizer, list(DEFAULT.requests))
-
-    bar = engine_controls(ctx, knobs, demo)
-
-    # --- a new request ------------------------------------------------------------------------------------------------
+def add_request_form() -> None:
+    """The "add a request" form: outside the step fragment (nothing in it changes with a step, so a step does not
+    redraw it); its Add button reruns the whole page, fragment included."""
     with st.expander(ctx.t("engine.add_header")):
         c1, c2 = st.columns([4, 1.2])
         st.session_state.setdefault("sharing.new_text", SHARING_SCENARIOS["prefix"].requests[0].prompt)
@@ -44,6 +38,15 @@ def sharing_view() -> None:
         c2.radio(ctx.t("engine.task"), TASKS, key="sharing.new_task", horizontal=True,
                  format_func=lambda k: ctx.t(f"engine.task_{k}"))
         request_numbers(ctx, "sharing", 32, 0.8, with_n=True)
+
+
+@st.fragment
+def sharing_view() -> None:
+    """Everything a step, Back, Run, Reset or a new request changes (st.fragment): these rerun only this part,
+    not the page setup, the sidebar and the model loading above it. It reads the lesson afresh from session_state."""
+    demo = engine_lesson(ctx, "sharing", config, model, tokenizer, list(DEFAULT.requests))
+    bar = engine_controls(ctx, knobs, demo)
+
     knobs.sync_url(ctx.lang, reqs=encode_requests(demo.all_specs()), steps=len(demo.steps))
     shown = demo.display_ids()  # seq_id -> the id its label and colour come from: fixed for the sequence's whole life
     label = lambda seq_id: seq_label(shown[seq_id])  # noqa: E731
@@ -128,4 +131,7 @@ def sharing_view() -> None:
     ui.export_button(ctx, demo.trace, "sharing_trace.json", key="sharing.export")
 
 
+form_slot = st.container()  # above the step fragment: drawn after it, as on page 4
 sharing_view()
+with form_slot:
+    add_request_form()

@@ -235,10 +235,6 @@ class BatchLesson:
         context_len: the next decode step reads cached_token_count + 1 tokens, its own included."""
         return {s.seq_id: s.cached_token_count for s in self.playground.running()}
 
-    def context_lens(self) -> dict[int, int]:
-        """The old name of cached_token_counts, kept while page 3 calls it (it goes with that call)."""
-        return self.cached_token_counts()
-
     def trace(self) -> dict:
         """The page's export (batch_trace.json): the current state and the op log that reproduces it, JSON-ready.
         "trace" here is the export's old name, not a StepTrace (no engine runs on this page)."""

@@ -103,12 +103,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--clicks", type=int, default=None, help="timed clicks per page (7 server, 20 browser)")
     parser.add_argument("--json", action="store_true", help="print the numbers as JSON")
     parser.add_argument("--pages", default="", help="browser: comma-separated URL paths (default: pages 2-6)")
+    parser.add_argument("--busy", action="store_true", help="browser: also the tab's main-thread ms per click")
     args = parser.parse_args(argv)
     if str(ROOT) not in sys.path:
         sys.path.insert(0, str(ROOT))
     if args.what == "browser":
         from .bench_browser import main as browser_main
-        return browser_main(args.clicks or 20, args.json, [p for p in args.pages.split(",") if p])
+        pages = [p for p in args.pages.split(",") if p]
+        return browser_main(args.clicks or 20, args.json, pages, **({"busy_metric": True} if args.busy else {}))
     args.clicks = args.clicks or 7
     from ui.page import configure_torch
 

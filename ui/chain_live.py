@@ -1,5 +1,5 @@
 """Page 4 · Engine: the chain, live, and the state rule table (render helpers; the data comes from lessons.chain and
-lessons.state_rule, the figure from viz.chain_live).
+lessons.state_rule, the diagram, HTML, from viz.chain_live).
 
     show_chain(ctx, demo)        # the seven modules with this step's values, and the code of a chosen one
     show_state_rule(ctx, demo)   # one sequence's rows: fed, slot, cached before → after, generated, context_len
@@ -8,6 +8,7 @@ lessons.state_rule, the figure from viz.chain_live).
 
 from __future__ import annotations
 
+import functools
 import unicodedata
 
 import streamlit as st
@@ -15,11 +16,11 @@ import streamlit as st
 from lessons.chain import STAGES, Stage, chain_stages, stage_sources
 from lessons.state_rule import state_rows, tail
 from lessons.tokens import token_label
-from viz.chain_live import chain_live_figure
+from viz.chain_live import chain_live_html
 from viz.colors import seq_label
 
 from .engine_actions import explain_step
-from .widgets import show_figure, state_table
+from .widgets import show_cells, state_table
 
 KEEP = 6  # list entries shown on an arrow before "…"
 WHY_COLUMNS = 60  # the scheduler's why on the chain: a new line before a piece would pass this many columns
@@ -105,6 +106,12 @@ def arrow_label(ctx, stage: Stage) -> str:
     return t("chain.out_nothing_freed", free=out["free"], num_blocks=out["num_blocks"])
 
 
+@functools.lru_cache(maxsize=None)
+def sources(key: str) -> tuple[tuple[str, str], ...]:
+    """lessons.chain.stage_sources(key), read once per process (inspect.getsource costs ~7 ms a rerun)."""
+    return tuple(stage_sources(key))
+
+
 def show_chain(ctx, demo) -> None:
     """The chain diagram of the demo's last step, a module picker beside it and that module's code below."""
     trace = demo.last.paged if demo.last else None
@@ -115,10 +122,10 @@ def show_chain(ctx, demo) -> None:
     picked = pick_col.radio(ctx.t("chain.pick"), STAGES, key="engine.chain_module",
                             format_func=lambda k: ctx.t(f"chain.stage_{k}"))
     title = ctx.t("chain.title", step=len(demo.steps)) if trace else ctx.t("chain.title_none")
-    fig = chain_live_figure([ctx.t(f"chain.stage_{s.key}") for s in stages], [s.active for s in stages],
-                            [arrow_label(ctx, s) for s in stages], title=title, selected=STAGES.index(picked))
-    show_figure(fig, "engine.chain_live", where=fig_col)
-    for name, source in stage_sources(picked):
+    show_cells(chain_live_html([ctx.t(f"chain.stage_{s.key}") for s in stages], [s.active for s in stages],
+                               [arrow_label(ctx, s) for s in stages], selected=STAGES.index(picked)),
+               title, "engine.chain_live", where=fig_col)
+    for name, source in sources(picked):
         st.caption(ctx.t("chain.code_from", name=name))
         st.code(source, language="python")
 

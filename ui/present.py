@@ -15,6 +15,8 @@ from __future__ import annotations
 import streamlit as st
 
 from ui.strings import t
+from viz.cells import CELLS_CSS, PRESENT_CELLS_CSS
+from viz.chain_live import CHAIN_CSS, PRESENT_CHAIN_CSS
 
 from .params import one_of, read_param
 
@@ -40,7 +42,7 @@ BASE_CSS = f"""
 [data-testid="stMetricLabel"] :is(div, p, label) {{ white-space: normal !important; overflow: visible !important;
     text-overflow: clip !important; }}
 @container paged-main (max-width: 1000px) {{ {_STACKED} }}
-"""
+{CHAIN_CSS}{CELLS_CSS}"""
 PRESENT_CSS = f"""
 {_STACKED}
 [data-testid="stMainBlockContainer"] {{ padding: 2.5rem 1.5rem 4rem 1.5rem !important; max-width: none !important; }}
@@ -68,7 +70,7 @@ PRESENT_CSS = f"""
 [data-testid="stMain"] [class*="st-key-paged_say_"] [data-testid="stMarkdownContainer"] p {{ font-size: 24px !important;
     line-height: 1.35 !important; }}
 .paged-figure-title {{ font-size: 22px !important; }}
-"""
+{PRESENT_CHAIN_CSS}{PRESENT_CELLS_CSS}"""
 
 
 def present_mode() -> bool:

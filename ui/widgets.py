@@ -73,6 +73,15 @@ def show_figure(fig, key: str, where=None) -> None:
     where.plotly_chart(_Spec(spec), key=key, width=width, config={"displayModeBar": False})
 
 
+def show_cells(markup: str, title: str, key: str, where=None) -> None:
+    """An HTML diagram (viz.cells, viz.chain_live) under its title, as show_figure shows a figure's, in a container
+    named `key` (CSS class st-key-<key>)."""
+    box = (where or st).container(key=key)
+    text = "<br>".join(html.escape(line) for line in title.split("<br>"))
+    box.markdown(f"<div class='paged-figure-title'>{text}</div>", unsafe_allow_html=True)
+    box.html(markup)
+
+
 def state_table(rows: list[dict], key: str, where=None) -> None:
     """A small table of per-sequence state as HTML (st.table): long text wraps inside its cell, so every column
     (cached_token_count next to generated_token_ids) stays in view at a projector's width; no scrolling grid.

@@ -4,58 +4,74 @@ with the values this step handed on; a module that did nothing this step is dimm
     Scheduler → Block Manager → ModelRunner → PagedAttention → Sampler → Sequence update → free finished blocks
     (and from the last one back to the Scheduler: the next step)
 
-Data in (names, which are active, one label per arrow), figure out: the words come from the caller.
+Drawn as HTML (a few dozen elements), not a plotly figure: it changes every step, and a figure of boxes, arrows and
+text labels costs the browser ~150 ms to redraw where this costs a few. Data in (names, which are active, one label
+per arrow), markup out: the words come from the caller. CHAIN_CSS is its style sheet (ui.present injects it).
 """
 
 from __future__ import annotations
 
+import html
+import re
 from typing import Sequence
 
-import plotly.graph_objects as go
-
 from .colors import OKABE_ITO
-from .figure import make_figure, title_layout
 
-BOX_W, BOX_H, ROW = 2.6, 0.62, 1.0  # box size and the distance between box centres (data units)
-TEXT_X = BOX_W + 0.35  # where an arrow's label starts
 ACTIVE_FILL, IDLE_FILL = OKABE_ITO["sky_blue"], "#F2F2F2"
 ACTIVE_INK, IDLE_INK = "#000000", "#9A9A9A"
+CHAIN_CSS = f"""
+.paged-chain {{ display: flex; flex-direction: column; margin: 0.2rem 0 0.6rem 0; }}
+.paged-chain .pc-row {{ display: flex; align-items: center; gap: 0.9rem; }}
+.paged-chain .pc-box {{ flex: 0 0 11rem; box-sizing: border-box; text-align: center; font-weight: 700;
+    font-size: 0.85rem; padding: 0.4rem 0.3rem; border-radius: 4px; border: 1.2px dotted #BBBBBB;
+    background: {IDLE_FILL}; color: {IDLE_INK}; }}
+.paged-chain .pc-box.pc-on {{ background: {ACTIVE_FILL}; border: 1.2px solid #333333; color: {ACTIVE_INK}; }}
+.paged-chain .pc-box.pc-sel {{ border: 3px solid #000000; }}
+.paged-chain .pc-arrow {{ flex: 0 0 11rem; text-align: center; font-size: 1.2rem; line-height: 1.3;
+    color: {IDLE_INK}; }}
+.paged-chain .pc-out {{ font-family: monospace; font-size: 0.78rem; line-height: 1.35; color: {IDLE_INK};
+    overflow-wrap: anywhere; min-width: 0; }}
+.paged-chain .pc-on {{ color: {ACTIVE_INK}; }}
+"""
+PRESENT_CHAIN_CSS = """
+.paged-chain .pc-box { font-size: 20px; flex-basis: 15rem; }
+.paged-chain .pc-arrow { font-size: 24px; flex-basis: 15rem; }
+.paged-chain .pc-out { font-size: 16px; }
+"""
+_KEPT_TAGS = re.compile(r"&lt;(/?b|br)&gt;")
 
 
-def chain_live_figure(names: Sequence[str], active: Sequence[bool], labels: Sequence[str], title: str = "",
-                      selected: int | None = None) -> go.Figure:
+def label_html(text: str) -> str:
+    """`text` escaped for HTML except the line breaks and bold of plotly-style labels (<br>, <b>, </b>)."""
+    return _KEPT_TAGS.sub(r"<\1>", html.escape(text, quote=False))
+
+
+def chain_live_html(names: Sequence[str], active: Sequence[bool], labels: Sequence[str],
+                    selected: int | None = None) -> str:
     """names[i]: module i's name; active[i]: it did something this step; labels[i]: the values on the arrow leaving
-    it (the last one loops back to the first). `selected` outlines that box. One invisible marker trace named
-    "modules" carries the hover text (a box per point, in order)."""
+    it (the last one loops back to the first, "↺"). `selected` outlines that box. Each box's tooltip (title) is
+    "name: label". One line of HTML (no blank line: Markdown would end the block there). ValueError when the
+    three lengths differ."""
     n = len(names)
     if not (len(active) == len(labels) == n):
         raise ValueError(f"names, active and labels must have the same length, got {n}, {len(active)}, "
                          f"{len(labels)}")
-    shapes, notes = [], []
+    rows = []
     for i, (name, on, label) in enumerate(zip(names, active, labels)):
-        y = -i * ROW
-        outline = 3 if i == selected else 1.2
-        shapes.append(dict(type="rect", x0=0, x1=BOX_W, y0=y - BOX_H / 2, y1=y + BOX_H / 2,
-                           fillcolor=ACTIVE_FILL if on else IDLE_FILL, layer="below",
-                           line=dict(color="#000000" if i == selected else ("#333333" if on else "#BBBBBB"),
-                                     width=outline, dash="solid" if on else "dot")))
-        notes.append(dict(x=BOX_W / 2, y=y, text=f"<b>{i + 1}. {name}</b>", showarrow=False,
-                          font=dict(size=13, color=ACTIVE_INK if on else IDLE_INK)))
-        ink = ACTIVE_INK if on else IDLE_INK
-        if i + 1 < n:  # the arrow down to the next module, its label beside it
-            notes.append(dict(x=BOX_W / 2, y=y - ROW + BOX_H / 2 + 0.02, ax=BOX_W / 2, ay=y - BOX_H / 2 - 0.02,
-                              xref="x", yref="y", axref="x", ayref="y", text="", showarrow=True, arrowhead=2,
-                              arrowsize=1.1, arrowwidth=1.6, arrowcolor=ink))
-            notes.append(dict(x=TEXT_X, y=y - ROW / 2, text=label, showarrow=False, xanchor="left",
-                              align="left", font=dict(size=12, color=ink, family="monospace")))
+        state = " pc-on" if on else ""
+        tip = html.escape(f"{name}: " + re.sub(r"<br>", " · ", label).replace("<b>", "").replace("</b>", ""))
+        box = (f'<div class="pc-box{state}{" pc-sel" if i == selected else ""}" title="{tip}">'
+               f"{i + 1}. {html.escape(name)}</div>")
+        if i + 1 < n:
+            rows.append(f'<div class="pc-row">{box}</div>')
+            rows.append(f'<div class="pc-row"><div class="pc-arrow{state}">↓</div>'
+                        f'<div class="pc-out{state}">{label_html(label)}</div></div>')
         else:  # the last module's output goes back to the scheduler for the next step
-            notes.append(dict(x=TEXT_X, y=y, text=f"↺ {label}", showarrow=False, xanchor="left", align="left",
-                              font=dict(size=12, color=ink, family="monospace")))
-    hover = dict(type="scatter", name="modules", x=[BOX_W / 2] * n, y=[-i * ROW for i in range(n)], mode="markers",
-                 marker=dict(size=30, opacity=0), hovertext=[f"{nm}: {lb}" for nm, lb in zip(names, labels)],
-                 hoverinfo="text", showlegend=False)
-    layout = title_layout(title, 70 * n + 40)
-    layout.update(shapes=shapes, annotations=notes, showlegend=False,
-                  xaxis=dict(visible=False, range=[-0.1, 12.0], fixedrange=True),
-                  yaxis=dict(visible=False, range=[-(n - 1) * ROW - 0.5, 0.5], fixedrange=True))
-    return make_figure([hover], layout)
+            rows.append(f'<div class="pc-row">{box}<div class="pc-out{state}">↺ {label_html(label)}</div></div>')
+    return '<div class="paged-chain">' + "".join(rows) + "</div>"
+
+
+def chain_labels(markup: str) -> list[str]:
+    """The arrow labels of chain_live_html's markup, as text ("<br>" kept, "↺ " dropped): what tests read back."""
+    found = re.findall(r'<div class="pc-out[^"]*">(.*?)</div>', markup)
+    return [html.unescape(x).removeprefix("↺ ") for x in found]

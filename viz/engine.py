@@ -1,5 +1,5 @@
-"""Engine figures: the scheduler's queues, one step's slot_mapping, cached_token_count over time against the state
-rule, and the paged vs contiguous twins' logits difference per step. One colour and label per sequence, as in the
+"""Engine figures: cached_token_count over time against the state rule, and the paged vs contiguous twins' logits
+difference per step (the scheduler's queues and one step's slot_mapping are HTML: viz.cells). One colour and label per sequence, as in the
 pool grid (colors.seq_color / seq_label)."""
 
 from __future__ import annotations
@@ -8,86 +8,12 @@ from typing import Mapping, Sequence
 
 import plotly.graph_objects as go
 
-from .colors import OKABE_ITO, seq_color, seq_label, text_color
+from .colors import OKABE_ITO, seq_color, seq_label
 from .figure import make_figure, title_layout
-
-LANES = ("waiting", "running", "finished")
-
 
 def integer_dtick(last: int) -> int:
     """A whole-number tick step giving about 10 ticks up to `last`."""
     return max(1, -(-last // 10))
-
-
-def queues_figure(waiting: Sequence[int], running: Sequence[int], finished: Sequence[int],
-                  preempted: Sequence[int] = (), scheduled: Sequence[int] = (), title: str = "",
-                  lane_names: Sequence[str] = LANES) -> go.Figure:
-    """Three lanes of sequence squares (label printed, coloured per sequence). Sequences scheduled this step get a
-    thick black outline; preempted ones (back at the front of waiting) a dashed circle.
-    Traces: one per lane, named "waiting" / "running" / "finished", then "scheduled" and "preempted"."""
-    data, pos = [], {}
-    for lane, (name, ids) in enumerate(zip(LANES, (waiting, running, finished))):
-        ids = list(ids)
-        colors = [seq_color(s) for s in ids]
-        for i, s in enumerate(ids):
-            pos[s] = (i, lane)
-        data.append(dict(type="scatter", name=name, x=list(range(len(ids))), y=[lane] * len(ids),
-                         mode="markers+text", text=[seq_label(s) for s in ids],
-                         textfont=dict(size=12, color=[text_color(c) for c in colors]),
-                         hovertext=[f"{seq_label(s)} (seq {s}): {lane_names[lane]}" for s in ids], hoverinfo="text",
-                         marker=dict(symbol="square", size=26, color=colors, line=dict(width=1, color="#333333")),
-                         showlegend=False))
-    for name, ids, symbol, width in (("scheduled", scheduled, "square-open", 3),
-                                     ("preempted", preempted, "circle-open", 2)):
-        pts = [pos[s] for s in ids if s in pos]
-        data.append(dict(type="scatter", name=name, x=[p[0] for p in pts], y=[p[1] for p in pts], mode="markers",
-                         marker=dict(symbol=symbol, size=34, color="#000000", line=dict(width=width)),
-                         hoverinfo="skip", showlegend=False))
-    longest = max(len(waiting), len(running), len(finished), 8)
-    layout = title_layout(title, 150, bottom=6)
-    layout.update(showlegend=False,
-                  xaxis=dict(visible=False, range=[-0.7, longest - 0.3], fixedrange=True),
-                  yaxis=dict(range=[2.6, -0.6], fixedrange=True, tickvals=[0, 1, 2], ticktext=list(lane_names),
-                             showgrid=False, zeroline=False))
-    return make_figure(data, layout)
-
-
-def slot_mapping_figure(entries: Sequence[tuple[int, Sequence[int], Sequence[int]]], block_size: int,
-                        title: str = "", max_cols: int = 24, min_width: int = 660) -> go.Figure:
-    """One step's slot_mapping: entries are (seq_id, positions, slots) in feed order; each fed token is a cell
-    coloured by its sequence with its slot printed (-1 = skipped), rows of at most `max_cols` cells per sequence.
-    Hover: token position → logical block, offset → slot → physical block. Traces: one per sequence (its label)."""
-    data, ticks, labels, row = [], [], [], 0
-    widest = 1
-    for seq_id, positions, slots in entries:
-        label, color = seq_label(seq_id), seq_color(seq_id)
-        xs, ys, text, hover = [], [], [], []
-        for i, (p, s) in enumerate(zip(positions, slots)):
-            r, c = divmod(i, max_cols)
-            xs.append(c)
-            ys.append(row + r)
-            text.append(str(s))
-            where = (f"physical block {s // block_size}, offset {s % block_size}" if s >= 0 else "skipped")
-            hover.append(f"{label} token {p} → logical block {p // block_size}, offset {p % block_size} → "
-                         f"slot {s} ({where})")
-        n_rows = max(1, -(-len(positions) // max_cols))
-        widest = max(widest, min(len(positions), max_cols))
-        ticks.append(row)
-        labels.append(label)
-        data.append(dict(type="scatter", name=label, x=xs, y=ys, mode="markers+text", text=text,
-                         textfont=dict(size=9, color=text_color(color)), hovertext=hover, hoverinfo="text",
-                         marker=dict(symbol="square", size=24, color=color, line=dict(width=0.5, color="#333333")),
-                         showlegend=False))
-        row += n_rows
-    rows = max(row, 1)
-    top = 36 if title else 8
-    width = max(min_width, 60 + 27 * widest)  # wide enough for the title; the x range grows, never the cells
-    layout = title_layout(title, top + 30 * rows + 12, top=top)
-    layout.update(width=width, showlegend=False,
-                  xaxis=dict(visible=False, range=[-0.6, -0.6 + (width - 60) / 27], fixedrange=True),
-                  yaxis=dict(range=[rows - 0.5, -0.5], fixedrange=True, tickvals=ticks, ticktext=labels,
-                             showgrid=False, zeroline=False))
-    return make_figure(data, layout)
 
 
 def cache_rule_figure(series: Mapping[int, Mapping[str, Sequence[int]]], title: str = "",

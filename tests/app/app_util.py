@@ -40,3 +40,16 @@ def no_exception(at: AppTest) -> None:
 def url_warning(at: AppTest) -> str:
     """The text of every warning box (the URL-notes box among them)."""
     return " ".join(w.value for w in at.warning)
+
+
+def fragment_click(at: AppTest, key: str, monkeypatch) -> AppTest:
+    """Click button `key`, drawn inside the page's only st.fragment, and rerun that fragment alone, as a browser
+    does (AppTest itself reruns the whole script): the rerun request names the fragment's id."""
+    import streamlit.testing.v1.local_script_runner as runner
+
+    fragments = list(at._fragment_storage._fragments)
+    assert len(fragments) == 1, fragments
+    plain = runner.RerunData
+    with monkeypatch.context() as m:
+        m.setattr(runner, "RerunData", lambda **kw: plain(fragment_id=fragments[0], **kw))
+        return at.button(key=key).click().run()

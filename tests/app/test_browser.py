@@ -106,7 +106,7 @@ def test_every_page_renders_and_steps(server, browser, lang):
                 problems += [f"{name or 'home'} {size['width']} {lang}: {p}" for p in page.evaluate(LAYOUT_PROBLEMS)]
             page.set_viewport_size({"width": 1400, "height": 2200})
             page.screenshot(path=str(SHOTS / f"{name or 'home'}_{lang}.png"))
-            buttons = page.locator(MAIN_BUTTON)
+            buttons = page.locator(MAIN_BUTTON + " >> visible=true")  # a folded expander hides its buttons
             if buttons.count():
                 buttons.first.click()
                 page.wait_for_timeout(200)

@@ -12,7 +12,7 @@ import paged.model as model_pkg
 import paged.model.io as model_io
 from ui.strings import t
 
-from .conftest import app_test
+from .app_util import app_test
 
 PAGE = "app_pages/5_Bug_lab.py"
 

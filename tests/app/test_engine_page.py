@@ -7,7 +7,7 @@ from __future__ import annotations
 from lessons.engine_requests import MAX_PROMPT_CHARS
 from ui.strings import t
 
-from .conftest import app_test
+from .app_util import app_test, fragment_click
 
 ENGINE = "app_pages/4_Engine.py"
 
@@ -185,3 +185,32 @@ def test_back_reset_and_a_new_config_keep_one_lesson_that_replays():
     at.button(key="engine.reset").click().run()
     no_exception(at)
     assert demo(at) is lesson and not lesson.steps and lesson.config.num_blocks == 48 and not at.toast
+
+
+def test_a_step_reruns_only_what_it_changes(monkeypatch):
+    """A step reruns the step fragment only: the "add a request" form (outside it) is not drawn again, the chain's
+    source code is read once per process, and the new request form still adds a request (a whole-page rerun)."""
+    import streamlit
+
+    import lessons.chain
+    import ui.chain_live
+
+    expanders, reads = [], []
+    real_expander, real_sources = streamlit.expander, lessons.chain.stage_sources
+    monkeypatch.setattr(streamlit, "expander", lambda label, *a, **k: expanders.append(label) or
+                        real_expander(label, *a, **k))
+    monkeypatch.setattr(ui.chain_live, "stage_sources", lambda key: reads.append(key) or real_sources(key))
+    ui.chain_live.sources.cache_clear()
+    at = app_test(ENGINE, "en").run()
+    drawn = len(expanders)
+    assert t("engine.add_header", "en") in expanders
+    for _ in range(3):
+        fragment_click(at, "engine.step", monkeypatch)
+    no_exception(at)
+    assert len(demo(at).steps) == 3
+    assert len(expanders) == drawn, expanders  # three fragment reruns, no form redrawn
+    assert reads == ["scheduler"], reads  # the picked module's code: read once, not once per step
+    at.run()  # AppTest's tree after a fragment rerun holds that fragment only: draw the page again
+    at.button(key="engine.add").click().run()
+    no_exception(at)
+    assert len(demo(at).requests) == 4 and len(expanders) > drawn

@@ -7,7 +7,7 @@ from __future__ import annotations
 from lessons.engine_requests import RequestSpec, encode_requests
 from ui.strings import t
 
-from .conftest import app_test
+from .app_util import app_test, fragment_click
 
 SHARING = "app_pages/6_Sharing.py"
 
@@ -130,3 +130,18 @@ def test_a_number_out_of_range_is_refused_by_name():
         assert at.error[0].value.startswith(f"**{t('engine.err_out_of_range', 'en', label=label, value=value, lo=lo, hi=hi)}**")
         assert t("engine.fix_out_of_range", "en", label=label, lo=lo, hi=hi) in at.error[0].value
         at.number_input(key=key).set_value(lo).run()
+
+
+def test_a_step_does_not_redraw_the_request_form(monkeypatch):
+    """Steps rerun the step fragment only: the "add a request" form outside it is drawn once."""
+    import streamlit
+
+    expanders = []
+    real = streamlit.expander
+    monkeypatch.setattr(streamlit, "expander", lambda label, *a, **k: expanders.append(label) or real(label, *a, **k))
+    at = app_test(SHARING).run()
+    assert expanders == [t("engine.add_header", "en")]
+    for _ in range(3):
+        fragment_click(at, "sharing.step", monkeypatch)
+    assert not at.exception, [e.value for e in at.exception]
+    assert len(at.session_state["sharing.lesson"].steps) == 3 and len(expanders) == 1

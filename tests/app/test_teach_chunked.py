@@ -4,7 +4,6 @@ knobs, and the prefix-hit quiz question checked against what the step then does.
 
 from __future__ import annotations
 
-import json
 
 import pytest
 
@@ -12,8 +11,9 @@ from lessons.engine import EngineLesson
 from lessons.engine_requests import SAME_PROMPT, DemoConfig, RequestSpec, encode_requests
 from paged.model import load_model
 from ui.strings import t
+from viz.chain_live import chain_labels
 
-from .conftest import app_test
+from .app_util import app_test
 
 ENGINE = "app_pages/4_Engine.py"
 LONG = 2  # the chunked scenario's long prompt: sequence C
@@ -28,9 +28,10 @@ def demo(at):
 
 
 def chain_texts(at) -> list[str]:
-    specs = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
-    spec = next(s for s in specs if any(d.get("name") == "modules" for d in s["data"]))
-    return [a["text"] for a in spec["layout"]["annotations"]]
+    """The chain diagram's arrow labels (viz.chain_live: HTML, not a figure)."""
+    markup = next(h.proto.body for h in at.get("html") if "paged-chain" in h.proto.body
+                  and "<style>" not in h.proto.body)
+    return chain_labels(markup)
 
 
 def chunked_page(lang: str, steps: int):

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import html
 import inspect
-import json
 import textwrap
 
 import pytest
@@ -14,8 +13,9 @@ from paged.block_manager import BlockManager
 from paged.engine.scheduler import Scheduler
 from paged.sequence import Sequence
 from ui.strings import t
+from viz.chain_live import chain_labels
 
-from .conftest import app_test
+from .app_util import app_test
 
 ENGINE = "app_pages/4_Engine.py"
 
@@ -34,9 +34,9 @@ def shown_titles(at) -> list[str]:
     return [m.value for m in at.markdown if "paged-figure-title" in m.value]
 
 
-def chain_spec(at) -> dict:
-    specs = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
-    found = [s for s in specs if any(d.get("name") == "modules" for d in s["data"])]
+def chain_markup(at) -> str:
+    """The chain diagram's HTML (viz.chain_live: st.html, not a figure)."""
+    found = [h.proto.body for h in at.get("html") if "paged-chain" in h.proto.body and "<style>" not in h.proto.body]
     assert len(found) == 1
     return found[0]
 
@@ -47,14 +47,14 @@ def test_chain_lights_up_and_shows_the_real_code(lang):
     and the scheduled sequences, and the code under the picker is exactly inspect's source of the functions."""
     at = app_test(ENGINE, lang).run()
     no_exception(at)
-    spec = chain_spec(at)
+    markup = chain_markup(at)
     assert any(html.escape(t("chain.title_none", lang)) in title for title in shown_titles(at))
-    assert all(s["line"]["dash"] == "dot" for s in spec["layout"]["shapes"])
+    assert markup.count('class="pc-box') == 7 and "pc-on" not in markup
     at.button(key="engine.step").click().run()
     no_exception(at)
-    spec = chain_spec(at)
+    markup = chain_markup(at)
     assert any(html.escape(t("chain.title", lang, step=1)) in title for title in shown_titles(at))
-    texts = [a["text"] for a in spec["layout"]["annotations"]]
+    texts = chain_labels(markup)
     assert any(x.startswith("prefill") and "A, B, C" in x for x in texts), texts
     assert at.code[0].value == source(Scheduler.schedule)
     at.radio(key="engine.chain_module").set_value("sequence_update").run()

@@ -19,7 +19,7 @@ from paged.model import ByteTokenizer, TinyLlama
 from ui.chain_live import arrow_label
 from ui.page import PageContext
 from ui.strings import translator
-from viz.chain_live import chain_live_figure
+from viz.chain_live import chain_labels, chain_live_html
 from viz.colors import seq_label
 
 
@@ -241,15 +241,20 @@ def test_tail_keeps_the_newest():
     assert tail([1, 2], 3) == (False, (1, 2))
 
 
-def test_chain_figure_marks_idle_and_selected(validate_figures):
-    """Dimmed boxes are dotted and grey, the selected one has the thick outline; mismatched inputs are refused."""
-    fig = chain_live_figure(["a", "b", "c"], [True, False, True], ["x", "y", "z"], title="t", selected=2)
-    rects = [s for s in fig.layout.shapes if s.type == "rect"]
-    assert [r.line.dash for r in rects] == ["solid", "dot", "solid"]
-    assert rects[2].line.width > rects[0].line.width
-    assert [d.name for d in fig.data] == ["modules"]
+def test_chain_diagram_marks_idle_and_selected():
+    """Active boxes are lit, dimmed ones not, the selected one outlined; labels are escaped but keep <br> and <b>;
+    each box's tooltip names its module and values; mismatched inputs are refused."""
+    import re
+    markup = chain_live_html(["a", "b", "c"], [True, False, True], ["x<br>y", "<b>q</b> & <script>", "z"], selected=2)
+    boxes = re.findall(r'<div class="pc-box([^"]*)" title="([^"]*)">([^<]*)</div>', markup)
+    assert [(cls.split(), text) for cls, _, text in boxes] == [(["pc-on"], "1. a"), ([], "2. b"),
+                                                              (["pc-on", "pc-sel"], "3. c")]
+    assert boxes[0][1] == "a: x · y"
+    assert "<script>" not in markup and "&lt;script&gt;" in markup and "<b>q</b>" in markup
+    assert chain_labels(markup) == ["x<br>y", "<b>q</b> & <script>", "z"]
+    assert "\n" not in markup
     with pytest.raises(ValueError, match="same length"):
-        chain_live_figure(["a"], [True, False], ["x"])
+        chain_live_html(["a"], [True, False], ["x"])
 
 
 def test_mixed_step_shows_the_chunk_beside_decodes(tiny, monkeypatch):

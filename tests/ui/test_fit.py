@@ -4,7 +4,7 @@ keeping its size; presenter mode makes every figure text >= 16 px, zooms cells, 
 from __future__ import annotations
 
 from ui.fit import FIGURE_PX, PRESENT_PX, present_figure, take_title
-from viz.engine import queues_figure
+from viz.sharing import hits_figure
 from viz.pool import pool_figure
 
 
@@ -45,5 +45,5 @@ def test_presenter_drops_labels_that_cannot_be_legible_rather_than_shrinking_the
 
 
 def test_a_stretching_figure_gets_large_text_too():
-    fig = present_figure(queues_figure([0, 1], [2], [], title="queues"))
+    fig = present_figure(hits_figure([(2, 1, [9, 4, 7], [True, True, False])], title="hits"))
     assert all(s >= FIGURE_PX for s in text_sizes(fig)) and fig.layout.yaxis.tickfont.size >= FIGURE_PX

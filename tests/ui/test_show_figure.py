@@ -16,11 +16,11 @@ def page() -> None:
     import streamlit as st
 
     from ui.widgets import show_figure
-    from viz.engine import queues_figure
+    from viz.sharing import hits_figure
     from viz.pool import pool_figure
 
     figs = [pool_figure(12, 4, {0: [7, 2, 9], 1: [4, 1]}, {0: 10, 1: 6}, highlight=[9], title="Pool<br>two lines"),
-            queues_figure([0, 1], [2], [], title="queues")]
+            hits_figure([(2, 1, [9, 4, 7], [True, True, False])], title="hits")]
     for i, fig in enumerate(figs):
         show_figure(fig, f"fig{i}")
     st.session_state["figs"] = figs
@@ -28,7 +28,7 @@ def page() -> None:
 
 def expected(fig: go.Figure) -> tuple[str, dict]:
     """Plotly's own JSON of a copy of the figure, its title taken out through the go.Figure API."""
-    copy = go.Figure(fig)
+    copy = go.Figure(fig.to_dict())
     title = take_title(copy)
     return title, json.loads(pio.to_json(copy, validate=False))
 
@@ -55,3 +55,24 @@ def test_no_deep_copy_of_the_figure(monkeypatch):
     at = AppTest.from_function(page).run()
     assert not at.exception, [e.value for e in at.exception]
     assert len(at.get("plotly_chart")) == 2
+
+
+def test_app_figures_are_plain_dicts_with_plotlys_json(monkeypatch):
+    """Outside the figure tests a builder returns a SpecFigure (no go.Figure built, no copy): what it holds is the
+    JSON plotly makes of the same builder's go.Figure, default template included."""
+    from viz.sharing import hits_figure
+    from viz.figure import SpecFigure
+    from viz.pool import pool_figure
+
+    def both(build):
+        monkeypatch.setenv("PAGED_VALIDATE_FIGURES", "1")
+        real = build()
+        monkeypatch.delenv("PAGED_VALIDATE_FIGURES")
+        return real, build()
+
+    for build in (lambda: pool_figure(12, 4, {0: [7, 2, 9]}, {0: 10}, highlight=[9], title="pool"),
+                  lambda: hits_figure([(2, 1, [9, 4, 7], [True, True, False])], title="hits")):
+        real, light = both(build)
+        assert isinstance(real, go.Figure) and isinstance(light, SpecFigure)
+        assert json.loads(json.dumps(light.to_dict())) == json.loads(pio.to_json(real, validate=False))
+        assert light.layout.title.text == real.layout.title.text  # anything else: the go.Figure, built on demand

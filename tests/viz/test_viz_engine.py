@@ -7,7 +7,8 @@ from __future__ import annotations
 import pytest
 
 from viz.colors import FREE_COLOR, OKABE_ITO, seq_color
-from viz.engine import cache_rule_figure, queues_figure, slot_mapping_figure, twin_diff_figure
+from viz.cells import queues_html, read_cells, slot_mapping_html
+from viz.engine import cache_rule_figure, twin_diff_figure
 from viz.sharing import (CACHED_FREE_COLOR, COPY_COLOR, HIT_COLOR, MISS_COLOR, hits_figure, memory_figure,
                                refcount_pool_figure)
 from viz_util import trace
@@ -15,29 +16,39 @@ from viz_util import trace
 pytestmark = pytest.mark.usefixtures("validate_figures")  # conftest: plotly validation on
 
 
-def test_queues_figure_lanes_labels_and_colours():
+def test_queues_lanes_labels_and_colours():
     """Each lane lists its sequences by label in their own colour; scheduled and preempted are outlined."""
-    fig = queues_figure([2], [0, 3], [1], preempted=[2], scheduled=[0, 3], title="q")
-    assert list(trace(fig, "waiting").text) == ["C"] and list(trace(fig, "running").text) == ["A", "D"]
-    assert list(trace(fig, "running").marker.color) == [seq_color(0), seq_color(3)]
-    assert list(trace(fig, "finished").marker.color) == [seq_color(1)]
-    assert list(trace(fig, "scheduled").y) == [1, 1] and list(trace(fig, "preempted").y) == [0]
+    import re
+    markup = queues_html([2], [0, 3], [1], preempted=[2], scheduled=[0, 3], lane_names=["w", "r", "f"])
+    lanes = dict(re.findall(r'data-lane="(\w+)">(.*?)</div></div>', markup))
+    cells = {lane: read_cells(body) for lane, body in lanes.items()}
+    assert [c["text"] for c in cells["waiting"]] == ["C"] and [c["text"] for c in cells["running"]] == ["A", "D"]
+    assert [c["color"] for c in cells["running"]] == [seq_color(0), seq_color(3)]
+    assert [c["color"] for c in cells["finished"]] == [seq_color(1)]
+    assert ["pg-sched" in c["classes"] for c in cells["running"]] == [True, True]
+    assert "pg-pre" in cells["waiting"][0]["classes"] and "pg-sched" not in cells["waiting"][0]["classes"]
+    assert cells["running"][1]["title"] == "D (seq 3): r"
     # the same sequence keeps its colour wherever it is
-    again = queues_figure([], [], [0, 1, 2, 3])
-    assert list(trace(again, "finished").marker.color) == [seq_color(s) for s in range(4)]
+    again = read_cells(queues_html([], [], [0, 1, 2, 3]))
+    assert [c["color"] for c in again] == [seq_color(s) for s in range(4)]
 
 
-def test_slot_mapping_figure_prints_slots_and_wraps():
-    """One cell per fed token with its slot; a long prefill wraps onto more rows; hover holds the address chain."""
+def test_slot_mapping_prints_slots_and_wraps():
+    """One cell per fed token with its slot, in feed order, one row per sequence wrapping after max_cols cells;
+    the tooltip holds the address chain; text is escaped; bad input is refused."""
     positions = list(range(40))
     slots = [(7 if p < 4 else 2) * 4 + p % 4 for p in positions]
-    fig = slot_mapping_figure([(0, positions, slots), (1, [5], [13])], block_size=4, max_cols=32)
-    a, b = trace(fig, "A"), trace(fig, "B")
-    assert list(a.text)[:5] == ["28", "29", "30", "31", "8"]
-    assert max(a.y) == 1 and list(b.y) == [2], "A's 40 tokens take two rows of 32, B starts on the third"
-    assert "A token 4 → logical block 1, offset 0 → slot 8 (physical block 2, offset 0)" == a.hovertext[4]
-    assert a.marker.color == seq_color(0) and b.marker.color == seq_color(1)
-    assert list(fig.layout.yaxis.ticktext) == ["A", "B"]
+    markup = slot_mapping_html([(0, positions, slots), (1, [5], [13])], block_size=4, max_cols=32)
+    cells = read_cells(markup)
+    assert [c["text"] for c in cells[:5]] == ["28", "29", "30", "31", "8"] and len(cells) == 41
+    assert cells[4]["title"] == "A token 4 → logical block 1, offset 0 → slot 8 (physical block 2, offset 0)"
+    assert cells[0]["color"] == seq_color(0) and cells[40]["color"] == seq_color(1)
+    assert markup.count('class="pg-row"') == 2 and f"max-width:{32 * 29}px" in markup
+    assert "\n" not in markup
+    with pytest.raises(ValueError, match="positions but"):
+        slot_mapping_html([(0, [1, 2], [3])], block_size=4)
+    with pytest.raises(ValueError, match="block_size"):
+        slot_mapping_html([], block_size=0)
 
 
 def test_cache_rule_figure_has_cached_and_rule_per_sequence():
