@@ -62,17 +62,17 @@ if blocks_needed(context_len, block_size) > MAX_POOL_BLOCKS:
                        ctx.t("fix_pool", fits=fits, max_len=MAX_POOL_BLOCKS * block_size))
 
 config = GatherConfig(num_heads, num_kv_heads, head_dim, context_len, block_size, dtype, seed, mode, q_len)
-scene = st.session_state.get("gather.lesson")
-if scene is None or scene.config != config:
+lesson = st.session_state.get("gather.lesson")
+if lesson is None or lesson.config != config:
     try:
-        scene = GatherLesson(config)
+        lesson = GatherLesson(config)
     except ValueError as err:
         ui.stop_with_error(ctx, ctx.t("common.err_unexpected", message=err), ctx.t("common.fix_unexpected"))
-    st.session_state["gather.lesson"] = scene
+    st.session_state["gather.lesson"] = lesson
 
 # --- the teaching loop, one read per click (callbacks: they run before the page is drawn) --------------------------
 def move(by: int | None = None, to: int | None = None) -> bool:
-    """Set the step (clamped to 0..context_len of the scene in session_state); False when it did not change."""
+    """Set the step (clamped to 0..context_len of the lesson in session_state); False when it did not change."""
     now, end = st.session_state["gather.step"], st.session_state["gather.lesson"].config.context_len
     new = max(0, min(end, now + by if by is not None else to))
     st.session_state["gather.step"] = new
@@ -82,7 +82,7 @@ def move(by: int | None = None, to: int | None = None) -> bool:
 @st.fragment
 def gather_view() -> None:
     """Everything a step, All or Reset changes (st.fragment): these rerun only this part, not the page
-    setup, the sidebar and the scene above it. It reads the step afresh from session_state."""
+    setup, the sidebar and the lesson above it. It reads the step afresh from session_state."""
     step = min(knobs.state("step", 0, ui.int_in(0, 512)), context_len)
     bar = playback_bar(ctx, knobs, Stepper(
         "gather", step_key="gather.next", step_label=ctx.t("next"), position=step, total=context_len,
@@ -94,24 +94,24 @@ def gather_view() -> None:
     knobs.set_state("step", step)
     knobs.sync_url(ctx.lang, step=step)
 
-    current = scene.addresses[step - 1] if step else None
+    current = lesson.addresses[step - 1] if step else None
     if current:
-        chain = chain_figure(current, block_size, scene.block_table,
+        chain = chain_figure(current, block_size, lesson.block_table,
                              title=ctx.t("current_read", step=step, token_index=current.token_index))
         ui.show_figure(chain, "gather.chain")
         bar.say(ctx.t("current_read", step=step, token_index=current.token_index))
     else:
         st.info(ctx.t("press_next"), icon=":material/touch_app:")
         bar.say(ctx.t("press_next"))
-    pool = pool_figure(config.num_blocks, block_size, {0: scene.block_table}, {0: context_len},
-                       highlight=[current.slot] if current else [], read=scene.read_slots(step - 1),
-                       title=ctx.t("pool_title", num_blocks=config.num_blocks, block_table=short(scene.block_table)))
+    pool = pool_figure(config.num_blocks, block_size, {0: lesson.block_table}, {0: context_len},
+                       highlight=[current.slot] if current else [], read=lesson.read_slots(step - 1),
+                       title=ctx.t("pool_title", num_blocks=config.num_blocks, block_table=short(lesson.block_table)))
     pool_col, note_col = st.columns([3, 1])
     ui.show_figure(pool, "gather.pool", where=pool_col)
     ui.notice(ctx, ctx.t("pool_notice"), where=note_col)
 
-    keys, _ = scene.gathered(step)  # what the loop has produced so far: [step, num_kv_heads, head_dim]
-    strip = kv_strip_figure(scene.addresses, step, title=ctx.t("strip_title", shape=list(keys.shape)))
+    keys, _ = lesson.gathered(step)  # what the loop has produced so far: [step, num_kv_heads, head_dim]
+    strip = kv_strip_figure(lesson.addresses, step, title=ctx.t("strip_title", shape=list(keys.shape)))
     ui.show_figure(strip, "gather.strip")
     with st.expander(ctx.t("loop_heading")):
         st.code(inspect.getsource(gather_kv_loop), language="python")
@@ -120,7 +120,7 @@ def gather_view() -> None:
     if step < context_len:
         st.info(ctx.t("attend_after", remaining=context_len - step), icon=":material/hourglass_top:")
     else:
-        result = scene.result()
+        result = lesson.result()
         st.subheader(ctx.t("attend_heading"))
         fig_col, note_col = st.columns([3, 1])
         if mode == "decode":
@@ -163,9 +163,9 @@ def gather_view() -> None:
         ui.notice(ctx, ctx.t("bitwise_yes" if result.bitwise_equal else "bitwise_no", dtype=dtype), where=note_col)
 
     # --- break it: the same attention with the mask removed or context_len off by one ------------------------------
-    show_gather_breaks(ctx, scene, step, no_mask, ctx_off)
+    show_gather_breaks(ctx, lesson, step, no_mask, ctx_off)
 
-    ui.export_button(ctx, lambda: scene.trace(step), "gather_trace.json", key="gather.export")
+    ui.export_button(ctx, lambda: lesson.trace(step), "gather_trace.json", key="gather.export")
 
 
 gather_view()

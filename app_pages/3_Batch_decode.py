@@ -28,7 +28,7 @@ with st.sidebar:
     seed = knobs.number(ctx.t("common.seed"), "seed", 0, 0, 9999)
     ui.device_badge(ctx, dtype)
 
-# the operation log: from the URL on the first visit of the session, then from the demo in session_state
+# the operation log: from the URL on the first visit of the session, then from the lesson in session_state
 url_ops = [op for op in ui.read_param("ops", ui.text_max(5 * MAX_OPS), "").split(",") if OP_PATTERN.match(op)]
 if num_heads % num_kv_heads:
     knobs.sync_url(ctx.lang, ops=",".join(url_ops))
@@ -37,50 +37,50 @@ if num_heads % num_kv_heads:
                              options=", ".join(str(k) for k in (1, 2, 4, 8, 16) if num_heads % k == 0)))
 
 config = BatchConfig(block_size, num_blocks, num_heads, num_kv_heads, head_dim, dtype, seed)
-demo: BatchLesson | None = st.session_state.get("batch.lesson")
-if demo is None or demo.config != config:
-    ops = url_ops if demo is None else []  # a changed setting starts over from the seed batch
-    demo, applied = BatchLesson.replay(config, ops)
-    st.session_state["batch.lesson"] = demo
+lesson: BatchLesson | None = st.session_state.get("batch.lesson")
+if lesson is None or lesson.config != config:
+    ops = url_ops if lesson is None else []  # a changed setting starts over from the seed batch
+    lesson, applied = BatchLesson.replay(config, ops)
+    st.session_state["batch.lesson"] = lesson
     if applied < len(ops):
         st.warning(ctx.t("replay_stopped", applied=applied, total=len(ops)), icon=":material/warning:")
 
-# --- actions (callbacks: they run before the page is drawn, on the demo kept in session_state) ---------------------
-def demo_now() -> BatchLesson:
+# --- actions (callbacks: they run before the page is drawn, on the lesson kept in session_state) ---------------------
+def lesson_now() -> BatchLesson:
     return st.session_state["batch.lesson"]
 
 
 def undo_last() -> bool:
     """Back: the same log without its last operation, replayed from the start (exactly the state it had then)."""
-    if not demo_now().ops:
+    if not lesson_now().ops:
         return False
-    st.session_state["batch.lesson"] = demo_now().without_last()
+    st.session_state["batch.lesson"] = lesson_now().without_last()
     return True
 
 
 def reset() -> None:
-    st.session_state["batch.lesson"] = BatchLesson(demo_now().config)
+    st.session_state["batch.lesson"] = BatchLesson(lesson_now().config)
 
 
 @st.fragment
 def batch_view() -> None:
     """Everything a decode, Back, Finish, Add or Reset changes (st.fragment): these rerun only this part, not
-    the page setup and the sidebar above it. It reads the demo afresh from session_state."""
-    demo = demo_now()
-    arm_wrong_slot(demo)  # break it: when switched on, the next decode writes one token to the wrong slot
+    the page setup and the sidebar above it. It reads the lesson afresh from session_state."""
+    lesson = lesson_now()
+    arm_wrong_slot(lesson)  # break it: when switched on, the next decode writes one token to the wrong slot
 
-    running = [s.seq_id for s in demo.playground.running()]
+    running = [s.seq_id for s in lesson.playground.running()]
     if st.session_state.get("batch.target") not in running:  # finished, or gone with a settings change
         st.session_state["batch.target"] = running[0] if running else None
 
     def finish_shown() -> None:
         """Finish the sequence the selector shows (the value the learner saw when clicking)."""
         if st.session_state.get("batch.target") is not None:
-            demo_now().apply(f"f{st.session_state['batch.target']}")
+            lesson_now().apply(f"f{st.session_state['batch.target']}")
 
     bar = playback_bar(ctx, knobs, Stepper(
-        "batch", step_key="batch.decode", step_label=ctx.t("decode"), position=len(demo.ops), can_forward=bool(running),
-        can_back=bool(demo.ops), forward=lambda: demo_now().apply("d").ok, back=undo_last))
+        "batch", step_key="batch.decode", step_label=ctx.t("decode"), position=len(lesson.ops), can_forward=bool(running),
+        can_back=bool(lesson.ops), forward=lambda: lesson_now().apply("d").ok, back=undo_last))
     row = st.container(horizontal=True, vertical_alignment="bottom", gap="small")
     row.selectbox(ctx.t("which"), running, format_func=seq_label, key="batch.target", disabled=not running, width=130,
                   placeholder=ctx.t("none_running"))
@@ -90,19 +90,19 @@ def batch_view() -> None:
     row.number_input(ctx.t("new_len"), value=5, step=1, key="batch.new_len", width=150,
                      help=ctx.t("new_len_help", hi=MAX_PROMPT_LEN))
     row.button(ctx.t("add"), key="batch.add", icon=":material/add:",
-               on_click=lambda: demo_now().add(int(st.session_state["batch.new_len"])))
+               on_click=lambda: lesson_now().add(int(st.session_state["batch.new_len"])))
     row.button(ctx.t("common.reset"), key="batch.reset", icon=":material/restart_alt:", on_click=reset)
-    wrong_slot_controls(ctx, knobs, demo)
+    wrong_slot_controls(ctx, knobs, lesson)
     if quiz_on:  # predict, then reveal: who takes a new block at the next decode?
-        ui.quiz.show(ctx, "batch", (config, tuple(demo.ops)), lambda seed: batch_question(demo, seed),
+        ui.quiz.show(ctx, "batch", (config, tuple(lesson.ops)), lambda seed: batch_question(lesson, seed),
                      "quiz.none_batch")
-    knobs.sync_url(ctx.lang, ops=",".join(demo.ops))
+    knobs.sync_url(ctx.lang, ops=",".join(lesson.ops))
 
     # --- what the last operation did ----------------------------------------------------------------------------------
-    event = demo.last_event
+    event = lesson.last_event
     label = seq_label  # 0, 1, 2 -> A, B, C
     if event.kind == "start":
-        said = ctx.t("start_seed" if demo.used_seed_tables else "start_free_list")
+        said = ctx.t("start_seed" if lesson.used_seed_tables else "start_free_list")
         st.info(said, icon=":material/flag:")
         if not event.ok:
             st.warning(ctx.t("start_short", detail=event.detail), icon=":material/warning:")
@@ -112,7 +112,7 @@ def batch_view() -> None:
         st.warning(said, icon=":material/back_hand:")
     elif event.kind == "decode":
         writes = ", ".join(f"{label(s)} → slot {slot}" for s, slot in event.written.items())
-        said = ctx.t("decoded", step=len(demo.ops), writes=writes)
+        said = ctx.t("decoded", step=len(lesson.ops), writes=writes)
         st.success(said, icon=":material/edit_note:")
         for s, blocks in event.new_blocks.items():
             st.info(ctx.t("new_block", seq=label(s), blocks=", ".join(map(str, blocks)),
@@ -126,8 +126,8 @@ def batch_view() -> None:
     bar.say(said)
 
     # --- the pool and the mappings ------------------------------------------------------------------------------------
-    tables, lens = demo.tables(), demo.cached_token_counts()
-    pg = demo.playground
+    tables, lens = lesson.tables(), lesson.cached_token_counts()
+    pg = lesson.playground
     written = list(event.written.values()) if event.kind == "decode" and event.ok else []
     pool = pool_figure(num_blocks, block_size, tables, lens, highlight=written,
                        title=ctx.t("pool_title", free=pg.manager.num_free_blocks, num_blocks=num_blocks))
@@ -146,7 +146,7 @@ def batch_view() -> None:
     st.subheader(ctx.t("common.check"))
     rows = [{ctx.t("seq"): label(c.seq_id), "block_table": str(tables[c.seq_id]), "context_len": c.context_len,
              ctx.t("common.max_abs_err"): f"{c.max_abs_err:.2e}", ctx.t("common.rel_err"): f"{c.rel_err:.2e}",
-             ctx.t("verdict"): ctx.t("common.ok") if c.ok else ctx.t("common.not_ok")} for c in demo.checks]
+             ctx.t("verdict"): ctx.t("common.ok") if c.ok else ctx.t("common.not_ok")} for c in lesson.checks]
     table_col, note_col = st.columns([3, 1])
     if rows:
         table_col.dataframe(rows, hide_index=True, key="batch.checks", on_select="ignore")
@@ -154,7 +154,7 @@ def batch_view() -> None:
         table_col.info(ctx.t("nothing_running"))
     ui.notice(ctx, ctx.t("check_notice", tolerance=f"{tolerance(DTYPES[dtype]):.0e}", dtype=dtype), where=note_col)
 
-    ui.export_button(ctx, demo.trace, "batch_trace.json", key="batch.export")
+    ui.export_button(ctx, lesson.trace, "batch_trace.json", key="batch.export")
 
 
 batch_view()

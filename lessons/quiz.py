@@ -3,16 +3,16 @@
 Each function takes a page's state and a seed and returns a `Question` whose answer is what the library will do:
 
     address_question(block_table, block_size, seed)   page 1: a random token's physical block, offset or slot
-    batch_question(demo, seed)                         page 3: which sequences take a new block at the next decode
-    engine_question(demo, seed)                        page 4: a sequence's cached_token_count after the next step
-    prefix_question(demo, seed)                        page 4: how many blocks of a prompt admitted next step are
+    batch_question(lesson, seed)                         page 3: which sequences take a new block at the next decode
+    engine_question(lesson, seed)                        page 4: a sequence's cached_token_count after the next step
+    prefix_question(lesson, seed)                        page 4: how many blocks of a prompt admitted next step are
                                                        prefix-cache hits (prefix caching on)
-    next_step_question(demo, seed)                     page 4: the prefix one when it can be asked, else the
+    next_step_question(lesson, seed)                     page 4: the prefix one when it can be asked, else the
                                                        cached_token_count one (the next step run once for both)
 
 Texts are keys of ui/strings/quiz.py with their values; a value named "seq" / "seqs" holds sequence ids for the UI
 to label. The engine question runs the next step on a copy of the paged engine (the model and tokenizer shared, read
-only), so its answer and its why come from the scheduler itself, and the live demo is untouched.
+only), so its answer and its why come from the scheduler itself, and the live lesson is untouched.
 """
 
 from __future__ import annotations
@@ -85,15 +85,15 @@ def address_question(block_table: list[int], block_size: int, seed: int) -> Ques
 
 
 # --- page 3 · batch decode ------------------------------------------------------------------------------------------
-def batch_question(demo, seed: int) -> Question | None:
+def batch_question(lesson, seed: int) -> Question | None:
     """Which running sequences take a new block at the next decode step? None when nothing runs or the pool could
     not give every one of them a block (the step would be refused)."""
-    tables, cached = demo.tables(), demo.cached_token_counts()
+    tables, cached = lesson.tables(), lesson.cached_token_counts()
     if not tables:
         return None
-    bs = demo.config.block_size
+    bs = lesson.config.block_size
     full = sorted(sid for sid, table in tables.items() if cached[sid] == len(table) * bs)  # no free slot left
-    if len(full) > demo.playground.manager.num_free_blocks:
+    if len(full) > lesson.playground.manager.num_free_blocks:
         return None
     rng = random.Random(seed)
     answer = tuple(full)
@@ -107,26 +107,26 @@ def batch_question(demo, seed: int) -> Question | None:
 
 
 # --- page 4 · engine ------------------------------------------------------------------------------------------------
-def dry_step(demo) -> tuple[StepTrace, EngineView]:
+def dry_step(lesson) -> tuple[StepTrace, EngineView]:
     """The paged engine's next step run on a deep copy (weights and tokenizer shared): (its trace, its view)."""
-    engine = demo.engine
+    engine = lesson.engine
     shared = {id(engine.model): engine.model, id(engine.tokenizer): engine.tokenizer}
     twin = copy.deepcopy(engine, shared)
     trace = twin.step()
     return trace, engine_view(twin)
 
 
-def engine_question(demo, seed: int, dry: tuple[StepTrace, EngineView] | None = None) -> Question | None:
+def engine_question(lesson, seed: int, dry: tuple[StepTrace, EngineView] | None = None) -> Question | None:
     """A waiting or running sequence's cached_token_count after the next step, answered by running that step on a
     copy (`dry`: that step's dry_step, when already run). None when no step can run or every sequence finished."""
-    view = demo.view
+    view = lesson.view
     live = sorted(sid for sid, s in view.seqs.items() if s.status != "finished")
-    if not live or not demo.can_step():
+    if not live or not lesson.can_step():
         return None
     rng = random.Random(seed)
     sid = rng.choice(live)
     s = view.seqs[sid]
-    trace, after = dry or dry_step(demo)
+    trace, after = dry or dry_step(lesson)
     answer = after.seqs[sid].cached_token_count
     before, known = s.cached_token_count, s.prompt_len + len(s.generated_token_ids)
     fed = next((x for x in trace.seqs if x.seq_id == sid and x.tokens_in), None)
@@ -140,9 +140,9 @@ def engine_question(demo, seed: int, dry: tuple[StepTrace, EngineView] | None = 
         why = [("why_prefill", dict(seq=sid, fed=len(fed.tokens_in), start=fed.positions[0], after=answer))]
     elif fed is not None:
         why = [("why_decode", dict(seq=sid, before=before, after=answer))]
-    elif s.status == "running" and demo.config.enable_chunked_prefill:  # older sequences used the token budget
+    elif s.status == "running" and lesson.config.enable_chunked_prefill:  # older sequences used the token budget
         why = [("why_waits_budget", dict(seq=sid, seqs=list(trace.scheduled), before=before,
-                                         budget=demo.config.max_num_batched_tokens))]
+                                         budget=lesson.config.max_num_batched_tokens))]
     elif s.status == "running":
         why = [("why_waits_prefill", dict(seq=sid, seqs=list(trace.scheduled), before=before))]
     else:
@@ -154,17 +154,17 @@ def engine_question(demo, seed: int, dry: tuple[StepTrace, EngineView] | None = 
                     answer, tuple(why))
 
 
-def prefix_question(demo, seed: int, dry: tuple[StepTrace, EngineView] | None = None) -> Question | None:
+def prefix_question(lesson, seed: int, dry: tuple[StepTrace, EngineView] | None = None) -> Question | None:
     """How many blocks of a waiting prompt that the next step admits are prefix-cache hits? Answered by running the
     step on a copy (`dry` as for engine_question): the hits its allocation found. None unless prefix caching is on
     and the next step admits a waiting prompt. Only full blocks before the one holding the last token can hit."""
-    view = demo.view
-    if not demo.config.enable_prefix_caching or not demo.can_step():
+    view = lesson.view
+    if not lesson.config.enable_prefix_caching or not lesson.can_step():
         return None
     waiting = [sid for sid, s in view.seqs.items() if s.status == "waiting"]
     if not waiting:
         return None
-    trace, after = dry or dry_step(demo)
+    trace, after = dry or dry_step(lesson)
     bs = view.block_size
     known = {sid: view.seqs[sid].prompt_len + len(view.seqs[sid].generated_token_ids) for sid in waiting}
     # admitted next step, with at least one full block before the one holding its last token (else nothing to ask)
@@ -187,10 +187,10 @@ def prefix_question(demo, seed: int, dry: tuple[StepTrace, EngineView] | None = 
                     answer, (why, ("why_prefix_rule", dict(most=most))))
 
 
-def next_step_question(demo, seed: int) -> Question | None:
+def next_step_question(lesson, seed: int) -> Question | None:
     """Page 4's question: the prefix-hit one when it can be asked (prefix caching on, a prompt admitted next
     step), else the cached_token_count one; the next step is run once on a copy for both."""
-    if not demo.can_step() or all(s.status == "finished" for s in demo.view.seqs.values()):
+    if not lesson.can_step() or all(s.status == "finished" for s in lesson.view.seqs.values()):
         return None
-    dry = dry_step(demo)
-    return prefix_question(demo, seed, dry) or engine_question(demo, seed, dry)
+    dry = dry_step(lesson)
+    return prefix_question(lesson, seed, dry) or engine_question(lesson, seed, dry)

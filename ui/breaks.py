@@ -2,9 +2,9 @@
 lessons.gather_breaks and lessons.batch).
 
 Page 2:   no_mask, ctx_off = gather_knobs(ctx, knobs, mode)      # before knobs.sync_url: they live in the URL
-          show_gather_breaks(ctx, scene, step, no_mask, ctx_off)
-Page 3:   arm_wrong_slot(demo)                                    # before the actions: the next Decode is broken
-          wrong_slot_controls(ctx, knobs, demo)                   # after them, before knobs.sync_url
+          show_gather_breaks(ctx, lesson, step, no_mask, ctx_off)
+Page 3:   arm_wrong_slot(lesson)                                    # before the actions: the next Decode is broken
+          wrong_slot_controls(ctx, knobs, lesson)                   # after them, before knobs.sync_url
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from viz.colors import seq_label
 from .widgets import notice, show_figure
 
 WRONG, WRONG_SEQ = "batch.wrong", "batch.wrong_seq"  # page 3's switch and its target (widget keys, in the URL)
-ARMED = "batch._wrong_armed"  # (demo, seq_id): what the switch last armed, kept until it arms again
+ARMED = "batch._wrong_armed"  # (lesson, seq_id): what the switch last armed, kept until it arms again
 
 
 # --- page 2 · Gather & attend ---------------------------------------------------------------------------------------
@@ -36,28 +36,28 @@ def gather_knobs(ctx, knobs, mode: str) -> tuple[bool, int]:
     return no_mask, ctx_off
 
 
-def show_gather_breaks(ctx, scene, step: int, no_mask: bool, ctx_off: int) -> None:
-    """What the chosen bugs do to the scene's attention (once the gather is complete)."""
+def show_gather_breaks(ctx, lesson, step: int, no_mask: bool, ctx_off: int) -> None:
+    """What the chosen bugs do to the lesson's attention (once the gather is complete)."""
     if not no_mask and not ctx_off:
         return
-    n = scene.config.context_len
+    n = lesson.config.context_len
     st.header(ctx.t("breaks.header"))
     if step < n:
         st.info(ctx.t("breaks.wait"), icon=":material/hourglass_empty:")
         return
     if no_mask:
-        br = without_causal_mask(scene)
+        br = without_causal_mask(lesson)
         st.subheader(ctx.t("breaks.mask_header"))
         fig_col, note_col = st.columns([3, 1])
         fig = row_diff_figure(br.positions, br.row_diff, br.changed, title=ctx.t("breaks.mask_title"))
         show_figure(fig, "gather.break_mask", where=fig_col)
         note_col.metric(ctx.t("breaks.mask_changed"), f"{br.changed_rows} / {len(br.changed)}")
-        key = "breaks.mask_decode" if scene.config.mode == "decode" else "breaks.mask_prefill"
+        key = "breaks.mask_decode" if lesson.config.mode == "decode" else "breaks.mask_prefill"
         notice(ctx, ctx.t(key, changed=br.changed_rows, rows=len(br.changed), worst=f"{max(br.row_diff):.2e}",
                           last=n - 1), where=note_col)
         st.session_state["gather.mask_break"] = br  # what the tests read back
     if ctx_off:
-        br = context_len_off(scene, ctx_off)
+        br = context_len_off(lesson, ctx_off)
         st.subheader(ctx.t("breaks.len_header", told=br.context_len, context_len=n))
         st.session_state["gather.len_break"] = br
         if not br.possible:
@@ -80,30 +80,30 @@ def show_gather_breaks(ctx, scene, step: int, no_mask: bool, ctx_off: int) -> No
 
 
 # --- page 3 · Batch decode --------------------------------------------------------------------------------------
-def _used_up(demo) -> bool:
+def _used_up(lesson) -> bool:
     """Whether the decode the switch armed has run, whoever ran it (a button callback before this run, or this run),
-    or the demo it armed was replaced (reset, settings): the demo shown is then no longer the one left armed."""
+    or the lesson it armed was replaced (reset, settings): the lesson shown is then no longer the one left armed."""
     armed_demo, armed = st.session_state.get(ARMED, (None, None))
-    return armed is not None and (armed_demo is not demo or demo.armed is None)
+    return armed is not None and (armed_demo is not lesson or lesson.armed is None)
 
 
-def arm_wrong_slot(demo) -> None:
-    """Before the page's actions: arm the demo from the switch's last value, so its next decode is the broken one.
-    If the decode armed before has run since (or the demo is new), the switch goes off first."""
-    if _used_up(demo):
+def arm_wrong_slot(lesson) -> None:
+    """Before the page's actions: arm the lesson from the switch's last value, so its next decode is the broken one.
+    If the decode armed before has run since (or the lesson is new), the switch goes off first."""
+    if _used_up(lesson):
         st.session_state[WRONG] = False
     target = st.session_state.get(WRONG_SEQ) if st.session_state.get(WRONG) else None
-    running = [s.seq_id for s in demo.playground.running()]
-    demo.arm_wrong_slot(target if target in running else None)
-    st.session_state[ARMED] = (demo, demo.armed)
+    running = [s.seq_id for s in lesson.playground.running()]
+    lesson.arm_wrong_slot(target if target in running else None)
+    st.session_state[ARMED] = (lesson, lesson.armed)
 
 
-def wrong_slot_controls(ctx, knobs, demo) -> None:
+def wrong_slot_controls(ctx, knobs, lesson) -> None:
     """After the page's actions: the switch (off again once its decode ran), its target, and what the last broken
     step did. The switch and its target live in the URL (wrong=1, wrong_seq=<id>)."""
-    if _used_up(demo):
+    if _used_up(lesson):
         st.session_state[knobs.key("wrong")] = False  # its decode ran in this run: the switch goes off
-    running = [s.seq_id for s in demo.playground.running()]
+    running = [s.seq_id for s in lesson.playground.running()]
     c1, c2 = st.columns([2, 1], vertical_alignment="bottom")
     on = knobs.toggle(ctx.t("breaks.wrong_toggle"), "wrong", False, where=c1, help=ctx.t("breaks.wrong_help"),
                       disabled=not running)
@@ -112,9 +112,9 @@ def wrong_slot_controls(ctx, knobs, demo) -> None:
                            format_func=seq_label)
         if on:
             c1.caption(ctx.t("breaks.wrong_armed", seq=seq_label(seq)))
-    m = demo.last_event.misplaced if demo.last_event.ok else None
+    m = lesson.last_event.misplaced if lesson.last_event.ok else None
     if m is not None:
-        failing = [c.seq_id for c in demo.checks if not c.ok]
+        failing = [c.seq_id for c in lesson.checks if not c.ok]
         st.error("  \n".join(misplaced_lines(ctx, m, failing)), icon=":material/bug_report:")
 
 

@@ -1,8 +1,8 @@
 """Page 4 · Engine: the chain, live, and the state rule table (render helpers; the data comes from lessons.chain and
 lessons.state_rule, the diagram, HTML, from viz.chain_live).
 
-    show_chain(ctx, demo)        # the seven modules with this step's values, and the code of a chosen one
-    show_state_rule(ctx, demo)   # one sequence's rows: fed, slot, cached before → after, generated, context_len
+    show_chain(ctx, lesson)        # the seven modules with this step's values, and the code of a chosen one
+    show_state_rule(ctx, lesson)   # one sequence's rows: fed, slot, cached before → after, generated, context_len
                                  # (ui.state_table: step is the row label, no sideways scrolling)
 """
 
@@ -112,16 +112,16 @@ def sources(key: str) -> tuple[tuple[str, str], ...]:
     return tuple(stage_sources(key))
 
 
-def show_chain(ctx, demo) -> None:
-    """The chain diagram of the demo's last step, a module picker beside it and that module's code below."""
-    trace = demo.last.paged if demo.last else None
-    stages = chain_stages(trace, demo.view.block_size)
+def show_chain(ctx, lesson) -> None:
+    """The chain diagram of the lesson's last step, a module picker beside it and that module's code below."""
+    trace = lesson.last.paged if lesson.last else None
+    stages = chain_stages(trace, lesson.view.block_size)
     st.subheader(ctx.t("chain.header"))
     st.caption(ctx.t("chain.caption"))
     fig_col, pick_col = st.columns([3, 1])
     picked = pick_col.radio(ctx.t("chain.pick"), STAGES, key="engine.chain_module",
                             format_func=lambda k: ctx.t(f"chain.stage_{k}"))
-    title = ctx.t("chain.title", step=len(demo.steps)) if trace else ctx.t("chain.title_none")
+    title = ctx.t("chain.title", step=len(lesson.steps)) if trace else ctx.t("chain.title_none")
     show_cells(chain_live_html([ctx.t(f"chain.stage_{s.key}") for s in stages], [s.active for s in stages],
                                [arrow_label(ctx, s) for s in stages], selected=STAGES.index(picked)),
                title, "engine.chain_live", where=fig_col)
@@ -153,17 +153,17 @@ def _slots(row) -> str:
     return str(row.slots[0]) if len(row.slots) == 1 else f"{row.slots[0]}…{row.slots[-1]}"
 
 
-def show_state_rule(ctx, demo, tokenizer) -> None:
+def show_state_rule(ctx, lesson, tokenizer) -> None:
     """One chosen sequence's rows of the state rule (a narrow table: no horizontal scrolling)."""
     st.subheader(ctx.t("chain.rule_header"))
-    seq_ids = sorted(demo.view.seqs)
+    seq_ids = sorted(lesson.view.seqs)
     if not seq_ids:
         st.info(ctx.t("chain.rule_no_seqs"))
         return
     pick_col, note_col = st.columns([1, 3])
     seq_id = pick_col.selectbox(ctx.t("chain.rule_pick"), seq_ids, format_func=seq_label, key="engine.rule_seq")
     note_col.caption(ctx.t("chain.rule_caption"))
-    rows = state_rows([s.paged for s in demo.steps], seq_id)
+    rows = state_rows([s.paged for s in lesson.steps], seq_id)
     if not rows:
         st.info(ctx.t("chain.rule_none"))
         return
