@@ -66,6 +66,8 @@ def check_block_size(block_size: int) -> int:
 def blocks_needed(num_tokens: int, block_size: int) -> int:
     """How many blocks hold `num_tokens` tokens (ceil division). Raises ValueError unless both are integers,
     num_tokens >= 0 and block_size >= 1."""
+    if type(num_tokens) is int and type(block_size) is int and num_tokens >= 0 and block_size >= 1:
+        return -(-num_tokens // block_size)  # plain ints (the engine's per-row calls): nothing to convert
     block_size = check_block_size(block_size)
     return -(-as_int(num_tokens, "num_tokens", 0) // block_size)
 
@@ -229,20 +231,24 @@ def batch_slot_mapping(block_tables: torch.Tensor, rows: torch.Tensor, token_ind
 
 def check_block_tables(block_tables: torch.Tensor, context_lens: torch.Tensor, num_blocks: int, block_size: int,
                        tables: list[list[int]]) -> None:
-    """`validate_block_table`'s rules for a whole batch in one vectorised pass: in each row of block_tables
-    [B, W] (-1 padded) the first ceil(context_lens[b] / block_size) entries exist, lie in [0, num_blocks) and are
-    distinct. On a violation the per-sequence check runs on `tables` (the same tables as lists) and raises its
-    ValueError naming the entry; if it finds nothing a ValueError still names the batch row."""
+    """`validate_block_table`'s rules for a whole batch: in each row of block_tables [B, W] (-1 padded) the first
+    blocks_needed(context_lens[b], block_size) entries exist, lie in [0, num_blocks) and are distinct.
+
+    One pure-Python pass over `tables` (the same tables as lists of ints, as the BlockManager keeps them; per row a
+    set, a min and a max, no tensor ops, one sync for context_lens). A row that breaks a rule (or is not a plain list) goes to `validate_block_table`,
+    which raises its ValueError naming the entry; if it finds nothing a ValueError still names the batch row.
+    Raises ValueError too if block_tables, context_lens and tables disagree on B or a row is wider than W."""
+    lens = context_lens.tolist()
     width = block_tables.shape[1]
-    used = (context_lens + (block_size - 1)) // block_size  # [B] logical blocks each sequence reads
-    cols = torch.arange(width, device=block_tables.device)
-    in_use = cols < used[:, None]  # [B, W]
-    # Unused cells get distinct negatives, so sorting each row puts a repeated used id next to its twin.
-    keyed = torch.where(in_use, block_tables, -1 - cols).sort(dim=1).values
-    bad = ((used > width) | (keyed >= num_blocks).any(dim=1) | ((keyed < 0).sum(dim=1) != width - used)
-           | (keyed[:, 1:] == keyed[:, :-1]).any(dim=1))
-    if bool(bad.any()):
-        row = int(bad.nonzero()[0])
-        validate_block_table(tables[row], num_blocks, block_size, int(context_lens[row]))
-        raise ValueError(f"batch row {row}: block table {tables[row]} does not cover context_len "
-                         f"{int(context_lens[row])} with distinct blocks in [0, {num_blocks})")
+    if not len(lens) == len(tables) == block_tables.shape[0]:
+        raise ValueError(f"{block_tables.shape[0]} block-table rows, {len(lens)} context_lens and {len(tables)} "
+                         "tables: one of each per sequence")
+    for row, (table, n) in enumerate(zip(tables, lens)):
+        if type(table) is list and type(n) is int and 1 <= n <= MAX_CONTEXT_LEN:
+            used = blocks_needed(n, block_size)
+            head = table[:used]
+            if used <= len(table) <= width and len(set(head)) == used and min(head) >= 0 and max(head) < num_blocks:
+                continue
+        validate_block_table(table, num_blocks, block_size, n)
+        raise ValueError(f"batch row {row}: block table {table} does not cover context_len {n} with distinct "
+                         f"blocks in [0, {num_blocks}) within the batch's width {width}")

@@ -49,6 +49,31 @@ def test_batch_check_names_the_entry():
         check_block_tables(_padded(tables), torch.tensor([5, 8]), NUM_BLOCKS, BLOCK_SIZE, tables)
 
 
+def test_batch_check_is_one_python_pass():
+    """The check reads context_lens once (tolist) and runs no other tensor op when every table is valid; it refuses
+    a context_len of 0 (validate_block_table's rule) and tables that do not match the batch's rows."""
+    from torch.overrides import TorchFunctionMode
+
+    class Count(TorchFunctionMode):
+        def __init__(self):
+            super().__init__()
+            self.names = []
+
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            self.names.append(getattr(func, "__name__", str(func)))
+            return func(*args, **(kwargs or {}))
+
+    tables = [[0, 1, 2], [5], [7, 3]]
+    padded, lens = _padded(tables), torch.tensor([9, 4, 5])
+    with Count() as count:
+        check_block_tables(padded, lens, NUM_BLOCKS, BLOCK_SIZE, tables)
+    assert [n for n in count.names if n != "__get__"] == ["tolist"], count.names  # __get__: reading .shape
+    with pytest.raises(ValueError, match="context_len must be an integer >= 1"):
+        check_block_tables(padded, torch.tensor([9, 0, 5]), NUM_BLOCKS, BLOCK_SIZE, tables)
+    with pytest.raises(ValueError, match="one of each per sequence"):
+        check_block_tables(padded, lens, NUM_BLOCKS, BLOCK_SIZE, tables[:2])
+
+
 def test_decode_inputs_are_the_last_token_at_its_index():
     """A decode batch feeds each sequence's last token at position num_tokens - 1, in its slot."""
     seqs = []
