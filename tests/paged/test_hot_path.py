@@ -223,3 +223,33 @@ def test_an_all_greedy_step_samples_from_the_logits_without_copying_them(monkeyp
     engine.step()  # the sampling prompt's prefill alone
     engine.step()  # decode: two greedy rows, one sampling row
     assert seen[-2].shape[0] == 2 and seen[-1].shape[0] == 1
+
+
+def test_the_engine_writes_without_searching_for_pads(monkeypatch):
+    """Without a fault the hook tells write_kv there are no -1 slots (pads=False, no per-layer search); a faulty
+    hook keeps the search. write_kv(pads=False) writes what pads=True writes, and a -1 it is told is absent
+    still raises when validated."""
+    import paged.faults.hooks as hooks
+    from paged.kv_cache import write_kv
+
+    seen = []
+    real = hooks.write_kv
+    monkeypatch.setattr(hooks, "write_kv", lambda *a, **kw: seen.append(kw.get("pads", True)) or real(*a, **kw))
+    engine = _tiny_engine()
+    engine.add_request("abc", SamplingParams(max_tokens=3, ignore_eos=True))
+    engine.step()
+    engine.step()  # prefill, then a decode
+    assert seen and not any(seen)
+    assert all(hooks.fault_hook(f, 4, 64).pads for f in hooks.HOOKS if f is not None)
+
+    cache = [torch.zeros(3, 4, 1, 2) for _ in range(4)]
+    kv = torch.arange(6.0).reshape(3, 1, 2)
+    slots = torch.tensor([5, 0, 11])
+    write_kv(cache[0], cache[1], kv, -kv, slots, pads=False)
+    write_kv(cache[2], cache[3], kv, -kv, slots)
+    want = torch.zeros(12, 1, 2)
+    want[slots] = kv
+    assert torch.equal(cache[0].reshape(12, 1, 2), want) and torch.equal(cache[2], cache[0])
+    assert torch.equal(cache[1], -cache[0]) and torch.equal(cache[3], cache[1])
+    with pytest.raises(ValueError, match="pads=False, but slot_mapping holds -1"):
+        write_kv(cache[0], cache[1], kv, kv, torch.tensor([5, -1, 11]), pads=False)
