@@ -44,7 +44,10 @@ MAX_CONTEXT_LEN = 1 << 24
 
 def _as_list(block_table, name: str = "block_table") -> list[int]:
     """The entries of a block table (a sequence of ints, or an integer tensor, flattened) as Python ints; raises
-    ValueError for anything else (floats would silently truncate: [1.9] is not block 1)."""
+    ValueError for anything else (floats would silently truncate: [1.9] is not block 1).
+    A list of ints is returned as it is (callers only read it): the engine's per-token lookups copy nothing."""
+    if type(block_table) is list and all(type(x) is int for x in block_table):
+        return block_table
     if isinstance(block_table, torch.Tensor):
         if block_table.dtype == torch.bool or block_table.is_floating_point() or block_table.is_complex():
             raise ValueError(f"{name} must hold integers, got a {block_table.dtype} tensor")
@@ -72,9 +75,22 @@ def blocks_needed(num_tokens: int, block_size: int) -> int:
     return -(-as_int(num_tokens, "num_tokens", 0) // block_size)
 
 
+def blocks_needed_tensor(num_tokens: torch.Tensor, block_size: int) -> torch.Tensor:
+    """blocks_needed for each entry of an integer tensor (any shape; same shape, dtype and device back). Raises
+    ValueError unless num_tokens is an integer tensor and block_size an integer >= 1; the entries are not checked
+    (that would sync a GPU): a caller passes validated lengths >= 0."""
+    block_size = check_block_size(block_size)
+    if not isinstance(num_tokens, torch.Tensor) or num_tokens.is_floating_point() or num_tokens.is_complex() \
+            or num_tokens.dtype == torch.bool:
+        raise ValueError(f"num_tokens must be an integer tensor, got {num_tokens!r}")
+    return -(-num_tokens // block_size)
+
+
 def logical_address(token_index: int, block_size: int) -> tuple[int, int]:
     """The chain's first two links, which need no block table: (logical_block_id, block_offset) of a token.
     Raises ValueError unless token_index >= 0 and block_size >= 1 are integers."""
+    if type(token_index) is int and type(block_size) is int and token_index >= 0 and block_size >= 1:
+        return divmod(token_index, block_size)  # plain ints: nothing to convert
     return divmod(as_int(token_index, "token_index", 0), check_block_size(block_size))
 
 
@@ -96,9 +112,11 @@ def locate(token_index: int, block_table: SequenceT[int] | torch.Tensor, block_s
     Raises ValueError if block_size < 1, token_index < 0, either is not an integer, the table holds a non-integer,
     the token's logical block is beyond the table, or the table entry there is negative (-1: nothing allocated).
     """
-    block_size = check_block_size(block_size)
+    if not (type(block_size) is int and block_size >= 1):  # plain ints (the BlockManager's) pass as they are
+        block_size = check_block_size(block_size)
     table = _as_list(block_table)
-    token_index = as_int(token_index, "token_index", 0)
+    if not (type(token_index) is int and token_index >= 0):
+        token_index = as_int(token_index, "token_index", 0)
     logical_block_id, block_offset = logical_address(token_index, block_size)
     if logical_block_id >= len(table):
         raise ValueError(

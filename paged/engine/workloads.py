@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 import torch
 
+from ..addressing import blocks_needed
 from ..config import CacheConfig, SamplingParams, SchedulerConfig
 from .admission import prompt_token_ids
 from .engine import LLMEngine
@@ -53,7 +54,7 @@ def run_engine(model, tokenizer, requests: list[Request], batch: int, block_size
     from .bench import CLOCKS, _sync
 
     longest = max(len(r.prompt) for r in requests) + max(r.max_tokens for r in requests)
-    num_blocks = len(requests) * -(-longest // block_size) + 8  # room for all: no preemption
+    num_blocks = len(requests) * blocks_needed(longest, block_size) + 8  # room for all: no preemption
     engine = LLMEngine(model, tokenizer, CacheConfig(block_size=block_size, num_blocks=num_blocks, seed=0),
                        SchedulerConfig(max_num_batched_tokens=max(2048, 128 * batch), max_num_seqs=batch),
                        kv_layout="paged", attn_impl=attn_impl)
