@@ -253,11 +253,12 @@ def check_block_tables(block_tables: torch.Tensor, context_lens: torch.Tensor, n
     blocks_needed(context_lens[b], block_size) entries exist, lie in [0, num_blocks) and are distinct.
 
     One pure-Python pass over `tables` (the same tables as lists of ints, as the BlockManager keeps them; per row a
-    set, a min and a max, no tensor ops, one sync for context_lens). A row that breaks a rule (or is not a plain list) goes to `validate_block_table`,
-    which raises its ValueError naming the entry; if it finds nothing a ValueError still names the batch row.
+    set, a min and a max, no tensor ops, one sync for context_lens). A row that breaks a rule (or is not a plain
+    list) goes to `validate_block_table`, which raises its ValueError naming the entry; if it finds nothing a
+    ValueError still names the batch row.
     Raises ValueError too if block_tables, context_lens and tables disagree on B or a row is wider than W."""
     lens = context_lens.tolist()
-    width = block_tables.shape[1]
+    width = block_tables.shape[-1]  # an empty batch may come as shape [0]
     if not len(lens) == len(tables) == block_tables.shape[0]:
         raise ValueError(f"{block_tables.shape[0]} block-table rows, {len(lens)} context_lens and {len(tables)} "
                          "tables: one of each per sequence")
