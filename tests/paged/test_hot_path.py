@@ -72,6 +72,8 @@ def test_batch_check_is_one_python_pass():
         check_block_tables(padded, torch.tensor([9, 0, 5]), NUM_BLOCKS, BLOCK_SIZE, tables)
     with pytest.raises(ValueError, match="one of each per sequence"):
         check_block_tables(padded, lens, NUM_BLOCKS, BLOCK_SIZE, tables[:2])
+    check_block_tables(torch.tensor([], dtype=torch.int32), torch.tensor([], dtype=torch.long), NUM_BLOCKS,
+                       BLOCK_SIZE, [])  # an empty batch: nothing to refuse
 
 
 def test_decode_inputs_are_the_last_token_at_its_index():
