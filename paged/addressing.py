@@ -22,6 +22,7 @@ import torch
 from .checks import as_int
 
 PAD_SLOT = -1  # "no slot, skip": padding in slot_mapping and in padded block tables
+_INT_ONLY = {int}  # a list whose entries' types are a subset of this needs no conversion (bools are not ints here)
 
 
 @dataclass(frozen=True)
@@ -46,7 +47,7 @@ def _as_list(block_table, name: str = "block_table") -> list[int]:
     """The entries of a block table (a sequence of ints, or an integer tensor, flattened) as Python ints; raises
     ValueError for anything else (floats would silently truncate: [1.9] is not block 1).
     A list of ints is returned as it is (callers only read it): the engine's per-token lookups copy nothing."""
-    if type(block_table) is list and all(type(x) is int for x in block_table):
+    if type(block_table) is list and set(map(type, block_table)) <= _INT_ONLY:
         return block_table
     if isinstance(block_table, torch.Tensor):
         if block_table.dtype == torch.bool or block_table.is_floating_point() or block_table.is_complex():
