@@ -107,12 +107,10 @@ def _used_part(block_table, num_tokens: int, block_size: int, what: str) -> tupl
     return table, used
 
 
-def locate(token_index: int, block_table: SequenceT[int] | torch.Tensor, block_size: int) -> Address:
-    """Follow the address chain for one token.
-
-    Raises ValueError if block_size < 1, token_index < 0, either is not an integer, the table holds a non-integer,
-    the token's logical block is beyond the table, or the table entry there is negative (-1: nothing allocated).
-    """
+def _chain(token_index: int, block_table: SequenceT[int] | torch.Tensor, block_size: int
+           ) -> tuple[int, int, int, int, int]:
+    """The address chain's links for one token, checked as `locate` says: (token_index, logical_block_id,
+    physical_block_id, block_offset, slot)."""
     if not (type(block_size) is int and block_size >= 1):  # plain ints (the BlockManager's) pass as they are
         block_size = check_block_size(block_size)
     table = _as_list(block_table)
@@ -127,8 +125,23 @@ def locate(token_index: int, block_table: SequenceT[int] | torch.Tensor, block_s
     if physical_block_id < 0:
         raise ValueError(f"logical block {logical_block_id} of token {token_index} is {physical_block_id} "
                          "(-1: no physical block)")
-    return Address(token_index, logical_block_id, physical_block_id, block_offset,
-                   physical_block_id * block_size + block_offset)
+    return (token_index, logical_block_id, physical_block_id, block_offset,
+            physical_block_id * block_size + block_offset)
+
+
+def locate(token_index: int, block_table: SequenceT[int] | torch.Tensor, block_size: int) -> Address:
+    """Follow the address chain for one token.
+
+    Raises ValueError if block_size < 1, token_index < 0, either is not an integer, the table holds a non-integer,
+    the token's logical block is beyond the table, or the table entry there is negative (-1: nothing allocated).
+    """
+    return Address(*_chain(token_index, block_table, block_size))
+
+
+def slot_of(token_index: int, block_table: SequenceT[int] | torch.Tensor, block_size: int) -> int:
+    """`locate(token_index, block_table, block_size).slot` (same checks, same errors) without building the
+    Address: the BlockManager asks it once per sequence per step."""
+    return _chain(token_index, block_table, block_size)[4]
 
 
 def slot_mapping(block_table: SequenceT[int] | torch.Tensor, start: int, end: int, block_size: int,

@@ -1,5 +1,7 @@
 """The address chain: token -> logical block -> physical block -> offset -> slot."""
 
+import re
+
 import pytest
 import torch
 
@@ -195,3 +197,18 @@ def test_blocks_needed_tensor_is_ceil_division_per_entry():
         blocks_needed_tensor(torch.tensor([1.0]), 16)
     with pytest.raises(ValueError, match="block_size"):
         blocks_needed_tensor(lens, 0)
+
+
+def test_slot_of_is_locate_slot():
+    """slot_of gives locate's slot for every token of a scattered table, and refuses what locate refuses with the
+    same message."""
+    from paged.addressing import slot_of
+
+    table = [7, 2, 9]
+    for i in range(12):
+        assert slot_of(i, table, 4) == locate(i, table, 4).slot == table[i // 4] * 4 + i % 4
+    for bad in ((12, table, 4), (1, [-1], 4), (-1, table, 4), (1, table, 0), (1, [1.5], 4)):
+        with pytest.raises(ValueError) as want:
+            locate(*bad)
+        with pytest.raises(ValueError, match=re.escape(str(want.value))):
+            slot_of(*bad)
