@@ -31,7 +31,10 @@ def generate_main(argv: list[str]) -> int:
                    help="compute dtype (default float32, whatever the checkpoint stores: reduced-precision matmuls "
                         "are slow on most CPUs)")
     p.add_argument("--kv-layout", choices=["paged", "contiguous"], default="paged")
-    p.add_argument("--impl", choices=["loop", "gather", "fused", "native", "triton"], default=None,
+    from . import kernels  # noqa: F401  (registers the faster impls, so every registered one is a choice)
+    from .attention import DECODE_IMPLS
+
+    p.add_argument("--impl", choices=list(DECODE_IMPLS), default=None,
                    help="paged decode attention impl (default: the fastest for the device); every one gives the "
                         "same text")
     p.add_argument("--trace", default=None, help="write every StepTrace as JSON to this file")

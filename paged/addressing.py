@@ -22,6 +22,7 @@ import torch
 from .checks import as_int
 
 PAD_SLOT = -1  # "no slot, skip": padding in slot_mapping and in padded block tables
+_INT_ONLY = {int}  # a list whose entries' types are a subset of this needs no conversion (bools are not ints here)
 
 
 @dataclass(frozen=True)
@@ -44,7 +45,10 @@ MAX_CONTEXT_LEN = 1 << 24
 
 def _as_list(block_table, name: str = "block_table") -> list[int]:
     """The entries of a block table (a sequence of ints, or an integer tensor, flattened) as Python ints; raises
-    ValueError for anything else (floats would silently truncate: [1.9] is not block 1)."""
+    ValueError for anything else (floats would silently truncate: [1.9] is not block 1).
+    A list of ints is returned as it is (callers only read it): the engine's per-token lookups copy nothing."""
+    if type(block_table) is list and set(map(type, block_table)) <= _INT_ONLY:
+        return block_table
     if isinstance(block_table, torch.Tensor):
         if block_table.dtype == torch.bool or block_table.is_floating_point() or block_table.is_complex():
             raise ValueError(f"{name} must hold integers, got a {block_table.dtype} tensor")
@@ -66,13 +70,28 @@ def check_block_size(block_size: int) -> int:
 def blocks_needed(num_tokens: int, block_size: int) -> int:
     """How many blocks hold `num_tokens` tokens (ceil division). Raises ValueError unless both are integers,
     num_tokens >= 0 and block_size >= 1."""
+    if type(num_tokens) is int and type(block_size) is int and num_tokens >= 0 and block_size >= 1:
+        return -(-num_tokens // block_size)  # plain ints (the engine's per-row calls): nothing to convert
     block_size = check_block_size(block_size)
     return -(-as_int(num_tokens, "num_tokens", 0) // block_size)
+
+
+def blocks_needed_tensor(num_tokens: torch.Tensor, block_size: int) -> torch.Tensor:
+    """blocks_needed for each entry of an integer tensor (any shape; same shape, dtype and device back). Raises
+    ValueError unless num_tokens is an integer tensor and block_size an integer >= 1; the entries are not checked
+    (that would sync a GPU): a caller passes validated lengths >= 0."""
+    block_size = check_block_size(block_size)
+    if not isinstance(num_tokens, torch.Tensor) or num_tokens.is_floating_point() or num_tokens.is_complex() \
+            or num_tokens.dtype == torch.bool:
+        raise ValueError(f"num_tokens must be an integer tensor, got {num_tokens!r}")
+    return -(-num_tokens // block_size)
 
 
 def logical_address(token_index: int, block_size: int) -> tuple[int, int]:
     """The chain's first two links, which need no block table: (logical_block_id, block_offset) of a token.
     Raises ValueError unless token_index >= 0 and block_size >= 1 are integers."""
+    if type(token_index) is int and type(block_size) is int and token_index >= 0 and block_size >= 1:
+        return divmod(token_index, block_size)  # plain ints: nothing to convert
     return divmod(as_int(token_index, "token_index", 0), check_block_size(block_size))
 
 
@@ -88,15 +107,15 @@ def _used_part(block_table, num_tokens: int, block_size: int, what: str) -> tupl
     return table, used
 
 
-def locate(token_index: int, block_table: SequenceT[int] | torch.Tensor, block_size: int) -> Address:
-    """Follow the address chain for one token.
-
-    Raises ValueError if block_size < 1, token_index < 0, either is not an integer, the table holds a non-integer,
-    the token's logical block is beyond the table, or the table entry there is negative (-1: nothing allocated).
-    """
-    block_size = check_block_size(block_size)
+def _chain(token_index: int, block_table: SequenceT[int] | torch.Tensor, block_size: int
+           ) -> tuple[int, int, int, int, int]:
+    """The address chain's links for one token, checked as `locate` says: (token_index, logical_block_id,
+    physical_block_id, block_offset, slot)."""
+    if not (type(block_size) is int and block_size >= 1):  # plain ints (the BlockManager's) pass as they are
+        block_size = check_block_size(block_size)
     table = _as_list(block_table)
-    token_index = as_int(token_index, "token_index", 0)
+    if not (type(token_index) is int and token_index >= 0):
+        token_index = as_int(token_index, "token_index", 0)
     logical_block_id, block_offset = logical_address(token_index, block_size)
     if logical_block_id >= len(table):
         raise ValueError(
@@ -106,8 +125,23 @@ def locate(token_index: int, block_table: SequenceT[int] | torch.Tensor, block_s
     if physical_block_id < 0:
         raise ValueError(f"logical block {logical_block_id} of token {token_index} is {physical_block_id} "
                          "(-1: no physical block)")
-    return Address(token_index, logical_block_id, physical_block_id, block_offset,
-                   physical_block_id * block_size + block_offset)
+    return (token_index, logical_block_id, physical_block_id, block_offset,
+            physical_block_id * block_size + block_offset)
+
+
+def locate(token_index: int, block_table: SequenceT[int] | torch.Tensor, block_size: int) -> Address:
+    """Follow the address chain for one token.
+
+    Raises ValueError if block_size < 1, token_index < 0, either is not an integer, the table holds a non-integer,
+    the token's logical block is beyond the table, or the table entry there is negative (-1: nothing allocated).
+    """
+    return Address(*_chain(token_index, block_table, block_size))
+
+
+def slot_of(token_index: int, block_table: SequenceT[int] | torch.Tensor, block_size: int) -> int:
+    """`locate(token_index, block_table, block_size).slot` (same checks, same errors) without building the
+    Address: the BlockManager asks it once per sequence per step."""
+    return _chain(token_index, block_table, block_size)[4]
 
 
 def slot_mapping(block_table: SequenceT[int] | torch.Tensor, start: int, end: int, block_size: int,
@@ -229,20 +263,25 @@ def batch_slot_mapping(block_tables: torch.Tensor, rows: torch.Tensor, token_ind
 
 def check_block_tables(block_tables: torch.Tensor, context_lens: torch.Tensor, num_blocks: int, block_size: int,
                        tables: list[list[int]]) -> None:
-    """`validate_block_table`'s rules for a whole batch in one vectorised pass: in each row of block_tables
-    [B, W] (-1 padded) the first ceil(context_lens[b] / block_size) entries exist, lie in [0, num_blocks) and are
-    distinct. On a violation the per-sequence check runs on `tables` (the same tables as lists) and raises its
-    ValueError naming the entry; if it finds nothing a ValueError still names the batch row."""
-    width = block_tables.shape[1]
-    used = (context_lens + (block_size - 1)) // block_size  # [B] logical blocks each sequence reads
-    cols = torch.arange(width, device=block_tables.device)
-    in_use = cols < used[:, None]  # [B, W]
-    # Unused cells get distinct negatives, so sorting each row puts a repeated used id next to its twin.
-    keyed = torch.where(in_use, block_tables, -1 - cols).sort(dim=1).values
-    bad = ((used > width) | (keyed >= num_blocks).any(dim=1) | ((keyed < 0).sum(dim=1) != width - used)
-           | (keyed[:, 1:] == keyed[:, :-1]).any(dim=1))
-    if bool(bad.any()):
-        row = int(bad.nonzero()[0])
-        validate_block_table(tables[row], num_blocks, block_size, int(context_lens[row]))
-        raise ValueError(f"batch row {row}: block table {tables[row]} does not cover context_len "
-                         f"{int(context_lens[row])} with distinct blocks in [0, {num_blocks})")
+    """`validate_block_table`'s rules for a whole batch: in each row of block_tables [B, W] (-1 padded) the first
+    blocks_needed(context_lens[b], block_size) entries exist, lie in [0, num_blocks) and are distinct.
+
+    One pure-Python pass over `tables` (the same tables as lists of ints, as the BlockManager keeps them; per row a
+    set, a min and a max, no tensor ops, one sync for context_lens). A row that breaks a rule (or is not a plain
+    list) goes to `validate_block_table`, which raises its ValueError naming the entry; if it finds nothing a
+    ValueError still names the batch row.
+    Raises ValueError too if block_tables, context_lens and tables disagree on B or a row is wider than W."""
+    lens = context_lens.tolist()
+    width = block_tables.shape[-1]  # an empty batch may come as shape [0]
+    if not len(lens) == len(tables) == block_tables.shape[0]:
+        raise ValueError(f"{block_tables.shape[0]} block-table rows, {len(lens)} context_lens and {len(tables)} "
+                         "tables: one of each per sequence")
+    for row, (table, n) in enumerate(zip(tables, lens)):
+        if type(table) is list and type(n) is int and 1 <= n <= MAX_CONTEXT_LEN:
+            used = blocks_needed(n, block_size)
+            head = table[:used]
+            if used <= len(table) <= width and len(set(head)) == used and min(head) >= 0 and max(head) < num_blocks:
+                continue
+        validate_block_table(table, num_blocks, block_size, n)
+        raise ValueError(f"batch row {row}: block table {table} does not cover context_len {n} with distinct "
+                         f"blocks in [0, {num_blocks}) within the batch's width {width}")

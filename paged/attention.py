@@ -19,7 +19,7 @@ from typing import Callable
 import torch
 import torch.nn.functional as F
 
-from .addressing import pad_block_tables, slot_mapping, validate_block_table
+from .addressing import blocks_needed, pad_block_tables, slot_mapping, validate_block_table
 from .attention_checks import check_attention_inputs, check_cache, check_decode_inputs, check_scale
 from .checks import as_int
 
@@ -164,7 +164,7 @@ def gather_batch(key_cache, value_cache, block_tables, context_lens, max_ctx: in
     num_blocks, block_size, num_kv_heads, head_dim = key_cache.shape
     max_ctx = int(context_lens.max()) if max_ctx is None else max_ctx
     device = key_cache.device
-    used = -(-max_ctx // block_size)  # logical blocks read per sequence
+    used = blocks_needed(max_ctx, block_size)  # logical blocks read per sequence
     tables = block_tables.long()
     if used > width:  # a context_len past its table (only without validation): re-read the table's last entry
         tables = torch.cat([tables, tables[:, -1:].expand(batch, used - width)], dim=1)

@@ -11,7 +11,7 @@ import numbers
 
 import torch
 
-from .addressing import INT64_MAX, PAD_SLOT, pad_block_tables, validate_block_table
+from .addressing import INT64_MAX, PAD_SLOT, blocks_needed, pad_block_tables, validate_block_table
 from .checks import as_int
 
 DECODE_DTYPES = (torch.float32, torch.float64, torch.float16, torch.bfloat16)  # what every decode impl supports
@@ -132,5 +132,5 @@ def check_decode_inputs(query: torch.Tensor, key_cache: torch.Tensor, value_cach
             validate_block_table(tables[b], num_blocks, block_size, context_len)
         except ValueError as err:
             raise ValueError(f"sequence {b}: {err}") from None
-        tables[b, -(-context_len // block_size):] = PAD_SLOT
+        tables[b, blocks_needed(context_len, block_size):] = PAD_SLOT
     return tables.to(device=key_cache.device, dtype=torch.int32), lens.to(key_cache.device)

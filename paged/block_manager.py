@@ -21,7 +21,7 @@ import random
 from collections import deque
 from typing import Iterable, Mapping
 
-from .addressing import blocks_needed
+from .addressing import blocks_needed, slot_of
 from .checks import as_bool, as_float, as_int
 from .config import MAX_BLOCK_SIZE, MAX_NUM_BLOCKS
 from .sequence import Sequence
@@ -242,8 +242,7 @@ class BlockManager:
             self.ref_counts[shared] -= 1
             seq.block_table[-1] = self._take()
             self.pending_copies.append((shared, seq.block_table[-1]))
-        token_index = seq.cached_token_count
-        return seq.block_table[token_index // self.block_size] * self.block_size + token_index % self.block_size
+        return slot_of(seq.cached_token_count, seq.block_table, self.block_size)
 
     def blocks_to_grow(self, seq: Sequence, num_tokens: int) -> int:
         """Free blocks `ensure_capacity(seq, num_tokens)` would take."""

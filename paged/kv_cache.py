@@ -140,21 +140,26 @@ def check_write(key_cache: torch.Tensor, value_cache: torch.Tensor, key: torch.T
 
 
 def write_kv(key_cache: torch.Tensor, value_cache: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
-             slot_mapping: torch.Tensor, validate: bool = True) -> None:
+             slot_mapping: torch.Tensor, validate: bool = True, pads: bool = True) -> None:
     """Write each token's K/V into one layer's cache at its slot.
 
     key_cache, value_cache: [num_blocks, block_size, num_kv_heads, head_dim] (modified in place)
     key, value:             [num_tokens, num_kv_heads, head_dim]
     slot_mapping:           [num_tokens] int; slot = physical_block_id * block_size + block_offset; -1 is skipped.
     Raises ValueError (nothing written) on mismatched shapes, dtypes, devices, slots outside the pool or a slot
-    given twice. validate=False skips those checks (the engine's hot path, the bug lab).
+    given twice. validate=False skips those checks (the engine's hot path, the bug lab). pads=False: the caller
+    knows no slot is -1 (the engine's slots come through the checked address chain), so the search for -1 slots
+    (two ops and a sync per layer) is skipped; with validate=True a -1 still raises ValueError.
     """
     if validate:
         check_write(key_cache, value_cache, key, value, slot_mapping)
+        if not pads and slot_mapping.numel() and bool((slot_mapping < 0).any()):
+            raise ValueError("pads=False, but slot_mapping holds -1 (padding): pass pads=True to skip those rows")
     slots = slot_mapping.long()
-    keep = slots >= 0
-    if not bool(keep.all()):
-        slots, key, value = slots[keep], key[keep], value[keep]
+    if pads:
+        keep = slots >= 0
+        if not bool(keep.all()):
+            slots, key, value = slots[keep], key[keep], value[keep]
     for cache, rows in ((key_cache, key), (value_cache, value)):
         if cache.is_contiguous():  # a pool layer: as a flat [num_slots, num_kv_heads, head_dim] view, slot s is row s
             cache.view(-1, *cache.shape[2:]).index_copy_(0, slots, rows)

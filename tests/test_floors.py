@@ -56,9 +56,7 @@ def test_nothing_above_paged_reads_engine_internals():
 # --- one way to count blocks: a ceil division by the block size is paged.addressing.blocks_needed ----------------
 BLOCK_SIZE_NAMES = {"block_size", "bs"}
 # Instances in files other engineers own, to be folded into blocks_needed by them (a file may only go down).
-KNOWN_CEIL_DIVS = {"paged/attention.py": 1, "paged/attention_checks.py": 1, "paged/bench/external.py": 1,
-                   "paged/bench/kernels.py": 1, "paged/engine/bench.py": 1, "paged/kernels/fused.py": 1,
-                   "paged/kernels/native.py": 1}
+KNOWN_CEIL_DIVS = {"paged/bench/kernels.py": 1, "paged/kernels/fused.py": 1, "paged/kernels/native.py": 1}
 
 
 def _is_block_size(node: ast.AST) -> bool:

@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass, field
 
 import torch
 
-from ..addressing import slot_mapping
+from ..addressing import blocks_needed_tensor, slot_mapping
 from ..attention import contiguous_attention_decode
 from .kernels import KernelCase, _time_interleaved, make_case_data
 
@@ -60,7 +60,7 @@ def flashinfer_page_table(block_tables, context_lens, block_size: int
     blocks, in logical order) and last_page_len [B] (tokens in each sequence's last page, 1 … block_size)."""
     tables = torch.as_tensor(block_tables).long().cpu()
     lens = torch.as_tensor(context_lens).long().cpu()
-    pages = (lens + block_size - 1) // block_size
+    pages = blocks_needed_tensor(lens, block_size)
     indptr = torch.zeros(len(lens) + 1, dtype=torch.int32)
     indptr[1:] = torch.cumsum(pages, 0)
     indices = torch.cat([tables[b, :int(pages[b])] for b in range(len(lens))]).int()

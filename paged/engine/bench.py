@@ -21,6 +21,7 @@ import time
 
 import torch
 
+from ..addressing import blocks_needed
 from ..config import CacheConfig, ModelConfig, SamplingParams, SchedulerConfig
 from ..kv_cache import default_device
 from .admission import prompt_token_ids
@@ -63,7 +64,7 @@ def run_once(model, tokenizer, layout: str, prompts: list[str], max_tokens: int,
     """Seconds (of `clock`, see CLOCKS) to generate every prompt to max_tokens (greedy), and the tokens (for a
     parity check)."""
     cfg = model.config
-    num_blocks = len(prompts) * (-(-(64 + max_tokens) // block_size)) + 8
+    num_blocks = len(prompts) * blocks_needed(64 + max_tokens, block_size) + 8
     engine = LLMEngine(model, tokenizer, CacheConfig(block_size=block_size, num_blocks=num_blocks, seed=0),
                        SchedulerConfig(max_num_batched_tokens=max(2048, 128 * len(prompts)),
                                        max_num_seqs=max(32, len(prompts))),

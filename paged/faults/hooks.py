@@ -39,6 +39,9 @@ class FaultHook:
 
     fault: Fault | None = None
     read_first = False  # decode reads history before the step's K/V are written (EARLY_INCREMENT)
+    # Writes may carry -1 slots to skip. Not without a fault: its slots came through the address chain
+    # (slot_mapping / batch_slot_mapping refuse -1), so write_kv skips its per-layer search for them.
+    pads = False
 
     def __init__(self, block_size: int, num_slots: int) -> None:
         self.block_size, self.num_slots = block_size, num_slots
@@ -76,8 +79,8 @@ class FaultHook:
     def write(self, key_cache: torch.Tensor, value_cache: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
               slots: torch.Tensor) -> None:
         """Write one step's K/V [N, num_kv_heads, head_dim] at `slots` [N] into one layer's caches (unchecked, as
-        on the engine's hot path; a fault must show)."""
-        write_kv(key_cache, value_cache, k, v, slots, validate=False)
+        on the engine's hot path; a fault must show; `pads` says whether to look for -1 slots)."""
+        write_kv(key_cache, value_cache, k, v, slots, validate=False, pads=self.pads)
 
     def decode(self, write: Callable[[], None], read: Callable[[], torch.Tensor]) -> torch.Tensor:
         """One decode step's write and read, in this hook's order; returns read()'s output."""
@@ -91,6 +94,8 @@ class FaultHook:
 
 class _Faulty(FaultHook):
     """A hook with a fault: `apply` rebuilds the inputs through every link and checks nothing."""
+
+    pads = True  # rebuilt slots are written as the bug lab always wrote them: any -1 skipped
 
     def apply(self, batch: BatchInput, tables: list[list[int]], num_blocks: int) -> BatchInput:
         """The step's inputs with this fault: slots, block tables, context_lens and positions through the links."""

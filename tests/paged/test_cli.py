@@ -106,3 +106,15 @@ def test_engine_bench_random_135m_runs(capsys):
     assert bench_main(["--random-135m", "--max-tokens", "2", "--reps", "1"]) == 0
     out = capsys.readouterr().out
     assert "random SmolLM2-135M shape (134.5 M parameters" in out and "✔" in out
+
+
+def test_impl_choices_are_the_registered_impls(monkeypatch, capsys):
+    """--impl accepts every impl registered behind paged_attention_decode (a new kernel needs no CLI edit)."""
+    from paged import attention
+    from paged.__main__ import generate_main
+
+    monkeypatch.setitem(attention.DECODE_IMPLS, "toy", attention.DECODE_IMPLS["gather"])
+    assert generate_main(["Hi", "--max-tokens", "2", "--impl", "toy", "--quiet"]) == 0
+    assert capsys.readouterr().out.strip()
+    with pytest.raises(SystemExit):
+        generate_main(["Hi", "--impl", "magic"])

@@ -7,14 +7,14 @@ import pytest
 import torch
 
 from paged.attention import DECODE_IMPLS
-from paged.config import CacheConfig, ModelConfig, SamplingParams, SchedulerConfig
+from paged.config import CacheConfig, SamplingParams, SchedulerConfig
 from paged.engine import LLMEngine
-from paged.model import ByteTokenizer, TinyLlama, load_model
+from paged.model import load_model
 from paged.model.data import random_text
 
 import paged.kernels  # noqa: F401  (registers the fast impls, so the sweep covers them)
 
-from helpers import scaled_atol
+from helpers import scaled_atol, tiny_model
 
 PROMPTS = ["Hello, paged world!", "1 2 3 4 5 6", "abcdefghij", "a", "The block table maps logical blocks."]
 
@@ -27,10 +27,7 @@ def shipped():
 @pytest.fixture(scope="module")
 def tiny():
     """A random, untrained tiny model: fast, and any cache mistake changes its output."""
-    torch.manual_seed(0)
-    cfg = ModelConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
-                      num_key_value_heads=2, max_position_embeddings=256)
-    return TinyLlama(cfg).eval(), ByteTokenizer()
+    return tiny_model()
 
 
 def lockstep(model, tokenizer, prompts, block_size, num_blocks, max_tokens, impl="gather", sched=None):

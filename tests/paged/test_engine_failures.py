@@ -6,14 +6,12 @@ import pytest
 import torch
 
 import paged.engine.engine as engine_module
-from paged.config import CacheConfig, ModelConfig, SamplingParams
+from paged.config import CacheConfig, SamplingParams
 from paged.engine import EngineStepError, LLMEngine
-from paged.model import ByteTokenizer, TinyLlama
 
-torch.manual_seed(0)
-MODEL = TinyLlama(ModelConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
-                              num_key_value_heads=2, max_position_embeddings=256)).eval()
-TOK = ByteTokenizer()
+from helpers import tiny_model
+
+MODEL, TOK = tiny_model()
 GREEDY = SamplingParams(max_tokens=10, ignore_eos=True)
 SEEDED = SamplingParams(max_tokens=10, temperature=0.9, top_p=0.95, seed=4, ignore_eos=True)
 REQUESTS = [("The block table maps", GREEDY), ("logical blocks", SEEDED), ("to physical ones", GREEDY)]

@@ -3,17 +3,16 @@
 import dataclasses
 
 import pytest
-import torch
 
 from paged.addressing import blocks_needed
-from paged.config import CacheConfig, ModelConfig, SamplingParams
+from paged.config import CacheConfig, SamplingParams
 from paged.engine import LLMEngine
 from paged.engine.view import engine_view
-from paged.model import ByteTokenizer, TinyLlama
+from paged.model import ByteTokenizer
 
-torch.manual_seed(0)
-MODEL = TinyLlama(ModelConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
-                              num_key_value_heads=2, max_position_embeddings=256)).eval()
+from helpers import tiny_model
+
+MODEL = tiny_model()[0]
 PREFIX = "Shared prefix of two blocks. "
 
 

@@ -49,6 +49,33 @@ def test_batch_check_names_the_entry():
         check_block_tables(_padded(tables), torch.tensor([5, 8]), NUM_BLOCKS, BLOCK_SIZE, tables)
 
 
+def test_batch_check_is_one_python_pass():
+    """The check reads context_lens once (tolist) and runs no other tensor op when every table is valid; it refuses
+    a context_len of 0 (validate_block_table's rule) and tables that do not match the batch's rows."""
+    from torch.overrides import TorchFunctionMode
+
+    class Count(TorchFunctionMode):
+        def __init__(self):
+            super().__init__()
+            self.names = []
+
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            self.names.append(getattr(func, "__name__", str(func)))
+            return func(*args, **(kwargs or {}))
+
+    tables = [[0, 1, 2], [5], [7, 3]]
+    padded, lens = _padded(tables), torch.tensor([9, 4, 5])
+    with Count() as count:
+        check_block_tables(padded, lens, NUM_BLOCKS, BLOCK_SIZE, tables)
+    assert [n for n in count.names if n != "__get__"] == ["tolist"], count.names  # __get__: reading .shape
+    with pytest.raises(ValueError, match="context_len must be an integer >= 1"):
+        check_block_tables(padded, torch.tensor([9, 0, 5]), NUM_BLOCKS, BLOCK_SIZE, tables)
+    with pytest.raises(ValueError, match="one of each per sequence"):
+        check_block_tables(padded, lens, NUM_BLOCKS, BLOCK_SIZE, tables[:2])
+    check_block_tables(torch.tensor([], dtype=torch.int32), torch.tensor([], dtype=torch.long), NUM_BLOCKS,
+                       BLOCK_SIZE, [])  # an empty batch: nothing to refuse
+
+
 def test_decode_inputs_are_the_last_token_at_its_index():
     """A decode batch feeds each sequence's last token at position num_tokens - 1, in its slot."""
     seqs = []
@@ -198,3 +225,33 @@ def test_an_all_greedy_step_samples_from_the_logits_without_copying_them(monkeyp
     engine.step()  # the sampling prompt's prefill alone
     engine.step()  # decode: two greedy rows, one sampling row
     assert seen[-2].shape[0] == 2 and seen[-1].shape[0] == 1
+
+
+def test_the_engine_writes_without_searching_for_pads(monkeypatch):
+    """Without a fault the hook tells write_kv there are no -1 slots (pads=False, no per-layer search); a faulty
+    hook keeps the search. write_kv(pads=False) writes what pads=True writes, and a -1 it is told is absent
+    still raises when validated."""
+    import paged.faults.hooks as hooks
+    from paged.kv_cache import write_kv
+
+    seen = []
+    real = hooks.write_kv
+    monkeypatch.setattr(hooks, "write_kv", lambda *a, **kw: seen.append(kw.get("pads", True)) or real(*a, **kw))
+    engine = _tiny_engine()
+    engine.add_request("abc", SamplingParams(max_tokens=3, ignore_eos=True))
+    engine.step()
+    engine.step()  # prefill, then a decode
+    assert seen and not any(seen)
+    assert all(hooks.fault_hook(f, 4, 64).pads for f in hooks.HOOKS if f is not None)
+
+    cache = [torch.zeros(3, 4, 1, 2) for _ in range(4)]
+    kv = torch.arange(6.0).reshape(3, 1, 2)
+    slots = torch.tensor([5, 0, 11])
+    write_kv(cache[0], cache[1], kv, -kv, slots, pads=False)
+    write_kv(cache[2], cache[3], kv, -kv, slots)
+    want = torch.zeros(12, 1, 2)
+    want[slots] = kv
+    assert torch.equal(cache[0].reshape(12, 1, 2), want) and torch.equal(cache[2], cache[0])
+    assert torch.equal(cache[1], -cache[0]) and torch.equal(cache[3], cache[1])
+    with pytest.raises(ValueError, match="pads=False, but slot_mapping holds -1"):
+        write_kv(cache[0], cache[1], kv, kv, torch.tensor([5, -1, 11]), pads=False)

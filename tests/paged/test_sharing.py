@@ -6,19 +6,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from paged.block_manager import BlockManager
-from paged.config import CacheConfig, ModelConfig, SamplingParams
+from paged.config import CacheConfig, SamplingParams
 from paged.engine import LLMEngine
 from paged.engine.sampler import make_generator, sample
 from paged.engine.twins import run_twins
-from paged.model import ByteTokenizer, TinyLlama
 from paged.sequence import Sequence
 
-from helpers import prompt_logits_scale, scaled_atol
+from helpers import prompt_logits_scale, scaled_atol, tiny_model
 
-torch.manual_seed(0)
-MODEL = TinyLlama(ModelConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
-                              num_key_value_heads=2, max_position_embeddings=256)).eval()
-TOK = ByteTokenizer()
+MODEL, TOK = tiny_model()
 PREFIX = "The KV cache lives in blocks. "
 
 
