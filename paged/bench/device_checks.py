@@ -196,8 +196,13 @@ def prefix_caching_check(model, tokenizer, impl: str, block_size: int, params: S
         return LLMEngine(model, tokenizer, CacheConfig(block_size=block_size, num_blocks=num_blocks, seed=0,
                                                        watermark=0.0, enable_prefix_caching=caching), attn_impl=impl)
 
-    on_engine = engine(True)
-    on = [on_engine.generate([p], params)[0].token_ids for p in prompts]  # later prompts find earlier blocks
+    on_engine, on, hits = engine(True), [], 0
+    for p in prompts:  # one at a time: later prompts find earlier ones' blocks in the cache
+        rid = on_engine.add_request(p, params)
+        on_engine.step()  # its prefill: the hits are known while it holds its blocks (freeing drops them)
+        hits = max(hits, sum(on_engine.block_manager.last_hits[rid]))
+        while on_engine.has_unfinished():
+            on_engine.step()
+        on.append(on_engine.output(rid).token_ids)
     off = [o.token_ids for o in engine(False).generate(prompts, params)]
-    hits = max(sum(h) for h in on_engine.block_manager.last_hits.values())
     return dict(impl=impl, block_size=block_size, same_tokens=on == off, blocks_hit=hits)

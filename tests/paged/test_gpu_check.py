@@ -193,7 +193,8 @@ def test_engine_bench_device_option(capsys):
     """`bench engine --device cpu --json` runs there; --device cuda without a GPU is a usage error."""
     from paged.engine import bench
 
-    assert bench.main(["--device", "cpu", "--batches", "1", "--max-tokens", "2", "--reps", "1", "--json"]) == 0
+    assert bench.main(["--device", "cpu", "--batches", "1", "--max-tokens", "2", "--reps", "1", "--workloads", "same",
+                       "--json"]) == 0
     rows = json.loads(capsys.readouterr().out)
     assert [r["batch"] for r in rows] == [1] and rows[0]["identical"] is True
     if not torch.cuda.is_available():
