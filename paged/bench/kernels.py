@@ -39,7 +39,7 @@ from dataclasses import asdict, dataclass, field
 import torch
 import torch.nn.functional as F
 
-from ..addressing import slot_mapping
+from ..addressing import blocks_needed, slot_mapping
 from ..attention import contiguous_attention_decode, paged_attention_decode
 from ..kv_cache import default_device, write_kv
 from .kernel_report import (COLD_MB, COLUMNS, _sync, format_report, format_rows, read_bandwidth_gbps,  # noqa: F401
@@ -120,7 +120,7 @@ def make_case_data(case: KernelCase, device: torch.device, seed: int = 0) -> dic
     gen = torch.Generator().manual_seed(seed)
     dtype = getattr(torch, case.dtype)
     b, n, bs = case.batch, case.context_len, case.block_size
-    per_seq = -(-n // bs)
+    per_seq = blocks_needed(n, bs)
     shape = (b, n, case.num_kv_heads, case.head_dim)
     keys = torch.randn(shape, generator=gen, dtype=dtype)
     values = torch.randn(shape, generator=gen, dtype=dtype)

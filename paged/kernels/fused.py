@@ -30,6 +30,8 @@ import threading
 import torch
 import torch.nn.functional as F
 
+from ..addressing import blocks_needed
+
 # K bytes gathered per tile (whole batch), per intra-op thread: on a 2-core EPYC (512 KB L2 per core, 32 MB L3)
 # 2 MB was fastest with 1 thread and 4 MB with 2; 1 MB and 8-16 MB were slower.
 TILE_BYTES_PER_THREAD = 2 << 20
@@ -76,7 +78,7 @@ def fused_decode(query: torch.Tensor, key_cache: torch.Tensor, value_cache: torc
 
     lens = context_lens.tolist()
     max_len, min_len = max(lens), min(lens)
-    used_blocks = -(-max_len // block_size)
+    used_blocks = blocks_needed(max_len, block_size)
     blocks_per_tile = min(used_blocks, tile_blocks(batch, block_size, num_kv_heads, head_dim,
                                                    key_cache.element_size()))
     num_tiles = -(-used_blocks // blocks_per_tile)

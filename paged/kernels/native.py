@@ -33,6 +33,7 @@ import threading
 
 import torch
 
+from ..addressing import blocks_needed
 from . import native_build
 
 DTYPE_CODES = {torch.float32: 0, torch.float64: 1, torch.float16: 2, torch.bfloat16: 3}
@@ -96,7 +97,7 @@ def plan_work(batch: int, num_heads: int, num_kv_heads: int, max_blocks: int, bl
         per_seq += 1
     if per_seq == 1:
         return 1, 0
-    min_blocks = -(-MIN_PARTITION_TOKENS // block_size)
+    min_blocks = blocks_needed(MIN_PARTITION_TOKENS, block_size)
 
     def partition_blocks(parts: int) -> int:  # 0: the context is too short to cut into `parts`
         blocks = max(min_blocks, -(-max_blocks // parts))

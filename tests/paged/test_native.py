@@ -17,7 +17,7 @@ import torch
 from helpers import rel_err
 from paged.attention import contiguous_attention_decode, paged_attention_decode
 from paged.kernels import native, native_build
-from test_kernels import build, sweep_failures
+from decode_cases import build, sweep_failures
 
 
 @pytest.fixture

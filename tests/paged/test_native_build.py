@@ -20,7 +20,7 @@ import torch
 from helpers import rel_err
 from paged.attention import contiguous_attention_decode, paged_attention_decode
 from paged.kernels import native, native_build
-from test_kernels import build
+from decode_cases import build
 
 REPO = Path(__file__).resolve().parents[2]
 QUICK_FLAGS = (("-O1", "-pthread", "-shared", "-fPIC"),)
