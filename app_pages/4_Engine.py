@@ -14,8 +14,8 @@ from lessons.engine import table_changes
 from lessons.engine_requests import (ENGINE_SCENARIOS, MAX_PROMPT_CHARS, PROMPT_PRESETS, TASKS, DemoConfig,
                                    encode_requests)
 from viz.colors import seq_label
-from viz.cells import queues_html, slot_mapping_html
-from viz.engine import cache_rule_figure, twin_diff_figure
+from viz.cells import queues_html, slot_mapping_html, twin_diff_html
+from viz.engine import cache_rule_figure
 from viz.pool import pool_figure
 
 ctx = ui.setup_page("engine", icon=":material/settings:")
@@ -162,10 +162,10 @@ def engine_view() -> None:
         if demo.schedules_differ():
             fig_col.caption(ctx.t("twins_schedules_differ"))
         steps = list(range(1, len(demo.steps) + 1))
-        ui.show_figure(twin_diff_figure(steps, [s.max_diff for s in demo.steps],
-                                        [all(s.same_tokens.values()) for s in demo.steps],
-                                        tolerance, ctx.t("twins_title"), x_title=ctx.t("axis_step")),
-                       "engine.twins", where=fig_col)
+        show_cells(twin_diff_html(steps, [s.max_diff for s in demo.steps],
+                                  [all(s.same_tokens.values()) for s in demo.steps], tolerance,
+                                  x_title=ctx.t("axis_step")),
+                   ctx.t("twins_title"), "engine.twins", where=fig_col)
     else:
         fig_col.info(ctx.t("twins_none"))
     ui.notice(ctx, ctx.t("twins_notice"), where=note_col)

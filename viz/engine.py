@@ -8,7 +8,8 @@ from typing import Mapping, Sequence
 
 import plotly.graph_objects as go
 
-from .colors import OKABE_ITO, seq_color, seq_label
+from .cells import twin_bars
+from .colors import seq_color, seq_label
 from .figure import make_figure, title_layout
 
 def integer_dtick(last: int) -> int:
@@ -47,11 +48,8 @@ def twin_diff_figure(steps: Sequence[int], diffs: Sequence[float], agree: Sequen
     """Per step, the largest |paged − contiguous| logit difference (log scale; an exact 0 is drawn at the floor)
     and a dashed line at `tolerance`. Bars are blue when the tokens agreed and the diff is within tolerance,
     vermillion otherwise. Traces: "max diff", "tolerance"."""
-    floor = min(tolerance * 1e-5, 1e-9)
-    ok = [a and d <= tolerance for a, d in zip(agree, diffs)]
-    colors = [OKABE_ITO["blue"] if k else OKABE_ITO["vermillion"] for k in ok]
-    shown = [max(d, floor) for d in diffs]
-    hover = [f"step {s}: {d:.2e} {'✔' if k else '✗'}" for s, d, k in zip(steps, diffs, ok)]
+    bars = twin_bars(steps, diffs, agree, tolerance)
+    colors, shown, hover = ([b[k] for b in bars] for k in ("color", "shown", "hover"))
     xs = list(steps) or [0]
     data = [dict(type="bar", name="max diff", x=list(steps), y=shown, marker=dict(color=colors),
                  hovertext=hover, hoverinfo="text"),

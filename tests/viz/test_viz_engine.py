@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from viz.colors import FREE_COLOR, OKABE_ITO, seq_color
-from viz.cells import queues_html, read_cells, slot_mapping_html
+from viz.cells import queues_html, read_bars, read_cells, slot_mapping_html, twin_diff_html
 from viz.engine import cache_rule_figure, twin_diff_figure
 from viz.sharing import (CACHED_FREE_COLOR, COPY_COLOR, HIT_COLOR, MISS_COLOR, hits_figure, memory_figure,
                                refcount_pool_figure)
@@ -68,6 +68,31 @@ def test_twin_diff_figure_marks_disagreement_and_tolerance():
     assert list(trace(fig, "tolerance").y) == [1e-4, 1e-4] and fig.layout.yaxis.type == "log"
     flipped = twin_diff_figure([1], [1e-7], [False], tolerance=1e-4)
     assert list(trace(flipped, "max diff").marker.color) == [OKABE_ITO["vermillion"]]
+
+
+def test_twin_diff_html_bars_match_the_figure():
+    """The HTML twins chart: one bar per step on the 1e-10 … 1e0 log axis (height by hand: log10 of the diff, an
+    exact 0 at the 1e-9 floor), blue within tolerance and agreeing, vermillion otherwise, and the same hover text as
+    the plotly figure's bars; the tolerance line sits at log10(1e-4) = 60 %; text is escaped."""
+    args = ([1, 2, 3], [0.0, 3e-7, 5e-3], [True, True, True], 1e-4)
+    markup = twin_diff_html(*args, x_title="<step>")
+    bars = read_bars(markup)
+    assert [b["step"] for b in bars] == [1, 2, 3]
+    assert [b["color"] for b in bars] == [OKABE_ITO["blue"], OKABE_ITO["blue"], OKABE_ITO["vermillion"]]
+    assert [b["height"] for b in bars] == pytest.approx([10.0, 34.77, 76.99], abs=0.01)
+    assert [b["title"] for b in bars] == ["step 1: 0.00e+00 ✔", "step 2: 3.00e-07 ✔", "step 3: 5.00e-03 ✗"]
+    assert [b["title"] for b in bars] == list(trace(twin_diff_figure(*args), "max diff").hovertext)
+    assert 'class="pb-tol" style="bottom:60.00%"' in markup
+    assert "&lt;step&gt;" in markup and "<step>" not in markup
+    assert read_bars(twin_diff_html([1], [1e-7], [False], 1e-4))[0]["color"] == OKABE_ITO["vermillion"]
+    assert markup.count('class="pb-slot"') == 10, "one slot per step up to at least 10, as the figure's x range"
+
+
+@pytest.mark.parametrize("args", [([1, 2], [0.0], [True], 1e-4), ([1], [0.0], [True], 0.0),
+                                  ([0], [0.0], [True], 1e-4)])
+def test_twin_diff_html_rejects_bad_input(args):
+    with pytest.raises(ValueError):
+        twin_diff_html(*args)
 
 
 def test_refcount_pool_figure_prints_ref_counts_and_outlines_shared():
