@@ -16,7 +16,7 @@ from lessons.engine_requests import (ENGINE_SCENARIOS, MAX_PROMPT_CHARS, PROMPT_
 from viz.colors import seq_label
 from viz.cells import queues_html, slot_mapping_html, twin_diff_html
 from viz.engine import cache_rule_figure
-from viz.pool import pool_figure
+from viz.pool import pool_html
 
 ctx = ui.setup_page("engine", icon=":material/settings:")
 knobs = ui.Knobs("engine")
@@ -102,12 +102,12 @@ def engine_view() -> None:
     view = demo.view
     written = trace.slot_mapping if trace else []
     decode = trace is not None and trace.phase == "decode"  # a prefill writes whole prompts: a thin outline reads better
-    pool = pool_figure(view.num_blocks, view.block_size, view.tables, view.cached_counts,
-                       highlight=written if decode else [], read=[] if decode else written, max_width=680,
-                       token_text=demo.token_texts(),
-                       title=ctx.t("pool_title", free=view.num_free_blocks, num_blocks=view.num_blocks))
+    pool = pool_html(view.num_blocks, view.block_size, view.tables, view.cached_counts,
+                     highlight=written if decode else [], read=[] if decode else written, max_width=680,
+                     token_text=demo.token_texts())
     fig_col, note_col = st.columns([3, 1])
-    ui.show_figure(pool, "engine.pool", where=fig_col)
+    show_cells(pool, ctx.t("pool_title", free=view.num_free_blocks, num_blocks=view.num_blocks), "engine.pool",
+               where=fig_col)
     ui.notice(ctx, ctx.t("pool_notice"), where=note_col)
 
     if trace is not None and trace.seqs:

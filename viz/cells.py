@@ -37,14 +37,28 @@ CELLS_CSS = """
     border-left: 1px solid #999999; border-bottom: 1px solid #999999;
     background: repeating-linear-gradient(to top, #FFFFFF 0, #FFFFFF calc(20% - 1px), #E5E5E5 calc(20% - 1px),
     #E5E5E5 20%); }
-.paged-bars .pb-slot { flex: 1 1 0; max-width: 28px; height: 100%; display: flex; align-items: flex-end;
+.paged-bars .pb-slot { flex: 1 1 0; max-width: 60px; height: 100%; display: flex; align-items: flex-end;
     min-width: 0; }
 .paged-bars .pb-bar { display: block; width: 100%; cursor: default; }
 .paged-bars .pb-tol { position: absolute; left: 0; right: 0; border-top: 1px dashed #000000; pointer-events: none; }
 .paged-bars .pb-xaxis { grid-column: 2; display: flex; gap: 1px; }
-.paged-bars .pb-xaxis span { flex: 1 1 0; max-width: 28px; min-width: 0; text-align: center; overflow: visible;
+.paged-bars .pb-xaxis span { flex: 1 1 0; max-width: 60px; min-width: 0; text-align: center; overflow: visible;
     white-space: nowrap; }
 .paged-bars .pb-xtitle { grid-column: 2; text-align: center; }
+.paged-pool { margin: 0.2rem 0 0.6rem 0; }
+.paged-pool .pp-grid { display: flex; flex-wrap: wrap; gap: calc(var(--pp-cell) * 0.5) calc(var(--pp-cell) * 0.3); }
+.paged-pool .pp-block { display: flex; height: var(--pp-cell); }
+.paged-pool .pp-id { width: calc(var(--pp-cell) * 1.3); line-height: var(--pp-cell); text-align: right;
+    padding-right: 3px; color: #555555; box-sizing: border-box; }
+.paged-pool .pp-cell { box-sizing: border-box; width: var(--pp-cell); height: var(--pp-cell); margin: 0;
+    border: 1.5px solid #FFFFFF; outline: 0.5px solid #999999; outline-offset: -1.5px;
+    line-height: calc(var(--pp-cell) - 3px); text-align: center; overflow: hidden; white-space: nowrap;
+    cursor: default; }
+.paged-pool .pp-cell.pp-read { outline: 2px solid #555555; outline-offset: -1px; position: relative; }
+.paged-pool .pp-cell.pp-hl { outline: 3px solid #000000; outline-offset: -1px; position: relative; z-index: 1; }
+.paged-pool .pp-legend { display: flex; flex-wrap: wrap; gap: 0.8rem; margin-top: 0.3rem; font-size: 0.8rem; }
+.paged-pool .pp-key span { display: inline-block; width: 0.8rem; height: 0.8rem; margin-right: 0.3rem;
+    vertical-align: -0.1rem; border: 0.5px solid #333333; }
 """
 PRESENT_CELLS_CSS = """
 .paged-cells .pg-name { font-size: 16px; flex-basis: 7rem; line-height: 36px; }
