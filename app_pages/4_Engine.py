@@ -15,7 +15,7 @@ from lessons.engine_requests import (ENGINE_SCENARIOS, MAX_PROMPT_CHARS, PROMPT_
                                    encode_requests)
 from viz.colors import seq_label
 from viz.cells import queues_html, slot_mapping_html, twin_diff_html
-from viz.engine import cache_rule_figure
+from viz.engine import cache_rule_html
 from viz.pool import pool_html
 
 ctx = ui.setup_page("engine", icon=":material/settings:")
@@ -144,9 +144,8 @@ def engine_view() -> None:
     series = demo.cache_series()
     if series:
         fig_col, note_col = st.columns([3, 1])
-        ui.show_figure(cache_rule_figure(series, ctx.t("cache_title"), rule_name=ctx.t("rule_name"),
-                                         x_title=ctx.t("axis_step"), y_title=ctx.t("axis_tokens")),
-                       "engine.cache", where=fig_col)
+        show_cells(cache_rule_html(series, rule_name=ctx.t("rule_name"), x_title=ctx.t("axis_step"),
+                                  y_title=ctx.t("axis_tokens")), ctx.t("cache_title"), "engine.cache", where=fig_col)
         ui.notice(ctx, ctx.t("cache_notice"), where=note_col)
 
     # --- the state rule, one sequence step by step ------------------------------------------------------------------

@@ -56,6 +56,10 @@ CELLS_CSS = """
     cursor: default; }
 .paged-pool .pp-cell.pp-read { outline: 2px solid #555555; outline-offset: -1px; position: relative; }
 .paged-pool .pp-cell.pp-hl { outline: 3px solid #000000; outline-offset: -1px; position: relative; z-index: 1; }
+.paged-pool .pc-plot { position: relative; }
+.paged-pool .pc-plot img { display: block; width: 100%; }
+.paged-pool .pc-dot { position: absolute; width: 12px; height: 12px; margin: -6px 0 0 -6px; border-radius: 50%;
+    cursor: default; }
 .paged-pool .pp-legend { display: flex; flex-wrap: wrap; gap: 0.8rem; margin-top: 0.3rem; font-size: 0.8rem; }
 .paged-pool .pp-key span { display: inline-block; width: 0.8rem; height: 0.8rem; margin-right: 0.3rem;
     vertical-align: -0.1rem; border: 0.5px solid #333333; }

@@ -208,7 +208,7 @@ def pool_html(num_blocks: int, block_size: int, tables: Mapping[int, Sequence[in
             spans = []
             for cell in cells[block * block_size:(block + 1) * block_size]:
                 extra = " pp-hl" if cell["slot"] in highlight else " pp-read" if cell["slot"] in read else ""
-                tip = html.escape(html.unescape(cell["hover"].replace("<br>", "\n")))
+                tip = html.escape(html.unescape(cell["hover"].replace("<br>", "\n"))).replace("\n", "&#10;")
                 text = html.escape(cell["text"]) if cell_px >= 22 else ""
                 spans.append(f'<span class="pp-cell{extra}" data-slot="{cell["slot"]}" style="background:'
                              f'{cell["color"]};color:{cell["font"]}" title="{tip}">{text}</span>')

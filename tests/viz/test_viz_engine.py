@@ -8,7 +8,11 @@ import pytest
 
 from viz.colors import FREE_COLOR, OKABE_ITO, seq_color
 from viz.cells import queues_html, read_bars, read_cells, slot_mapping_html, twin_diff_html
-from viz.engine import cache_rule_figure, twin_diff_figure
+import base64
+import html
+import re
+
+from viz.engine import cache_rule_figure, cache_rule_html, nice_step, twin_diff_figure
 from viz.sharing import (CACHED_FREE_COLOR, COPY_COLOR, HIT_COLOR, MISS_COLOR, hits_figure, memory_figure,
                                refcount_pool_figure)
 from viz_util import trace
@@ -58,6 +62,32 @@ def test_cache_rule_figure_has_cached_and_rule_per_sequence():
     assert list(trace(fig, "A cached").y) == [5, 6, 0] and list(trace(fig, "A rule").y) == [5, 6, 7]
     assert trace(fig, "C rule").line.color == seq_color(2) == trace(fig, "C cached").line.color
     assert trace(fig, "A rule").line.dash == "dot"
+
+
+def test_cache_rule_html_draws_both_lines_with_the_figures_hover():
+    """Per sequence a dotted rule line and a solid cached line in its colour, one dot per step at the cached value
+    whose tooltip is the figure's two hover lines at that step; the y axis reaches the largest value (7 → 8, ticks
+    of 2); text is escaped; mismatched lengths are refused."""
+    series = {0: {"step": [1, 2, 3], "cached": [5, 6, 0], "rule": [5, 6, 7]},
+              2: {"step": [1, 2], "cached": [3, 4], "rule": [3, 4]}}
+    markup = cache_rule_html(series, rule_name="<rule>", y_title="tokens & more")
+    svg = base64.b64decode(re.search(r'src="data:image/svg\+xml;base64,([^"]*)"', markup).group(1)).decode()
+    groups = re.findall(r'<g data-seq="(\w)"><polyline class="rule" points="([^"]*)" fill="none" stroke="([^"]*)" '
+                        r'stroke-width="2" stroke-dasharray="[^"]*"/><polyline class="cached" points="([^"]*)"', svg)
+    assert [(g[0], g[2]) for g in groups] == [("A", seq_color(0)), ("C", seq_color(2))]
+    a_rule = [float(p.split(",")[1]) for p in groups[0][1].split()]
+    a_cached = [float(p.split(",")[1]) for p in groups[0][3].split()]
+    assert a_rule[:2] == a_cached[:2] and a_cached[2] > a_rule[2], "A's preempted step drops to 0, under its rule"
+    tips = [html.unescape(t) for t in re.findall(r'<span class="pc-dot" style="[^"]*" title="([^"]*)"></span>', markup)]
+    assert len(tips) == 5 and tips[2] == "A step 3: cached_token_count = 0\nA step 3: <rule> = 7"
+    fig = cache_rule_figure(series, rule_name="<rule>")
+    hover = trace(fig, "A cached").hovertemplate.replace("<extra></extra>", "")
+    assert hover.replace("%{x}", "3").replace("%{y}", "0") == tips[2].split("\n")[0]
+    assert "\n" not in markup, "one line of markup"
+    assert ">8</text>" in svg and ">10</text>" not in svg and "tokens &amp; more" in svg
+    assert nice_step(7) == 2 and nice_step(300) == 50 and nice_step(301) == 100 and nice_step(5) == 1
+    with pytest.raises(ValueError):
+        cache_rule_html({0: {"step": [1], "cached": [1, 2], "rule": [1]}})
 
 
 def test_twin_diff_figure_marks_disagreement_and_tolerance():

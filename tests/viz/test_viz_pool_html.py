@@ -15,13 +15,15 @@ pytestmark = pytest.mark.usefixtures("validate_figures")  # conftest: plotly val
 
 TABLES = {0: [3, 1], 1: [0], 2: [1]}  # block 1 listed by A and C: C's token 0 clashes with A's token 4
 LENS = {0: 6, 1: 3, 2: 1}
-TEXTS = {0: ["<s>", "The", "␣fox", "'s", "␣quick", "&", "unwritten"], 1: ["x", "y", "z"], 2: ["c"]}
+TEXTS = {0: ["<s>", "The", "␣fox", "'s", "<br>", "&", "unwritten"], 1: ["x", "y", "z"], 2: ["c"]}
 
 
 def test_cells_carry_the_figures_hover_colour_and_label():
     """Written by hand: A's token 1 at block 3 offset 1 (slot 13), the "<s>" piece as text, a free and a reserved
     cell, the clash's two lines; then every cell equals the figure's point at that slot."""
-    cells = read_pool(pool_html(6, 4, TABLES, LENS, token_text=TEXTS, max_width=680))
+    markup = pool_html(6, 4, TABLES, LENS, token_text=TEXTS, max_width=680)
+    assert "\n" not in markup, "one line of markup"
+    cells = read_pool(markup)
     assert [c["slot"] for c in cells] == list(range(24))
     assert cells[13]["title"] == "A token 1 → logical block 0 → physical block 3 → offset 1 → slot 13 · token 'The'"
     assert cells[12]["title"].endswith("· token '<s>'") and cells[12]["text"] == "A0"
@@ -30,6 +32,8 @@ def test_cells_carry_the_figures_hover_colour_and_label():
                          "title": "physical block 5, offset 0, slot 20: free"}
     assert cells[3]["color"] == tint(seq_color(1), RESERVED_ALPHA) and "not written yet" in cells[3]["title"]
     assert cells[4]["text"] == "4/0" and cells[4]["title"].count("\n") == 2 and "⚠" in cells[4]["title"]
+    assert cells[4]["title"].startswith("A token 4 → logical block 1 → physical block 1 → offset 0 → slot 4 · token "
+                                        "'<br>'\n"), "a token piece '<br>' stays text, not a line break"
     fig = pool_figure(6, 4, TABLES, LENS, token_text=TEXTS, max_width=680).to_dict()
     by_slot = {}
     for tr in fig["data"]:
