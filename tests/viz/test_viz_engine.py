@@ -13,7 +13,7 @@ import html
 import re
 
 from viz.engine import cache_rule_figure, cache_rule_html, nice_step, twin_diff_figure
-from viz.sharing import (CACHED_FREE_COLOR, COPY_COLOR, HIT_COLOR, MISS_COLOR, hits_figure, memory_figure,
+from viz.sharing import (CACHED_FREE_COLOR, COPY_COLOR, HIT_COLOR, MISS_COLOR, hits_figure, hits_html, memory_figure,
                                refcount_pool_figure)
 from viz_util import trace
 
@@ -160,3 +160,20 @@ def test_memory_figure_shades_the_saving():
     fig = memory_figure([0, 1, 2], [0, 10, 12], [0, 10, 20], 64, held_name="held", without_name="tables")
     assert list(trace(fig, "held").y) == [0, 10, 12] and trace(fig, "held").fill == "tonexty"
     assert list(trace(fig, "tables").y) == [0, 10, 20] and list(trace(fig, "num_blocks").y) == [64, 64]
+
+
+def test_hits_html_rows_cells_and_the_figures_hover():
+    """One row per allocation, newest first as given: B's two blocks 5 (hit, blue) and 7 (computed, orange), the
+    physical block printed, the figure's hover as tooltip; names escaped; mismatched lengths refused."""
+    rows = [(2, 1, [5, 7], [True, False]), (1, 0, [5, 6], [False, False])]
+    markup = hits_html(rows, hit_name="<hit>")
+    cells = read_cells(markup)
+    assert [c["text"] for c in cells] == ["5", "7", "5", "6"]
+    assert [c["color"] for c in cells] == [HIT_COLOR, MISS_COLOR, MISS_COLOR, MISS_COLOR]
+    assert cells[0]["title"] == "B logical block 0 → physical block 5: prefix-cache hit, K/V reused"
+    fig = hits_figure(rows)
+    assert [c["title"] for c in cells[:1]] + [c["title"] for c in cells[1:]] == \
+        [trace(fig, "hit").hovertext[0]] + list(trace(fig, "computed").hovertext)
+    assert markup.index("B · step 2") < markup.index("A · step 1") and "&lt;hit&gt;" in markup
+    with pytest.raises(ValueError):
+        hits_html([(1, 0, [5], [])])
