@@ -189,9 +189,10 @@ def pool_html(num_blocks: int, block_size: int, tables: Mapping[int, Sequence[in
               labels: Mapping[int, str] | None = None, max_width: int = 820,
               token_text: Mapping[int, Sequence[str]] | None = None) -> str:
     """The pool grid of pool_figure as HTML (a step redraws it in a few ms, a plotly grid in ~100): the same block
-    columns, cells, colours, printed labels, outlines (class pp-hl for `highlight`, pp-read for `read`) and a
-    legend of the sequences (block columns wrap to a new line in a narrow column); each cell's tooltip (title) is the figure's hover text as a learner reads it (<br> a
-    line break, entities decoded). Arguments as pool_figure's (the title goes above it: ui.widgets.show_cells)."""
+    columns (wrapping to a new line in a narrow column), cells, colours, printed labels, outlines (class pp-hl for
+    `highlight`, pp-read for `read`) and a legend of the sequences; each cell's tooltip (title) is the figure's
+    hover text as a learner reads it (<br> a line break, entities decoded). Arguments as pool_figure's (the title
+    goes above it: ui.widgets.show_cells)."""
     labels = dict(labels or {})
     cols = grid_columns(num_blocks, block_size)
     rows = math.ceil(num_blocks / cols)

@@ -25,15 +25,16 @@ def test_cells_carry_the_figures_hover_colour_and_label():
     assert "\n" not in markup, "one line of markup"
     cells = read_pool(markup)
     assert [c["slot"] for c in cells] == list(range(24))
-    assert cells[13]["title"] == "A token 1 → logical block 0 → physical block 3 → offset 1 → slot 13 · token 'The'"
+    assert cells[13]["title"] == ("A token 1 → logical block 0 → physical block 3 → offset 1 → slot 13"
+                                  " · token 'The'")
     assert cells[12]["title"].endswith("· token '<s>'") and cells[12]["text"] == "A0"
     assert cells[12]["color"] == seq_color(0) and cells[1]["color"] == seq_color(1)
     assert cells[20] == {"slot": 20, "classes": [], "color": FREE_COLOR, "font": "#000000", "text": "",
                          "title": "physical block 5, offset 0, slot 20: free"}
     assert cells[3]["color"] == tint(seq_color(1), RESERVED_ALPHA) and "not written yet" in cells[3]["title"]
     assert cells[4]["text"] == "4/0" and cells[4]["title"].count("\n") == 2 and "⚠" in cells[4]["title"]
-    assert cells[4]["title"].startswith("A token 4 → logical block 1 → physical block 1 → offset 0 → slot 4 · token "
-                                        "'<br>'\n"), "a token piece '<br>' stays text, not a line break"
+    assert cells[4]["title"].startswith("A token 4 → logical block 1 → physical block 1 → offset 0 → slot 4"
+                                        " · token '<br>'\n"), "a token piece '<br>' stays text, not a line break"
     fig = pool_figure(6, 4, TABLES, LENS, token_text=TEXTS, max_width=680).to_dict()
     by_slot = {}
     for tr in fig["data"]:
