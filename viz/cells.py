@@ -158,7 +158,7 @@ def twin_diff_html(steps: Sequence[int], diffs: Sequence[float], agree: Sequence
                    x_title: str = "step", y_title: str = "max |Δlogits|", height_px: int = 150) -> str:
     """The twins' logits difference per step as HTML bars on a log axis (1e-10 … 1e0), one slot per step
     1 … max(last step, 10), a dashed line at `tolerance`: the same bars, colours and hover (title) as
-    twin_diff_figure, which the browser redraws in a few ms. Steps must be >= 1. ValueError as twin_bars, or for a step < 1."""
+    twin_diff_figure, which the browser redraws in a few ms. ValueError as twin_bars, or for a step < 1."""
     bars = twin_bars(steps, diffs, agree, tolerance)
     if any(b["step"] < 1 for b in bars):
         raise ValueError(f"steps must be >= 1, got {min(b['step'] for b in bars)}")
