@@ -14,9 +14,9 @@ from lessons.engine import table_changes
 from lessons.engine_requests import (ENGINE_SCENARIOS, MAX_PROMPT_CHARS, PROMPT_PRESETS, TASKS, DemoConfig,
                                    encode_requests)
 from viz.colors import seq_label
-from viz.cells import queues_html, slot_mapping_html
-from viz.engine import cache_rule_figure, twin_diff_figure
-from viz.pool import pool_figure
+from viz.cells import queues_html, slot_mapping_html, twin_diff_html
+from viz.engine import cache_rule_html
+from viz.pool import pool_html
 
 ctx = ui.setup_page("engine", icon=":material/settings:")
 knobs = ui.Knobs("engine")
@@ -102,12 +102,12 @@ def engine_view() -> None:
     view = demo.view
     written = trace.slot_mapping if trace else []
     decode = trace is not None and trace.phase == "decode"  # a prefill writes whole prompts: a thin outline reads better
-    pool = pool_figure(view.num_blocks, view.block_size, view.tables, view.cached_counts,
-                       highlight=written if decode else [], read=[] if decode else written, max_width=680,
-                       token_text=demo.token_texts(),
-                       title=ctx.t("pool_title", free=view.num_free_blocks, num_blocks=view.num_blocks))
+    pool = pool_html(view.num_blocks, view.block_size, view.tables, view.cached_counts,
+                     highlight=written if decode else [], read=[] if decode else written, max_width=680,
+                     token_text=demo.token_texts())
     fig_col, note_col = st.columns([3, 1])
-    ui.show_figure(pool, "engine.pool", where=fig_col)
+    show_cells(pool, ctx.t("pool_title", free=view.num_free_blocks, num_blocks=view.num_blocks), "engine.pool",
+               where=fig_col)
     ui.notice(ctx, ctx.t("pool_notice"), where=note_col)
 
     if trace is not None and trace.seqs:
@@ -144,9 +144,8 @@ def engine_view() -> None:
     series = demo.cache_series()
     if series:
         fig_col, note_col = st.columns([3, 1])
-        ui.show_figure(cache_rule_figure(series, ctx.t("cache_title"), rule_name=ctx.t("rule_name"),
-                                         x_title=ctx.t("axis_step"), y_title=ctx.t("axis_tokens")),
-                       "engine.cache", where=fig_col)
+        show_cells(cache_rule_html(series, rule_name=ctx.t("rule_name"), x_title=ctx.t("axis_step"),
+                                  y_title=ctx.t("axis_tokens")), ctx.t("cache_title"), "engine.cache", where=fig_col)
         ui.notice(ctx, ctx.t("cache_notice"), where=note_col)
 
     # --- the state rule, one sequence step by step ------------------------------------------------------------------
@@ -162,10 +161,10 @@ def engine_view() -> None:
         if demo.schedules_differ():
             fig_col.caption(ctx.t("twins_schedules_differ"))
         steps = list(range(1, len(demo.steps) + 1))
-        ui.show_figure(twin_diff_figure(steps, [s.max_diff for s in demo.steps],
-                                        [all(s.same_tokens.values()) for s in demo.steps],
-                                        tolerance, ctx.t("twins_title"), x_title=ctx.t("axis_step")),
-                       "engine.twins", where=fig_col)
+        show_cells(twin_diff_html(steps, [s.max_diff for s in demo.steps],
+                                  [all(s.same_tokens.values()) for s in demo.steps], tolerance,
+                                  x_title=ctx.t("axis_step")),
+                   ctx.t("twins_title"), "engine.twins", where=fig_col)
     else:
         fig_col.info(ctx.t("twins_none"))
     ui.notice(ctx, ctx.t("twins_notice"), where=note_col)

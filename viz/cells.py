@@ -1,4 +1,5 @@
-"""Small grids of labelled cells as HTML (not plotly figures): the engine's queues and one step's slot_mapping.
+"""Small grids of labelled cells as HTML (not plotly figures): the engine's queues, one step's slot_mapping and the
+twins' per-step logits difference (bars on a log axis).
 
 Both change every step and are a few dozen coloured squares with a label: as HTML they cost the browser a few
 milliseconds to redraw, as a plotly figure ~100 ms. Data in, markup out (one line, no blank line: Markdown would end
@@ -9,10 +10,11 @@ the block there); hover text is each cell's tooltip (title). CELLS_CSS / PRESENT
 from __future__ import annotations
 
 import html
+import math
 import re
 from typing import Sequence
 
-from .colors import seq_color, seq_label, text_color
+from .colors import OKABE_ITO, seq_color, seq_label, text_color
 
 LANES = ("waiting", "running", "finished")
 CELLS_CSS = """
@@ -26,11 +28,51 @@ CELLS_CSS = """
 .paged-cells .pg-big { width: 30px; height: 30px; line-height: 28px; font-size: 0.8rem; margin: 3px; }
 .paged-cells .pg-sched { outline: 3px solid #000000; outline-offset: 2px; }
 .paged-cells .pg-pre { outline: 2px dashed #000000; outline-offset: 3px; border-radius: 50%; }
+.paged-bars { display: grid; grid-template-columns: auto 1fr; gap: 0 6px; margin: 0.2rem 0 0.6rem 0;
+    font-size: 0.75rem; color: #333333; }
+.paged-bars .pb-ytitle { grid-column: 1 / 3; }
+.paged-bars .pb-yaxis { position: relative; width: 2.6rem; }
+.paged-bars .pb-yaxis span { position: absolute; right: 0; transform: translateY(50%); line-height: 1; }
+.paged-bars .pb-plot { position: relative; display: flex; align-items: flex-end; gap: 1px; min-width: 0;
+    border-left: 1px solid #999999; border-bottom: 1px solid #999999;
+    background: repeating-linear-gradient(to top, #FFFFFF 0, #FFFFFF calc(20% - 1px), #E5E5E5 calc(20% - 1px),
+    #E5E5E5 20%); }
+.paged-bars .pb-slot { flex: 1 1 0; max-width: 60px; height: 100%; display: flex; align-items: flex-end;
+    min-width: 0; }
+.paged-bars .pb-bar { display: block; width: 100%; cursor: default; }
+.paged-bars .pb-tol { position: absolute; left: 0; right: 0; border-top: 1px dashed #000000; pointer-events: none; }
+.paged-bars .pb-xaxis { grid-column: 2; display: flex; gap: 1px; }
+.paged-bars .pb-xaxis span { flex: 1 1 0; max-width: 60px; min-width: 0; text-align: center; overflow: visible;
+    white-space: nowrap; }
+.paged-bars .pb-xtitle { grid-column: 2; text-align: center; }
+.paged-pool { margin: 0.2rem 0 0.6rem 0; }
+.paged-pool .pp-grid { display: flex; flex-wrap: wrap; gap: calc(var(--pp-cell) * 0.5) calc(var(--pp-cell) * 0.3); }
+.paged-pool .pp-block { display: flex; height: var(--pp-cell); }
+.paged-pool .pp-id { width: calc(var(--pp-cell) * 1.3); line-height: var(--pp-cell); text-align: right;
+    padding-right: 3px; color: #555555; box-sizing: border-box; }
+.paged-pool .pp-cell { box-sizing: border-box; width: var(--pp-cell); height: var(--pp-cell); margin: 0;
+    border: 1.5px solid #FFFFFF; outline: 0.5px solid #999999; outline-offset: -1.5px;
+    line-height: calc(var(--pp-cell) - 3px); text-align: center; overflow: hidden; white-space: nowrap;
+    cursor: default; }
+.paged-pool .pp-cell.pp-read { outline: 2px solid #555555; outline-offset: -1px; position: relative; }
+.paged-pool .pp-cell.pp-hl { outline: 3px solid #000000; outline-offset: -1px; position: relative; z-index: 1; }
+.paged-pool .pc-plot { position: relative; }
+.paged-pool .pc-plot img { display: block; width: 100%; }
+.paged-pool .pc-dot { position: absolute; width: 12px; height: 12px; margin: -6px 0 0 -6px; border-radius: 50%;
+    cursor: default; }
+.paged-pool .pp-legend { display: flex; flex-wrap: wrap; gap: 0.8rem; margin-top: 0.3rem; font-size: 0.8rem; }
+.paged-pool .pp-key span { display: inline-block; width: 0.8rem; height: 0.8rem; margin-right: 0.3rem;
+    vertical-align: -0.1rem; border: 0.5px solid #333333; }
 """
 PRESENT_CELLS_CSS = """
 .paged-cells .pg-name { font-size: 16px; flex-basis: 7rem; line-height: 36px; }
 .paged-cells .pg-cell { width: 36px; height: 36px; line-height: 34px; font-size: 16px; }
 .paged-cells .pg-list { min-height: 36px; }
+.paged-bars { font-size: 16px; }
+.paged-bars .pb-yaxis { width: 3.4rem; }
+.paged-pool { font-size: 16px !important; --pp-cell: 44px !important; }
+.paged-pool .pp-legend { font-size: 16px; }
+.paged-pool .pc-plot { max-width: none !important; }
 """
 
 
@@ -82,6 +124,70 @@ def slot_mapping_html(entries: Sequence[tuple[int, Sequence[int], Sequence[int]]
         rows.append(f'<div class="pg-row"><div class="pg-name">{label}</div><div class="pg-list"{width}>'
                     f'{"".join(cells)}</div></div>')
     return '<div class="paged-cells">' + "".join(rows) + "</div>"
+
+
+def twin_bars(steps: Sequence[int], diffs: Sequence[float], agree: Sequence[bool],
+              tolerance: float) -> list[dict]:
+    """Per step, what the twins' chart shows: {"step", "diff", "shown" (an exact 0 drawn at the floor of the log
+    axis), "ok" (tokens agreed and diff <= tolerance), "color" (blue ok / vermillion not), "hover"}. Shared by
+    viz.engine.twin_diff_figure and twin_diff_html. ValueError when the lengths differ or tolerance <= 0."""
+    if not len(steps) == len(diffs) == len(agree):
+        raise ValueError(f"steps, diffs and agree must have one length, got {len(steps)}, {len(diffs)}, {len(agree)}")
+    if not tolerance > 0:
+        raise ValueError(f"tolerance must be > 0, got {tolerance}")
+    floor = min(tolerance * 1e-5, 1e-9)
+    out = []
+    for s, d, a in zip(steps, diffs, agree):
+        ok = bool(a) and d <= tolerance
+        out.append({"step": s, "diff": d, "shown": max(d, floor), "ok": ok,
+                    "color": OKABE_ITO["blue"] if ok else OKABE_ITO["vermillion"],
+                    "hover": f"step {s}: {d:.2e} {'✔' if ok else '✗'}"})
+    return out
+
+
+LOG_RANGE = (-10, 0)  # the twins' y axis: 1e-10 … 1e0, as twin_diff_figure's
+
+
+def _log_frac(value: float) -> float:
+    """Where `value` sits on the LOG_RANGE axis, 0 (bottom) … 1 (top), clipped."""
+    lo, hi = LOG_RANGE
+    return min(1.0, max(0.0, (math.log10(value) - lo) / (hi - lo)))
+
+
+def twin_diff_html(steps: Sequence[int], diffs: Sequence[float], agree: Sequence[bool], tolerance: float,
+                   x_title: str = "step", y_title: str = "max |Δlogits|", height_px: int = 150) -> str:
+    """The twins' logits difference per step as HTML bars on a log axis (1e-10 … 1e0), one slot per step
+    1 … max(last step, 10), a dashed line at `tolerance`: the same bars, colours and hover (title) as
+    twin_diff_figure, which the browser redraws in a few ms. ValueError as twin_bars, or for a step < 1."""
+    bars = twin_bars(steps, diffs, agree, tolerance)
+    if any(b["step"] < 1 for b in bars):
+        raise ValueError(f"steps must be >= 1, got {min(b['step'] for b in bars)}")
+    last = max([b["step"] for b in bars] + [10])
+    by_step = {b["step"]: b for b in bars}
+    dtick = max(1, -(-last // 10))
+    slots, ticks = [], []
+    for s in range(1, last + 1):
+        b = by_step.get(s)
+        bar = (f'<span class="pb-bar" data-step="{s}" style="height:{100 * _log_frac(b["shown"]):.2f}%;'
+               f'background:{b["color"]}" title="{html.escape(b["hover"])}"></span>') if b else ""
+        slots.append(f'<div class="pb-slot">{bar}</div>')
+        ticks.append(f"<span>{s if s % dtick == 0 or s == 1 else ''}</span>")
+    lo, hi = LOG_RANGE
+    ylabels = "".join(f'<span style="bottom:{100 * (e - lo) / (hi - lo):.0f}%">1e{e}</span>'
+                      for e in range(lo, hi + 1, 2))
+    tol = (f'<div class="pb-tol" style="bottom:{100 * _log_frac(tolerance):.2f}%" '
+           f'title="tolerance {tolerance:.0e}"></div>')
+    return (f'<div class="paged-bars"><div class="pb-ytitle">{html.escape(y_title)}</div>'
+            f'<div class="pb-yaxis" style="height:{height_px}px">{ylabels}</div>'
+            f'<div class="pb-plot" style="height:{height_px}px">{tol}{"".join(slots)}</div>'
+            f'<div class="pb-xaxis">{"".join(ticks)}</div><div class="pb-xtitle">{html.escape(x_title)}</div></div>')
+
+
+def read_bars(markup: str) -> list[dict]:
+    """The bars of twin_diff_html markup, in order: {"step", "height" (percent), "color", "title"}."""
+    found = re.findall(r'<span class="pb-bar" data-step="(\d+)" style="height:([0-9.]+)%;background:([^"]*)" '
+                       r'title="([^"]*)"></span>', markup)
+    return [{"step": int(s), "height": float(h), "color": c, "title": html.unescape(t)} for s, h, c, t in found]
 
 
 def read_cells(markup: str) -> list[dict]:

@@ -4,11 +4,14 @@ pool grid (colors.seq_color / seq_label)."""
 
 from __future__ import annotations
 
+import base64
+import html
 from typing import Mapping, Sequence
 
 import plotly.graph_objects as go
 
-from .colors import OKABE_ITO, seq_color, seq_label
+from .cells import twin_bars
+from .colors import seq_color, seq_label
 from .figure import make_figure, title_layout
 
 def integer_dtick(last: int) -> int:
@@ -47,11 +50,8 @@ def twin_diff_figure(steps: Sequence[int], diffs: Sequence[float], agree: Sequen
     """Per step, the largest |paged − contiguous| logit difference (log scale; an exact 0 is drawn at the floor)
     and a dashed line at `tolerance`. Bars are blue when the tokens agreed and the diff is within tolerance,
     vermillion otherwise. Traces: "max diff", "tolerance"."""
-    floor = min(tolerance * 1e-5, 1e-9)
-    ok = [a and d <= tolerance for a, d in zip(agree, diffs)]
-    colors = [OKABE_ITO["blue"] if k else OKABE_ITO["vermillion"] for k in ok]
-    shown = [max(d, floor) for d in diffs]
-    hover = [f"step {s}: {d:.2e} {'✔' if k else '✗'}" for s, d, k in zip(steps, diffs, ok)]
+    bars = twin_bars(steps, diffs, agree, tolerance)
+    colors, shown, hover = ([b[k] for b in bars] for k in ("color", "shown", "hover"))
     xs = list(steps) or [0]
     data = [dict(type="bar", name="max diff", x=list(steps), y=shown, marker=dict(color=colors),
                  hovertext=hover, hoverinfo="text"),
@@ -66,3 +66,65 @@ def twin_diff_figure(steps: Sequence[int], diffs: Sequence[float], agree: Sequen
                              range=[-10, 0], gridcolor="#E5E5E5"))
     return make_figure(data, layout)
 
+
+
+def nice_step(top: float, ticks: int = 6) -> int:
+    """A whole-number tick step of 1, 2 or 5 × 10^k giving at most about `ticks` ticks from 0 to `top`."""
+    step = 1
+    for k in range(0, 12):
+        for f in (1, 2, 5):
+            step = f * 10 ** k
+            if top / step <= ticks:
+                return step
+    return step
+
+
+def cache_rule_html(series: Mapping[int, Mapping[str, Sequence[int]]], cached_name: str = "cached_token_count",
+                   rule_name: str = "prompt_len + generated − 1", x_title: str = "step",
+                   y_title: str = "tokens", width: int = 640, height: int = 280) -> str:
+    """cache_rule_figure as HTML (a step redraws it in a few ms, a plotly chart in ~100): an SVG image (st.html
+    strips inline <svg>) of, per sequence, its cached_token_count after each step (solid line, dots) and the state
+    rule (dotted line), same colour; over each dot a span whose tooltip (title) gives both values at that step in
+    the figure's hover words; a legend of the sequences below.
+    The title goes above it (ui.widgets.show_cells). ValueError when a sequence's step/cached/rule lengths differ."""
+    for seq_id, d in series.items():
+        if not len(d["step"]) == len(d["cached"]) == len(d["rule"]):
+            raise ValueError(f"sequence {seq_id}: step, cached and rule must have one length")
+    last = max(5, max((max(d["step"], default=0) for d in series.values()), default=0))
+    top = max([1] + [max(list(d["cached"]) + list(d["rule"]), default=0) for d in series.values()])
+    ystep = nice_step(top)
+    ymax = -(-top // ystep) * ystep
+    left, right, up, down = 52, 12, 10, 40
+    pw, ph = width - left - right, height - up - down
+    sx = lambda x: left + pw * (x + 0.3) / (last + 0.6)  # noqa: E731  (the figure's x range: -0.3 … last + 0.3)
+    sy = lambda y: up + ph * (1 - y / ymax)  # noqa: E731
+    esc, dots = html.escape, []
+    parts = [f'<svg class="paged-svg" viewBox="0 0 {width} {height}" width="100%" style="max-width:{width}px" '
+             f'font-size="12" font-family="sans-serif" xmlns="http://www.w3.org/2000/svg">']
+    for y in range(0, ymax + 1, ystep):
+        parts.append(f'<line x1="{left}" x2="{left + pw}" y1="{sy(y):.1f}" y2="{sy(y):.1f}" stroke="#E5E5E5"/>'
+                     f'<text x="{left - 6}" y="{sy(y) + 4:.1f}" text-anchor="end" fill="#444444">{y}</text>')
+    for x in range(0, last + 1, integer_dtick(last)):
+        parts.append(f'<text x="{sx(x):.1f}" y="{up + ph + 16}" text-anchor="middle" fill="#444444">{x}</text>')
+    parts.append(f'<text x="{left + pw / 2:.1f}" y="{height - 6}" text-anchor="middle" fill="#444444">'
+                 f'{esc(x_title)}</text><text transform="translate(12 {up + ph / 2:.1f}) rotate(-90)" '
+                 f'text-anchor="middle" fill="#444444">{esc(y_title)}</text>')
+    for seq_id, d in series.items():
+        label, color = seq_label(seq_id), seq_color(seq_id)
+        rule = " ".join(f"{sx(x):.1f},{sy(y):.1f}" for x, y in zip(d["step"], d["rule"]))
+        cached = " ".join(f"{sx(x):.1f},{sy(y):.1f}" for x, y in zip(d["step"], d["cached"]))
+        parts.append(f'<g data-seq="{esc(label)}"><polyline class="rule" points="{rule}" fill="none" '
+                     f'stroke="{color}" stroke-width="2" stroke-dasharray="2 3"/><polyline class="cached" '
+                     f'points="{cached}" fill="none" stroke="{color}" stroke-width="1.5"/>')
+        for x, c, r in zip(d["step"], d["cached"], d["rule"]):
+            tip = f"{label} step {x}: {cached_name} = {c}\n{label} step {x}: {rule_name} = {r}"
+            parts.append(f'<circle cx="{sx(x):.1f}" cy="{sy(c):.1f}" r="4" fill="{color}"/>')
+            dots.append(f'<span class="pc-dot" style="left:{100 * sx(x) / width:.2f}%;top:{100 * sy(c) / height:.2f}%" '
+                        f'title="{esc(tip).replace(chr(10), "&#10;")}"></span>')
+        parts.append("</g>")
+    parts.append("</svg>")
+    image = base64.b64encode("".join(parts).encode("utf-8")).decode("ascii")
+    legend = "".join(f'<span class="pp-key"><span style="background:{seq_color(s)}"></span>'
+                     f'{esc(seq_label(s))}</span>' for s in series)
+    return (f'<div class="paged-pool"><div class="pc-plot" style="max-width:{width}px"><img alt="{esc(y_title)}" '
+            f'src="data:image/svg+xml;base64,{image}">{"".join(dots)}</div><div class="pp-legend">{legend}</div></div>')

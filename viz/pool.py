@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import html
 import math
+import re
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping, Sequence
 
@@ -73,6 +74,39 @@ def grid_columns(num_blocks: int, block_size: int, aspect: float = 3.5) -> int:
     return best
 
 
+def grid_cells(num_blocks: int, block_size: int, tables: Mapping[int, Sequence[int]],
+               cached_counts: Mapping[int, int], labels: Mapping[int, str] | None = None,
+               token_text: Mapping[int, Sequence[str]] | None = None) -> list[dict]:
+    """What the pool grid shows in each slot, in slot order: {"slot", "owner" (first seq id holding the block, or
+    None), "text" (e.g. "A5", a clash "4/8", "" when not written), "hover" (plotly hover text: lines joined by <br>,
+    token text HTML-escaped), "color", "font"}. Shared by pool_figure and pool_html; arguments as pool_figure's."""
+    labels = dict(labels or {})
+    name = lambda s: labels.get(s, seq_label(s))  # noqa: E731
+    out = []
+    for cell in pool_cells(num_blocks, block_size, tables, cached_counts):
+        owner = cell.owners[0] if cell.owners else None
+        where = f"physical block {cell.physical_block_id}, offset {cell.block_offset}, slot {cell.slot}"
+        text, color = "", FREE_COLOR if owner is None else seq_color(owner)
+        if owner is None:
+            hover = f"{where}: free"
+        elif not cell.tokens:
+            color = tint(color, RESERVED_ALPHA)
+            hover = f"{where}: reserved by {', '.join(name(s) for s in cell.owners)}, not written yet"
+        else:
+            clash = len(cell.tokens) > 1
+            first_seq, first_tok = cell.tokens[0]
+            # a clash (one block listed twice) prints both tokens, e.g. "4/8"
+            text = "/".join(str(tok) for _, tok in cell.tokens[:2]) if clash else f"{name(first_seq)}{first_tok}"
+            lines = [chain_text(s, tok, block_size, cell.physical_block_id).replace(seq_label(s), name(s), 1)
+                     + token_hover(token_text, s, tok) for s, tok in cell.tokens]
+            if clash:
+                lines.append("⚠ these tokens share one slot: the later write overwrites the earlier")
+            hover = "<br>".join(lines)
+        out.append({"slot": cell.slot, "owner": owner, "text": text, "hover": hover, "color": color,
+                    "font": "#000000" if owner is None else text_color(color)})
+    return out
+
+
 def pool_figure(num_blocks: int, block_size: int, tables: Mapping[int, Sequence[int]],
                 cached_counts: Mapping[int, int], highlight: Iterable[int] = (), read: Iterable[int] = (),
                 title: str = "", labels: Mapping[int, str] | None = None, max_width: int = 820,
@@ -97,39 +131,14 @@ def pool_figure(num_blocks: int, block_size: int, tables: Mapping[int, Sequence[
         block, offset = divmod(slot, block_size)
         return (block // rows) * stride + offset, block % rows
 
-    cells = pool_cells(num_blocks, block_size, tables, cached_counts)
     groups: dict[int | None, dict[str, list]] = {}
-    for cell in cells:
-        owner = cell.owners[0] if cell.owners else None
-        g = groups.setdefault(owner, {"x": [], "y": [], "text": [], "hover": [], "color": [], "font": []})
-        x, y = xy(cell.slot)
+    for cell in grid_cells(num_blocks, block_size, tables, cached_counts, labels, token_text):
+        g = groups.setdefault(cell["owner"], {"x": [], "y": [], "text": [], "hover": [], "color": [], "font": []})
+        x, y = xy(cell["slot"])
         g["x"].append(x)
         g["y"].append(y)
-        where = f"physical block {cell.physical_block_id}, offset {cell.block_offset}, slot {cell.slot}"
-        if owner is None:
-            g["text"].append("")
-            g["hover"].append(f"{where}: free")
-            g["color"].append(FREE_COLOR)
-            g["font"].append("#000000")
-            continue
-        color = seq_color(owner)
-        if not cell.tokens:
-            color = tint(color, RESERVED_ALPHA)
-            g["text"].append("")
-            g["hover"].append(f"{where}: reserved by {', '.join(name(s) for s in cell.owners)}, not written yet")
-        else:
-            clash = len(cell.tokens) > 1
-            first_seq, first_tok = cell.tokens[0]
-            # a clash (one block listed twice) prints both tokens, e.g. "4/8"
-            g["text"].append("/".join(str(tok) for _, tok in cell.tokens[:2]) if clash
-                             else f"{name(first_seq)}{first_tok}")
-            lines = [chain_text(s, tok, block_size, cell.physical_block_id).replace(seq_label(s), name(s), 1)
-                     + token_hover(token_text, s, tok) for s, tok in cell.tokens]
-            if clash:
-                lines.append("⚠ these tokens share one slot: the later write overwrites the earlier")
-            g["hover"].append("<br>".join(lines))
-        g["color"].append(color)
-        g["font"].append(text_color(color))
+        for k in ("text", "hover", "color", "font"):
+            g[k].append(cell[k])
 
     # Square cells of cell_px pixels: x and y both map one unit to cell_px, the x range is widened (never the cells
     # stretched) when the figure is made wider than the grid to fit its title.
@@ -173,3 +182,49 @@ def pool_figure(num_blocks: int, block_size: int, tables: Mapping[int, Sequence[
         xaxis=dict(visible=False, range=[x_min, x_max], fixedrange=True),
         yaxis=dict(visible=False, range=[rows - 0.5, -0.5], fixedrange=True))
     return make_figure(data, layout)
+
+
+def pool_html(num_blocks: int, block_size: int, tables: Mapping[int, Sequence[int]],
+              cached_counts: Mapping[int, int], highlight: Iterable[int] = (), read: Iterable[int] = (),
+              labels: Mapping[int, str] | None = None, max_width: int = 820,
+              token_text: Mapping[int, Sequence[str]] | None = None) -> str:
+    """The pool grid of pool_figure as HTML (a step redraws it in a few ms, a plotly grid in ~100): the same block
+    columns (wrapping to a new line in a narrow column), cells, colours, printed labels, outlines (class pp-hl for
+    `highlight`, pp-read for `read`) and a legend of the sequences; each cell's tooltip (title) is the figure's
+    hover text as a learner reads it (<br> a line break, entities decoded). Arguments as pool_figure's (the title
+    goes above it: ui.widgets.show_cells)."""
+    labels = dict(labels or {})
+    cols = grid_columns(num_blocks, block_size)
+    rows = math.ceil(num_blocks / cols)
+    extent = 1.6 + (cols - 1) * (block_size + 1.6) + block_size + 0.5  # as pool_figure's x range, in cells
+    cell_px = max(12, min(36, int((max_width - 20) / extent)))
+    font_px = max(7, min(11, int(cell_px * 0.38)))
+    highlight = {s for s in highlight}
+    read = {s for s in read} - highlight
+    cells = grid_cells(num_blocks, block_size, tables, cached_counts, labels, token_text)
+    columns = []
+    for col in range(cols):
+        blocks = []
+        for block in range(col * rows, min(num_blocks, (col + 1) * rows)):
+            spans = []
+            for cell in cells[block * block_size:(block + 1) * block_size]:
+                extra = " pp-hl" if cell["slot"] in highlight else " pp-read" if cell["slot"] in read else ""
+                tip = html.escape(html.unescape(cell["hover"].replace("<br>", "\n"))).replace("\n", "&#10;")
+                text = html.escape(cell["text"]) if cell_px >= 22 else ""
+                spans.append(f'<span class="pp-cell{extra}" data-slot="{cell["slot"]}" style="background:'
+                             f'{cell["color"]};color:{cell["font"]}" title="{tip}">{text}</span>')
+            blocks.append(f'<div class="pp-block"><span class="pp-id">{block}</span>{"".join(spans)}</div>')
+        columns.append(f'<div class="pp-col">{"".join(blocks)}</div>')
+    owners = sorted({c["owner"] for c in cells if c["owner"] is not None})
+    legend = "".join(f'<span class="pp-key"><span style="background:{seq_color(s)}"></span>'
+                     f'{html.escape(labels.get(s, seq_label(s)))}</span>' for s in owners)
+    return (f'<div class="paged-pool" style="--pp-cell:{cell_px}px;font-size:{font_px}px">'
+            f'<div class="pp-grid">{"".join(columns)}</div><div class="pp-legend">{legend}</div></div>')
+
+
+def read_pool(markup: str) -> list[dict]:
+    """The cells of pool_html markup in slot order: {"slot", "classes", "color", "font", "title", "text"}."""
+    found = re.findall(r'<span class="pp-cell([^"]*)" data-slot="(\d+)" style="background:([^;]*);color:([^"]*)" '
+                       r'title="([^"]*)">([^<]*)</span>', markup)
+    return [{"slot": int(slot), "classes": cls.split(), "color": color, "font": font, "title": html.unescape(title),
+             "text": html.unescape(text)} for cls, slot, color, font, title, text in found]

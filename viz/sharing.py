@@ -9,6 +9,7 @@ from typing import Iterable, Mapping, Sequence
 
 import plotly.graph_objects as go
 
+from .cells import _cell, _row
 from .colors import FREE_COLOR, OKABE_ITO, seq_color, seq_label, text_color, tint
 from .engine import integer_dtick
 from .figure import make_figure, title_layout
@@ -181,3 +182,25 @@ def memory_figure(steps: Sequence[int], held: Sequence[int], without: Sequence[i
                   xaxis=dict(title=dict(text=x_title), gridcolor="#E5E5E5", dtick=integer_dtick(max(xs + [5]))),
                   yaxis=dict(title=dict(text=y_title), gridcolor="#E5E5E5", rangemode="tozero"))
     return make_figure(data, layout)
+
+
+def hits_html(allocations: Sequence[tuple[int, int, Sequence[int], Sequence[bool]]], hit_name: str = "hit",
+              miss_name: str = "computed", max_cols: int = 20) -> str:
+    """hits_figure as HTML cells (viz.cells style: a step redraws it in a few ms): one row per allocation named
+    "<label> · step <n>", one cell per logical block (its physical block printed) in HIT_COLOR or MISS_COLOR, the
+    figure's hover as each cell's tooltip, a legend of the two colours. ValueError when a table and its hits differ
+    in length."""
+    rows = []
+    for step, seq_id, table, hits in allocations:
+        if len(table) != len(hits):
+            raise ValueError(f"sequence {seq_id}: {len(table)} blocks but {len(hits)} hit flags")
+        label = seq_label(seq_id)
+        cells = [_cell(str(block), HIT_COLOR if hit else MISS_COLOR,
+                       f"{label} logical block {j} → physical block {block}: "
+                       + ("prefix-cache hit, K/V reused" if hit else "computed at prefill"))
+                 for j, (block, hit) in enumerate(list(zip(table, hits))[:max_cols])]
+        rows.append(_row(f"{label} · step {step}", cells))
+    legend = "".join(f'<span class="pp-key"><span style="background:{c}"></span>{html.escape(n)}</span>'
+                     for c, n in ((HIT_COLOR, hit_name), (MISS_COLOR, miss_name)))
+    return (f'<div class="paged-cells">{"".join(rows)}</div>'
+            f'<div class="paged-pool"><div class="pp-legend">{legend}</div></div>')

@@ -12,6 +12,7 @@ import pytest
 
 from paged.faults import Fault
 from ui.strings import t
+from viz.pool import read_pool
 
 from .app_util import app_test, no_exception, url_warning
 
@@ -90,18 +91,18 @@ def test_pool_hover_names_each_written_token_in_the_models_pieces(allowed):
     spec_of = dict(zip(demo.request_ids, demo.requests))
     ids = {chr(ord("A") + sid): hf(spec_of[s.request_id].prompt).input_ids + list(s.generated_token_ids)
            for sid, s in demo.view.seqs.items()}
-    pool = next(c for c in charts(at) if any(tr.get("name") == "highlight" for tr in c["data"]))
+    pool = next(h.proto.body for h in at.get("html") if 'class="paged-pool"' in h.proto.body)  # viz.pool.pool_html
     checked = 0
-    for trace in pool["data"]:
-        for hover in trace.get("hovertext") or ():
-            if " token " not in hover or "→" not in hover:
-                continue
-            label, _, index = hover.split(" → ")[0].split(" ")
-            assert "· token '" in hover, hover
-            expected = shown_piece(hf, ids[label][int(index)])
-            if expected is not None:
-                assert hover.endswith(f"· token '{html.escape(expected, quote=False)}'"), hover
-                checked += 1
+    for cell in read_pool(pool):
+        hover = cell["title"]  # the tooltip as a learner reads it (entities decoded)
+        if " token " not in hover or "→" not in hover:
+            continue
+        label, _, index = hover.split(" → ")[0].split(" ")
+        assert "· token '" in hover, hover
+        expected = shown_piece(hf, ids[label][int(index)])
+        if expected is not None:
+            assert hover.endswith(f"· token '{expected}'"), hover
+            checked += 1
     assert checked >= 10
 
 
