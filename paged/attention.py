@@ -137,23 +137,27 @@ def _decode_loop(query, key_cache, value_cache, block_tables, context_lens, scal
     return torch.stack(out)
 
 
-class _Workspace(threading.local):
-    """Per-thread reusable gather buffers: a large fresh buffer each call spends most of its time in page faults."""
+class Workspace(threading.local):
+    """Per-thread reusable buffers, by name (the gather's K/V here, the fused kernel's tiles): a large fresh buffer
+    each call spends most of its time in page faults. The one workspace cache of the library."""
 
     def __init__(self) -> None:
         self.buffers: dict[tuple, torch.Tensor] = {}
 
-    def get(self, name: str, numel: int, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    def get(self, name: str, shape: int | tuple[int, ...], dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+        """A buffer of `shape` (contents undefined), grown when a call needs more than the last one."""
+        shape = (shape,) if isinstance(shape, int) else tuple(shape)
+        numel = math.prod(shape)
         # Tensors made under inference_mode cannot be written outside it (and vice versa): keep them apart.
         key = (name, dtype, device, torch.is_inference_mode_enabled())
         buf = self.buffers.get(key)
         if buf is None or buf.numel() < numel:
             buf = torch.empty(numel, dtype=dtype, device=device)
             self.buffers[key] = buf
-        return buf[:numel]
+        return buf[:numel].view(shape)
 
 
-_workspace = _Workspace()
+workspace = Workspace()
 
 
 def gather_batch(key_cache, value_cache, block_tables, context_lens, max_ctx: int | None = None):
@@ -172,8 +176,8 @@ def gather_batch(key_cache, value_cache, block_tables, context_lens, max_ctx: in
     in_use = torch.arange(used, device=device)[None, :] * block_size < context_lens[:, None]  # [B, used]
     block_ids = torch.where(in_use, tables[:, :used], 0).reshape(-1)  # [B * used]
     row = block_size * num_kv_heads * head_dim  # one physical block, flattened
-    out_k = _workspace.get("k", batch * used * row, key_cache.dtype, device).view(-1, row)
-    out_v = _workspace.get("v", batch * used * row, key_cache.dtype, device).view(-1, row)
+    out_k = workspace.get("gather_k", (batch * used, row), key_cache.dtype, device)
+    out_v = workspace.get("gather_v", (batch * used, row), key_cache.dtype, device)
     torch.index_select(key_cache.reshape(num_blocks, row), 0, block_ids, out=out_k)
     torch.index_select(value_cache.reshape(num_blocks, row), 0, block_ids, out=out_v)
     shape = (batch, used * block_size, num_kv_heads, head_dim)

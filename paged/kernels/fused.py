@@ -25,36 +25,19 @@ impl="native" (paged/kernels/native.py) is this algorithm without those costs, a
 from __future__ import annotations
 
 import math
-import threading
 
 import torch
 import torch.nn.functional as F
 
 from ..addressing import blocks_needed
+from ..attention import workspace
 
 # K bytes gathered per tile (whole batch), per intra-op thread: on a 2-core EPYC (512 KB L2 per core, 32 MB L3)
 # 2 MB was fastest with 1 thread and 4 MB with 2; 1 MB and 8-16 MB were slower.
 TILE_BYTES_PER_THREAD = 2 << 20
 
 
-class _Buffers(threading.local):
-    """Per-thread reusable tile buffers: allocating fresh ones every tile costs page faults."""
-
-    def __init__(self) -> None:
-        self.buffers: dict[tuple, torch.Tensor] = {}
-
-    def get(self, name: str, shape: tuple[int, ...], dtype: torch.dtype, device: torch.device) -> torch.Tensor:
-        numel = math.prod(shape)
-        # Tensors made under inference_mode cannot be written outside it (and vice versa): keep them apart.
-        key = (name, dtype, device, torch.is_inference_mode_enabled())
-        buf = self.buffers.get(key)
-        if buf is None or buf.numel() < numel:
-            buf = torch.empty(numel, dtype=dtype, device=device)
-            self.buffers[key] = buf
-        return buf[:numel].view(shape)
-
-
-_buffers = _Buffers()
+_buffers = workspace  # the library's one workspace cache (paged.attention.Workspace); names prefixed "fused_"
 
 
 def tile_blocks(batch: int, block_size: int, num_kv_heads: int, head_dim: int, itemsize: int) -> int:
@@ -94,7 +77,7 @@ def fused_decode(query: torch.Tensor, key_cache: torch.Tensor, value_cache: torc
         # V row of token t for query head h: slot(t) * num_kv_heads + kv head of h.  [num_tiles, B, H, tile_len]
         slots = (tiles[..., None] * block_size + torch.arange(block_size, device=device)).view(num_tiles, batch, 1, -1)
         kv_head = torch.arange(num_heads, device=device)[:, None] // group  # [H, 1]
-        rows = _buffers.get("rows", (num_tiles, batch, num_heads, tile_len), torch.long, device)
+        rows = _buffers.get("fused_rows", (num_tiles, batch, num_heads, tile_len), torch.long, device)
         torch.add(kv_head, slots, alpha=num_kv_heads, out=rows)
         bag_offsets = torch.arange(0, batch * num_heads * tile_len, tile_len, device=device)
         value_rows = value_cache.view(-1, head_dim)  # [num_blocks * block_size * num_kv_heads, head_dim]
@@ -102,7 +85,7 @@ def fused_decode(query: torch.Tensor, key_cache: torch.Tensor, value_cache: torc
 
     flat_k = key_cache.view(key_cache.shape[0], -1)  # one row per physical block
     flat_v = value_cache.view(value_cache.shape[0], -1)
-    k_tile = _buffers.get("k", (batch * blocks_per_tile, flat_k.shape[1]), key_cache.dtype, device)
+    k_tile = _buffers.get("fused_k", (batch * blocks_per_tile, flat_k.shape[1]), key_cache.dtype, device)
     q = (query.to(compute) * scale).reshape(batch * num_kv_heads, group, head_dim)  # a permuted query cannot .view
     m = torch.full((batch, num_kv_heads, group, 1), -math.inf, dtype=compute, device=device)  # running max
     l = torch.zeros_like(m)  # running sum of exp(score - m)
@@ -114,7 +97,7 @@ def fused_decode(query: torch.Tensor, key_cache: torch.Tensor, value_cache: torc
         keys = k_tile.view(batch, tile_len, num_kv_heads, head_dim)
         # kv-major copy in the compute dtype, so one bmm per (sequence, kv head) scores all `group` query rows
         # against the tile. (A multiply-and-sum on the token-major tile measured no faster, even for group 1.)
-        keys_t = _buffers.get("kt", (batch, num_kv_heads, tile_len, head_dim), compute, device)
+        keys_t = _buffers.get("fused_kt", (batch, num_kv_heads, tile_len, head_dim), compute, device)
         keys_t.copy_(keys.transpose(1, 2))
         scores = torch.bmm(q, keys_t.view(-1, tile_len, head_dim).transpose(1, 2))  # [B * kv, group, T]
         scores = scores.view(batch, num_kv_heads, group, tile_len)
@@ -130,9 +113,9 @@ def fused_decode(query: torch.Tensor, key_cache: torch.Tensor, value_cache: torc
                                  per_sample_weights=p.reshape(-1))
             pv = pv.view(batch, num_kv_heads, group, head_dim)
         else:
-            v_tile = _buffers.get("v", (batch * blocks_per_tile, flat_v.shape[1]), value_cache.dtype, device)
+            v_tile = _buffers.get("fused_v", (batch * blocks_per_tile, flat_v.shape[1]), value_cache.dtype, device)
             torch.index_select(flat_v, 0, blocks, out=v_tile)
-            values_t = _buffers.get("vt", (batch, num_kv_heads, tile_len, head_dim), compute, device)
+            values_t = _buffers.get("fused_vt", (batch, num_kv_heads, tile_len, head_dim), compute, device)
             values_t.copy_(v_tile.view(batch, tile_len, num_kv_heads, head_dim).transpose(1, 2))
             pv = torch.bmm(p.view(-1, group, tile_len), values_t.view(-1, tile_len, head_dim))
             pv = pv.view(acc.shape)  # [B, kv, group, head_dim]

@@ -16,7 +16,7 @@ import torch
 
 from decode_cases import DTYPES, TOL, build, case_error, ragged_lens, sweep_failures  # noqa: F401
 from helpers import rel_err
-from paged.attention import contiguous_attention_decode, paged_attention_decode
+from paged.attention import Workspace, contiguous_attention_decode, paged_attention_decode
 from paged.kernels import fused, triton_available
 
 REPO = Path(__file__).resolve().parents[2]
@@ -62,7 +62,7 @@ def test_fused_float64_stays_float64(tiny_tiles):
 
 def test_fused_holds_one_tile_not_the_history(monkeypatch):
     """fused never materialises a sequence's K/V: its K/V buffers hold one tile, far less than the whole history."""
-    monkeypatch.setattr(fused, "_buffers", fused._Buffers())
+    monkeypatch.setattr(fused, "_buffers", Workspace())
     monkeypatch.setattr(fused, "TILE_BYTES_PER_THREAD", 64 * 1024)  # this module runs 1 thread
     lens = [1000, 700, 999]
     query, kc, vc, tables, keys, values = build(4, 2, 32, 16, lens, torch.float32)
@@ -71,7 +71,7 @@ def test_fused_holds_one_tile_not_the_history(monkeypatch):
     kv_buffers = {key[0]: buf for key, buf in fused._buffers.buffers.items() if buf.is_floating_point()}
     held = sum(buf.numel() * buf.element_size() for buf in kv_buffers.values())
     history = 2 * sum(lens) * 2 * 32 * 4  # K and V bytes of every sequence
-    assert kv_buffers["k"].numel() * 4 <= 64 * 1024 and held <= 2 * 64 * 1024 < history / 10
+    assert kv_buffers["fused_k"].numel() * 4 <= 64 * 1024 and held <= 2 * 64 * 1024 < history / 10
 
 
 def test_fused_matches_gather_on_a_bigger_batch():
