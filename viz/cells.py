@@ -129,8 +129,8 @@ def slot_mapping_html(entries: Sequence[tuple[int, Sequence[int], Sequence[int]]
 def twin_bars(steps: Sequence[int], diffs: Sequence[float], agree: Sequence[bool],
               tolerance: float) -> list[dict]:
     """Per step, what the twins' chart shows: {"step", "diff", "shown" (an exact 0 drawn at the floor of the log
-    axis), "ok" (tokens agreed and diff <= tolerance), "color" (blue ok / vermillion not), "hover"}. Shared by
-    viz.engine.twin_diff_figure and twin_diff_html. ValueError when the lengths differ or tolerance <= 0."""
+    axis), "ok" (tokens agreed and diff <= tolerance), "color" (blue ok / vermillion not), "hover"}. Used by
+    twin_diff_html. ValueError when the lengths differ or tolerance <= 0."""
     if not len(steps) == len(diffs) == len(agree):
         raise ValueError(f"steps, diffs and agree must have one length, got {len(steps)}, {len(diffs)}, {len(agree)}")
     if not tolerance > 0:
@@ -145,7 +145,7 @@ def twin_bars(steps: Sequence[int], diffs: Sequence[float], agree: Sequence[bool
     return out
 
 
-LOG_RANGE = (-10, 0)  # the twins' y axis: 1e-10 … 1e0, as twin_diff_figure's
+LOG_RANGE = (-10, 0)  # the twins' y axis: 1e-10 … 1e0
 
 
 def _log_frac(value: float) -> float:
@@ -157,8 +157,8 @@ def _log_frac(value: float) -> float:
 def twin_diff_html(steps: Sequence[int], diffs: Sequence[float], agree: Sequence[bool], tolerance: float,
                    x_title: str = "step", y_title: str = "max |Δlogits|", height_px: int = 150) -> str:
     """The twins' logits difference per step as HTML bars on a log axis (1e-10 … 1e0), one slot per step
-    1 … max(last step, 10), a dashed line at `tolerance`: the same bars, colours and hover (title) as
-    twin_diff_figure, which the browser redraws in a few ms. ValueError as twin_bars, or for a step < 1."""
+    1 … max(last step, 10), a dashed line at `tolerance`: bars and colours from twin_bars, its hover as each
+    bar's title; the browser redraws it in a few ms. ValueError as twin_bars, or for a step < 1."""
     bars = twin_bars(steps, diffs, agree, tolerance)
     if any(b["step"] < 1 for b in bars):
         raise ValueError(f"steps must be >= 1, got {min(b['step'] for b in bars)}")

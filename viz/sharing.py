@@ -1,5 +1,5 @@
-"""Sharing figures: the pool block by block with reference counts, prefix-cache hits per logical block, and the
-memory that sharing saves. Colours and labels per sequence as everywhere (colors.seq_color / seq_label)."""
+"""Sharing figures: the pool block by block with reference counts, prefix-cache hits per logical block (HTML), and
+the memory that sharing saves. Colours and labels per sequence as everywhere (colors.seq_color / seq_label)."""
 
 from __future__ import annotations
 
@@ -126,42 +126,6 @@ def refcount_pool_figure(num_blocks: int, block_size: int, tables: Mapping[int, 
     return make_figure(data, layout)
 
 
-def hits_figure(allocations: Sequence[tuple[int, int, Sequence[int], Sequence[bool]]], title: str = "",
-                hit_name: str = "hit", miss_name: str = "computed", max_cols: int = 20) -> go.Figure:
-    """Prefix-cache hits of prompts at allocation, newest first: one row per (step, seq_id, block_table, hits),
-    one cell per logical block, blue "hit" (reused cached K/V) or orange "computed", the physical block printed.
-    Rows longer than `max_cols` blocks show their first max_cols. Traces: "hit", "computed"."""
-    cells = {True: {"x": [], "y": [], "text": [], "hover": []}, False: {"x": [], "y": [], "text": [], "hover": []}}
-    ticks = []
-    widest = 1
-    for row, (step, seq_id, table, hits) in enumerate(allocations):
-        label = seq_label(seq_id)
-        ticks.append(f"{label} · step {step}")
-        widest = max(widest, min(len(table), max_cols))
-        for j, (block, hit) in enumerate(list(zip(table, hits))[:max_cols]):
-            c = cells[bool(hit)]
-            c["x"].append(j)
-            c["y"].append(row)
-            c["text"].append(str(block))
-            c["hover"].append(f"{label} logical block {j} → physical block {block}: "
-                              + ("prefix-cache hit, K/V reused" if hit else "computed at prefill"))
-    data = []
-    for hit, name, color in ((True, hit_name, HIT_COLOR), (False, miss_name, MISS_COLOR)):
-        c = cells[hit]
-        data.append(dict(type="scatter", name=name, x=c["x"], y=c["y"], mode="markers+text", text=c["text"],
-                         textfont=dict(size=10, color=text_color(color)), hovertext=c["hover"], hoverinfo="text",
-                         marker=dict(symbol="square", size=26, color=color, line=dict(width=0.5, color="#333333"))))
-    rows = max(len(allocations), 1)
-    top = 40 if title else 8
-    layout = title_layout(title, top + 32 * rows + 40, top=top, bottom=40)
-    layout.update(legend=dict(orientation="h", y=-0.02, yanchor="top", x=0),
-                  xaxis=dict(range=[-0.6, max(widest, 8) - 0.4], fixedrange=True, showgrid=False, zeroline=False,
-                             tickvals=list(range(max(widest, 8))), side="top", tickfont=dict(size=9)),
-                  yaxis=dict(range=[rows - 0.5, -0.5], fixedrange=True, tickvals=list(range(len(ticks))),
-                             ticktext=ticks, showgrid=False, zeroline=False))
-    return make_figure(data, layout)
-
-
 def memory_figure(steps: Sequence[int], held: Sequence[int], without: Sequence[int], num_blocks: int,
                   title: str = "", held_name: str = "blocks held (with sharing)",
                   without_name: str = "blocks in block tables (no sharing)", x_title: str = "step",
@@ -186,10 +150,11 @@ def memory_figure(steps: Sequence[int], held: Sequence[int], without: Sequence[i
 
 def hits_html(allocations: Sequence[tuple[int, int, Sequence[int], Sequence[bool]]], hit_name: str = "hit",
               miss_name: str = "computed", max_cols: int = 20) -> str:
-    """hits_figure as HTML cells (viz.cells style: a step redraws it in a few ms): one row per allocation named
-    "<label> · step <n>", one cell per logical block (its physical block printed) in HIT_COLOR or MISS_COLOR, the
-    figure's hover as each cell's tooltip, a legend of the two colours. ValueError when a table and its hits differ
-    in length."""
+    """Prefix-cache hits of prompts at allocation as HTML cells (viz.cells style: a step redraws it in a few ms),
+    newest first as given: one row per (step, seq_id, block_table, hits) named "<label> · step <n>", one cell per
+    logical block (its first `max_cols`; the physical block printed) in HIT_COLOR (K/V reused) or MISS_COLOR
+    (computed at prefill), the mapping and verdict as each cell's tooltip, a legend of the two colours.
+    ValueError when a table and its hits differ in length."""
     rows = []
     for step, seq_id, table, hits in allocations:
         if len(table) != len(hits):

@@ -4,7 +4,7 @@ keeping its size; presenter mode makes every figure text >= 16 px, zooms cells, 
 from __future__ import annotations
 
 from ui.fit import FIGURE_PX, PRESENT_PX, present_figure, take_title
-from viz.sharing import hits_figure
+from viz.mapping import mapping_figure
 from viz.pool import pool_figure
 
 
@@ -45,5 +45,10 @@ def test_presenter_drops_labels_that_cannot_be_legible_rather_than_shrinking_the
 
 
 def test_a_stretching_figure_gets_large_text_too():
-    fig = present_figure(hits_figure([(2, 1, [9, 4, 7], [True, True, False])], title="hits"))
-    assert all(s >= FIGURE_PX for s in text_sizes(fig)) and fig.layout.yaxis.tickfont.size >= FIGURE_PX
+    """A figure without a width (it stretches to the column, as the Batch decode page's mapping) and with labels
+    smaller than FIGURE_PX: presenter mode makes its labels and axis ticks FIGURE_PX or more."""
+    small = mapping_figure({0: [7, 2, 9], 1: [4, 1]}, {0: 10, 1: 6}, 4, 12, title="mapping")
+    assert small.layout.width is None and min(text_sizes(small)) < FIGURE_PX
+    fig = present_figure(small)
+    assert text_sizes(fig) and all(s >= FIGURE_PX for s in text_sizes(fig))
+    assert fig.layout.yaxis.tickfont.size >= FIGURE_PX

@@ -16,11 +16,11 @@ def page() -> None:
     import streamlit as st
 
     from ui.widgets import show_figure
-    from viz.sharing import hits_figure
+    from viz.sharing import memory_figure
     from viz.pool import pool_figure
 
     figs = [pool_figure(12, 4, {0: [7, 2, 9], 1: [4, 1]}, {0: 10, 1: 6}, highlight=[9], title="Pool<br>two lines"),
-            hits_figure([(2, 1, [9, 4, 7], [True, True, False])], title="hits")]
+            memory_figure([0, 1, 2], [0, 10, 12], [0, 10, 20], 64, title="memory")]
     for i, fig in enumerate(figs):
         show_figure(fig, f"fig{i}")
     st.session_state["figs"] = figs
@@ -60,7 +60,7 @@ def test_no_deep_copy_of_the_figure(monkeypatch):
 def test_app_figures_are_plain_dicts_with_plotlys_json(monkeypatch):
     """Outside the figure tests a builder returns a SpecFigure (no go.Figure built, no copy): what it holds is the
     JSON plotly makes of the same builder's go.Figure, default template included."""
-    from viz.sharing import hits_figure
+    from viz.sharing import memory_figure
     from viz.figure import SpecFigure
     from viz.pool import pool_figure
 
@@ -71,7 +71,7 @@ def test_app_figures_are_plain_dicts_with_plotlys_json(monkeypatch):
         return real, build()
 
     for build in (lambda: pool_figure(12, 4, {0: [7, 2, 9]}, {0: 10}, highlight=[9], title="pool"),
-                  lambda: hits_figure([(2, 1, [9, 4, 7], [True, True, False])], title="hits")):
+                  lambda: memory_figure([0, 1, 2], [0, 10, 12], [0, 10, 20], 64, title="memory")):
         real, light = both(build)
         assert isinstance(real, go.Figure) and isinstance(light, SpecFigure)
         assert json.loads(json.dumps(light.to_dict())) == json.loads(pio.to_json(real, validate=False))

@@ -12,9 +12,9 @@ import base64
 import html
 import re
 
-from viz.engine import cache_rule_figure, cache_rule_html, nice_step, twin_diff_figure
-from viz.sharing import (CACHED_FREE_COLOR, COPY_COLOR, HIT_COLOR, MISS_COLOR, hits_figure, hits_html, memory_figure,
-                               refcount_pool_figure)
+from viz.engine import cache_rule_html, nice_step
+from viz.sharing import (CACHED_FREE_COLOR, COPY_COLOR, HIT_COLOR, MISS_COLOR, hits_html, memory_figure,
+                         refcount_pool_figure)
 from viz_util import trace
 
 pytestmark = pytest.mark.usefixtures("validate_figures")  # conftest: plotly validation on
@@ -55,19 +55,10 @@ def test_slot_mapping_prints_slots_and_wraps():
         slot_mapping_html([], block_size=0)
 
 
-def test_cache_rule_figure_has_cached_and_rule_per_sequence():
-    series = {0: {"step": [1, 2, 3], "cached": [5, 6, 0], "rule": [5, 6, 7]},
-              2: {"step": [1, 2], "cached": [3, 4], "rule": [3, 4]}}
-    fig = cache_rule_figure(series, "t")
-    assert list(trace(fig, "A cached").y) == [5, 6, 0] and list(trace(fig, "A rule").y) == [5, 6, 7]
-    assert trace(fig, "C rule").line.color == seq_color(2) == trace(fig, "C cached").line.color
-    assert trace(fig, "A rule").line.dash == "dot"
-
-
-def test_cache_rule_html_draws_both_lines_with_the_figures_hover():
+def test_cache_rule_html_draws_both_lines_with_their_values_as_tooltips():
     """Per sequence a dotted rule line and a solid cached line in its colour, one dot per step at the cached value
-    whose tooltip is the figure's two hover lines at that step; the y axis reaches the largest value (7 → 8, ticks
-    of 2); text is escaped; mismatched lengths are refused."""
+    whose tooltip gives both values at that step; a legend names each sequence in its colour; the y axis reaches
+    the largest value (7 → 8, ticks of 2); text is escaped; mismatched lengths are refused."""
     series = {0: {"step": [1, 2, 3], "cached": [5, 6, 0], "rule": [5, 6, 7]},
               2: {"step": [1, 2], "cached": [3, 4], "rule": [3, 4]}}
     markup = cache_rule_html(series, rule_name="<rule>", y_title="tokens & more")
@@ -80,9 +71,10 @@ def test_cache_rule_html_draws_both_lines_with_the_figures_hover():
     assert a_rule[:2] == a_cached[:2] and a_cached[2] > a_rule[2], "A's preempted step drops to 0, under its rule"
     tips = [html.unescape(t) for t in re.findall(r'<span class="pc-dot" style="[^"]*" title="([^"]*)"></span>', markup)]
     assert len(tips) == 5 and tips[2] == "A step 3: cached_token_count = 0\nA step 3: <rule> = 7"
-    fig = cache_rule_figure(series, rule_name="<rule>")
-    hover = trace(fig, "A cached").hovertemplate.replace("<extra></extra>", "")
-    assert hover.replace("%{x}", "3").replace("%{y}", "0") == tips[2].split("\n")[0]
+    assert tips[3] == "C step 1: cached_token_count = 3\nC step 1: <rule> = 3"
+    assert 'title="A step 3: cached_token_count = 0&#10;A step 3: &lt;rule&gt; = 7"' in markup, "escaped, one line"
+    keys = re.findall(r'<span class="pp-key"><span style="background:([^"]*)"></span>(\w)</span>', markup)
+    assert keys == [(seq_color(0), "A"), (seq_color(2), "C")]
     assert "\n" not in markup, "one line of markup"
     assert ">8</text>" in svg and ">10</text>" not in svg and "tokens &amp; more" in svg
     assert nice_step(7) == 2 and nice_step(300) == 50 and nice_step(301) == 100 and nice_step(5) == 1
@@ -90,20 +82,11 @@ def test_cache_rule_html_draws_both_lines_with_the_figures_hover():
         cache_rule_html({0: {"step": [1], "cached": [1, 2], "rule": [1]}})
 
 
-def test_twin_diff_figure_marks_disagreement_and_tolerance():
-    fig = twin_diff_figure([1, 2, 3], [0.0, 3e-7, 5e-3], [True, True, True], tolerance=1e-4)
-    bars = trace(fig, "max diff")
-    assert list(bars.marker.color) == [OKABE_ITO["blue"], OKABE_ITO["blue"], OKABE_ITO["vermillion"]]
-    assert bars.y[0] > 0, "an exact 0 is drawn at the floor of the log axis"
-    assert list(trace(fig, "tolerance").y) == [1e-4, 1e-4] and fig.layout.yaxis.type == "log"
-    flipped = twin_diff_figure([1], [1e-7], [False], tolerance=1e-4)
-    assert list(trace(flipped, "max diff").marker.color) == [OKABE_ITO["vermillion"]]
-
-
-def test_twin_diff_html_bars_match_the_figure():
+def test_twin_diff_html_bars_heights_colours_and_hover():
     """The HTML twins chart: one bar per step on the 1e-10 … 1e0 log axis (height by hand: log10 of the diff, an
-    exact 0 at the 1e-9 floor), blue within tolerance and agreeing, vermillion otherwise, and the same hover text as
-    the plotly figure's bars; the tolerance line sits at log10(1e-4) = 60 %; text is escaped."""
+    exact 0 at the 1e-9 floor), blue within tolerance and agreeing, vermillion otherwise (also when the tokens
+    disagree under tolerance), the step, diff and verdict as hover; the tolerance line sits at log10(1e-4) = 60 %;
+    text is escaped."""
     args = ([1, 2, 3], [0.0, 3e-7, 5e-3], [True, True, True], 1e-4)
     markup = twin_diff_html(*args, x_title="<step>")
     bars = read_bars(markup)
@@ -111,11 +94,10 @@ def test_twin_diff_html_bars_match_the_figure():
     assert [b["color"] for b in bars] == [OKABE_ITO["blue"], OKABE_ITO["blue"], OKABE_ITO["vermillion"]]
     assert [b["height"] for b in bars] == pytest.approx([10.0, 34.77, 76.99], abs=0.01)
     assert [b["title"] for b in bars] == ["step 1: 0.00e+00 ✔", "step 2: 3.00e-07 ✔", "step 3: 5.00e-03 ✗"]
-    assert [b["title"] for b in bars] == list(trace(twin_diff_figure(*args), "max diff").hovertext)
     assert 'class="pb-tol" style="bottom:60.00%"' in markup
     assert "&lt;step&gt;" in markup and "<step>" not in markup
     assert read_bars(twin_diff_html([1], [1e-7], [False], 1e-4))[0]["color"] == OKABE_ITO["vermillion"]
-    assert markup.count('class="pb-slot"') == 10, "one slot per step up to at least 10, as the figure's x range"
+    assert markup.count('class="pb-slot"') == 10, "one slot per step up to at least 10"
 
 
 @pytest.mark.parametrize("args", [([1, 2], [0.0], [True], 1e-4), ([1], [0.0], [True], 0.0),
@@ -148,32 +130,27 @@ def test_refcount_pool_figure_prints_ref_counts_and_outlines_shared():
     assert list(trace(fig, "block ids").text) == [str(b) for b in range(8)]
 
 
-def test_hits_figure_splits_hits_and_computed():
-    fig = hits_figure([(2, 1, [9, 4, 7], [True, True, False]), (1, 0, [9, 4, 3], [False, False, False])])
-    hit, miss = trace(fig, "hit"), trace(fig, "computed")
-    assert list(hit.text) == ["9", "4"] and list(hit.y) == [0, 0] and hit.marker.color == HIT_COLOR
-    assert list(miss.text) == ["7", "9", "4", "3"] and miss.marker.color == MISS_COLOR
-    assert list(fig.layout.yaxis.ticktext) == ["B · step 2", "A · step 1"]
-
-
 def test_memory_figure_shades_the_saving():
     fig = memory_figure([0, 1, 2], [0, 10, 12], [0, 10, 20], 64, held_name="held", without_name="tables")
     assert list(trace(fig, "held").y) == [0, 10, 12] and trace(fig, "held").fill == "tonexty"
     assert list(trace(fig, "tables").y) == [0, 10, 20] and list(trace(fig, "num_blocks").y) == [64, 64]
 
 
-def test_hits_html_rows_cells_and_the_figures_hover():
+def test_hits_html_rows_cells_and_tooltips():
     """One row per allocation, newest first as given: B's two blocks 5 (hit, blue) and 7 (computed, orange), the
-    physical block printed, the figure's hover as tooltip; names escaped; mismatched lengths refused."""
+    physical block printed, the mapping and verdict as tooltip; rows cut at max_cols; names escaped; mismatched
+    lengths refused."""
     rows = [(2, 1, [5, 7], [True, False]), (1, 0, [5, 6], [False, False])]
     markup = hits_html(rows, hit_name="<hit>")
     cells = read_cells(markup)
     assert [c["text"] for c in cells] == ["5", "7", "5", "6"]
     assert [c["color"] for c in cells] == [HIT_COLOR, MISS_COLOR, MISS_COLOR, MISS_COLOR]
     assert cells[0]["title"] == "B logical block 0 → physical block 5: prefix-cache hit, K/V reused"
-    fig = hits_figure(rows)
-    assert [c["title"] for c in cells[:1]] + [c["title"] for c in cells[1:]] == \
-        [trace(fig, "hit").hovertext[0]] + list(trace(fig, "computed").hovertext)
+    assert [c["title"] for c in cells[1:]] == ["B logical block 1 → physical block 7: computed at prefill",
+                                              "A logical block 0 → physical block 5: computed at prefill",
+                                              "A logical block 1 → physical block 6: computed at prefill"]
+    assert re.findall(r'<div class="pg-name">([^<]*)</div>', markup) == ["B · step 2", "A · step 1"]
+    assert [c["text"] for c in read_cells(hits_html(rows, max_cols=1))] == ["5", "5"]
     assert markup.index("B · step 2") < markup.index("A · step 1") and "&lt;hit&gt;" in markup
     with pytest.raises(ValueError):
         hits_html([(1, 0, [5], [])])
