@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import unicodedata
+from typing import Callable
 
 import streamlit as st
 
@@ -54,8 +55,10 @@ def per_seq(mapping: dict, fmt=str, keep: int = 4) -> str:
     return " · ".join(items[:keep]) + (" · …" if len(items) > keep else "") if items else "—"
 
 
-def arrow_label(ctx, stage: Stage) -> str:
-    """The values on the arrow leaving `stage`, in the page's language."""
+def arrow_label(ctx, stage: Stage, token_text: Callable[[int], str] | None = None) -> str:
+    """The values on the arrow leaving `stage`, in the page's language. token_text: a sampled token id -> the piece
+    shown (the page passes lessons.tokens.token_label of its tokenizer: ␣ for a space, ⟨0xNN⟩ for a byte); without it,
+    the decoded text's repr."""
     t, out = ctx.t, stage.out
     if not out:
         return t("chain.out_none")
@@ -89,7 +92,8 @@ def arrow_label(ctx, stage: Stage) -> str:
         if not out["tokens"]:
             return t("chain.out_none")
         mid = out.get("mid_prefill", [])
-        shown = {sid: "—" if sid in mid else repr(text) for sid, (_, text) in out["tokens"].items()}
+        shown = {sid: "—" if sid in mid else repr(text) if token_text is None else token_text(token)
+                 for sid, (token, text) in out["tokens"].items()}
         text = t("chain.out_sampler", tokens=per_seq(shown))
         if mid:
             text += "<br>" + t("chain.out_mid_prefill", seqs=", ".join(map(seq_label, mid)))
@@ -123,7 +127,8 @@ def show_chain(ctx, lesson) -> None:
                             format_func=lambda k: ctx.t(f"chain.stage_{k}"))
     title = ctx.t("chain.title", step=len(lesson.steps)) if trace else ctx.t("chain.title_none")
     show_cells(chain_live_html([ctx.t(f"chain.stage_{s.key}") for s in stages], [s.active for s in stages],
-                               [arrow_label(ctx, s) for s in stages], selected=STAGES.index(picked)),
+                               [arrow_label(ctx, s, lambda tid: token_label(lesson.tokenizer, tid)) for s in stages],
+                               selected=STAGES.index(picked)),
                title, "engine.chain_live", where=fig_col)
     for name, source in sources(picked):
         st.caption(ctx.t("chain.code_from", name=name))

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 import paged.engine.runner as runner_module
-from lessons.chain import SOURCES, STAGES, attention_tables, chain_stages, stage_sources
+from lessons.chain import SOURCES, STAGES, Stage, attention_tables, chain_stages, stage_sources
 from lessons.state_rule import state_rows, tail
 from paged.config import CacheConfig, ModelConfig, SamplingParams, SchedulerConfig
 from paged.engine.engine import LLMEngine
@@ -291,3 +291,17 @@ def test_a_long_why_wraps_between_pieces():
     assert wrap_pieces(["a" * 30, "b" * 20, "c" * 30], width=60) == "a" * 30 + "; " + "b" * 20 + ";<br>" + "c" * 30
     assert wrap_pieces(["分" * 20, "块" * 15], width=60) == "分" * 20 + ";<br>" + "块" * 15
     assert wrap_pieces(["x" * 80]) == "x" * 80 and wrap_pieces([]) == ""
+
+
+def test_the_sampler_arrow_shows_each_token_as_the_state_table_does():
+    """Given the page's token labels, the sampler arrow names each sampled token by its piece (a space as ␣), not
+    by the repr of its text, so the chain and the state table agree."""
+    from lessons.tokens import token_label
+
+    tok = ByteTokenizer()
+    space, nine = tok.encode(" ")[-1], tok.encode("9")[-1]
+    stage = Stage("sampler", True, dict(tokens={0: (space, " "), 1: (nine, "9")}, mid_prefill=[]))
+    ctx = PageContext("engine", "en", translator("engine", "en"))
+    shown = arrow_label(ctx, stage, lambda tid: token_label(tok, tid))
+    assert f"{seq_label(0)} ␣" in shown and f"{seq_label(1)} 9" in shown and "' '" not in shown
+    assert f"{seq_label(0)} ' '" in arrow_label(ctx, stage)  # without labels: the text's repr, as before
