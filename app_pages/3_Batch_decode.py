@@ -11,7 +11,7 @@ from ui.widgets import show_cells
 from lessons.batch import MAX_OPS, MAX_PROMPT_LEN, OP_PATTERN, BatchConfig, BatchLesson
 from paged.attention import tolerance
 from viz.colors import seq_label
-from viz.mapping import mapping_figure
+from viz.mapping import mapping_html
 from viz.pool import pool_html
 from lessons.address import DTYPES, SEED_BLOCK_SIZE, SEED_NUM_BLOCKS
 
@@ -139,9 +139,9 @@ def batch_view() -> None:
         ui.notice(ctx, ctx.t("pool_notice"))
         st.markdown(f"**{ctx.t('free_list')}** `{list(pg.manager.free_block_ids)}`")
     new_blocks = event.new_blocks if event.kind == "decode" else {}
-    mapping = mapping_figure(tables, lens, block_size, num_blocks, title=ctx.t("mapping_title"), new_blocks=new_blocks)
+    mapping = mapping_html(tables, lens, block_size, num_blocks, new_blocks=new_blocks)  # an image, not a plotly chart
     fig_col, note_col = st.columns([3, 1])
-    ui.show_figure(mapping, "batch.mapping", where=fig_col)
+    show_cells(mapping, ctx.t("mapping_title"), "batch.mapping", where=fig_col)
     ui.notice(ctx, ctx.t("mapping_notice"), where=note_col)
 
     # --- paged vs contiguous, per sequence ----------------------------------------------------------------------------

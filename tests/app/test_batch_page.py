@@ -73,7 +73,7 @@ def pool_cells_shown(at) -> list[dict]:
     """The pool grid as drawn (viz.pool.pool_html markup inside the page's st.html), one dict per slot."""
     from viz.pool import read_pool
 
-    (markup,) = [h.proto.body for h in at.get("html") if 'class="paged-pool"' in h.proto.body]
+    (markup,) = [h.proto.body for h in at.get("html") if 'class="pp-grid"' in h.proto.body]
     return read_pool(markup)
 
 
@@ -106,3 +106,22 @@ def test_the_pool_outlines_the_slots_each_decode_wrote():
     no_exception(broken)
     outlined = {c["slot"] for c in pool_cells_shown(broken) if "pp-hl" in c["classes"]}
     assert 28 in outlined and 27 not in outlined
+
+
+def test_no_plotly_chart_per_step_and_the_mapping_shows_each_table():
+    """After a decode the page draws no plotly chart; the block-table image has one tooltip per table entry naming
+    its physical block, and the block the step took from the free list (C's block 10) as a dotted line."""
+    from viz.mapping import read_mapping
+
+    at = app_test(BATCH).run()
+    at.button(key="batch.decode").click().run()
+    at.button(key="batch.decode").click().run()
+    no_exception(at)
+    assert not at.get("plotly_chart")
+    tables = at.session_state["batch.lesson"].tables()
+    (markup,) = [h.proto.body for h in at.get("html") if "pm-tip" in h.proto.body]
+    svg, tips = read_mapping(markup)
+    for s, table in tables.items():
+        for j, block in enumerate(table):
+            assert any(tip.startswith(f"{'ABC'[s]} logical block {j} → physical block {block} ") for tip in tips)
+    assert 'class="link new" data-seq="C" data-block="10"' in svg
