@@ -82,8 +82,8 @@ def mapping_figure(tables: Mapping[int, Sequence[int]], cached_counts: Mapping[i
 
 
 def mapping_html(tables: Mapping[int, Sequence[int]], cached_counts: Mapping[int, int], block_size: int,
-                 num_blocks: int, new_blocks: Mapping[int, Sequence[int]] | None = None, width: int = 680,
-                 height: int = 190) -> str:
+                 num_blocks: int, new_blocks: Mapping[int, Sequence[int]] | None = None, width: int = 560,
+                 height: int = 150) -> str:
     """mapping_figure as HTML (a step redraws it in a few ms, a plotly chart in ~100): an SVG image (st.html strips
     inline <svg>) with the same rows (logical blocks on top, grouped per sequence; the pool's physical blocks below),
     one line per block-table entry (class "link", data-seq and data-block; a block the latest step took from the
@@ -103,7 +103,7 @@ def mapping_html(tables: Mapping[int, Sequence[int]], cached_counts: Mapping[int
     unit = pw / (num_blocks + 1)
     phys_px = max(8, min(22, int(unit) - 2))
     logical_px = max(8, min(24, int(phys_px * num_blocks / max(slots, 1))))
-    top_y, bottom_y = 48, height - 48
+    top_y, bottom_y = 30, height - 30
     parts = [f'<svg viewBox="0 0 {width} {height}" width="{width}" height="{height}" font-size="11" '
              f'font-family="sans-serif" xmlns="http://www.w3.org/2000/svg">',
              f'<text x="{left - 10}" y="{top_y + 4}" text-anchor="end" fill="#444444" font-size="12">logical</text>'
