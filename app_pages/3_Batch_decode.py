@@ -7,11 +7,12 @@ import ui.quiz
 from lessons.quiz import batch_question
 from ui.breaks import arm_wrong_slot, wrong_slot_controls
 from ui.playback import Stepper, playback_bar
+from ui.widgets import show_cells
 from lessons.batch import MAX_OPS, MAX_PROMPT_LEN, OP_PATTERN, BatchConfig, BatchLesson
 from paged.attention import tolerance
 from viz.colors import seq_label
-from viz.mapping import mapping_figure
-from viz.pool import pool_figure
+from viz.mapping import mapping_html
+from viz.pool import pool_html
 from lessons.address import DTYPES, SEED_BLOCK_SIZE, SEED_NUM_BLOCKS
 
 
@@ -129,17 +130,18 @@ def batch_view() -> None:
     tables, lens = lesson.tables(), lesson.cached_token_counts()
     pg = lesson.playground
     written = list(event.written.values()) if event.kind == "decode" and event.ok else []
-    pool = pool_figure(num_blocks, block_size, tables, lens, highlight=written,
-                       title=ctx.t("pool_title", free=pg.manager.num_free_blocks, num_blocks=num_blocks))
+    # the pool as HTML cells (viz.pool.pool_html): a step redraws it in a few ms, a plotly grid in ~100
+    pool = pool_html(num_blocks, block_size, tables, lens, highlight=written, max_width=680)
     fig_col, note_col = st.columns([3, 1])
-    ui.show_figure(pool, "batch.pool", where=fig_col)
+    show_cells(pool, ctx.t("pool_title", free=pg.manager.num_free_blocks, num_blocks=num_blocks), "batch.pool",
+               where=fig_col)
     with note_col:
         ui.notice(ctx, ctx.t("pool_notice"))
         st.markdown(f"**{ctx.t('free_list')}** `{list(pg.manager.free_block_ids)}`")
     new_blocks = event.new_blocks if event.kind == "decode" else {}
-    mapping = mapping_figure(tables, lens, block_size, num_blocks, title=ctx.t("mapping_title"), new_blocks=new_blocks)
+    mapping = mapping_html(tables, lens, block_size, num_blocks, new_blocks=new_blocks)  # an image, not a plotly chart
     fig_col, note_col = st.columns([3, 1])
-    ui.show_figure(mapping, "batch.mapping", where=fig_col)
+    show_cells(mapping, ctx.t("mapping_title"), "batch.mapping", where=fig_col)
     ui.notice(ctx, ctx.t("mapping_notice"), where=note_col)
 
     # --- paged vs contiguous, per sequence ----------------------------------------------------------------------------
@@ -149,7 +151,7 @@ def batch_view() -> None:
              ctx.t("verdict"): ctx.t("common.ok") if c.ok else ctx.t("common.not_ok")} for c in lesson.checks]
     table_col, note_col = st.columns([3, 1])
     if rows:
-        table_col.dataframe(rows, hide_index=True, key="batch.checks", on_select="ignore")
+        ui.state_table(rows, key="batch.checks", where=table_col)  # HTML (st.table): cheaper per step than a grid
     else:
         table_col.info(ctx.t("nothing_running"))
     ui.notice(ctx, ctx.t("check_notice", tolerance=f"{tolerance(DTYPES[dtype]):.0e}", dtype=dtype), where=note_col)

@@ -67,3 +67,61 @@ def test_a_prompt_length_out_of_range_is_refused_by_name():
     at.number_input(key="batch.new_len").set_value(7).run()
     at.button(key="batch.add").click().run()
     assert at.session_state["batch.lesson"].ops == ["a7"] and not at.warning
+
+
+def pool_cells_shown(at) -> list[dict]:
+    """The pool grid as drawn (viz.pool.pool_html markup inside the page's st.html), one dict per slot."""
+    from viz.pool import read_pool
+
+    (markup,) = [h.proto.body for h in at.get("html") if 'class="pp-grid"' in h.proto.body]
+    return read_pool(markup)
+
+
+def test_the_pool_outlines_the_slots_each_decode_wrote():
+    """Seed batch, one decode: the pool is HTML cells (no plotly grid), every slot shown once, and the outlined
+    cells are exactly each sequence's newest token's slot, worked out from its block table by hand; the written
+    cells carry the sequence label and token index; the wrong-slot break outlines where the stray write landed."""
+    at = app_test(BATCH).run()
+    at.button(key="batch.decode").click().run()
+    no_exception(at)
+    lesson = at.session_state["batch.lesson"]
+    bs, tables, lens = lesson.config.block_size, lesson.tables(), lesson.cached_token_counts()
+    cells = pool_cells_shown(at)
+    assert [c["slot"] for c in cells] == list(range(lesson.config.num_blocks * bs))
+    want = {tables[s][(lens[s] - 1) // bs] * bs + (lens[s] - 1) % bs for s in tables}
+    assert len(want) == 3 and {c["slot"] for c in cells if "pp-hl" in c["classes"]} == want
+    label = {0: "A", 1: "B", 2: "C"}
+    for s, table in tables.items():
+        for pos in range(lens[s]):
+            slot = table[pos // bs] * bs + pos % bs
+            assert cells[slot]["text"] == f"{label[s]}{pos}" and f"slot {slot}" in cells[slot]["title"]
+    titles = [m.value for m in at.markdown if "paged-figure-title" in m.value]
+    free = lesson.playground.manager.num_free_blocks
+    assert any(t("batch.pool_title", "en", free=free, num_blocks=lesson.config.num_blocks) in x for x in titles)
+
+    broken = app_test(BATCH).run()  # the break: C's token 15 belongs in slot 27 and lands in slot 28 (A's token 0)
+    broken.toggle(key="batch.wrong").set_value(True).run()
+    broken.selectbox(key="batch.wrong_seq").set_value(2).run()
+    broken.button(key="batch.decode").click().run()
+    no_exception(broken)
+    outlined = {c["slot"] for c in pool_cells_shown(broken) if "pp-hl" in c["classes"]}
+    assert 28 in outlined and 27 not in outlined
+
+
+def test_no_plotly_chart_per_step_and_the_mapping_shows_each_table():
+    """After a decode the page draws no plotly chart; the block-table image has one tooltip per table entry naming
+    its physical block, and the block the step took from the free list (C's block 10) as a dotted line."""
+    from viz.mapping import read_mapping
+
+    at = app_test(BATCH).run()
+    at.button(key="batch.decode").click().run()
+    at.button(key="batch.decode").click().run()
+    no_exception(at)
+    assert not at.get("plotly_chart")
+    tables = at.session_state["batch.lesson"].tables()
+    (markup,) = [h.proto.body for h in at.get("html") if "pm-tip" in h.proto.body]
+    svg, tips = read_mapping(markup)
+    for s, table in tables.items():
+        for j, block in enumerate(table):
+            assert any(tip.startswith(f"{'ABC'[s]} logical block {j} → physical block {block} ") for tip in tips)
+    assert 'class="link new" data-seq="C" data-block="10"' in svg

@@ -153,7 +153,7 @@ def test_batch_decode_steps_finish_and_add():
     assert demo.ops == ["d", "d"] and demo.cached_token_counts() == {0: 12, 1: 8, 2: 17}
     assert any("C" in i.value and "10" in i.value for i in at.info), "C's new block is announced"
     assert all(c.ok for c in demo.checks)
-    assert set(at.dataframe[0].value[t("batch.verdict", "en")]) == {t("common.ok", "en")}
+    assert set(at.table[0].value[t("batch.verdict", "en")]) == {t("common.ok", "en")}
     at.selectbox(key="batch.target").set_value(1).run()
     at.button(key="batch.finish").click().run()
     assert 1 not in demo.tables() and {1, 4} <= set(demo.playground.manager.free_block_ids)

@@ -1,0 +1,37 @@
+"""viz.mapping.mapping_html: the block tables as an image (page 3), every table entry a line to its physical block."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from viz.mapping import mapping_html, read_mapping
+
+TABLES, LENS = {0: [7, 2, 9], 1: [4, 1], 2: [0, 5, 6, 11]}, {0: 10, 1: 6, 2: 13}
+
+
+def attrs(svg: str, tag: str) -> list[dict]:
+    return [dict(re.findall(r'([\w-]+)="([^"]*)"', m)) for m in re.findall(rf"<{tag} ([^>]*)/?>", svg)]
+
+
+def test_one_line_per_table_entry_ending_on_its_physical_block():
+    svg, tips = read_mapping(mapping_html(TABLES, LENS, 4, 12, new_blocks={2: [11]}))
+    links = attrs(svg, "line")
+    want = sorted((label, str(b)) for label, s in zip("ABC", TABLES) for b in TABLES[s])
+    assert sorted((a["data-seq"], a["data-block"]) for a in links) == want
+    boxes = {a["data-block"]: a for a in attrs(svg, "rect") if "data-block" in a}
+    assert sorted(boxes, key=int) == [str(b) for b in range(12)]
+    for a in links:  # the line ends on the centre of its physical box
+        box = boxes[a["data-block"]]
+        assert float(a["x2"]) == pytest.approx(float(box["x"]) + float(box["width"]) / 2, abs=0.1)
+    assert [(a["data-seq"], a["data-block"]) for a in links if "new" in a["class"]] == [("C", "11")]
+    assert "C logical block 3 → physical block 11 (tokens 12–12)" in tips
+    assert "A logical block 2 → physical block 9 (tokens 8–9)" in tips
+    assert "physical block 3: free" in tips and "physical block 4: B" in tips
+    assert len(tips) == 9 + 12  # one per logical box, one per physical box
+
+
+def test_bad_sizes_are_refused_by_name():
+    with pytest.raises(ValueError, match="num_blocks=0"):
+        mapping_html({}, {}, 4, 0)
