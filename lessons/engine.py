@@ -1,4 +1,5 @@
-"""The engine and sharing pages' lesson: `EngineLesson`, the ONE replayable object each of pages 4 and 6 keeps.
+"""The engine and sharing pages' lesson: `EngineLesson`, the ONE replayable object each of pages 4 and 6 keeps (what the
+pages read from it, rows, token pieces, series, the twins' verdict, the export: lessons.engine_views.EngineReadings).
 
 A lesson is three things, small enough for a URL (lessons.engine_requests defines the first two):
 
@@ -33,17 +34,14 @@ and colour for its whole life, whatever arrives or forks around it.
 
 from __future__ import annotations
 
-from dataclasses import asdict
-
-from paged.engine.twins import RTOL, TwinEngines, TwinStep
+from paged.engine.twins import TwinEngines, TwinStep
 from paged.engine.view import EngineView, engine_view
-from .engine_views import Allocation, SeqRow, Snapshot, step_export, table_changes  # noqa: F401 (table_changes: pages)
+from .engine_views import Allocation, EngineReadings, Snapshot, step_export, table_changes  # noqa: F401 (pages)
 from .engine_checks import ENGINE_CODES, check_form, refusal
 from .engine_requests import MAX_REQUESTS, MAX_STEPS, DemoConfig, RequestError, RequestSpec
-from .tokens import shown_text, token_label
 
 
-class EngineLesson:
+class EngineLesson(EngineReadings):
     """TwinEngines driven by logged requests and steps, replayed in place for back / reset / a new config (see the
     module docstring)."""
 
@@ -281,72 +279,3 @@ class EngineLesson:
         view = self.view
         seqs = {sid: (s.cached_token_count, len(s.generated_token_ids)) for sid, s in view.seqs.items()}
         self.history.append(Snapshot(len(self.steps), seqs, view.held_blocks, view.table_blocks))
-
-    def queues(self) -> tuple[list[int], list[int], list[int]]:
-        """(waiting, running, finished) seq ids of the paged engine."""
-        return list(self.view.waiting), list(self.view.running), list(self.view.finished)
-
-    def rows(self) -> list[SeqRow]:
-        """One row per sequence (parallel samples included), in id order; the text as lessons.tokens shows it
-        (a byte that is not valid UTF-8 as ⟨0xNN⟩)."""
-        spec_of = dict(zip(self.request_ids, self.requests))
-        out = []
-        for sid, s in sorted(self.view.seqs.items()):
-            spec = spec_of.get(s.request_id)
-            shown = "" if spec is None else spec.shown() if self.tokenizer.sep_token_id is not None else spec.prompt
-            out.append(SeqRow(sid, s.request_id, s.sample_index, shown,
-                              shown_text(self.tokenizer, list(s.generated_token_ids)), s.status, s.finish_reason,
-                              s.prompt_len, s.cached_token_count, len(s.generated_token_ids), s.preemptions))
-        return out
-
-    def token_texts(self) -> dict[int, list[str]]:
-        """seq_id -> the text piece of each of its tokens by token index (prompt as fed, then generated), as
-        lessons.tokens.token_label shows one token (␣ a space, ⟨0xNN⟩ a byte, ⟨EOS⟩): what a pool cell holding
-        token i of that sequence holds. Every sequence of the view, forked samples included."""
-        spec_of = dict(zip(self.request_ids, self.requests))
-        labels = self._token_labels
-        out = {}
-        for sid, s in self.view.seqs.items():
-            spec = spec_of.get(s.request_id)
-            ids = (spec.token_ids(self.tokenizer) if spec else []) + list(s.generated_token_ids)
-            out[sid] = [labels[i] if i in labels else labels.setdefault(i, token_label(self.tokenizer, i))
-                        for i in ids]
-        return out
-
-    def cache_series(self) -> dict[int, dict[str, list[int]]]:
-        """seq_id -> {"step", "cached", "rule"} over the steps it existed: cached_token_count and
-        prompt_len + generated − 1 (the state rule; equal once a step has run it, 0 vs rule when preempted)."""
-        prompt_len = {sid: s.prompt_len for sid, s in self.view.seqs.items()}
-        series: dict[int, dict[str, list[int]]] = {}
-        for snap in self.history:
-            for sid, (cached, generated) in snap.seqs.items():
-                if generated == 0 and cached == 0:
-                    continue  # still waiting for its first prefill
-                d = series.setdefault(sid, {"step": [], "cached": [], "rule": []})
-                d["step"].append(snap.step)
-                d["cached"].append(cached)
-                d["rule"].append(prompt_len[sid] + generated - 1)
-        return series
-
-    def twin_summary(self) -> tuple[float, bool]:
-        """(max |Δlogits| over every token both twins produced, they agree: same tokens and that difference within
-        `twin_tolerance()`). Compared token by token, so schedules that differ (prefix caching saves the paged
-        engine steps the contiguous twin must compute) are still compared like with like."""
-        verdict = self.twins.verdict()
-        return verdict.max_diff, verdict.agrees()
-
-    def twin_tolerance(self) -> float:
-        """The largest |Δlogits| still counted as agreement: fp32 reassociation, scaled to the logits' size."""
-        return RTOL * max(1.0, self.twins.verdict().max_abs_logit)
-
-    def schedules_differ(self) -> bool:
-        """Whether the twins scheduled some step differently (expected only with prefix caching)."""
-        return not self.twins.verdict().same_schedule
-
-    def trace(self) -> dict:
-        """Everything for the export: config, requests, every step of both twins, the outputs."""
-        paged, contiguous = self.twins.outputs()
-        return {"config": asdict(self.config), "requests": [asdict(s) for s in self.all_specs()],
-                "steps_run": len(self.steps), "steps": self.step_dicts,
-                "outputs": {"paged": [asdict(o) for o in paged], "contiguous": [asdict(o) for o in contiguous]},
-                "rejected": [{"request": asdict(s), "error": str(e)} for s, e in self.rejected]}
