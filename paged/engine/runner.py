@@ -14,7 +14,8 @@ from functools import cached_property
 
 import torch
 
-from ..addressing import PAD_SLOT, batch_slot_mapping, check_block_tables, pad_block_tables
+from ..addressing import (PAD_SLOT, batch_slot_mapping, check_block_tables, logical_address, pad_block_tables,
+                          slot_of)
 from ..attention import attention, paged_attention_decode
 from ..faults import Fault, FaultHook, fault_hook
 from ..kv_cache import ContiguousKVCache, KVCachePool
@@ -94,7 +95,7 @@ def prepare_inputs(seqs: list[Sequence], block_size: int, is_prefill: bool, devi
 
 def _decode_inputs(seqs: list[Sequence], block_size: int, device: torch.device, paged: bool) -> BatchInput:
     """prepare_inputs for a decode step: each sequence's last token, at index cached_token_count. One token per
-    sequence, so the slots come from plain ints (the address chain of `locate`), not tensor ops, and the four
+    sequence, so the slots come from plain ints (addressing.slot_of, the chain of `locate`), not tensor ops, and the four
     int64 inputs are rows of one tensor: a decode step's inputs are a few numbers per sequence. Raises ValueError
     as `batch_slot_mapping`."""
     starts = [seq.cached_token_count for seq in seqs]
@@ -102,17 +103,16 @@ def _decode_inputs(seqs: list[Sequence], block_size: int, device: torch.device, 
     slots = []
     if paged:
         width = max(1, max((len(s.block_table) for s in seqs), default=0))
-        for row, (seq, index) in enumerate(zip(seqs, starts)):
-            logical = index // block_size
-            if logical >= width:
+        padded = [s.block_table + [PAD_SLOT] * (width - len(s.block_table)) for s in seqs]
+        for row, (table, index) in enumerate(zip(padded, starts)):
+            if logical_address(index, block_size)[0] >= width:
                 raise ValueError(f"a token's logical block is beyond the block tables' width {width}")
-            physical = seq.block_table[logical] if logical < len(seq.block_table) else PAD_SLOT
-            if physical < 0:
+            try:
+                slots.append(slot_of(index, table, block_size))  # the address chain, as addressing defines it
+            except ValueError as err:
                 raise ValueError(f"token {index} of batch row {row} maps to a -1 entry of its block table (no "
-                                 "physical block)")
-            slots.append(physical * block_size + index % block_size)
-        tables = torch.tensor([s.block_table + [PAD_SLOT] * (width - len(s.block_table)) for s in seqs],
-                              dtype=torch.int32, device=device)
+                                 "physical block)") from err
+        tables = torch.tensor(padded, dtype=torch.int32, device=device)
     else:
         slots = [PAD_SLOT] * len(seqs)
         tables = torch.zeros(len(seqs), 1, dtype=torch.int32, device=device)
