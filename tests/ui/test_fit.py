@@ -3,8 +3,9 @@ keeping its size; presenter mode makes every figure text >= 16 px, zooms cells, 
 
 from __future__ import annotations
 
+import plotly.graph_objects as go
+
 from ui.fit import FIGURE_PX, PRESENT_PX, present_figure, take_title
-from viz.mapping import mapping_figure
 from viz.pool import pool_figure
 
 
@@ -45,9 +46,12 @@ def test_presenter_drops_labels_that_cannot_be_legible_rather_than_shrinking_the
 
 
 def test_a_stretching_figure_gets_large_text_too():
-    """A figure without a width (it stretches to the column, as the Batch decode page's mapping) and with labels
-    smaller than FIGURE_PX: presenter mode makes its labels and axis ticks FIGURE_PX or more."""
-    small = mapping_figure({0: [7, 2, 9], 1: [4, 1]}, {0: 10, 1: 6}, 4, 12, title="mapping")
+    """A figure without a width (it stretches to the column) and with labels smaller than FIGURE_PX: presenter
+    mode makes its labels and axis ticks FIGURE_PX or more."""
+    small = go.Figure(go.Scatter(x=[0, 1, 2], y=[0, 1, 0], mode="markers+text", text=["A0", "A1", "B0"],
+                                 textfont=dict(size=10)),
+                      layout=dict(title=dict(text="mapping"), height=230,
+                                  yaxis=dict(tickvals=[0, 1], ticktext=["physical", "logical"])))
     assert small.layout.width is None and min(text_sizes(small)) < FIGURE_PX
     fig = present_figure(small)
     assert text_sizes(fig) and all(s >= FIGURE_PX for s in text_sizes(fig))

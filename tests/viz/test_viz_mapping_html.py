@@ -6,6 +6,7 @@ import re
 
 import pytest
 
+from viz.colors import FREE_COLOR, seq_color
 from viz.mapping import mapping_html, read_mapping
 
 TABLES, LENS = {0: [7, 2, 9], 1: [4, 1], 2: [0, 5, 6, 11]}, {0: 10, 1: 6, 2: 13}
@@ -30,6 +31,9 @@ def test_one_line_per_table_entry_ending_on_its_physical_block():
     assert "A logical block 2 → physical block 9 (tokens 8–9)" in tips
     assert "physical block 3: free" in tips and "physical block 4: B" in tips
     assert len(tips) == 9 + 12  # one per logical box, one per physical box
+    colour = dict(zip("ABC", map(seq_color, TABLES)))
+    assert all(a["stroke"] == colour[a["data-seq"]] for a in links)  # a line in its sequence's colour
+    assert boxes["7"]["fill"] == seq_color(0) and boxes["3"]["fill"] == FREE_COLOR  # held by A; free
 
 
 def test_bad_sizes_are_refused_by_name():

@@ -12,7 +12,6 @@ from lessons.address import MissingEntry, follow
 from viz.attention import diverging_figure, kv_strip_figure, mask_figure, weights_figure
 from viz.chain import chain_figure
 from viz.colors import FREE_COLOR, OKABE_ITO, seq_color, seq_label, text_color, tint
-from viz.mapping import mapping_figure
 from viz.pool import pool_figure
 from viz_util import trace
 
@@ -142,14 +141,3 @@ def test_kv_strip_marks_gathered_tokens():
     assert strip.text[5] == "2:1" and strip.text[6] == ""
     assert list(trace(fig, "highlight").x) == [5]
 
-
-def test_mapping_links_each_table_entry():
-    """One line per block-table entry, ending at the physical block; new blocks get their own dashed trace."""
-    fig = mapping_figure(SEED_TABLES, SEED_LENS, 4, 12, new_blocks={2: [6]})
-    for seq_id, table in SEED_TABLES.items():
-        links = trace(fig, f"links {seq_label(seq_id)}")
-        assert [x for x in links.x[1::3]] == table
-        assert links.line.color == seq_color(seq_id)
-    assert list(trace(fig, "new C").x[1::3]) == [6]
-    physical = trace(fig, "physical")
-    assert physical.marker.color[7] == seq_color(0) and physical.marker.color[0] == FREE_COLOR
