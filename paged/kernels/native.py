@@ -39,9 +39,20 @@ from . import native_build
 DTYPE_CODES = {torch.float32: 0, torch.float64: 1, torch.float16: 2, torch.bfloat16: 3}
 # The shortest partition worth a work item of its own (vLLM's v2 decode uses 512-token partitions on GPUs).
 MIN_PARTITION_TOKENS = 256
-# K/V bytes (at most: batch x table width x block_size) below which one call runs on the caller's thread alone:
-# on a 2-core EPYC one thread was as fast up to ~128 KiB (B=1, MHA, d64: 3.8 vs 4.7 us at 64 KiB), two faster above.
-SMALL_WORK_BYTES = 128 * 1024
+# When a second thread pays (thread_count): a call's one-thread kernel time, estimated from its K/V bytes, its FMAs
+# (one per query head, token and dim, for q.K and for p.V) and its sequences, must reach SECOND_THREAD_NS. Fitted
+# on a 2-core EPYC (AVX-512VL, 32 MiB L3), warm caches, by timing 1 against 2 threads interleaved (fastest of 21
+# reps, load average 1.6-3.5) on 196 calls: B 1..32, 8/8 and 8/2 heads at d 64 and 128, the tiny model's 4/2 at
+# d 32, 32-512 KiB of K/V. Beyond the ~7.6 us every call costs, one thread took 11.5 ns per KiB + 28 ns per 1000
+# FMAs + 300 ns per sequence. Checked on a second sweep of 270 calls (16 KiB-1 MiB): of the 180 this rule gives
+# two threads, two were > 3% faster on 163 and > 3% slower on 2 (a neighbour took the core); of the 90 it keeps on
+# one, two would have been > 3% faster on 14, by 9% at most. The rule before (one thread under 128 KiB of K/V)
+# kept 122 of them on one, 47 of which ran > 3% faster on two (B=32 x 2 tokens of the tiny model: 0.92x; B=16 x 2
+# tokens at 8/2 d64: 0.87x); it gave two to B=1, 4/2 d32 x 256 tokens, 1.05x slower than one.
+KV_BYTES_PER_NS = 89.0
+FMAS_PER_NS = 36.0
+SEQUENCE_NS = 300.0
+SECOND_THREAD_NS = 4000.0
 
 _lock = threading.Lock()
 _state: dict[str, object] = {}  # "fn": the loaded C function, or "error": why there is none (once per process)
@@ -78,6 +89,23 @@ def native_error() -> str | None:
 def native_available() -> bool:
     """True when the C kernel is built (or can be, now) and loaded. The first call may take about a second."""
     return native_error() is None
+
+
+def thread_count(batch: int, num_heads: int, num_kv_heads: int, head_dim: int, tokens: int, element_size: int,
+                 threads: int) -> int:
+    """The threads one call should run on: 1 when its estimated one-thread kernel time (see SECOND_THREAD_NS) is
+    under SECOND_THREAD_NS, where waking and joining a second thread costs more than it saves; else `threads`.
+    `tokens` is the block table's width in tokens (what a sequence may read), `element_size` the K/V's bytes per
+    value. Raises ValueError for a count below 1 (threads, batch) or below 0 (the rest)."""
+    for name, value, low in (("batch", batch, 1), ("threads", threads, 1), ("num_heads", num_heads, 0),
+                             ("num_kv_heads", num_kv_heads, 0), ("head_dim", head_dim, 0), ("tokens", tokens, 0),
+                             ("element_size", element_size, 0)):
+        if value < low:
+            raise ValueError(f"thread_count: {name} must be >= {low}, got {value}")
+    kv_bytes = batch * tokens * num_kv_heads * head_dim * 2 * element_size
+    fmas = batch * tokens * num_heads * head_dim * 2
+    estimate_ns = kv_bytes / KV_BYTES_PER_NS + fmas / FMAS_PER_NS + batch * SEQUENCE_NS
+    return 1 if estimate_ns < SECOND_THREAD_NS else threads
 
 
 @functools.lru_cache(maxsize=256)
@@ -150,8 +178,8 @@ def native_decode(query: torch.Tensor, key_cache: torch.Tensor, value_cache: tor
     if batch == 0:
         return out
     max_blocks = tables.shape[1]
-    work = batch * max_blocks * block_size * num_kv_heads * head_dim * 2 * key_cache.element_size()
-    threads = 1 if work < SMALL_WORK_BYTES else torch.get_num_threads()
+    threads = thread_count(batch, num_heads, num_kv_heads, head_dim, max_blocks * block_size,
+                           key_cache.element_size(), torch.get_num_threads())
     head_chunks, partition_blocks = plan_work(batch, num_heads, num_kv_heads, max_blocks, block_size, threads)
     args = array.array("q", (code, threads, head_chunks, partition_blocks, tables.dtype == torch.int32,
                              q.data_ptr(), keys.data_ptr(), values.data_ptr(), tables.data_ptr(), lens.data_ptr(),

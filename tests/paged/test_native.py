@@ -233,7 +233,7 @@ def test_planned_partitions_around_their_boundaries(threads, monkeypatch, block_
     one holding a single token or a full partition; GQA, MHA and MQA; block_size 1, 32 and 128. Each matches the
     reference."""
     calls = _recording_kernel(monkeypatch)
-    monkeypatch.setattr(native, "SMALL_WORK_BYTES", 0)  # keep the threads on these small contexts
+    monkeypatch.setattr(native, "SECOND_THREAD_NS", 0.0)  # keep the threads on these small contexts
     p = native.MIN_PARTITION_TOKENS
     parts_seen = set()
     for num_threads, n in [(2, p - 1), (2, 2 * p), (2, 2 * p + 1), (3, 3 * p), (8, 4 * p - 1), (8, 8 * p + 1)]:
@@ -247,9 +247,34 @@ def test_planned_partitions_around_their_boundaries(threads, monkeypatch, block_
     assert {1, 2} <= parts_seen and max(parts_seen) >= 4
 
 
+@pytest.mark.parametrize("batch, num_heads, num_kv_heads, head_dim, tokens, expected", [
+    # (2 threads' time / 1 thread's, fastest of 21 reps, on the 2-core machine the constants were fitted on)
+    (1, 8, 8, 64, 16, 1),    # 64 KiB of K/V: 1.07-1.08x slower on two
+    (1, 4, 2, 32, 256, 1),   # the tiny model, one sequence, 128 KiB: 1.05x slower on two
+    (32, 4, 2, 32, 2, 2),    # the tiny model, 32 sequences of 2 tokens, 32 KiB: 0.92x on two
+    (16, 8, 2, 64, 2, 2),    # 32 KiB: 0.87x
+    (1, 8, 8, 64, 512, 2),   # 2 MiB: 0.67x
+])
+def test_thread_count_follows_the_measured_crossover(batch, num_heads, num_kv_heads, head_dim, tokens, expected):
+    """A call takes a second thread where one was measured to pay, and stays on one where it did not, whatever
+    its K/V bytes alone say (the old rule, one thread under 128 KiB, got the middle three wrong); one thread
+    available is always one."""
+    assert native.thread_count(batch, num_heads, num_kv_heads, head_dim, tokens, 4, 2) == expected
+    assert native.thread_count(batch, num_heads, num_kv_heads, head_dim, tokens, 4, 1) == 1
+
+
+@pytest.mark.parametrize("field", ["batch", "threads", "tokens"])
+def test_thread_count_refuses_impossible_counts(field):
+    """A batch or thread count below 1, or a negative token count, is a ValueError naming it."""
+    args = dict(batch=1, num_heads=8, num_kv_heads=8, head_dim=64, tokens=16, element_size=4, threads=2)
+    args[field] = -1
+    with pytest.raises(ValueError, match=field):
+        native.thread_count(**args)
+
+
 def test_tiny_work_stays_on_one_thread(threads, monkeypatch):
-    """Below SMALL_WORK_BYTES of K/V the kernel is asked for one thread (starting a team costs more than the work);
-    above, for torch's thread count. Both match the reference."""
+    """A call whose estimated work is under SECOND_THREAD_NS asks the kernel for one thread (waking a second costs
+    more than it saves); above, for torch's thread count. Both match the reference."""
     calls = _recording_kernel(monkeypatch)
     threads(2)
     for lens in ([20], [600]):
