@@ -15,7 +15,8 @@
  * cut into partitions of `partition_blocks` blocks, each partition an item of its own that leaves its (m, l, acc)
  * behind; a combine step then merges them per query head: M = max m_p, out = sum acc_p e^(m_p - M) / sum l_p
  * e^(m_p - M). With one partition an item writes its output directly.
- * Threads: OpenMP when built with it (then torch's own thread pool, see native.py), else pthreads.
+ * Threads: OpenMP when built with it (then torch's own thread pool, see native.py), else pthreads
+ * (native_team.h, which also keeps calls on one thread while helpers come too late).
  *
  * Shapes (all contiguous):
  *   query        [batch, num_heads, head_dim]                        compute type (not yet multiplied by scale)
@@ -36,6 +37,7 @@
 #include <string.h>
 
 #include "native_attend.h"
+#include "native_team.h"
 
 /* K/V bytes per call from which each next block is prefetched while the current one is read. Prefetching pays
  * when K/V come from DRAM (a model whose KV outgrows the caches: every layer's K/V is cold); when they are still
@@ -92,6 +94,7 @@ typedef struct {
     int64_t bad_len;   /* 1 + first sequence found with a context_len outside 1..max_blocks * block_size, or 0 */
     int64_t failed;    /* a worker could not allocate its scratch */
     int prefetch;      /* prefetch each next block (K/V too big to stay in cache between calls) */
+    int64_t working;   /* threads that took at least one item */
 } Job;
 
 static inline int64_t table_entry(const Job *job, int64_t b, int64_t j) {
@@ -119,9 +122,10 @@ static void *worker(void *arg) {
         __atomic_store_n(&job->failed, 1, __ATOMIC_RELAXED);
         return NULL;
     }
-    for (;;) {
+    for (int64_t taken = 0;; taken++) {
         const int64_t item = __atomic_fetch_add(&job->next_item, 1, __ATOMIC_RELAXED);
         if (item >= job->batch * job->head_chunks * P) break;
+        if (taken == 0) __atomic_fetch_add(&job->working, 1, __ATOMIC_RELAXED);
         const int64_t b = item / (job->head_chunks * P), part = item % P;
         const int64_t h0 = (item / P % job->head_chunks) * chunk, h1 = h0 + chunk < KVH ? h0 + chunk : KVH;
         const int64_t len = job->context_lens[b];
@@ -213,7 +217,7 @@ int64_t paged_decode(int dtype, int64_t num_threads, int64_t head_chunks, int64_
     const int64_t stride = num_heads * (head_dim + 2), compute_size = dtype == 1 ? 8 : 4;
     Job job = {dtype, table_int32, scale, query, key_cache, value_cache, block_tables, context_lens, out, batch,
                num_heads, num_kv_heads, head_dim, block_size, max_blocks, num_blocks, head_chunks,
-               partition_blocks, parts > 0 ? parts : 1, NULL, 0, 0, 0, 0, 0};
+               partition_blocks, parts > 0 ? parts : 1, NULL, 0, 0, 0, 0, 0, 0};
     int64_t tokens = 0; /* the K/V this call reads (lengths out of range are refused later, by the items) */
     for (int64_t b = 0; b < batch; b++)
         tokens += context_lens[b] < 0 ? 0 : context_lens[b] > max_blocks * block_size ? max_blocks * block_size
@@ -223,25 +227,11 @@ int64_t paged_decode(int dtype, int64_t num_threads, int64_t head_chunks, int64_
     if (job.parts > 1 && !(job.partial = malloc((size_t)(compute_size * batch * job.parts * stride)))) return -1;
     const int64_t items = batch * head_chunks * job.parts;
     if (num_threads > items) num_threads = items;
+    num_threads = team_size(num_threads); /* 1 while recent calls' helpers came too late */
     if (num_threads <= 1)
         worker(&job); /* on the caller's thread, no thread team to start and join */
-    else {
-#ifdef _OPENMP
-        /* Loaded into a process that runs torch, this is torch's own OpenMP runtime (same soname, libgomp.so.1):
-         * its worker threads, which may still be spinning after torch's last op, pick up this work instead of
-         * competing with threads of our own. */
-#pragma omp parallel num_threads((int)num_threads)
-        worker(&job);
-#else
-        if (num_threads > 64) num_threads = 64;
-        pthread_t workers[64];
-        int64_t started = 0;
-        for (int64_t i = 1; i < num_threads; i++)
-            if (pthread_create(&workers[started], NULL, worker, &job) == 0) started++;
-        worker(&job);
-        for (int64_t i = 0; i < started; i++) pthread_join(workers[i], NULL);
-#endif
-    }
+    else
+        team_after(team_run(worker, &job, num_threads, &job.working));
     const int64_t status = job.failed ? -1 : job.bad_len ? -1 - job.bad_len : job.bad_seq;
     if (status == 0 && job.parts > 1)
         for (int64_t b = 0; b < batch; b++) {

@@ -187,6 +187,33 @@ def test_kernel_stays_inside_its_buffers_under_address_sanitizer(tmp_path, threa
     assert run.returncode == 0 and "192 cases, 0 failed" in run.stdout, run.stdout + run.stderr[-3000:]
 
 
+@pytest.mark.parametrize("threads_flag", ["-fopenmp", "-pthread"])
+def test_calls_stay_on_one_thread_while_helpers_come_too_late(tmp_path, monkeypatch, threads, threads_flag):
+    """A kernel built with LATE_HELPER_US=30000 (each helper sleeps 30 ms before it starts, as one does on a machine
+    whose other core is busy): a call on 2 threads finds its helper took no item, so the next call runs on one
+    thread; the next 2-thread call, late again, puts the next two on one; each result matches the reference."""
+    cc = native_build.compiler()
+    assert cc, "a C compiler is needed (apt-get install gcc)"
+    lib_path = tmp_path / "late.so"
+    made = subprocess.run([*cc, "-O1", "-march=native", threads_flag, "-DLATE_HELPER_US=30000", "-shared", "-fPIC",
+                           "-o", str(lib_path), str(native_build.SOURCE), "-lm"], capture_output=True, text=True)
+    assert made.returncode == 0, made.stderr
+    lib = ctypes.CDLL(str(lib_path))
+    fn, left = lib.paged_decode_packed, lib.paged_solo_calls_left
+    fn.restype, fn.argtypes, left.restype = ctypes.c_int64, [ctypes.c_void_p, ctypes.c_double], ctypes.c_int64
+    monkeypatch.setitem(native._state, "fn", fn)
+    monkeypatch.setattr(native, "SECOND_THREAD_NS", 0.0)
+    threads(2)
+    lens = [40, 7]
+    query, kc, vc, tables, keys, values = build(8, 2, 64, 16, lens, torch.float32)
+    seen = []
+    for _ in range(5):
+        out = paged_attention_decode(query, kc, vc, tables, lens, impl="native")
+        assert rel_err(out, reference(query, keys, values, lens)) < 1e-5
+        seen.append(left())
+    assert seen == [1, 0, 2, 1, 0]
+
+
 @pytest.mark.parametrize("partition_blocks", [1, 3])
 def test_partitioned_contexts_match_the_reference(monkeypatch, threads, partition_blocks):
     """Contexts cut into partitions of 1 or 3 blocks (items of their own, merged by the combine step) match the
