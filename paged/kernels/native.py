@@ -42,13 +42,13 @@ MIN_PARTITION_TOKENS = 256
 # When a second thread pays (thread_count): a call's one-thread kernel time, estimated from its K/V bytes, its FMAs
 # (one per query head, token and dim, for q.K and for p.V) and its sequences, must reach SECOND_THREAD_NS. Fitted
 # on a 2-core EPYC (AVX-512VL, 32 MiB L3), warm caches, by timing 1 against 2 threads interleaved (fastest of 21
-# reps, load average 1.6-3.5) on 196 calls: B 1..32, 8/8 and 8/2 heads at d 64 and 128, the tiny model's 4/2 at
+# reps, load average 1.8-3.6) on 196 calls: B 1..32, 8/8 and 8/2 heads at d 64 and 128, the tiny model's 4/2 at
 # d 32, 32-512 KiB of K/V. Beyond the ~7.6 us every call costs, one thread took 11.5 ns per KiB + 28 ns per 1000
 # FMAs + 300 ns per sequence. Checked on a second sweep of 270 calls (16 KiB-1 MiB): of the 180 this rule gives
 # two threads, two were > 3% faster on 163 and > 3% slower on 2 (a neighbour took the core); of the 90 it keeps on
 # one, two would have been > 3% faster on 14, by 9% at most. The rule before (one thread under 128 KiB of K/V)
-# kept 122 of them on one, 47 of which ran > 3% faster on two (B=32 x 2 tokens of the tiny model: 0.92x; B=16 x 2
-# tokens at 8/2 d64: 0.87x); it gave two to B=1, 4/2 d32 x 256 tokens, 1.05x slower than one.
+# kept 122 of them on one, 47 of which ran > 3% faster on two (in the first sweep, B=32 x 2 tokens of the tiny
+# model: 0.92x; B=16 x 2 tokens at 8/2 d64: 0.87x); it gave two to B=1, 4/2 d32 x 256 tokens, 1.05x slower.
 KV_BYTES_PER_NS = 89.0
 FMAS_PER_NS = 36.0
 SEQUENCE_NS = 300.0
