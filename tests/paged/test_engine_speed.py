@@ -22,11 +22,12 @@ def _engine(model, tokenizer, kv_layout="paged", record=True, chunked=False, num
 
 @pytest.mark.parametrize("chunked", [False, True])
 def test_record_off_gives_the_contiguous_twins_tokens(chunked):
-    """record=False (the benchmark's engine): every request's tokens equal the contiguous twin's (recording on),
-    with max_num_seqs 3 < 4 requests so one waits and is admitted mid-run; the traces hold no per-sequence state
-    and last_logits stays empty."""
+    """record=False (the benchmark's engine): every request's tokens (both samples of an n=2 one) equal the
+    contiguous twin's (recording on), with max_num_seqs 3 < 4 requests so one waits and is admitted mid-run; the
+    traces hold no per-sequence state and last_logits stays empty."""
     model, tokenizer = tiny_model()
-    params = [SamplingParams(max_tokens=n, ignore_eos=True) for n in (9, 4, 12, 6)]
+    params = [SamplingParams(max_tokens=n, ignore_eos=True) for n in (9, 4, 12)]
+    params.append(SamplingParams(max_tokens=6, ignore_eos=True, n=2, temperature=1.0, seed=7))  # forks a child
     lean = _engine(model, tokenizer, record=False, chunked=chunked)
     twin = _engine(model, tokenizer, kv_layout="contiguous", chunked=chunked)
     ids = {e: [e.add_request(p, sp) for p, sp in zip(PROMPTS, params)] for e in (lean, twin)}
@@ -35,11 +36,11 @@ def test_record_off_gives_the_contiguous_twins_tokens(chunked):
         traces.append(lean.step())
     while twin.has_unfinished():
         twin.step()
-    want = [twin.output(i).token_ids for i in ids[twin]]
-    assert [lean.output(i).token_ids for i in ids[lean]] == want
-    assert [len(t) for t in want] == [9, 4, 12, 6]
+    want = [twin.output(i).samples for i in ids[twin]]
+    assert [lean.output(i).samples for i in ids[lean]] == want
+    assert [[len(t) for t in samples] for samples in want] == [[9], [4], [12], [6, 6]]
     assert all(not t.seqs and not t.block_tables_after for t in traces)
-    assert sorted(sid for t in traces for sid in t.finished) == sorted(ids[lean])
+    assert len([sid for t in traces for sid in t.finished]) == 5  # four requests, one with two samples
     assert lean.last_logits == {}
 
 
