@@ -64,9 +64,10 @@ class LLMEngine:
     def __init__(self, model: torch.nn.Module, tokenizer, cache_config: CacheConfig | None = None,
                  scheduler_config: SchedulerConfig | None = None, kv_layout: str = "paged",
                  attn_impl: str | None = None, fault: Fault | str | None = None, record: bool = True) -> None:
-        """record False: each step's StepTrace keeps only its step, phase, reasons, preempted / finished ids,
-        copies and free-block count (no per-sequence states, slot_mapping or block tables), and last_logits stays
-        empty: what a benchmark or a server needs, none of what a page replays. The tokens are the same."""
+        """record False: each step's StepTrace keeps what the scheduler decided (phase, reasons, blocks allocated
+        and freed, copies, preempted, forked, finished) and the free-block count, but no per-sequence states,
+        slot_mapping, block tables or queues, and last_logits stays empty: what a benchmark or a server needs, none
+        of what a page replays. The tokens are the same."""
         self.model, self.tokenizer = model.eval(), tokenizer
         self.record = record
         self.fault = as_fault(fault)  # off unless explicitly given; lives in this engine only
