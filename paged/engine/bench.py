@@ -68,7 +68,7 @@ def run_once(model, tokenizer, layout: str, prompts: list[str], max_tokens: int,
     engine = LLMEngine(model, tokenizer, CacheConfig(block_size=block_size, num_blocks=num_blocks, seed=0),
                        SchedulerConfig(max_num_batched_tokens=max(2048, 128 * len(prompts)),
                                        max_num_seqs=max(32, len(prompts))),
-                       kv_layout=layout, attn_impl=attn_impl)
+                       kv_layout=layout, attn_impl=attn_impl, record=False)  # no step traces: nothing here replays them
     assert len(prompts[0]) + max_tokens < cfg.max_position_embeddings
     device = next(model.parameters()).device
     _sync(device)  # CUDA runs asynchronously: time from an idle device to an idle device

@@ -63,8 +63,13 @@ def default_attn_impl(device: torch.device) -> str:
 class LLMEngine:
     def __init__(self, model: torch.nn.Module, tokenizer, cache_config: CacheConfig | None = None,
                  scheduler_config: SchedulerConfig | None = None, kv_layout: str = "paged",
-                 attn_impl: str | None = None, fault: Fault | str | None = None) -> None:
+                 attn_impl: str | None = None, fault: Fault | str | None = None, record: bool = True) -> None:
+        """record False: each step's StepTrace keeps what the scheduler decided (phase, reasons, blocks allocated
+        and freed, copies, preempted, forked, finished) and the free-block count, but no per-sequence states,
+        slot_mapping, block tables or queues, and last_logits stays empty: what a benchmark or a server needs, none
+        of what a page replays. The tokens are the same."""
         self.model, self.tokenizer = model.eval(), tokenizer
+        self.record = record
         self.fault = as_fault(fault)  # off unless explicitly given; lives in this engine only
         self.cache_config = cache_config or CacheConfig()
         self.scheduler_config = scheduler_config or SchedulerConfig()
@@ -97,7 +102,9 @@ class LLMEngine:
         self.groups: dict[int, list[Sequence]] = {}  # request id -> its sequences (n > 1: parent + forked children)
         self.sequences: dict[int, Sequence] = {}  # every seq id, children included
         self.step_count = 0
-        self.last_logits: dict[int, torch.Tensor] = {}  # seq_id -> logits of its last step (parity checks)
+        # seq_id -> logits [vocab] of its latest step (parity checks), for unfinished sequences and those the
+        # latest step scheduled; a finished one's entry goes at the next step (record=False: always empty)
+        self.last_logits: dict[int, torch.Tensor] = {}
         self._in_flight: tuple[str, list[int]] | None = None  # (phase, seq ids) of the step running now
         self._next_id = 0
 
@@ -265,8 +272,8 @@ class LLMEngine:
 
     def _step(self) -> StepTrace:
         t0 = time.perf_counter()
-        bm = self.block_manager
-        before = {s.seq_id: list(s.block_table) for s in self.scheduler.running}
+        bm, record = self.block_manager, self.record
+        before = {s.seq_id: list(s.block_table) for s in self.scheduler.running} if record else {}
         sched = self.scheduler.schedule()
         self._in_flight = (sched.phase, [s.seq_id for s in sched.seqs])
         copies, bm.pending_copies = bm.pending_copies, []
@@ -292,10 +299,12 @@ class LLMEngine:
             if bad is not None:
                 raise SequenceFailure(bad, "the model's logits hold NaN or inf")
             tokens = self._sample_step(seqs, logits, samples)
-            trace.slot_mapping = batch.slot_mapping.tolist()
-            fed_ids, fed_positions = batch.input_ids.tolist(), batch.positions.tolist()  # once, not per sequence
-            context_lens, rows = batch.context_lens.tolist(), logits.unbind(0)  # rows: views, made in one call
-            decode = self.tokenizer.decode
+            if record:
+                trace.slot_mapping = batch.slot_mapping.tolist()
+                fed_ids, fed_positions = batch.input_ids.tolist(), batch.positions.tolist()  # once, not per sequence
+                context_lens, rows = batch.context_lens.tolist(), logits.unbind(0)  # rows: views, made in one call
+                decode = self.tokenizer.decode
+                self._prune_logits()
             for i, (seq, tok) in enumerate(zip(seqs, tokens)):
                 start, n = batch.starts[i], batch.query_lens[i]
                 if tok is None:
@@ -315,6 +324,8 @@ class LLMEngine:
                         trace.blocks_freed[s.seq_id] = self.scheduler.finish(s)
                         self.runner.release(s.seq_id)
                         trace.finished.append(s.seq_id)
+                    if not record:
+                        continue
                     fed = slice(start, start + n) if s is seq else slice(0, 0)  # children were fed nothing
                     self.last_logits[s.seq_id] = rows[i]  # children sampled from the parent's logits
                     trace.seqs.append(SeqStepState(
@@ -324,12 +335,20 @@ class LLMEngine:
                         token_out=s.generated_token_ids[-1] if tok is not None else None,
                         cached_token_count=s.cached_token_count, generated_len=len(s.generated_token_ids),
                         finished=s.is_finished, finish_reason=s.finish_reason, decode=decode))
-        trace.block_tables_after = {s.seq_id: list(s.block_table) for s in self.scheduler.running}
         trace.num_free_blocks = bm.num_free_blocks
-        trace.waiting = [s.seq_id for s in self.scheduler.waiting]
-        trace.running = [s.seq_id for s in self.scheduler.running]
+        if record:
+            trace.block_tables_after = {s.seq_id: list(s.block_table) for s in self.scheduler.running}
+            trace.waiting = [s.seq_id for s in self.scheduler.waiting]
+            trace.running = [s.seq_id for s in self.scheduler.running]
         trace.elapsed_ms = (time.perf_counter() - t0) * 1000
         return trace
+
+    def _prune_logits(self) -> None:
+        """Drop the last_logits of finished sequences before a step writes its own (the dict would otherwise
+        keep one [vocab] row per sequence ever served)."""
+        done = [sid for sid in self.last_logits if self.sequences[sid].is_finished]
+        for sid in done:
+            del self.last_logits[sid]
 
     def generate(self, prompts: list[str | list[int]] | str, params: SamplingParams | None = None,
                  max_steps: int = 100_000) -> list[RequestOutput]:

@@ -17,9 +17,9 @@ SEEDED = SamplingParams(max_tokens=10, temperature=0.9, top_p=0.95, seed=4, igno
 REQUESTS = [("The block table maps", GREEDY), ("logical blocks", SEEDED), ("to physical ones", GREEDY)]
 
 
-def make(num_blocks=64, block_size=4, caching=False):
+def make(num_blocks=64, block_size=4, caching=False, record=True):
     return LLMEngine(MODEL, TOK, CacheConfig(block_size=block_size, num_blocks=num_blocks, seed=1, watermark=0.0,
-                                             enable_prefix_caching=caching), attn_impl="gather")
+                                             enable_prefix_caching=caching), attn_impl="gather", record=record)
 
 
 def state(engine):
@@ -108,11 +108,12 @@ def test_params_must_be_sampling_params():
         make().add_request("x", {"max_tokens": 3})
 
 
-def test_model_raising_once_is_rolled_back(monkeypatch):
+@pytest.mark.parametrize("record", [True, False])
+def test_model_raising_once_is_rolled_back(monkeypatch, record):
     """The model raises once, after its K/V writes: the engine is exactly as before the step, the error names the
-    step and sequences, and every request then produces the tokens of a clean run."""
+    step and sequences, and every request then produces the tokens of a clean run (step traces kept or not)."""
     expected = clean_outputs(REQUESTS)
-    engine = make()
+    engine = make(record=record)
     ids = [engine.add_request(p, sp) for p, sp in REQUESTS]
     engine.step(), engine.step()
     before = state(engine)

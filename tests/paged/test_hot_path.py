@@ -108,25 +108,26 @@ def test_batched_sampling_equals_row_by_row():
         sample(logits, params[:2], [make_generator(p) for p in params[:2]])
 
 
-def test_prefill_attention_is_the_reference_causal_attention(monkeypatch):
-    """The paged prefill path has no causal mask of its own: each sequence's chunk goes through
-    paged.attention.attention(causal=True) (end-aligned mask), per layer, with its whole context read back."""
+def test_prefill_attention_is_one_causal_call_per_sequence(monkeypatch):
+    """The paged prefill path has no causal mask of its own: each sequence's chunk goes through runner.causal_sdpa
+    (end-aligned mask; equal to paged.attention.attention(causal=True), see test_engine_speed), per layer, with its
+    whole context read back."""
     import paged.engine.runner as runner
     from paged.config import SamplingParams as Params
 
     engine = _tiny_engine()
     calls = []
-    real = runner.attention
+    real = runner.causal_sdpa
 
-    def spy(q, keys, values, scale=None, causal=False):
-        calls.append((q.shape[0], keys.shape[0], causal))
-        return real(q, keys, values, scale, causal)
+    def spy(q, keys, values):
+        calls.append((q.shape[0], keys.shape[0]))
+        return real(q, keys, values)
 
-    monkeypatch.setattr(runner, "attention", spy)
+    monkeypatch.setattr(runner, "causal_sdpa", spy)
     for prompt in ("abc", "hello!"):
         engine.add_request(prompt, Params(max_tokens=2, ignore_eos=True))
     engine.step()  # one prefill of both prompts (BOS + bytes: 4 and 7 tokens), one layer
-    assert calls == [(4, 4, True), (7, 7, True)]
+    assert calls == [(4, 4), (7, 7)]
 
 
 # --- what a step does not do: UI-only text, copies of finished requests ----------------------------------------------
@@ -189,10 +190,10 @@ def test_a_mixed_step_batches_its_decodes(monkeypatch):
             engine.add_request(prompt, Params(max_tokens=4, ignore_eos=True))
         engine.step()  # both prompts
     calls = []
-    real_decode, real_attention = runner.paged_attention_decode, runner.attention
+    real_decode, real_attention = runner.paged_attention_decode, runner.causal_sdpa
     monkeypatch.setattr(runner, "paged_attention_decode",
                         lambda q, *a, **kw: calls.append(("decode", q.shape[0])) or real_decode(q, *a, **kw))
-    monkeypatch.setattr(runner, "attention",
+    monkeypatch.setattr(runner, "causal_sdpa",
                         lambda q, *a, **kw: calls.append(("causal", q.shape[0])) or real_attention(q, *a, **kw))
     traces = []
     for engine in engines:

@@ -1,0 +1,92 @@
+"""The engine's speed options change no token: record=False against the contiguous twin, the paged prefill's fused
+causal attention against the reference, and what the engine keeps per finished request."""
+
+import pytest
+import torch
+
+from paged.attention import attention
+from paged.config import CacheConfig, SamplingParams, SchedulerConfig
+from paged.engine import LLMEngine
+from paged.engine.runner import causal_sdpa
+
+from helpers import assert_close_scaled, tiny_model
+
+PROMPTS = ["Hello, paged world!", "1 2 3", "abcdefghijklmnopqrstuvwxyz", "a"]
+
+
+def _engine(model, tokenizer, kv_layout="paged", record=True, chunked=False, num_blocks=64):
+    return LLMEngine(model, tokenizer, CacheConfig(block_size=4, num_blocks=num_blocks, seed=1),
+                     SchedulerConfig(max_num_seqs=3, enable_chunked_prefill=chunked, max_num_batched_tokens=2048),
+                     kv_layout=kv_layout, record=record)  # the default impl, as the bench
+
+
+@pytest.mark.parametrize("chunked", [False, True])
+def test_record_off_gives_the_contiguous_twins_tokens(chunked):
+    """record=False (the benchmark's engine): every request's tokens (both samples of an n=2 one) equal the
+    contiguous twin's (recording on), with max_num_seqs 3 < 4 requests so one waits and is admitted mid-run; the
+    traces hold no per-sequence state and last_logits stays empty."""
+    model, tokenizer = tiny_model()
+    params = [SamplingParams(max_tokens=n, ignore_eos=True) for n in (9, 4, 12)]
+    params.append(SamplingParams(max_tokens=6, ignore_eos=True, n=2, temperature=1.0, seed=7))  # forks a child
+    lean = _engine(model, tokenizer, record=False, chunked=chunked)
+    twin = _engine(model, tokenizer, kv_layout="contiguous", chunked=chunked)
+    ids = {e: [e.add_request(p, sp) for p, sp in zip(PROMPTS, params)] for e in (lean, twin)}
+    traces = []
+    while lean.has_unfinished():
+        traces.append(lean.step())
+    while twin.has_unfinished():
+        twin.step()
+    want = [twin.output(i).samples for i in ids[twin]]
+    assert [lean.output(i).samples for i in ids[lean]] == want
+    assert [[len(t) for t in samples] for samples in want] == [[9], [4], [12], [6, 6]]
+    assert all(not t.seqs and not t.block_tables_after for t in traces)
+    assert len([sid for t in traces for sid in t.finished]) == 5  # four requests, one with two samples
+    assert lean.last_logits == {}
+
+
+def test_last_logits_drops_finished_requests():
+    """A finished request's logits row stays readable after the step that finished it (parity checks read it
+    then), and is gone after the next step: serving many requests does not keep one row per request."""
+    model, tokenizer = tiny_model()
+    engine = _engine(model, tokenizer)
+    first = engine.add_request("abc", SamplingParams(max_tokens=2, ignore_eos=True))
+    while engine.has_unfinished():
+        trace = engine.step()
+    assert first in trace.finished and first in engine.last_logits
+    for i in range(5):
+        engine.generate([f"request {i}"], SamplingParams(max_tokens=2, ignore_eos=True))
+    later = engine.add_request("xyz", SamplingParams(max_tokens=3, ignore_eos=True))
+    engine.step()
+    assert list(engine.last_logits) == [later]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("n, ctx", [(1, 1), (7, 7), (5, 12), (1, 9), (33, 33)])
+def test_causal_sdpa_is_the_reference_causal_attention(n, ctx, dtype):
+    """The paged prefill's one-call causal attention equals paged.attention.attention(causal=True): end-aligned
+    mask (a chunk after cached tokens), grouped heads (4 query heads on 2 kv heads), float32 math, query's dtype."""
+    g = torch.Generator().manual_seed(n * 100 + ctx)
+    q = (torch.randn(n, 4, 16, generator=g) * 3).to(dtype)
+    keys, values = (torch.randn(ctx, 2, 16, generator=g) * 3).to(dtype), torch.randn(ctx, 2, 16, generator=g).to(dtype)
+    got, want = causal_sdpa(q, keys, values), attention(q, keys, values, causal=True)
+    assert got.dtype == dtype and got.shape == want.shape
+    assert_close_scaled(got.float(), want.float(), rel=1e-5 if dtype == torch.float32 else 1e-2)
+
+
+def test_the_queue_workloads_pool_holds_the_running_requests_only(monkeypatch):
+    """bench's queue engine: a pool for `batch` requests at their longest (not one per queued request), and no
+    request is ever preempted in it; every request gets its max_tokens."""
+    from paged.addressing import blocks_needed
+    from paged.engine import workloads
+
+    model, tokenizer = tiny_model()
+    engines = []
+    real = workloads.LLMEngine
+    monkeypatch.setattr(workloads, "LLMEngine", lambda *a, **kw: engines.append(real(*a, **kw)) or engines[-1])
+    requests = workloads.mixed_requests(6, seed=3, max_new=9)
+    _, tokens = workloads.run_engine(model, tokenizer, requests, 2, 4, None)
+    longest = max(len(r.prompt) for r in requests) + max(r.max_tokens for r in requests)
+    (engine,) = engines
+    assert engine.num_blocks == 2 * blocks_needed(longest, 4) + 8
+    assert all(s.preemptions == 0 for s in engine.sequences.values())
+    assert [len(t) for t in tokens] == [r.max_tokens for r in requests]
