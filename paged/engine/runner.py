@@ -13,11 +13,10 @@ from dataclasses import dataclass
 from functools import cached_property
 
 import torch
-import torch.nn.functional as F
 
 from ..addressing import (PAD_SLOT, batch_slot_mapping, check_block_tables, logical_address, pad_block_tables,
                           slot_of)
-from ..attention import attention, paged_attention_decode
+from ..attention import attention, attention_sdpa, paged_attention_decode
 from ..faults import Fault, FaultHook, fault_hook
 from ..kv_cache import ContiguousKVCache, KVCachePool
 from ..sequence import Sequence
@@ -123,22 +122,6 @@ def _decode_inputs(seqs: list[Sequence], block_size: int, device: torch.device, 
                       slot_mapping=slot_mapping, block_tables=tables, context_lens=lens, query_lens=[1] * len(seqs))
 
 
-def causal_sdpa(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
-    """`attention(q, keys, values, causal=True)` as one torch SDPA call: q [n, num_heads, head_dim] over keys, values
-    [ctx, num_kv_heads, head_dim] (n <= ctx), the mask aligned to the end (query i sees keys 0 … ctx - n + i), query
-    head h reading kv head h // (num_heads // num_kv_heads), in float32 (float64 stays float64), returned in q's
-    dtype. The reference spells the math out in a dozen ops per sequence; a prefill step runs this once per
-    sequence and layer."""
-    n, ctx = q.shape[0], keys.shape[0]
-    compute = torch.float64 if q.dtype == torch.float64 else torch.float32
-    mask = None if n == ctx else (torch.arange(ctx, device=q.device)
-                                  <= torch.arange(n, device=q.device)[:, None] + (ctx - n))  # [n, ctx]
-    # [1, heads, tokens, head_dim]: with the batch dimension torch takes its fused CPU kernel (2-3x faster here)
-    out = F.scaled_dot_product_attention(*(x.to(compute).transpose(0, 1)[None] for x in (q, keys, values)),
-                                         attn_mask=mask, is_causal=mask is None, enable_gqa=True)
-    return out[0].transpose(0, 1).to(q.dtype)
-
-
 class PagedBackend:
     """Attention over the paged pool: write this step's K/V at their slots, then read history through tables.
 
@@ -169,9 +152,9 @@ class PagedBackend:
                 validate=False))
         write()
         # Prefill: read every sequence's whole context back through its block table, one gather for the batch
-        # (slots as slot_mapping gives them), then causal attention per sequence in one torch SDPA call
-        # (causal_sdpa: the reference's `attention(causal=True)` mask, aligned to the end of the context for a chunk
-        # after cached tokens). The contiguous twin keeps the reference itself, so the twins check one another.
+        # (slots as slot_mapping gives them), then causal attention per sequence: attention_sdpa, the fast path of
+        # the reference `attention` (one torch SDPA call). The contiguous twin keeps the reference itself, so the
+        # twins check one another.
         if self.single is None:
             return torch.cat(self._causal(q, key_cache, value_cache))
         out = torch.empty_like(q)
@@ -192,7 +175,7 @@ class PagedBackend:
         out, at = [], 0
         for i in self.multi:
             start, n, ctx = self.batch.starts[i], self.batch.query_lens[i], self.lens[i]
-            out.append(causal_sdpa(q[start:start + n], keys[at:at + ctx], values[at:at + ctx]))
+            out.append(attention_sdpa(q[start:start + n], keys[at:at + ctx], values[at:at + ctx], causal=True))
             at += ctx
         return out
 

@@ -1,15 +1,12 @@
-"""The engine's speed options change no token: record=False against the contiguous twin, the paged prefill's fused
-causal attention against the reference, and what the engine keeps per finished request."""
+"""The engine's speed options change no token: record=False against the contiguous twin, and what the engine keeps
+per finished request. (The paged prefill's fast attention against the reference: test_attention_sdpa.)"""
 
 import pytest
-import torch
 
-from paged.attention import attention
 from paged.config import CacheConfig, SamplingParams, SchedulerConfig
 from paged.engine import LLMEngine
-from paged.engine.runner import causal_sdpa
 
-from helpers import assert_close_scaled, tiny_model
+from helpers import tiny_model
 
 PROMPTS = ["Hello, paged world!", "1 2 3", "abcdefghijklmnopqrstuvwxyz", "a"]
 
@@ -58,19 +55,6 @@ def test_last_logits_drops_finished_requests():
     later = engine.add_request("xyz", SamplingParams(max_tokens=3, ignore_eos=True))
     engine.step()
     assert list(engine.last_logits) == [later]
-
-
-@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-@pytest.mark.parametrize("n, ctx", [(1, 1), (7, 7), (5, 12), (1, 9), (33, 33)])
-def test_causal_sdpa_is_the_reference_causal_attention(n, ctx, dtype):
-    """The paged prefill's one-call causal attention equals paged.attention.attention(causal=True): end-aligned
-    mask (a chunk after cached tokens), grouped heads (4 query heads on 2 kv heads), float32 math, query's dtype."""
-    g = torch.Generator().manual_seed(n * 100 + ctx)
-    q = (torch.randn(n, 4, 16, generator=g) * 3).to(dtype)
-    keys, values = (torch.randn(ctx, 2, 16, generator=g) * 3).to(dtype), torch.randn(ctx, 2, 16, generator=g).to(dtype)
-    got, want = causal_sdpa(q, keys, values), attention(q, keys, values, causal=True)
-    assert got.dtype == dtype and got.shape == want.shape
-    assert_close_scaled(got.float(), want.float(), rel=1e-5 if dtype == torch.float32 else 1e-2)
 
 
 def test_the_queue_workloads_pool_holds_the_running_requests_only(monkeypatch):

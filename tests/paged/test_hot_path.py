@@ -109,25 +109,25 @@ def test_batched_sampling_equals_row_by_row():
 
 
 def test_prefill_attention_is_one_causal_call_per_sequence(monkeypatch):
-    """The paged prefill path has no causal mask of its own: each sequence's chunk goes through runner.causal_sdpa
-    (end-aligned mask; equal to paged.attention.attention(causal=True), see test_engine_speed), per layer, with its
-    whole context read back."""
+    """The paged prefill path has no causal mask of its own: each sequence's chunk goes through
+    paged.attention.attention_sdpa(causal=True) (the reference's fast path, see test_attention_sdpa), per layer,
+    with its whole context read back."""
     import paged.engine.runner as runner
     from paged.config import SamplingParams as Params
 
     engine = _tiny_engine()
     calls = []
-    real = runner.causal_sdpa
+    real = runner.attention_sdpa
 
-    def spy(q, keys, values):
-        calls.append((q.shape[0], keys.shape[0]))
-        return real(q, keys, values)
+    def spy(q, keys, values, **kw):
+        calls.append((q.shape[0], keys.shape[0], kw))
+        return real(q, keys, values, **kw)
 
-    monkeypatch.setattr(runner, "causal_sdpa", spy)
+    monkeypatch.setattr(runner, "attention_sdpa", spy)
     for prompt in ("abc", "hello!"):
         engine.add_request(prompt, Params(max_tokens=2, ignore_eos=True))
     engine.step()  # one prefill of both prompts (BOS + bytes: 4 and 7 tokens), one layer
-    assert calls == [(4, 4), (7, 7)]
+    assert calls == [(4, 4, {"causal": True}), (7, 7, {"causal": True})]
 
 
 # --- what a step does not do: UI-only text, copies of finished requests ----------------------------------------------
@@ -190,10 +190,10 @@ def test_a_mixed_step_batches_its_decodes(monkeypatch):
             engine.add_request(prompt, Params(max_tokens=4, ignore_eos=True))
         engine.step()  # both prompts
     calls = []
-    real_decode, real_attention = runner.paged_attention_decode, runner.causal_sdpa
+    real_decode, real_attention = runner.paged_attention_decode, runner.attention_sdpa
     monkeypatch.setattr(runner, "paged_attention_decode",
                         lambda q, *a, **kw: calls.append(("decode", q.shape[0])) or real_decode(q, *a, **kw))
-    monkeypatch.setattr(runner, "causal_sdpa",
+    monkeypatch.setattr(runner, "attention_sdpa",
                         lambda q, *a, **kw: calls.append(("causal", q.shape[0])) or real_attention(q, *a, **kw))
     traces = []
     for engine in engines:
