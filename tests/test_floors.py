@@ -122,3 +122,48 @@ def test_tests_share_helpers_through_helper_modules():
 def test_the_test_import_checker_sees_conftest_and_test_files():
     src = "from .conftest import app_test\nfrom test_kernels import build\nimport helpers\nfrom .app_util import x\n"
     assert imports_test_modules(src) == ["conftest", "test_kernels"]
+
+
+# --- one causal mask: paged.attention.causal_mask --------------------------------------------------------------------
+MASK_HOME = ROOT / "paged" / "attention.py"
+ORDERINGS = (ast.Lt, ast.LtE, ast.Gt, ast.GtE)
+
+
+def _calls(node: ast.AST, names: set[str]) -> bool:
+    """Whether `node` holds a call to a function (or method) named in `names`."""
+    return any(isinstance(n, ast.Call) and (getattr(n.func, "attr", None) or getattr(n.func, "id", None)) in names
+               for n in ast.walk(node))
+
+
+def hand_causal_masks(source: str) -> list[int]:
+    """Line numbers of position masks spelled out: an ordering with an arange on both sides (`arange(ctx) <=
+    arange(q)[:, None] + offset` and the like), or a tril / triu. A validity mask (`arange(n) < lens[:, None]`) has
+    one arange only and is not counted."""
+    lines = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Compare) and any(isinstance(op, ORDERINGS) for op in node.ops):
+            sides = [node.left, *node.comparators]
+            if sum(_calls(side, {"arange"}) for side in sides) >= 2:
+                lines.append(node.lineno)
+        elif isinstance(node, ast.Call) and (getattr(node.func, "attr", None)
+                                             or getattr(node.func, "id", None)) in {"tril", "triu"}:
+            lines.append(node.lineno)
+    return sorted(lines)
+
+
+def test_the_causal_mask_is_built_in_one_place():
+    """Above tests/ the only hand-built causal mask is paged.attention.causal_mask (one definition per fact: the
+    reference and the fast path share it). Tests may spell one out: an independent reference is their job."""
+    files = [ROOT / "app.py", *(ROOT / "app_pages").glob("*.py")] + [
+        p for floor in ("paged", "lessons", "viz", "ui") for p in (ROOT / floor).rglob("*.py")]
+    found = {str(p.relative_to(ROOT)): hand_causal_masks(p.read_text(encoding="utf-8")) for p in files}
+    assert {k: v for k, v in found.items() if v} == {"paged/attention.py": found["paged/attention.py"]}
+    assert len(found["paged/attention.py"]) == 1, "paged/attention.py builds the causal mask once (causal_mask)"
+
+
+def test_the_causal_mask_checker_sees_a_hand_mask():
+    src = ("m = torch.arange(ctx)[None, :] <= torch.arange(n)[:, None] + (ctx - n)\n"
+           "v = torch.arange(n)[None, :] < lens[:, None]\n"
+           "w = torch.ones(n, n).tril().bool()\n"
+           "x = arange(n)[:, None] >= arange(n)\n")
+    assert hand_causal_masks(src) == [1, 3, 4]
