@@ -14,7 +14,7 @@ import torch
 from ..addressing import blocks_needed
 from ..block_manager import BlockManager
 from ..checks import as_token_ids
-from ..config import ModelConfig, SamplingParams, SchedulerConfig
+from ..config import MAX_NUM_BLOCKS, CacheConfig, ModelConfig, SamplingParams, SchedulerConfig
 from ..kv_cache import KVCachePool
 
 
@@ -136,3 +136,21 @@ def check_pool_memory(model_config: ModelConfig, num_blocks: int, block_size: in
             f"{available:,} bytes ({available / 2**30:.2f} GiB) are free on {device.type}; lower num_blocks or "
             "block_size")
     return need
+
+
+def pool_num_blocks(model_config: ModelConfig, cache_config: CacheConfig, dtype: torch.dtype,
+                    device: torch.device) -> int:
+    """The engine's pool size in blocks: cache_config.num_blocks, or (None) as many blocks as memory_budget_bytes
+    holds, at least 1. Raises ValueError when the budget makes more than MAX_NUM_BLOCKS, or (check_pool_memory) when
+    the pool would not fit in the device's free memory: call it before allocating the pool."""
+    num_blocks = cache_config.num_blocks
+    if num_blocks is None:
+        per_block = KVCachePool.bytes_per_block(model_config.num_hidden_layers, cache_config.block_size,
+                                                model_config.num_key_value_heads, model_config.head_dim, dtype)
+        num_blocks = max(1, cache_config.memory_budget_bytes // per_block)
+        if num_blocks > MAX_NUM_BLOCKS:
+            raise ValueError(f"memory_budget_bytes {cache_config.memory_budget_bytes} makes {num_blocks} blocks of "
+                             f"{per_block} bytes, more than MAX_NUM_BLOCKS ({MAX_NUM_BLOCKS}); lower the budget "
+                             "or raise block_size")
+    check_pool_memory(model_config, num_blocks, cache_config.block_size, dtype, device)
+    return num_blocks

@@ -22,10 +22,11 @@ import time
 import torch
 
 from ..addressing import blocks_needed
+from ..attention import default_attn_impl
 from ..config import CacheConfig, ModelConfig, SamplingParams, SchedulerConfig
 from ..kv_cache import default_device
 from .admission import prompt_token_ids
-from .engine import LLMEngine, default_attn_impl
+from .engine import LLMEngine
 
 
 # SmolLM2-135M's shape (a LlamaForCausalLM): 134.5 M parameters, embeddings tied. Random weights decode random
@@ -68,7 +69,7 @@ def run_once(model, tokenizer, layout: str, prompts: list[str], max_tokens: int,
     engine = LLMEngine(model, tokenizer, CacheConfig(block_size=block_size, num_blocks=num_blocks, seed=0),
                        SchedulerConfig(max_num_batched_tokens=max(2048, 128 * len(prompts)),
                                        max_num_seqs=max(32, len(prompts))),
-                       kv_layout=layout, attn_impl=attn_impl, record=False)  # no step traces: nothing here replays them
+                       kv_layout=layout, attn_impl=attn_impl, record=False)  # lean traces: nothing here replays a step
     assert len(prompts[0]) + max_tokens < cfg.max_position_embeddings
     device = next(model.parameters()).device
     _sync(device)  # CUDA runs asynchronously: time from an idle device to an idle device

@@ -17,17 +17,18 @@ from dataclasses import dataclass, field, replace
 
 import torch
 
+from ..attention import DECODE_IMPLS, default_attn_impl
 from ..block_manager import BlockManager
-from ..config import MAX_NUM_BLOCKS, CacheConfig, SamplingParams, SchedulerConfig
+from ..config import CacheConfig, SamplingParams, SchedulerConfig
 from ..faults import Fault, as_fault
-from ..kv_cache import KVCachePool
 from ..sequence import Sequence, SequenceStatus
-from .admission import check_fits, check_params, check_pool_memory, prompt_token_ids
+from .admission import check_fits, check_params, pool_num_blocks, prompt_token_ids
 from .checkpoint import EngineStepError, SequenceFailure, StepCheckpoint
+from .recording import StepRecorder, block_tables, record_queues
 from .runner import ModelRunner
-from .sampler import make_generator, sample
-from .scheduler import Scheduler
-from .trace import SeqStepState, StepTrace
+from .sampler import make_generator, sample_one, sample_step
+from .scheduler import Scheduler, SchedulerOutput
+from .trace import StepTrace
 
 
 @dataclass
@@ -43,31 +44,20 @@ class RequestOutput:
     sample_texts: list[str] = field(default_factory=list)
 
 
-def default_attn_impl(device: torch.device) -> str:
-    """The fastest correct decode impl for the device at this project's model sizes.
-
-    CUDA: the Triton kernel when triton is importable. CPU: the C kernel "native" when it can be built (a C
-    compiler is present), else "gather". Measured with `python -m paged.bench engine` on the shipped model (head_dim
-    32, 2 kv heads, contexts < 300, 1 thread): native gave paged/contiguous 1.04x / 2.07x / 3.62x at batch 1 / 8 /
-    32 where gather gave 0.95x / 2.06x / 2.94x. "fused" trails both at these sizes: its per-tile op dispatch only
-    pays off on long contexts (see `python -m paged.bench kernels`).
-    """
-    from .. import kernels  # noqa: F401  (registers "fused", "native" and "triton")
-    from ..kernels import native_available, triton_available
-
-    if device.type == "cuda":
-        return "triton" if triton_available() else "gather"
-    return "native" if native_available() else "gather"
-
-
 class LLMEngine:
     def __init__(self, model: torch.nn.Module, tokenizer, cache_config: CacheConfig | None = None,
                  scheduler_config: SchedulerConfig | None = None, kv_layout: str = "paged",
                  attn_impl: str | None = None, fault: Fault | str | None = None, record: bool = True) -> None:
-        """record False: each step's StepTrace keeps what the scheduler decided (phase, reasons, blocks allocated
-        and freed, copies, preempted, forked, finished) and the free-block count, but no per-sequence states,
-        slot_mapping, block tables or queues, and last_logits stays empty: what a benchmark or a server needs, none
-        of what a page replays. The tokens are the same."""
+        """An engine over `model` (paged.model's Llama) and its tokenizer.
+
+        kv_layout: "paged" (the block pool) or "contiguous" (the reference twin). attn_impl: the decode kernel, a
+        name in paged.attention.DECODE_IMPLS (default: default_attn_impl of the model's device). fault: one classic
+        bug this engine acts out (paged.faults; paged layout, whole-prompt prefill only). record: what each step's
+        StepTrace keeps (recording.py). True, the default (pages, the CLI's --trace, the twins): everything a page
+        replays, per-sequence states, slot_mapping, block tables and queues, and last_logits. False (the engine
+        benchmarks): the scheduler's decisions and the free-block count only; the same tokens, less work a step.
+        Raises ValueError for an unknown kv_layout or attn_impl, a fault with chunked prefill or the contiguous
+        layout, or a pool over its limits (admission.pool_num_blocks)."""
         self.model, self.tokenizer = model.eval(), tokenizer
         self.record = record
         self.fault = as_fault(fault)  # off unless explicitly given; lives in this engine only
@@ -75,21 +65,11 @@ class LLMEngine:
         self.scheduler_config = scheduler_config or SchedulerConfig()
         cfg, cc = model.config, self.cache_config
         param = next(model.parameters())
-        num_blocks = cc.num_blocks
-        if num_blocks is None:
-            per_block = KVCachePool.bytes_per_block(cfg.num_hidden_layers, cc.block_size, cfg.num_key_value_heads,
-                                                    cfg.head_dim, param.dtype)
-            num_blocks = max(1, cc.memory_budget_bytes // per_block)
-            if num_blocks > MAX_NUM_BLOCKS:
-                raise ValueError(f"memory_budget_bytes {cc.memory_budget_bytes} makes {num_blocks} blocks of "
-                                 f"{per_block} bytes, more than MAX_NUM_BLOCKS ({MAX_NUM_BLOCKS}); lower the budget "
-                                 "or raise block_size")
-        check_pool_memory(cfg, num_blocks, cc.block_size, param.dtype, param.device)  # before any allocation
+        num_blocks = pool_num_blocks(cfg, cc, param.dtype, param.device)  # checked before any allocation
         self.block_manager = BlockManager(num_blocks, cc.block_size, cc.watermark, cc.seed,
                                           enable_prefix_caching=cc.enable_prefix_caching and kv_layout == "paged")
         self.scheduler = Scheduler(self.scheduler_config, self.block_manager)
         impl = attn_impl or default_attn_impl(param.device)
-        from ..attention import DECODE_IMPLS
         from .. import kernels  # noqa: F401  (registers the faster impls, so they can be named)
 
         if impl not in DECODE_IMPLS:
@@ -181,7 +161,7 @@ class LLMEngine:
             self._next_id += 1
             self.block_manager.fork(parent, child)
             self.runner.fork(parent.seq_id, child.seq_id)
-            child.on_prefill_done(self._sample(parent, logits_row, child_params, child.generator))
+            child.on_prefill_done(sample_one(parent, logits_row, child_params, child.generator))
             child.status = SequenceStatus.RUNNING
             self.scheduler.running.append(child)
             self.groups[parent.seq_id].append(child)
@@ -203,36 +183,6 @@ class LLMEngine:
         if len(seq.generated_token_ids) >= params.max_tokens:
             return "length"
         return None
-
-    def _sample(self, seq: Sequence, row: torch.Tensor, params: SamplingParams | None = None,
-                generator: torch.Generator | None = None) -> int:
-        """One token from one row of logits [vocab] (with seq's params, or a forked child's); a failure here is
-        pinned on seq's request."""
-        try:
-            return sample(row[None], [params or seq.params], [generator or seq.generator])[0]
-        except Exception as err:
-            raise SequenceFailure(seq, f"sampling raised {type(err).__name__}: {err}") from err
-
-    def _sample_step(self, seqs: list[Sequence], logits: torch.Tensor, samples: list[bool]) -> list[int | None]:
-        """The step's tokens: one per sequence whose samples[i] is True, None for the others. Greedy rows share one
-        batched argmax; sampling rows draw one by one (each from its own generator), so a failure is pinned on its
-        request (as is one in the batched call: its rows are then retried one by one)."""
-        tokens: list[int | None] = [None] * len(seqs)
-        greedy = [i for i, s in enumerate(samples) if s and seqs[i].params.greedy]
-        if greedy:
-            rows = logits if len(greedy) == len(seqs) else logits[greedy]  # all greedy: no copy of the logits
-            try:
-                picked = sample(rows, [seqs[i].params for i in greedy], [seqs[i].generator for i in greedy])
-            except Exception:
-                for i in greedy:
-                    self._sample(seqs[i], logits[i])
-                raise
-            for i, token in zip(greedy, picked):
-                tokens[i] = token
-        for i, s in enumerate(samples):
-            if s and tokens[i] is None:
-                tokens[i] = self._sample(seqs[i], logits[i])
-        return tokens
 
     def step(self) -> StepTrace:
         """Run one step: schedule, run the model on the scheduled sequences, sample, update, free finished blocks.
@@ -272,8 +222,8 @@ class LLMEngine:
 
     def _step(self) -> StepTrace:
         t0 = time.perf_counter()
-        bm, record = self.block_manager, self.record
-        before = {s.seq_id: list(s.block_table) for s in self.scheduler.running} if record else {}
+        bm = self.block_manager
+        before = block_tables(self.scheduler.running) if self.record else {}
         sched = self.scheduler.schedule()
         self._in_flight = (sched.phase, [s.seq_id for s in sched.seqs])
         copies, bm.pending_copies = bm.pending_copies, []
@@ -287,68 +237,49 @@ class LLMEngine:
             self.runner.release(seq_id)
         self.step_count += 1
         if sched.phase != "idle":
-            is_prefill = sched.phase in ("prefill", "mixed")  # mixed: the prefill path, a decode is a 1-token chunk
-            seqs = sched.seqs
-            chunks = [sched.num_tokens[s.seq_id] for s in seqs] if sched.num_tokens else None
-            # Only a sequence fed all its uncached tokens samples; one mid-prefill (non-final chunk) samples nothing.
-            samples = [chunks is None or n == s.num_uncached_tokens for s, n in zip(seqs, chunks or seqs)]
-            batch = self.runner.prepare(seqs, is_prefill, chunks)
-            logits = self.runner.run(seqs, batch)
-            finite = torch.isfinite(logits).all(dim=-1).tolist()
-            bad = next((seq for seq, ok, s in zip(seqs, finite, samples) if s and not ok), None)
-            if bad is not None:
-                raise SequenceFailure(bad, "the model's logits hold NaN or inf")
-            tokens = self._sample_step(seqs, logits, samples)
-            if record:
-                trace.slot_mapping = batch.slot_mapping.tolist()
-                fed_ids, fed_positions = batch.input_ids.tolist(), batch.positions.tolist()  # once, not per sequence
-                context_lens, rows = batch.context_lens.tolist(), logits.unbind(0)  # rows: views, made in one call
-                decode = self.tokenizer.decode
-                self._prune_logits()
-            for i, (seq, tok) in enumerate(zip(seqs, tokens)):
-                start, n = batch.starts[i], batch.query_lens[i]
-                if tok is None:
-                    seq.on_chunk_done(n)
-                elif is_prefill and not (chunks and seq.generated_token_ids and seq.num_uncached_tokens == 1):
-                    seq.on_prefill_done(tok)
-                    if seq.n > 1:
-                        children = self._fork_samples(seq, logits[i])
-                        trace.forked[seq.seq_id] = [c.seq_id for c in children]
-                else:
-                    seq.on_decode_done(tok)
-                forked = trace.forked.get(seq.seq_id)
-                for s in (seq, *(self.sequences[c] for c in forked)) if forked else (seq,):
-                    reason = self._stop_reason(s) if tok is not None else None
-                    if reason is not None:
-                        s.finish_reason = reason
-                        trace.blocks_freed[s.seq_id] = self.scheduler.finish(s)
-                        self.runner.release(s.seq_id)
-                        trace.finished.append(s.seq_id)
-                    if not record:
-                        continue
-                    fed = slice(start, start + n) if s is seq else slice(0, 0)  # children were fed nothing
-                    self.last_logits[s.seq_id] = rows[i]  # children sampled from the parent's logits
-                    trace.seqs.append(SeqStepState(
-                        seq_id=s.seq_id, tokens_in=fed_ids[fed],
-                        positions=fed_positions[fed], slots=trace.slot_mapping[fed],
-                        context_len=context_lens[i],
-                        token_out=s.generated_token_ids[-1] if tok is not None else None,
-                        cached_token_count=s.cached_token_count, generated_len=len(s.generated_token_ids),
-                        finished=s.is_finished, finish_reason=s.finish_reason, decode=decode))
+            self._run(sched, trace)
         trace.num_free_blocks = bm.num_free_blocks
-        if record:
-            trace.block_tables_after = {s.seq_id: list(s.block_table) for s in self.scheduler.running}
-            trace.waiting = [s.seq_id for s in self.scheduler.waiting]
-            trace.running = [s.seq_id for s in self.scheduler.running]
+        if self.record:
+            record_queues(trace, self.scheduler.waiting, self.scheduler.running)
         trace.elapsed_ms = (time.perf_counter() - t0) * 1000
         return trace
 
-    def _prune_logits(self) -> None:
-        """Drop the last_logits of finished sequences before a step writes its own (the dict would otherwise
-        keep one [vocab] row per sequence ever served)."""
-        done = [sid for sid in self.last_logits if self.sequences[sid].is_finished]
-        for sid in done:
-            del self.last_logits[sid]
+    def _run(self, sched: SchedulerOutput, trace: StepTrace) -> None:
+        """The scheduled part of a step: run the model, sample, update each sequence (fork n > 1 after its prefill),
+        finish the ones that stop and free their blocks; `trace` gets forked, finished and blocks_freed."""
+        is_prefill = sched.phase in ("prefill", "mixed")  # mixed: the prefill path, a decode is a 1-token chunk
+        seqs = sched.seqs
+        chunks = [sched.num_tokens[s.seq_id] for s in seqs] if sched.num_tokens else None
+        # Only a sequence fed all its uncached tokens samples; one mid-prefill (non-final chunk) samples nothing.
+        samples = [chunks is None or n == s.num_uncached_tokens for s, n in zip(seqs, chunks or seqs)]
+        batch = self.runner.prepare(seqs, is_prefill, chunks)
+        logits = self.runner.run(seqs, batch)
+        finite = torch.isfinite(logits).all(dim=-1).tolist()
+        bad = next((seq for seq, ok, s in zip(seqs, finite, samples) if s and not ok), None)
+        if bad is not None:
+            raise SequenceFailure(bad, "the model's logits hold NaN or inf")
+        tokens = sample_step(seqs, logits, samples)
+        recorder = (StepRecorder(trace, batch, logits, self.tokenizer.decode, self.last_logits, self.sequences)
+                    if self.record else None)
+        for i, (seq, tok) in enumerate(zip(seqs, tokens)):
+            if tok is None:
+                seq.on_chunk_done(batch.query_lens[i])
+            elif is_prefill and not (chunks and seq.generated_token_ids and seq.num_uncached_tokens == 1):
+                seq.on_prefill_done(tok)
+                if seq.n > 1:
+                    trace.forked[seq.seq_id] = [c.seq_id for c in self._fork_samples(seq, logits[i])]
+            else:
+                seq.on_decode_done(tok)
+            forked = trace.forked.get(seq.seq_id)
+            for s in (seq, *(self.sequences[c] for c in forked)) if forked else (seq,):
+                reason = self._stop_reason(s) if tok is not None else None
+                if reason is not None:
+                    s.finish_reason = reason
+                    trace.blocks_freed[s.seq_id] = self.scheduler.finish(s)
+                    self.runner.release(s.seq_id)
+                    trace.finished.append(s.seq_id)
+                if recorder is not None:
+                    recorder.add(i, s, tok, fed=s is seq)  # children sampled from the parent's logits
 
     def generate(self, prompts: list[str | list[int]] | str, params: SamplingParams | None = None,
                  max_steps: int = 100_000) -> list[RequestOutput]:

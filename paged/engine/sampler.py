@@ -7,6 +7,8 @@ import random
 import torch
 
 from ..config import SamplingParams
+from ..sequence import Sequence
+from .checkpoint import SequenceFailure
 
 
 def make_generator(params: SamplingParams) -> torch.Generator:
@@ -47,3 +49,35 @@ def sample(logits: torch.Tensor, params: list[SamplingParams], generators: list[
             probs = torch.softmax(filter_logits(row, p), dim=-1).cpu()
             out[i] = int(torch.multinomial(probs, 1, generator=g))
     return out
+
+
+def sample_one(seq: Sequence, row: torch.Tensor, params: SamplingParams | None = None,
+               generator: torch.Generator | None = None) -> int:
+    """One token from one row of logits [vocab], with seq's params and generator (or a forked child's). Raises
+    SequenceFailure pinning any error on seq's request."""
+    try:
+        return sample(row[None], [params or seq.params], [generator or seq.generator])[0]
+    except Exception as err:
+        raise SequenceFailure(seq, f"sampling raised {type(err).__name__}: {err}") from err
+
+
+def sample_step(seqs: list[Sequence], logits: torch.Tensor, samples: list[bool]) -> list[int | None]:
+    """A step's tokens from its logits [B, vocab]: one per sequence whose samples[i] is True, None for the others.
+    Greedy rows share one batched argmax; sampling rows draw one by one (each from its own generator), so a failure
+    is pinned on its request (SequenceFailure; one in the batched call too: its rows are then retried one by one)."""
+    tokens: list[int | None] = [None] * len(seqs)
+    greedy = [i for i, s in enumerate(samples) if s and seqs[i].params.greedy]
+    if greedy:
+        rows = logits if len(greedy) == len(seqs) else logits[greedy]  # all greedy: no copy of the logits
+        try:
+            picked = sample(rows, [seqs[i].params for i in greedy], [seqs[i].generator for i in greedy])
+        except Exception:
+            for i in greedy:
+                sample_one(seqs[i], logits[i])
+            raise
+        for i, token in zip(greedy, picked):
+            tokens[i] = token
+    for i, s in enumerate(samples):
+        if s and tokens[i] is None:
+            tokens[i] = sample_one(seqs[i], logits[i])
+    return tokens

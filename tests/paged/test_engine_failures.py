@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import torch
 
-import paged.engine.engine as engine_module
+import paged.engine.sampler as sampler_module
 from paged.config import CacheConfig, SamplingParams
 from paged.engine import EngineStepError, LLMEngine
 
@@ -143,14 +143,14 @@ def test_sampler_failure_ends_only_the_request_to_blame(monkeypatch):
     are freed; the others finish with exactly the tokens they produce without it."""
     bad = SamplingParams(max_tokens=10, temperature=0.5, seed=666, ignore_eos=True)
     requests = REQUESTS[:2] + [("poisoned", bad)] + REQUESTS[2:]
-    real = engine_module.sample
+    real = sampler_module.sample
 
     def picky(logits, params, generators):
         if params[0].seed == 666:
             raise FloatingPointError("probabilities are NaN")
         return real(logits, params, generators)
 
-    monkeypatch.setattr(engine_module, "sample", picky)
+    monkeypatch.setattr(sampler_module, "sample", picky)
     engine = make()
     ids = [engine.add_request(p, sp) for p, sp in requests]
     with pytest.raises(EngineStepError, match=r"step 0 failed during the prefill of seq\(s\) \[0, 1, 2, 3\]: "
@@ -223,7 +223,7 @@ def test_victims_of_a_failed_step_stay_preempted(monkeypatch):
                ("mnopqrstuvwx", SEEDED), ("ABCDEFGHIJKL", GREEDY)]
     engine = make(num_blocks=12, block_size=4)  # full after prefill: the victim's blocks are the only free ones
     ids = [engine.add_request(p, sp) for p, sp in prompts]
-    real_schedule, real_sample, last = engine.scheduler.schedule, engine_module.sample, []
+    real_schedule, real_sample, last = engine.scheduler.schedule, sampler_module.sample, []
 
     def schedule():
         last[:] = [real_schedule()]
@@ -235,7 +235,7 @@ def test_victims_of_a_failed_step_stay_preempted(monkeypatch):
         return real_sample(logits, params, generators)
 
     monkeypatch.setattr(engine.scheduler, "schedule", schedule)
-    monkeypatch.setattr(engine_module, "sample", sample)
+    monkeypatch.setattr(sampler_module, "sample", sample)
     assert run_to_end(engine) == 1
     assert engine.output(ids[0]).finish_reason == "error"
     assert engine.output(ids[2]).num_preemptions >= 1

@@ -209,13 +209,13 @@ def test_a_mixed_step_batches_its_decodes(monkeypatch):
 def test_an_all_greedy_step_samples_from_the_logits_without_copying_them(monkeypatch):
     """When every row is greedy, the batched argmax reads the model's logits in place (no [B, vocab] gather);
     a mixed batch still hands each kind its own rows."""
-    import paged.engine.engine as engine_module
+    import paged.engine.sampler as sampler_module
     from paged.config import SamplingParams as Params
 
     engine = _tiny_engine()
     seen, produced = [], []
-    real_sample, real_run = engine_module.sample, engine.runner.run
-    monkeypatch.setattr(engine_module, "sample", lambda rows, *a: seen.append(rows) or real_sample(rows, *a))
+    real_sample, real_run = sampler_module.sample, engine.runner.run
+    monkeypatch.setattr(sampler_module, "sample", lambda rows, *a: seen.append(rows) or real_sample(rows, *a))
     monkeypatch.setattr(engine.runner, "run", lambda seqs, batch: produced.append(real_run(seqs, batch))
                         or produced[-1])
     for prompt in ("abc", "hello"):
