@@ -30,6 +30,12 @@ def imported_roots(path: Path) -> set[str]:
     return roots
 
 
+def app_files(*floors: str) -> list[Path]:
+    """app.py, the page scripts and every .py under the given floors: the code above tests/ a rule walks."""
+    return [ROOT / "app.py", *sorted((ROOT / "app_pages").glob("*.py"))] + [
+        p for floor in floors for p in sorted((ROOT / floor).rglob("*.py"))]
+
+
 @pytest.mark.parametrize("floor", sorted(FORBIDDEN))
 def test_arrows_point_down(floor):
     bad = {str(p.relative_to(ROOT)): sorted(imported_roots(p) & FORBIDDEN[floor])
@@ -45,8 +51,7 @@ def test_the_checker_sees_a_wrong_arrow(tmp_path):
 
 
 def test_nothing_above_paged_reads_engine_internals():
-    files = [ROOT / "app.py", *(ROOT / "app_pages").glob("*.py")] + [
-        p for floor in ("ui", "viz", "lessons") for p in (ROOT / floor).rglob("*.py")]
+    files = app_files("ui", "viz", "lessons")
     hits = [f"{p.relative_to(ROOT)}:{i}" for p in files
             for i, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1)
             if INTERNALS.search(line) and not line.lstrip().startswith(("from ", "import ", "#"))]
@@ -83,8 +88,7 @@ def block_ceil_divs(source: str) -> list[int]:
 
 def test_block_counts_go_through_blocks_needed():
     """Outside paged/addressing.py no code above tests/ counts blocks by hand (KNOWN_CEIL_DIVS: others' files)."""
-    files = [ROOT / "app.py", *(ROOT / "app_pages").glob("*.py")] + [
-        p for floor in ("paged", "lessons", "viz", "ui") for p in (ROOT / floor).rglob("*.py")]
+    files = app_files("paged", "lessons", "viz", "ui")
     found = {str(p.relative_to(ROOT)): block_ceil_divs(p.read_text(encoding="utf-8")) for p in files
              if p != ROOT / "paged" / "addressing.py"}
     over = {k: v for k, v in found.items() if len(v) > KNOWN_CEIL_DIVS.get(k, 0)}
@@ -154,8 +158,7 @@ def hand_causal_masks(source: str) -> list[int]:
 def test_the_causal_mask_is_built_in_one_place():
     """Above tests/ the only hand-built causal mask is paged.attention.causal_mask (one definition per fact: the
     reference and the fast path share it). Tests may spell one out: an independent reference is their job."""
-    files = [ROOT / "app.py", *(ROOT / "app_pages").glob("*.py")] + [
-        p for floor in ("paged", "lessons", "viz", "ui") for p in (ROOT / floor).rglob("*.py")]
+    files = app_files("paged", "lessons", "viz", "ui")
     found = {str(p.relative_to(ROOT)): hand_causal_masks(p.read_text(encoding="utf-8")) for p in files}
     assert {k: v for k, v in found.items() if v} == {"paged/attention.py": found["paged/attention.py"]}
     assert len(found["paged/attention.py"]) == 1, "paged/attention.py builds the causal mask once (causal_mask)"
@@ -167,3 +170,23 @@ def test_the_causal_mask_checker_sees_a_hand_mask():
            "w = torch.ones(n, n).tril().bool()\n"
            "x = arange(n)[:, None] >= arange(n)\n")
     assert hand_causal_masks(src) == [1, 3, 4]
+
+
+# --- the app's engines record every step: LLMEngine(record=False) is for benchmarks ----------------------------------
+def lean_engines(source: str) -> list[int]:
+    """Line numbers of calls passing record= anything but a literal True (a page replays each step's per-sequence
+    states and tables: a lean engine would draw empty steps without an error)."""
+    return [node.lineno for node in ast.walk(ast.parse(source)) if isinstance(node, ast.Call)
+            for kw in node.keywords if kw.arg == "record" and not (isinstance(kw.value, ast.Constant)
+                                                                   and kw.value.value is True)]
+
+
+def test_nothing_above_paged_builds_a_lean_engine():
+    files = app_files("ui", "viz", "lessons")
+    found = {str(p.relative_to(ROOT)): lean_engines(p.read_text(encoding="utf-8")) for p in files}
+    assert not {k: v for k, v in found.items() if v}
+
+
+def test_the_lean_engine_checker_sees_record_false():
+    src = "a = LLMEngine(m, t, record=False)\nb = LLMEngine(m, t, record=True)\nc = LLMEngine(m, t, record=lean)\n"
+    assert lean_engines(src) == [1, 3]

@@ -60,7 +60,7 @@ def run_engine(model, tokenizer, requests: list[Request], batch: int, block_size
     num_blocks = min(len(requests), batch) * blocks_needed(longest, block_size) + 8
     engine = LLMEngine(model, tokenizer, CacheConfig(block_size=block_size, num_blocks=num_blocks, seed=0),
                        SchedulerConfig(max_num_batched_tokens=max(2048, 128 * batch), max_num_seqs=batch),
-                       kv_layout="paged", attn_impl=attn_impl, record=False)  # no step traces: nothing here replays them
+                       kv_layout="paged", attn_impl=attn_impl, record=False)  # lean traces: nothing here replays a step
     device = next(model.parameters()).device
     _sync(device)
     t0 = CLOCKS[clock]()
