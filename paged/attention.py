@@ -117,14 +117,15 @@ def attention_sdpa(query: torch.Tensor, keys: torch.Tensor, values: torch.Tensor
                    causal: bool = False) -> torch.Tensor:
     """`attention` in one torch SDPA call: the same math, inputs, shapes, dtypes and ValueErrors, the fast path the
     paged prefill takes (about 2-3x the reference's speed per sequence on CPU). The mask, when causal, is
-    `causal_mask`; grouped heads go to SDPA's enable_gqa (query head h reads kv head h // (num_heads //
-    num_kv_heads)). `attention` stays the reference: the contiguous twin runs it, so the twins check this one."""
+    `causal_mask`, or SDPA's own is_causal when q_len == context_len (the same mask there, and its faster kernel);
+    grouped heads go to SDPA's enable_gqa (query head h reads kv head h // (num_heads // num_kv_heads)).
+    `attention` stays the reference: the contiguous twin runs it, so the twins check this one."""
     check_attention_inputs(query, keys, values)
     decode = query.dim() == 2
     q = query.unsqueeze(0) if decode else query  # [q_len, num_heads, head_dim]
     q_len, context_len = q.shape[0], keys.shape[0]
     scale = check_scale(scale, q.shape[2])
-    square = causal and q_len == context_len  # the whole context fed: SDPA's own is_causal is that mask
+    square = causal and q_len == context_len  # the whole context fed: is_causal is that mask (~20 µs less)
     mask = causal_mask(q_len, context_len, q.device) if causal and not square else None
     if q_len == 0:  # nothing to attend: an empty result, as the reference gives
         return query.new_empty(query.shape)
