@@ -20,7 +20,7 @@ from ..attention import DECODE_IMPLS, contiguous_attention_decode, paged_attenti
 from ..checks import DTYPES
 from ..config import CacheConfig, SamplingParams
 from ..engine import LLMEngine
-from ..engine.engine import default_attn_impl
+from ..attention import default_attn_impl
 from ..engine.twins import run_twins
 from ..faults import Fault
 from ..kv_cache import write_kv
