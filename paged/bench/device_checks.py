@@ -16,15 +16,14 @@ import os
 import torch
 
 from ..addressing import blocks_needed, pad_block_tables, slot_mapping
-from ..attention import DECODE_IMPLS, contiguous_attention_decode, paged_attention_decode
+from ..attention import (DECODE_IMPLS, contiguous_attention_decode, default_attn_impl, paged_attention_decode,
+                         tolerance)
 from ..checks import DTYPES
 from ..config import CacheConfig, SamplingParams
 from ..engine import LLMEngine
-from ..attention import default_attn_impl
 from ..engine.twins import run_twins
 from ..faults import Fault
 from ..kv_cache import write_kv
-from ..attention import tolerance
 
 PROMPTS = ["1 2 3 4 5 6 7 8", "the quick brown fox jumps over", "abcdefghij", "a",
            "PagedAttention reads its history through a block table."]
