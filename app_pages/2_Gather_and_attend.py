@@ -139,7 +139,7 @@ def gather_view() -> None:
             first = context_len - rows
             if rows < q_len:
                 fig_col.caption(ctx.t("rows_cut", rows=rows, q_len=q_len))
-            ui.show_figure(mask_figure(rows, context_len, title=ctx.t("mask_title")), "gather.mask", where=fig_col)
+            ui.show_figure(mask_figure(lesson.mask_rows(rows), title=ctx.t("mask_title")), "gather.mask", where=fig_col)
             ui.notice(ctx, ctx.t("mask_notice", start=context_len - q_len), where=note_col)
             fig_col, note_col = st.columns([3, 1])
             head = note_col.selectbox(ctx.t("head"), list(range(num_heads)), key="gather.head")

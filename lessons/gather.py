@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass
 import torch
 
 from paged.addressing import Address, address_table, blocks_needed, slot_mapping
-from paged.attention import attention, attention_weights, gather_kv, gather_kv_loop, tolerance
+from paged.attention import attention, attention_weights, causal_mask, gather_kv, gather_kv_loop, tolerance
 from paged.kv_cache import ContiguousKVCache, KVCachePool, write_kv
 from .address import dtype_of
 
@@ -107,6 +107,12 @@ class GatherLesson:
         self.query = torch.randn(q_shape, generator=gen).to(device, dtype)
         self.addresses: list[Address] = address_table(self.block_table, config.context_len, config.block_size)
         self._result: AttendResult | None = None
+
+    def mask_rows(self, rows: int) -> list[list[bool]]:
+        """The causal mask's last `rows` query rows [rows][context_len] (prefill), from the library's one
+        definition (`paged.attention.causal_mask`): True where the query sees the key."""
+        cfg = self.config
+        return causal_mask(cfg.q_len, cfg.context_len)[cfg.q_len - rows:].tolist()
 
     def read_slots(self, step: int) -> list[int]:
         """Slots the teaching loop has read after `step` iterations, in order."""

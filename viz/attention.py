@@ -52,11 +52,13 @@ def diverging_figure(values, title: str = "", y_labels: Sequence[str] | None = N
     return make_figure([trace], _heatmap_layout(title, height or min(480, 90 + 22 * rows), x_title, y_title))
 
 
-def mask_figure(q_len: int, context_len: int, title: str = "") -> go.Figure:
-    """The causal mask of prefill aligned to the end of the context: query i sees keys 0 … context_len - q_len + i.
-    z is 1 where visible, 0 where masked."""
+def mask_figure(visible: Sequence[Sequence[bool]], title: str = "") -> go.Figure:
+    """The causal mask of prefill as a grid: visible [q_len][context_len], True where a query sees a key (the
+    library's `paged.attention.causal_mask`, aligned to the end of the context: row q is token context_len - q_len
+    + q). z is 1 where visible, 0 where masked."""
+    q_len, context_len = len(visible), len(visible[0]) if visible else 0
     start = context_len - q_len
-    z = [[1 if k <= start + q else 0 for k in range(context_len)] for q in range(q_len)]
+    z = [[1 if v else 0 for v in row] for row in visible]
     text = [[f"query {q} (token {start + q}) → key {k}: {'visible' if v else 'masked'}" for k, v in enumerate(row)]
             for q, row in enumerate(z)]
     trace = dict(type="heatmap", z=z, x=list(range(context_len)), y=[f"q{start + q}" for q in range(q_len)],

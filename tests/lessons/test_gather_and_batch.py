@@ -37,6 +37,17 @@ def test_gather_scene_matches_contiguous(dtype, mode):
     assert torch.allclose(rows.sum(-1), torch.ones(rows.shape[0]), atol=1e-5)
 
 
+def test_drawn_mask_rows_are_the_last_queries():
+    """The page draws the mask's last rows: prompt of 4 queries over 7 tokens, 2 rows drawn are tokens 5 and 6,
+    which see keys 0..5 and 0..6; drawn weights are zero exactly where that mask is False."""
+    scene = GatherLesson(GatherConfig(context_len=7, block_size=2, mode="prefill", q_len=4), device="cpu")
+    assert scene.mask_rows(2) == [[True] * 6 + [False], [True] * 7]
+    weights = scene.result().weights  # [num_heads, q_len, context_len]
+    full = scene.mask_rows(4)
+    for i, row in enumerate(full):
+        assert [bool(w) for w in (weights[:, i] != 0).any(0).tolist()] == row
+
+
 def test_prefill_weights_respect_the_mask():
     """q_len 3 over 6 tokens: query i gives exactly zero weight to keys after 3 + i."""
     scene = GatherLesson(GatherConfig(context_len=6, block_size=2, mode="prefill", q_len=3), device="cpu")

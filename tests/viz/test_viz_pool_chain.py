@@ -129,9 +129,12 @@ def test_weights_heatmap_heads_by_tokens():
 
 
 def test_mask_is_causal_and_aligned_to_the_end():
-    """q_len 3 over 5 tokens: query i sees keys 0 … 2 + i."""
-    z = mask_figure(3, 5).data[0].z
-    assert [list(r) for r in z] == [[1, 1, 1, 0, 0], [1, 1, 1, 1, 0], [1, 1, 1, 1, 1]]
+    """q_len 3 over 5 tokens, the library's mask drawn: query i (token 2 + i) sees keys 0 … 2 + i."""
+    from paged.attention import causal_mask
+
+    fig = mask_figure(causal_mask(3, 5).tolist())
+    assert [list(r) for r in fig.data[0].z] == [[1, 1, 1, 0, 0], [1, 1, 1, 1, 0], [1, 1, 1, 1, 1]]
+    assert list(fig.data[0].y) == ["q2", "q3", "q4"]
 
 
 def test_kv_strip_marks_gathered_tokens():
