@@ -3,6 +3,7 @@ per-session cache of expensive runs."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pandas as pd
@@ -88,6 +89,12 @@ def state_table(rows: list[dict], key: str, where=None) -> None:
     The first column is the row label. `key` names the table's container (CSS class st-key-<key>)."""
     frame = pd.DataFrame(rows)
     (where or st).container(key=key).table(frame.set_index(frame.columns[0]))
+
+
+def viz_labels(ctx: PageContext, cls, prefix: str):
+    """A viz builder's words in the page's language: an instance of the dataclass `cls` (e.g. viz.mapping.MappingLabels)
+    whose every field is the page's string "<prefix>_<field>" (KeyError naming a missing one)."""
+    return cls(**{f.name: ctx.t(f"{prefix}_{f.name}") for f in dataclasses.fields(cls)})
 
 
 def session_cached(store: str, key, compute, max_items: int):
