@@ -120,7 +120,7 @@ def sharing_view() -> None:
              ctx.t("engine.col_prompt"): r.prompt, ctx.t("engine.col_output"): r.text}
             for r in demo.rows()]
     if rows:
-        ui.state_table(rows, key="sharing.text")
+        ui.state_table(rows, key="sharing.text", prose=(ctx.t("engine.col_prompt"), ctx.t("engine.col_output")))
     worst, agree = demo.twin_summary()
     if demo.steps:
         ok, tolerance = agree, demo.twin_tolerance()

@@ -9,7 +9,7 @@
     show_figure(fig, "page.key", where=col)   # plotly without mode bar; fixed-width grids keep their width
     show_cells(html, title, "page.key", where=col)  # HTML cells from viz (queues, slot_mapping, the live chain)
     session_cached("page.runs", key, compute, max_items=8)   # compute() once per session, newest kept
-    state_table(rows, key="engine.text")   # per-sequence state as a wrapping HTML table (fits a projector)
+    state_table(rows, key="engine.text")   # per-sequence state as an HTML table (no word broken; scrolls inside)
     knobs.sync_url(ctx.lang, step=3)       # last: write the configuration back to the URL
 
 ui.engine_actions: glue around the engine lesson of pages 4 and 6 (sidebar, session_state, controls, messages).

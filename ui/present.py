@@ -37,11 +37,14 @@ _STACKED = f"""
 """
 BASE_CSS = f"""
 [data-testid="stMainBlockContainer"] {{ container-type: inline-size; container-name: paged-main; }}
-[data-testid="stTable"] :is(td, th, td *, th *) {{ white-space: normal !important; overflow-wrap: anywhere !important; }}
+[data-testid="stTable"] :is(td, th, td *, th *) {{ white-space: normal !important; overflow-wrap: normal !important;
+    word-break: keep-all !important; }}
+[data-testid="stTable"] > div {{ overflow-x: auto; }}
 .paged-figure-title {{ font-weight: 600; margin-bottom: -0.3rem; }}
 [data-testid="stMetricLabel"] :is(div, p, label) {{ white-space: normal !important; overflow: visible !important;
     text-overflow: clip !important; }}
-@container paged-main (max-width: 1000px) {{ {_STACKED} }}
+@container paged-main (max-width: 1000px) {{ {_STACKED}
+    [data-testid="stTable"] :is(td, th) {{ padding-left: 0.35rem !important; padding-right: 0.35rem !important; }} }}
 {CHAIN_CSS}{CELLS_CSS}"""
 PRESENT_CSS = f"""
 {_STACKED}
