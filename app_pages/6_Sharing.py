@@ -8,8 +8,8 @@ from ui.engine_actions import (announce_step, config_sidebar, engine_controls, e
 from lessons.engine_requests import MAX_PROMPT_CHARS, SHARING_SCENARIOS, TASKS, encode_requests
 from lessons.tokens import shown_text
 from viz.colors import seq_label
-from ui.widgets import show_cells
-from viz.sharing import hits_html, memory_figure, refcount_pool_figure
+from ui.widgets import show_cells, viz_labels
+from viz.sharing import HitsLabels, hits_html, memory_figure, refcount_pool_figure
 
 ctx = ui.setup_page("sharing", icon=":material/call_split:")
 knobs = ui.Knobs("sharing")
@@ -89,7 +89,8 @@ def sharing_view() -> None:
     if demo.allocations:
         rows = [(a.step, shown[a.seq_id], a.table, a.hits) for a in reversed(demo.allocations)][:6]
         fig_col, note_col = st.columns([3, 1])
-        show_cells(hits_html(rows, hit_name=ctx.t("hit"), miss_name=ctx.t("computed")), ctx.t("hits_title"),
+        show_cells(hits_html(rows, hit_name=ctx.t("hit"), miss_name=ctx.t("computed"),
+                             labels=viz_labels(ctx, HitsLabels, "hits")), ctx.t("hits_title"),
                    "sharing.hits", where=fig_col)
         ui.notice(ctx, ctx.t("hits_notice"), where=note_col)
 

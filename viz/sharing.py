@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import html
 import math
+from dataclasses import dataclass
 from typing import Iterable, Mapping, Sequence
 
 import plotly.graph_objects as go
@@ -148,12 +149,24 @@ def memory_figure(steps: Sequence[int], held: Sequence[int], without: Sequence[i
     return make_figure(data, layout)
 
 
+@dataclass(frozen=True)
+class HitsLabels:
+    """The words of hits_html's row names and tooltips (English by default; a page passes its language's, from
+    ui/strings). Format fields: row {seq} {step}; entry {seq} {logical} {block} {verdict} (`hit` or `miss`)."""
+
+    row: str = "{seq} · step {step}"
+    entry: str = "{seq} logical block {logical} → physical block {block}: {verdict}"
+    hit: str = "prefix-cache hit, K/V reused"
+    miss: str = "computed at prefill"
+
+
 def hits_html(allocations: Sequence[tuple[int, int, Sequence[int], Sequence[bool]]], hit_name: str = "hit",
-              miss_name: str = "computed", max_cols: int = 20) -> str:
+              miss_name: str = "computed", max_cols: int = 20, labels: HitsLabels = HitsLabels()) -> str:
     """Prefix-cache hits of prompts at allocation as HTML cells (viz.cells style: a step redraws it in a few ms),
     newest first as given: one row per (step, seq_id, block_table, hits) named "<label> · step <n>", one cell per
     logical block (its first `max_cols`; the physical block printed) in HIT_COLOR (K/V reused) or MISS_COLOR
-    (computed at prefill), the mapping and verdict as each cell's tooltip, a legend of the two colours.
+    (computed at prefill), the mapping and verdict as each cell's tooltip (in `labels`' words), a legend of the two
+    colours.
     ValueError when a table and its hits differ in length."""
     rows = []
     for step, seq_id, table, hits in allocations:
@@ -161,10 +174,10 @@ def hits_html(allocations: Sequence[tuple[int, int, Sequence[int], Sequence[bool
             raise ValueError(f"sequence {seq_id}: {len(table)} blocks but {len(hits)} hit flags")
         label = seq_label(seq_id)
         cells = [_cell(str(block), HIT_COLOR if hit else MISS_COLOR,
-                       f"{label} logical block {j} → physical block {block}: "
-                       + ("prefix-cache hit, K/V reused" if hit else "computed at prefill"))
+                       labels.entry.format(seq=label, logical=j, block=block,
+                                           verdict=labels.hit if hit else labels.miss))
                  for j, (block, hit) in enumerate(list(zip(table, hits))[:max_cols])]
-        rows.append(_row(f"{label} · step {step}", cells))
+        rows.append(_row(labels.row.format(seq=label, step=step), cells))
     legend = "".join(f'<span class="pp-key"><span style="background:{c}"></span>{html.escape(n)}</span>'
                      for c, n in ((HIT_COLOR, hit_name), (MISS_COLOR, miss_name)))
     return (f'<div class="paged-cells">{"".join(rows)}</div>'

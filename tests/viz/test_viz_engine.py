@@ -154,3 +154,13 @@ def test_hits_html_rows_cells_and_tooltips():
     assert markup.index("B · step 2") < markup.index("A · step 1") and "&lt;hit&gt;" in markup
     with pytest.raises(ValueError):
         hits_html([(1, 0, [5], [])])
+
+
+def test_hits_html_takes_its_words_from_the_labels_given():
+    """Row names and tooltips are the caller's words (a page passes its language's)."""
+    from viz.sharing import HitsLabels
+
+    words = HitsLabels(row="<{seq}@{step}>", entry="{seq}|{logical}|{block}|{verdict}", hit="HIT", miss="MISS")
+    markup = hits_html([(2, 1, [5, 7], [True, False])], labels=words)
+    assert [c["title"] for c in read_cells(markup)] == ["B|0|5|HIT", "B|1|7|MISS"]
+    assert re.findall(r'<div class="pg-name">([^<]*)</div>', markup) == ["&lt;B@2&gt;"]

@@ -61,6 +61,12 @@ STRINGS = {
                    "zh": "分配时每个 logical block 是否命中 prefix cache（最新在上；格中为 physical block）"},
     "hit": {"en": "hit (reused)", "zh": "命中（复用）"},
     "computed": {"en": "computed", "zh": "计算"},
+    # the hits rows' names and tooltips (viz.sharing.HitsLabels, one key hits_<field> per field)
+    "hits_row": {"en": "{seq} · step {step}", "zh": "{seq} · 第 {step} 步"},
+    "hits_entry": {"en": "{seq} logical block {logical} → physical block {block}: {verdict}",
+                   "zh": "{seq} 的 logical block {logical} → physical block {block}：{verdict}"},
+    "hits_hit": {"en": "prefix-cache hit, K/V reused", "zh": "命中 prefix cache，直接复用 K/V"},
+    "hits_miss": {"en": "computed at prefill", "zh": "在 prefill 中计算"},
     "hits_notice": {
         "en": ("Only full blocks are hashed (a chained hash of the whole prefix, token ids checked). Even when the "
                "whole prompt is cached, the block holding its last token is computed: the model needs at least one "
