@@ -11,7 +11,7 @@ from paged.addressing import blocks_needed
 from paged.attention import gather_kv_loop
 from viz.attention import diverging_figure, kv_strip_figure, mask_figure, weights_figure
 from viz.chain import chain_figure
-from viz.pool import pool_figure
+from viz.pool import PoolWords, pool_figure
 from lessons.address import DTYPES
 from lessons.gather import MAX_POOL_BLOCKS, GatherConfig, GatherLesson
 
@@ -105,7 +105,8 @@ def gather_view() -> None:
         bar.say(ctx.t("press_next"))
     pool = pool_figure(config.num_blocks, block_size, {0: lesson.block_table}, {0: context_len},
                        highlight=[current.slot] if current else [], read=lesson.read_slots(step - 1),
-                       title=ctx.t("pool_title", num_blocks=config.num_blocks, block_table=short(lesson.block_table)))
+                       title=ctx.t("pool_title", num_blocks=config.num_blocks, block_table=short(lesson.block_table)),
+                       words=ui.viz_labels(ctx, PoolWords, "common.pool"))
     pool_col, note_col = st.columns([3, 1])
     ui.show_figure(pool, "gather.pool", where=pool_col)
     ui.notice(ctx, ctx.t("pool_notice"), where=note_col)

@@ -12,7 +12,7 @@ from lessons.batch import MAX_OPS, MAX_PROMPT_LEN, OP_PATTERN, BatchConfig, Batc
 from paged.attention import tolerance
 from viz.colors import seq_label
 from viz.mapping import MappingLabels, mapping_html
-from viz.pool import pool_html
+from viz.pool import PoolWords, pool_html
 from lessons.address import DTYPES, SEED_BLOCK_SIZE, SEED_NUM_BLOCKS
 
 
@@ -131,7 +131,8 @@ def batch_view() -> None:
     pg = lesson.playground
     written = list(event.written.values()) if event.kind == "decode" and event.ok else []
     # the pool as HTML cells (viz.pool.pool_html): a step redraws it in a few ms, a plotly grid in ~100
-    pool = pool_html(num_blocks, block_size, tables, lens, highlight=written, max_width=680)
+    pool = pool_html(num_blocks, block_size, tables, lens, highlight=written, max_width=680,
+                     words=viz_labels(ctx, PoolWords, "common.pool"))
     fig_col, note_col = st.columns([3, 1])
     show_cells(pool, ctx.t("pool_title", free=pg.manager.num_free_blocks, num_blocks=num_blocks), "batch.pool",
                where=fig_col)

@@ -144,3 +144,13 @@ def test_the_mapping_speaks_the_pages_language():
                        for tip in tips), (s, j, tips)
     assert any(tip.endswith("：空闲") for tip in tips)
     assert not [tip for tip in tips if any(w in tip for w in ("tokens", "free", "no tokens yet"))]
+
+
+def test_the_pool_hover_speaks_the_pages_language():
+    """In 简体中文 a free slot's and a reserved slot's tooltips end in Chinese, not "free" / "not written yet"."""
+    at = app_test(BATCH, "zh").run()
+    no_exception(at)
+    titles = [c["title"] for c in pool_cells_shown(at)]
+    assert any(title.endswith("：空闲") or title.endswith(": 空闲") for title in titles), titles[:3]
+    assert any("尚未写入" in title for title in titles)
+    assert not [title for title in titles if title.endswith("free") or "not written yet" in title]
