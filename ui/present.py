@@ -40,6 +40,7 @@ BASE_CSS = f"""
 [data-testid="stTable"] :is(td, th, td *, th *) {{ white-space: normal !important; overflow-wrap: normal !important;
     word-break: keep-all !important; }}
 [data-testid="stTable"] > div {{ overflow-x: auto; }}
+[data-testid="stMarkdownContainer"] table {{ display: block; max-width: 100%; overflow-x: auto; }}
 .paged-figure-title {{ font-weight: 600; margin-bottom: -0.3rem; }}
 [data-testid="stMetricLabel"] :is(div, p, label) {{ white-space: normal !important; overflow: visible !important;
     text-overflow: clip !important; }}

@@ -128,11 +128,17 @@ LAYOUT_PROBLEMS = """(tablesMayScroll) => {
                 out.push('truncated button: ' + JSON.stringify(b.innerText.trim()));
         });
     });
-    main.querySelectorAll('[data-testid="stTable"], [data-testid="stTable"] *, .dvn-scroller').forEach(t => {
+    main.querySelectorAll('[data-testid="stTable"], [data-testid="stTable"] *, .dvn-scroller, '
+                          + '[data-testid="stMarkdownContainer"] table').forEach(t => {
         const overflow = getComputedStyle(t).overflowX;
         if (!visible(t) || overflow === 'visible' || t.scrollWidth <= t.clientWidth + 1) return;
         if (!['auto', 'scroll'].includes(overflow)) out.push('table clipped: ' + t.scrollWidth + ' > ' + t.clientWidth);
         else if (!tablesMayScroll) out.push('table scrolls sideways: ' + t.scrollWidth + ' > ' + t.clientWidth);
+    });
+    const right = main.getBoundingClientRect().right;
+    main.querySelectorAll('[data-testid="stMarkdownContainer"] table').forEach(t => {  // no scroller of its own
+        if (visible(t) && getComputedStyle(t).overflowX === 'visible' && t.getBoundingClientRect().right > right + 1)
+            out.push('markdown table cut at the page edge: ' + JSON.stringify(t.innerText.slice(0, 30)));
     });
     main.querySelectorAll('[data-testid="stTable"] :is(td, th)').forEach(cell => {  // a word or number split
         const walker = document.createTreeWalker(cell, NodeFilter.SHOW_TEXT);
@@ -222,12 +228,16 @@ def test_a_lesson_at_projector_sizes_in_presenter_mode(server, browser, lang):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("lang", ["en", "zh"])
-def test_state_tables_keep_words_whole_at_1024_with_the_sidebar_open(server, browser, lang):
+def test_tables_keep_words_whole_at_1024_with_the_sidebar_open(server, browser, lang):
     """Engine after three steps at 1024x768, sidebar open (a main area of ~560 px): no word or number of a table is
-    split across lines, and the per-sequence table, wider than its column, scrolls inside itself (nothing cut)."""
+    split across lines, and the per-sequence table, wider than its column, scrolls inside itself (nothing cut); page
+    7's table of layouts scrolls inside itself too, instead of being cut at the page's edge."""
     context = browser.new_context(viewport=PROJECTORS[0], locale="en-US")
     page = context.new_page()
     try:
+        page.goto(f"{server}/Correct_to_fast?lang={lang}", wait_until="domcontentloaded")
+        _check(page, "Correct_to_fast")
+        assert page.evaluate(LAYOUT_PROBLEMS, True) == []
         page.goto(f"{server}/Engine?lang={lang}&steps=3", wait_until="domcontentloaded")
         _check(page, "Engine")
         page.locator(".st-key-engine-text").scroll_into_view_if_needed()
