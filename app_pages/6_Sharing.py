@@ -9,7 +9,7 @@ from lessons.engine_requests import MAX_PROMPT_CHARS, SHARING_SCENARIOS, TASKS, 
 from lessons.tokens import shown_text
 from viz.colors import seq_label
 from ui.widgets import show_cells, viz_labels
-from viz.sharing import HitsLabels, hits_html, memory_figure, refcount_pool_figure
+from viz.sharing import HitsLabels, RefcountWords, hits_html, memory_figure, refcount_pool_figure
 
 ctx = ui.setup_page("sharing", icon=":material/call_split:")
 knobs = ui.Knobs("sharing")
@@ -81,7 +81,8 @@ def sharing_view() -> None:
     pool = refcount_pool_figure(view.num_blocks, view.block_size, tables, lens, list(view.ref_counts),
                                 list(view.cached_blocks), trace.copies if trace else (),
                                 token_text={shown[sid]: texts for sid, texts in demo.token_texts().items()},
-                                title=ctx.t("pool_title", free=view.num_free_blocks, num_blocks=view.num_blocks))
+                                title=ctx.t("pool_title", free=view.num_free_blocks, num_blocks=view.num_blocks),
+                                words=viz_labels(ctx, RefcountWords, "ref"))
     fig_col, note_col = st.columns([3, 1])
     ui.show_figure(pool, "sharing.pool", where=fig_col)
     ui.notice(ctx, ctx.t("pool_notice"), where=note_col)

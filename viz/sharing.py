@@ -32,10 +32,25 @@ def block_tokens(token_text: Mapping[int, Sequence[str]] | None, seq_id: int, lo
     return f" · tokens {' '.join(shown)}" if shown else ""
 
 
+@dataclass(frozen=True)
+class RefcountWords:
+    """The sentences of refcount_pool_figure's hover (English by default; a page passes its language's, from
+    ui/strings). Format fields: held {block} {ref} {holders} {filled} {block_size}; holder {seq} {logical};
+    cached_free and free {block}; hashed is appended to a held block's line."""
+
+    held: str = "physical block {block}: ref count {ref} · held by {holders} · {filled}/{block_size} slots written"
+    holder: str = "{seq} (logical block {logical})"
+    hashed: str = " · hashed: a prompt with this prefix reuses it"
+    cached_free: str = ("physical block {block}: free (ref count 0), but it keeps its prefix-cache hash: a prompt "
+                        "with this prefix takes it back without recomputing")
+    free: str = "physical block {block}: free (ref count 0)"
+
+
 def refcount_pool_figure(num_blocks: int, block_size: int, tables: Mapping[int, Sequence[int]],
                          cached_counts: Mapping[int, int], ref_counts: Sequence[int], cached: Iterable[int] = (),
                          copies: Sequence[tuple[int, int]] = (), title: str = "", cols: int | None = None,
-                         max_width: int = 680, token_text: Mapping[int, Sequence[str]] | None = None) -> go.Figure:
+                         max_width: int = 680, token_text: Mapping[int, Sequence[str]] | None = None,
+                         words: RefcountWords = RefcountWords()) -> go.Figure:
     """One square per physical block, coloured by its first holder, its ref count printed large (0 on free blocks
     is left blank) and its id small in the corner. Shared blocks (ref count > 1) get a thick black outline and one
     dot per holder in the holder's colour. `cached`: free blocks that keep a prefix-cache hash (grey, "♻").
@@ -43,8 +58,8 @@ def refcount_pool_figure(num_blocks: int, block_size: int, tables: Mapping[int, 
     tables: seq_id -> block_table (every holder); cached_counts: seq_id -> cached_token_count (for the fill).
     token_text: seq_id -> the text of each of its tokens by token index (lessons.tokens.token_label); a held
     block's hover adds the tokens written in it, e.g. "tokens '⟨BOS⟩' 'The' '␣fox'" (its first holder's).
-    Square cells of at most 46 px, the figure at most `max_width` px wide.
-    Traces: "blocks", "block ids", "shared", "holders", "copy-on-write"."""
+    words: the hover's sentences (RefcountWords). Square cells of at most 46 px, the figure at most `max_width` px
+    wide. Traces: "blocks", "block ids", "shared", "holders", "copy-on-write"."""
     cols = cols or min(num_blocks, 16)
     cell_px = max(24, min(46, (max_width - 20) // cols))
     rows = math.ceil(num_blocks / cols)
@@ -65,19 +80,18 @@ def refcount_pool_figure(num_blocks: int, block_size: int, tables: Mapping[int, 
             color = seq_color(holders[b][0][0])
             if fill[b] < block_size:
                 color = tint(color, 0.6)  # a last block still filling up
-            held = ", ".join(f"{seq_label(s)} (logical block {j})" for s, j in holders[b])
-            hover.append(f"physical block {b}: ref count {ref} · held by {held} · {fill[b]}/{block_size} slots "
-                         "written" + block_tokens(token_text, *holders[b][0], block_size, cached_counts)
-                         + (" · hashed: a prompt with this prefix reuses it" if b in cached else ""))
+            held = ", ".join(words.holder.format(seq=seq_label(s), logical=j) for s, j in holders[b])
+            hover.append(words.held.format(block=b, ref=ref, holders=held, filled=fill[b], block_size=block_size)
+                         + block_tokens(token_text, *holders[b][0], block_size, cached_counts)
+                         + (words.hashed if b in cached else ""))
             text.append(f"<b>{ref}</b>")
         elif b in cached:
             color = CACHED_FREE_COLOR
-            hover.append(f"physical block {b}: free (ref count 0), but it keeps its prefix-cache hash: a prompt "
-                         "with this prefix takes it back without recomputing")
+            hover.append(words.cached_free.format(block=b))
             text.append("♻")
         else:
             color = FREE_COLOR
-            hover.append(f"physical block {b}: free (ref count 0)")
+            hover.append(words.free.format(block=b))
             text.append("")
         colors.append(color)
         fonts.append(text_color(color))

@@ -158,3 +158,15 @@ def test_the_hits_rows_speak_the_pages_language():
     assert titles and all(title.startswith(("A 的 logical block", "B 的 logical block")) for title in titles)
     assert any(title.endswith("命中 prefix cache，直接复用 K/V") for title in titles)
     assert not [title for title in titles if "prefill" in title and "computed" in title]
+
+
+def test_the_pool_hover_speaks_the_pages_language():
+    """In 简体中文 every block's hover in the ref-count pool is Chinese around the article's vocabulary: held blocks
+    name their holders ("持有者"), free ones say "空闲"; no English sentence ("held by", "slots written") is left."""
+    import json
+
+    at = steps(app_test(SHARING, "zh").run(), 2)
+    hovers = [h for c in at.get("plotly_chart") for tr in json.loads(c.proto.spec)["data"]
+              if tr.get("name") == "blocks" for h in tr["hovertext"]]
+    assert any("持有者" in h for h in hovers) and any("空闲" in h for h in hovers)
+    assert not [h for h in hovers if "held by" in h or "slots written" in h or "free (" in h]

@@ -164,3 +164,14 @@ def test_hits_html_takes_its_words_from_the_labels_given():
     markup = hits_html([(2, 1, [5, 7], [True, False])], labels=words)
     assert [c["title"] for c in read_cells(markup)] == ["B|0|5|HIT", "B|1|7|MISS"]
     assert re.findall(r'<div class="pg-name">([^<]*)</div>', markup) == ["&lt;B@2&gt;"]
+
+
+def test_refcount_pool_hover_takes_its_words_from_the_words_given():
+    """Held, cached-free and free blocks' hovers are the caller's sentences (a page passes its language's)."""
+    from viz.sharing import RefcountWords, refcount_pool_figure
+
+    words = RefcountWords(held="H{block}:{ref}:{holders}:{filled}/{block_size}", holder="{seq}@{logical}",
+                          hashed="+HASH", cached_free="C{block}", free="F{block}")
+    fig = refcount_pool_figure(4, 2, {0: [1, 2], 1: [1]}, {0: 3, 1: 2}, [0, 2, 1, 0], cached=[3], words=words)
+    hover = next(tr for tr in fig.to_dict()["data"] if tr["name"] == "blocks")["hovertext"]
+    assert hover == ["F0", "H1:2:A@0, B@0:2/2", "H2:1:A@1:1/2", "C3"]
