@@ -146,7 +146,8 @@ def memory_figure(steps: Sequence[int], held: Sequence[int], without: Sequence[i
                   without_name: str = "blocks in block tables (no sharing)", x_title: str = "step",
                   y_title: str = "blocks") -> go.Figure:
     """Blocks held with sharing vs the sum of every table's length (what copying instead of sharing would hold),
-    per step, the gap shaded; a dashed line at num_blocks. Traces: without_name, held_name, "num_blocks"."""
+    per step, the gap shaded; a dashed line at num_blocks, named under its right end (the pool's size: the legend
+    leaves it out). Traces: without_name, held_name, "num_blocks"."""
     xs = list(steps)
     data = [dict(type="scatter", name=without_name, x=xs, y=list(without), mode="lines",
                  line=dict(color=OKABE_ITO["vermillion"], width=2, dash="dot")),
@@ -156,7 +157,9 @@ def memory_figure(steps: Sequence[int], held: Sequence[int], without: Sequence[i
                  y=[num_blocks, num_blocks], mode="lines", line=dict(color="#777777", width=1, dash="dash"),
                  hoverinfo="skip", showlegend=False)]
     layout = title_layout(title, 320, bottom=75)
-    layout.update(legend=dict(orientation="h", y=-0.3, yanchor="top", x=0),
+    layout.update(annotations=[dict(x=1, xref="paper", y=num_blocks, text=f"num_blocks = {num_blocks}", xanchor="right",
+                                    yanchor="top", showarrow=False, font=dict(size=11, color="#555555"))],
+                  legend=dict(orientation="h", y=-0.3, yanchor="top", x=0),
                   hovermode="x unified",
                   xaxis=dict(title=dict(text=x_title), gridcolor="#E5E5E5", dtick=integer_dtick(max(xs + [5]))),
                   yaxis=dict(title=dict(text=y_title), gridcolor="#E5E5E5", rangemode="tozero"))

@@ -134,6 +134,8 @@ def test_memory_figure_shades_the_saving():
     fig = memory_figure([0, 1, 2], [0, 10, 12], [0, 10, 20], 64, held_name="held", without_name="tables")
     assert list(trace(fig, "held").y) == [0, 10, 12] and trace(fig, "held").fill == "tonexty"
     assert list(trace(fig, "tables").y) == [0, 10, 20] and list(trace(fig, "num_blocks").y) == [64, 64]
+    (label,) = fig.layout.annotations  # the dashed line is named (it has no legend entry)
+    assert label.text == "num_blocks = 64" and label.y == 64 and label.yanchor == "top"
 
 
 def test_hits_html_rows_cells_and_tooltips():
