@@ -143,7 +143,7 @@ def waste_figure(labels: Sequence[str], final_pct: Sequence[float], decode_pct: 
                  text=[f"{v:.1f}" for v in decode_pct], textposition="outside", cliponaxis=False)]
     layout = title_layout(title, 360, bottom=80)
     layout.update(barmode="group", legend=LEGEND_BELOW,
-                  xaxis=dict(type="category", fixedrange=True, automargin=True, tickfont=dict(size=11)),
+                  xaxis=dict(type="category", fixedrange=True, tickangle=0, automargin=True, tickfont=dict(size=11)),
                   yaxis=dict(title=dict(text=y_title), range=[0, 105], fixedrange=True, gridcolor=GRID))
     return make_figure(data, layout)
 
@@ -155,7 +155,7 @@ def fit_figure(labels: Sequence[str], kinds: Sequence[str], fit: Sequence[int], 
                  text=[str(v) for v in fit], textposition="outside", cliponaxis=False, name=y_title,
                  showlegend=False)]
     layout = title_layout(title, 320, top=40, bottom=40)
-    layout.update(xaxis=dict(type="category", fixedrange=True, automargin=True, tickfont=dict(size=11)),
+    layout.update(xaxis=dict(type="category", fixedrange=True, tickangle=0, automargin=True, tickfont=dict(size=11)),
                   yaxis=dict(title=dict(text=y_title), range=[0, max(list(fit) + [1]) * 1.15], fixedrange=True,
                              gridcolor=GRID))
     return make_figure(data, layout)
