@@ -46,6 +46,19 @@ def test_titles_are_translated():
         assert app_test(path, "zh").run().title[0].value == t(f"{module}.title", "zh")
 
 
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_home_links_name_each_page_as_the_navigation_does(lang):
+    """The walkthrough on the home page calls each page by its name in the sidebar (in 简体中文 it said "3 · Batch
+    decode" and "4 · Engine" where the sidebar says "3 · 批量解码" and "4 · 推理引擎")."""
+    from ui.nav import BY_NAME, title
+
+    at = app_test("app_pages/0_Home.py", lang).run()
+    ok(at)
+    shown = "\n".join(m.value for m in at.markdown)
+    for name in ("address", "gather", "batch", "engine", "buglab", "sharing", "fast"):
+        assert f"[{title(BY_NAME[name], lang)}{'：' if lang == 'zh' else ': '}" in shown, (name, shown[-600:])
+
+
 def test_language_switch_persists_across_pages():
     """Switching to 简体中文 in the sidebar re-renders the page and carries over to the next page."""
     at = app_test(APP, "en").run()
