@@ -60,6 +60,6 @@ STRINGS = {
     # the pool hover's sentences (viz.pool.PoolWords, one key pool_<field> per field)
     "pool_free": {"en": "free", "zh": "空闲"},
     "pool_reserved": {"en": "reserved by {owners}, not written yet", "zh": "已分配给 {owners}，尚未写入"},
-    "pool_clash": {"en": "⚠ these tokens share one slot: the later write overwrites the earlier",
-                   "zh": "⚠ 这些 token 共用一个 slot：后写入的会覆盖先写入的"},
+    "pool_clash": {"en": "clash: these tokens share one slot, the later write overwrites the earlier",
+                   "zh": "冲突：这些 token 共用一个 slot，后写入的会覆盖先写入的"},
 }
