@@ -112,7 +112,8 @@ def gather_view() -> None:
     ui.notice(ctx, ctx.t("pool_notice"), where=note_col)
 
     keys, _ = lesson.gathered(step)  # what the loop has produced so far: [step, num_kv_heads, head_dim]
-    strip = kv_strip_figure(lesson.addresses, step, title=ctx.t("strip_title", shape=list(keys.shape)))
+    strip = kv_strip_figure(lesson.addresses, step, title=ctx.t("strip_title", shape=list(keys.shape)),
+                            not_gathered=ctx.t("strip_not_gathered"))
     ui.show_figure(strip, "gather.strip")
     with st.expander(ctx.t("loop_heading")):
         st.code(inspect.getsource(gather_kv_loop), language="python")
@@ -140,7 +141,8 @@ def gather_view() -> None:
             first = context_len - rows
             if rows < q_len:
                 fig_col.caption(ctx.t("rows_cut", rows=rows, q_len=q_len))
-            ui.show_figure(mask_figure(rows, context_len, title=ctx.t("mask_title")), "gather.mask", where=fig_col)
+            ui.show_figure(mask_figure(rows, context_len, title=ctx.t("mask_title"), visible=ctx.t("mask_visible"),
+                                       masked=ctx.t("mask_masked")), "gather.mask", where=fig_col)
             ui.notice(ctx, ctx.t("mask_notice", start=context_len - q_len), where=note_col)
             fig_col, note_col = st.columns([3, 1])
             head = note_col.selectbox(ctx.t("head"), list(range(num_heads)), key="gather.head")

@@ -52,12 +52,13 @@ def diverging_figure(values, title: str = "", y_labels: Sequence[str] | None = N
     return make_figure([trace], _heatmap_layout(title, height or min(480, 90 + 22 * rows), x_title, y_title))
 
 
-def mask_figure(q_len: int, context_len: int, title: str = "") -> go.Figure:
+def mask_figure(q_len: int, context_len: int, title: str = "", visible: str = "visible",
+                masked: str = "masked") -> go.Figure:
     """The causal mask of prefill aligned to the end of the context: query i sees keys 0 … context_len - q_len + i.
-    z is 1 where visible, 0 where masked."""
+    z is 1 where visible, 0 where masked; `visible` / `masked` are the hover's words for the two."""
     start = context_len - q_len
     z = [[1 if k <= start + q else 0 for k in range(context_len)] for q in range(q_len)]
-    text = [[f"query {q} (token {start + q}) → key {k}: {'visible' if v else 'masked'}" for k, v in enumerate(row)]
+    text = [[f"query {q} (token {start + q}) → key {k}: {visible if v else masked}" for k, v in enumerate(row)]
             for q, row in enumerate(z)]
     trace = dict(type="heatmap", z=z, x=list(range(context_len)), y=[f"q{start + q}" for q in range(q_len)],
                  colorscale=[[0, FREE_COLOR], [1, "#0072B2"]], zmin=0, zmax=1, showscale=False, xgap=1, ygap=1,
@@ -65,10 +66,11 @@ def mask_figure(q_len: int, context_len: int, title: str = "") -> go.Figure:
     return make_figure([trace], _heatmap_layout(title, min(520, 90 + 18 * q_len), "key token_index", "query"))
 
 
-def kv_strip_figure(addresses: Sequence, step: int, seq_id: int = 0, title: str = "") -> go.Figure:
+def kv_strip_figure(addresses: Sequence, step: int, seq_id: int = 0, title: str = "",
+                    not_gathered: str = "not gathered yet") -> go.Figure:
     """The logical K/V strip: tokens 0 … context_len-1 in logical order. The first `step` are gathered (coloured,
     labelled with the physical block and offset they came from); token step-1, the latest read, is outlined.
-    addresses: paged.addressing.Address objects in token order."""
+    addresses: paged.addressing.Address objects in token order; `not_gathered`: the hover's words for the rest."""
     n = len(addresses)
     color = seq_color(seq_id)
     show_text = n <= 48
@@ -79,7 +81,7 @@ def kv_strip_figure(addresses: Sequence, step: int, seq_id: int = 0, title: str 
         colors.append(color if got else FREE_COLOR)
         texts.append(f"{a.physical_block_id}:{a.block_offset}" if (got and show_text) else "")
         hover.append(f"token {a.token_index} ← physical block {a.physical_block_id}, offset {a.block_offset}, "
-                     f"slot {a.slot}" + ("" if got else " (not gathered yet)"))
+                     f"slot {a.slot}" + ("" if got else f" ({not_gathered})"))
     cell_px = max(6, min(34, 860 // max(n, 1)))
     current = [step - 1] if 0 < step <= n else []
     data = [dict(type="scatter", x=xs, y=[0] * n, mode="markers+text", name="gathered", text=texts,

@@ -207,3 +207,24 @@ def test_parsers_bound_every_value():
     assert int_in(1, 16)("999") == 16 and int_in(1, 16)("x") is None
     assert one_of(["decode", "prefill"])("prefill") == "prefill" and one_of([1, 2])("3") is None
     assert duplicates([7, 2, 2, 7, 2]) == [2, 7]
+
+
+def test_gather_hovers_speak_the_pages_language():
+    """In 简体中文 the K/V strip's hover says which tokens are not gathered yet, and the causal mask's (drawn once the
+    gather is complete) says visible / masked, in Chinese (they were English)."""
+    import json
+
+    def hovers(step: int) -> list[str]:
+        at = app_test(GATHER, "zh", {"mode": "prefill", "q_len": 4, "context_len": 6, "step": step}).run()
+        ok(at)
+        out = []
+        for chart in at.get("plotly_chart"):
+            for tr in json.loads(chart.proto.spec)["data"]:
+                text = tr.get("hovertext") or []
+                out += [h for row in text for h in (row if isinstance(row, list) else [row])]
+        return out
+
+    partway, complete = hovers(3), hovers(6)
+    assert any(h.endswith("(尚未 gather)") for h in partway)
+    assert any(h.endswith(": 可见") for h in complete) and any(h.endswith(": 被遮蔽") for h in complete)
+    assert not [h for h in partway + complete if "not gathered" in h or h.endswith(("visible", "masked"))]
