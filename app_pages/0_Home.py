@@ -23,8 +23,8 @@ ui.notice(ctx, ctx.t("chain_notice", logical_block_id=address.logical_block_id,
 
 st.subheader(ctx.t("walkthrough"))
 for name in ("address", "gather", "batch", "engine", "buglab", "sharing", "fast"):
-    nav.link(name, ctx.t(f"link_{name}"), ctx.lang)
-nav.link("guide", ctx.t("classroom.guide_link"), ctx.lang)
+    nav.link(name, ctx.t("link", page=nav.title(nav.BY_NAME[name], ctx.lang), what=ctx.t(f"link_{name}")), ctx.lang)
+nav.link("guide", ctx.t("guide.link"), ctx.lang)
 
 st.divider()
 ui.device_badge(ctx)

@@ -11,7 +11,7 @@ from lessons.quiz import address_question
 from paged.addressing import address_table, locate
 from viz.chain import chain_figure
 from viz.colors import seq_color, tint
-from viz.pool import pool_figure
+from viz.pool import PoolWords, pool_figure
 from lessons.address import (MAX_TABLE, MAX_TOKEN, SEED_BLOCK_SIZE, SEED_BLOCK_TABLE, SEED_NUM_BLOCKS,
                              SEED_TOKEN_INDEX, MissingEntry, follow)
 
@@ -82,7 +82,8 @@ if quiz_on:  # predict, then reveal: where does a random token of this table liv
 
 pool = pool_figure(num_blocks, block_size, {0: block_table}, {0: capacity},
                    highlight=[] if missing else [address.slot],
-                   title=ctx.t("pool_title", num_blocks=num_blocks, block_size=block_size))
+                   title=ctx.t("pool_title", num_blocks=num_blocks, block_size=block_size),
+                   words=ui.viz_labels(ctx, PoolWords, "common.pool"))
 fig_col, note_col = st.columns([3, 1])
 ui.show_figure(pool, "address.pool", where=fig_col)
 if missing:

@@ -11,7 +11,7 @@ from paged.addressing import blocks_needed
 from paged.attention import gather_kv_loop
 from viz.attention import diverging_figure, kv_strip_figure, mask_figure, weights_figure
 from viz.chain import chain_figure
-from viz.pool import pool_figure
+from viz.pool import PoolWords, pool_figure
 from lessons.address import DTYPES
 from lessons.gather import MAX_POOL_BLOCKS, GatherConfig, GatherLesson
 
@@ -105,13 +105,15 @@ def gather_view() -> None:
         bar.say(ctx.t("press_next"))
     pool = pool_figure(config.num_blocks, block_size, {0: lesson.block_table}, {0: context_len},
                        highlight=[current.slot] if current else [], read=lesson.read_slots(step - 1),
-                       title=ctx.t("pool_title", num_blocks=config.num_blocks, block_table=short(lesson.block_table)))
+                       title=ctx.t("pool_title", num_blocks=config.num_blocks, block_table=short(lesson.block_table)),
+                       words=ui.viz_labels(ctx, PoolWords, "common.pool"))
     pool_col, note_col = st.columns([3, 1])
     ui.show_figure(pool, "gather.pool", where=pool_col)
     ui.notice(ctx, ctx.t("pool_notice"), where=note_col)
 
     keys, _ = lesson.gathered(step)  # what the loop has produced so far: [step, num_kv_heads, head_dim]
-    strip = kv_strip_figure(lesson.addresses, step, title=ctx.t("strip_title", shape=list(keys.shape)))
+    strip = kv_strip_figure(lesson.addresses, step, title=ctx.t("strip_title", shape=list(keys.shape)),
+                            not_gathered=ctx.t("strip_not_gathered"))
     ui.show_figure(strip, "gather.strip")
     with st.expander(ctx.t("loop_heading")):
         st.code(inspect.getsource(gather_kv_loop), language="python")
@@ -139,7 +141,8 @@ def gather_view() -> None:
             first = context_len - rows
             if rows < q_len:
                 fig_col.caption(ctx.t("rows_cut", rows=rows, q_len=q_len))
-            ui.show_figure(mask_figure(lesson.mask_rows(rows), title=ctx.t("mask_title")), "gather.mask", where=fig_col)
+            ui.show_figure(mask_figure(lesson.mask_rows(rows), title=ctx.t("mask_title"), visible=ctx.t("mask_visible"),
+                                       masked=ctx.t("mask_masked")), "gather.mask", where=fig_col)
             ui.notice(ctx, ctx.t("mask_notice", start=context_len - q_len), where=note_col)
             fig_col, note_col = st.columns([3, 1])
             head = note_col.selectbox(ctx.t("head"), list(range(num_heads)), key="gather.head")

@@ -7,12 +7,12 @@ import ui.quiz
 from lessons.quiz import batch_question
 from ui.breaks import arm_wrong_slot, wrong_slot_controls
 from ui.playback import Stepper, playback_bar
-from ui.widgets import show_cells
+from ui.widgets import show_cells, viz_labels
 from lessons.batch import MAX_OPS, MAX_PROMPT_LEN, OP_PATTERN, BatchConfig, BatchLesson
 from paged.attention import tolerance
 from viz.colors import seq_label
-from viz.mapping import mapping_html
-from viz.pool import pool_html
+from viz.mapping import MappingLabels, mapping_html
+from viz.pool import PoolWords, pool_html
 from lessons.address import DTYPES, SEED_BLOCK_SIZE, SEED_NUM_BLOCKS
 
 
@@ -131,7 +131,8 @@ def batch_view() -> None:
     pg = lesson.playground
     written = list(event.written.values()) if event.kind == "decode" and event.ok else []
     # the pool as HTML cells (viz.pool.pool_html): a step redraws it in a few ms, a plotly grid in ~100
-    pool = pool_html(num_blocks, block_size, tables, lens, highlight=written, max_width=680)
+    pool = pool_html(num_blocks, block_size, tables, lens, highlight=written, max_width=680,
+                     words=viz_labels(ctx, PoolWords, "common.pool"))
     fig_col, note_col = st.columns([3, 1])
     show_cells(pool, ctx.t("pool_title", free=pg.manager.num_free_blocks, num_blocks=num_blocks), "batch.pool",
                where=fig_col)
@@ -139,7 +140,8 @@ def batch_view() -> None:
         ui.notice(ctx, ctx.t("pool_notice"))
         st.markdown(f"**{ctx.t('free_list')}** `{list(pg.manager.free_block_ids)}`")
     new_blocks = event.new_blocks if event.kind == "decode" else {}
-    mapping = mapping_html(tables, lens, block_size, num_blocks, new_blocks=new_blocks)  # an image, not a plotly chart
+    mapping = mapping_html(tables, lens, block_size, num_blocks, new_blocks=new_blocks,
+                           labels=viz_labels(ctx, MappingLabels, "map"))  # an image, not a plotly chart
     fig_col, note_col = st.columns([3, 1])
     show_cells(mapping, ctx.t("mapping_title"), "batch.mapping", where=fig_col)
     ui.notice(ctx, ctx.t("mapping_notice"), where=note_col)

@@ -16,7 +16,7 @@ from lessons.engine_requests import (ENGINE_SCENARIOS, MAX_PROMPT_CHARS, PROMPT_
 from viz.colors import seq_label
 from viz.cells import queues_html, slot_mapping_html, twin_diff_html
 from viz.engine import cache_rule_html
-from viz.pool import pool_html
+from viz.pool import PoolWords, pool_html
 
 ctx = ui.setup_page("engine", icon=":material/settings:")
 knobs = ui.Knobs("engine")
@@ -104,7 +104,7 @@ def engine_view() -> None:
     decode = trace is not None and trace.phase == "decode"  # a prefill writes whole prompts: a thin outline reads better
     pool = pool_html(view.num_blocks, view.block_size, view.tables, view.cached_counts,
                      highlight=written if decode else [], read=[] if decode else written, max_width=680,
-                     token_text=demo.token_texts())
+                     token_text=demo.token_texts(), words=ui.viz_labels(ctx, PoolWords, "common.pool"))
     fig_col, note_col = st.columns([3, 1])
     show_cells(pool, ctx.t("pool_title", free=view.num_free_blocks, num_blocks=view.num_blocks), "engine.pool",
                where=fig_col)
@@ -137,7 +137,7 @@ def engine_view() -> None:
              ctx.t("col_newest"): newest.get(r.seq_id, ""),
              ctx.t("col_prompt"): r.prompt, ctx.t("col_output"): r.text} for r in demo.rows()]
     if rows:
-        ui.state_table(rows, key="engine.text")
+        ui.state_table(rows, key="engine.text", prose=(ctx.t("col_prompt"), ctx.t("col_output")))
     else:
         st.info(ctx.t("no_requests"))
 

@@ -15,6 +15,7 @@ from lessons.tokens import TEXT, token_pieces
 from paged.faults import Fault
 from paged.kv_cache import default_device
 from viz.buglab import bad_cells_figure, step_error_figure
+from viz.pool import PoolWords
 from viz.colors import OKABE_ITO, seq_label
 
 LOGITS_TOL = 1e-4  # lessons.buglab.summarize's tolerance for "this step's logits differ"
@@ -199,7 +200,8 @@ def pool_section() -> None:
                                            "meant", "nowhere", "padding")}  # w_padding's {seq}: filled by the figure
     writes = trun.writes_until(step)
     pool = bad_cells_figure(tscenario.num_blocks, tscenario.block_size, shown.tables, shown.cached_token_counts, writes,
-                            shown.bad_reads, title=ctx.t("pool_title", step=step), words=words)
+                            shown.bad_reads, title=ctx.t("pool_title", step=step), words=words,
+                            pool_words=ui.viz_labels(ctx, PoolWords, "common.pool"))
     fig_col, note_col = st.columns([3, 1])
     ui.show_figure(pool, "buglab.pool", where=fig_col)
     with note_col:

@@ -8,8 +8,8 @@ from ui.engine_actions import (announce_step, config_sidebar, engine_controls, e
 from lessons.engine_requests import MAX_PROMPT_CHARS, SHARING_SCENARIOS, TASKS, encode_requests
 from lessons.tokens import shown_text
 from viz.colors import seq_label
-from ui.widgets import show_cells
-from viz.sharing import hits_html, memory_figure, refcount_pool_figure
+from ui.widgets import show_cells, viz_labels
+from viz.sharing import HitsLabels, RefcountWords, hits_html, memory_figure, refcount_pool_figure
 
 ctx = ui.setup_page("sharing", icon=":material/call_split:")
 knobs = ui.Knobs("sharing")
@@ -81,7 +81,8 @@ def sharing_view() -> None:
     pool = refcount_pool_figure(view.num_blocks, view.block_size, tables, lens, list(view.ref_counts),
                                 list(view.cached_blocks), trace.copies if trace else (),
                                 token_text={shown[sid]: texts for sid, texts in demo.token_texts().items()},
-                                title=ctx.t("pool_title", free=view.num_free_blocks, num_blocks=view.num_blocks))
+                                title=ctx.t("pool_title", free=view.num_free_blocks, num_blocks=view.num_blocks),
+                                words=viz_labels(ctx, RefcountWords, "ref"))
     fig_col, note_col = st.columns([3, 1])
     ui.show_figure(pool, "sharing.pool", where=fig_col)
     ui.notice(ctx, ctx.t("pool_notice"), where=note_col)
@@ -89,7 +90,8 @@ def sharing_view() -> None:
     if demo.allocations:
         rows = [(a.step, shown[a.seq_id], a.table, a.hits) for a in reversed(demo.allocations)][:6]
         fig_col, note_col = st.columns([3, 1])
-        show_cells(hits_html(rows, hit_name=ctx.t("hit"), miss_name=ctx.t("computed")), ctx.t("hits_title"),
+        show_cells(hits_html(rows, hit_name=ctx.t("hit"), miss_name=ctx.t("computed"),
+                             labels=viz_labels(ctx, HitsLabels, "hits")), ctx.t("hits_title"),
                    "sharing.hits", where=fig_col)
         ui.notice(ctx, ctx.t("hits_notice"), where=note_col)
 
@@ -120,7 +122,7 @@ def sharing_view() -> None:
              ctx.t("engine.col_prompt"): r.prompt, ctx.t("engine.col_output"): r.text}
             for r in demo.rows()]
     if rows:
-        ui.state_table(rows, key="sharing.text")
+        ui.state_table(rows, key="sharing.text", prose=(ctx.t("engine.col_prompt"), ctx.t("engine.col_output")))
     worst, agree = demo.twin_summary()
     if demo.steps:
         ok, tolerance = agree, demo.twin_tolerance()

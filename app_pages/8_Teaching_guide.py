@@ -8,10 +8,10 @@ import streamlit as st
 import ui
 from ui.nav import guide_markdown
 
-ctx = ui.setup_page("classroom", icon=":material/school:", title_key="guide_title")
-st.title(ctx.t("guide_title"))
+ctx = ui.setup_page("guide", icon=":material/school:")
+st.title(ctx.t("title"))
 path = Path(__file__).resolve().parents[1] / "docs" / ("teaching.zh.md" if ctx.lang == "zh" else "teaching.md")
 ui.write_params({"lang": ctx.lang})
 if not path.exists():
-    ui.stop_with_error(ctx, ctx.t("guide_missing", path=f"docs/{path.name}"), ctx.t("guide_fix"))
+    ui.stop_with_error(ctx, ctx.t("missing", path=f"docs/{path.name}"), ctx.t("fix"))
 st.markdown(guide_markdown(path.read_text(encoding="utf-8"), present=ctx.present))

@@ -9,7 +9,8 @@
     show_figure(fig, "page.key", where=col)   # plotly without mode bar; fixed-width grids keep their width
     show_cells(html, title, "page.key", where=col)  # HTML cells from viz (queues, slot_mapping, the live chain)
     session_cached("page.runs", key, compute, max_items=8)   # compute() once per session, newest kept
-    state_table(rows, key="engine.text")   # per-sequence state as a wrapping HTML table (fits a projector)
+    viz_labels(ctx, MappingLabels, "map")  # a viz builder's words from the page's strings (map_logical, …)
+    state_table(rows, key="engine.text")   # per-sequence state as an HTML table (no word broken; scrolls inside)
     knobs.sync_url(ctx.lang, step=3)       # last: write the configuration back to the URL
 
 ui.engine_actions: glue around the engine lesson of pages 4 and 6 (sidebar, session_state, controls, messages).
@@ -18,11 +19,12 @@ ui.engine_actions: glue around the engine lesson of pages 4 and 6 (sidebar, sess
 from .page import PageContext, current_lang, device_badge, device_info, language_switch, page_header, setup_page
 from .params import (Knobs, ParsedInts, duplicates, float_in, int_in, one_of, parse_int_list, read_param,
                      text_max, write_params)
-from .widgets import export_button, notice, session_cached, show_cells, show_error, show_figure, state_table, stop_with_error
+from .widgets import (export_button, notice, session_cached, show_cells, show_error, show_figure, state_table,
+                      stop_with_error, viz_labels)
 
 __all__ = [
     "PageContext", "current_lang", "device_badge", "device_info", "language_switch", "page_header", "setup_page",
     "Knobs", "ParsedInts", "duplicates", "float_in", "int_in", "one_of", "parse_int_list", "read_param",
     "text_max", "write_params", "export_button", "notice", "session_cached", "show_cells", "show_error", "show_figure",
-    "state_table", "stop_with_error",
+    "state_table", "stop_with_error", "viz_labels",
 ]

@@ -3,7 +3,7 @@ lessons.state_rule, the diagram, HTML, from viz.chain_live).
 
     show_chain(ctx, lesson)        # the seven modules with this step's values, and the code of a chosen one
     show_state_rule(ctx, lesson)   # one sequence's rows: fed, slot, cached before → after, generated, context_len
-                                 # (ui.state_table: step is the row label, no sideways scrolling)
+                                 # (ui.state_table: step is the row label)
 """
 
 from __future__ import annotations
@@ -182,4 +182,4 @@ def show_state_rule(ctx, lesson, tokenizer) -> None:
                       ctx.t("chain.col_generated"): ("…" if cut else "") + str(list(last)),
                       ctx.t("chain.col_context"): r.context_len})
     st.session_state["engine.rule_rows"] = rows  # what the tests read back
-    state_table(table, key="engine.rule_table")  # wraps inside its cells: every column in view at 1024 pixels
+    state_table(table, key="engine.rule_table")  # an HTML table: no word broken, scrolls inside when narrow

@@ -24,6 +24,14 @@ def figure_spec(fig: go.Figure) -> dict:
     return {"data": [dict(trace) for trace in fig._data], "layout": dict(fig._layout)}
 
 
+def _room_above(layout: dict) -> int:
+    """The top margin a figure needs without its title: 10 px, or room for its text written above the plot area
+    (an annotation at paper y >= 1, e.g. a dashed line's label: cut off by a 10 px margin)."""
+    above = [a for a in layout.get("annotations") or [] if isinstance(a, dict) and a.get("yref") == "paper"
+             and (a.get("y") or 0) >= 1 and a.get("text")]
+    return max([10] + [int(((a.get("font") or {}).get("size") or 12) * 1.4) + 4 for a in above])
+
+
 def take_title_spec(spec: dict) -> str | None:
     """take_title on a figure_spec: the title is removed from spec["layout"] (its nested dicts copied, never
     changed in place) and returned; None when it has none."""
@@ -35,10 +43,10 @@ def take_title_spec(spec: dict) -> str | None:
     margin = dict(layout.get("margin") or {})
     top = margin.get("t") if margin.get("t") is not None else 100
     layout["title"] = {k: v for k, v in title.items() if k != "text"} if isinstance(title, dict) else {}
-    margin["t"] = min(top, 10)
+    margin["t"] = min(top, _room_above(layout))
     layout["margin"] = margin
     if layout.get("height"):
-        layout["height"] = max(40, layout["height"] - max(0, top - 10))
+        layout["height"] = max(40, layout["height"] - max(0, top - margin["t"]))
     return text
 
 

@@ -66,14 +66,14 @@ def configure_torch() -> None:
         torch.set_num_threads(want)
 
 
-def setup_page(module: str, icon: str = ":material/menu_book:", title_key: str = "title") -> PageContext:
+def setup_page(module: str, icon: str = ":material/menu_book:") -> PageContext:
     """Call first on every page: page config (title from ui/strings/<module>.py; `icon` a ":material/…:" icon),
     language switch, presenter mode, torch threads. Returns the PageContext with the translator."""
     configure_torch()
     lang = current_lang()
     present = present_mode()
     tr = translator(module, lang)
-    st.set_page_config(page_title=f"{tr(title_key)} · paged", page_icon=icon, layout="wide",
+    st.set_page_config(page_title=f"{tr('title')} · paged", page_icon=icon, layout="wide",
                        initial_sidebar_state="collapsed" if present else "auto")
     language_switch(lang)
     presenter_toggle(lang, present)

@@ -7,7 +7,8 @@ On (sidebar toggle, or `?present=1` in a link; kept for the session and written 
   - the playback bar shows a large step counter and one line saying what the last step did
 
 Always (both modes): a figure row whose main area is narrower than 1000 px stacks its figure above its note, so a
-fixed-size grid is never squeezed into a narrow column (its cells would overlap).
+fixed-size grid is never squeezed into a narrow column (its cells would overlap); below 700 px a row of metrics wraps
+onto a second line instead of breaking its labels mid-word; a table wider than its column scrolls inside itself.
 """
 
 from __future__ import annotations
@@ -35,13 +36,25 @@ _STACKED = f"""
 :is({_FIGURE_ROW}) > [data-testid="stColumn"] {{ flex: 1 1 100% !important; width: 100% !important;
     min-width: 100% !important; }}
 """
+# A row of metrics (st.columns of st.metric): in a narrow main area its columns wrap onto a second line rather than
+# shrink below METRIC_MIN_REM, where a label such as physical_block_id would be broken mid-word.
+_METRIC_ROW = f'{_ROW}:has(> [data-testid="stColumn"] [data-testid="stMetric"])'
+METRIC_MIN_REM = 8.5
 BASE_CSS = f"""
 [data-testid="stMainBlockContainer"] {{ container-type: inline-size; container-name: paged-main; }}
-[data-testid="stTable"] :is(td, th, td *, th *) {{ white-space: normal !important; overflow-wrap: anywhere !important; }}
+[data-testid="stTable"] :is(td, th, td *, th *) {{ white-space: normal !important; overflow-wrap: normal !important;
+    word-break: keep-all !important; }}
+[data-testid="stTable"] > div {{ overflow-x: auto; }}
+[data-testid="stMarkdownContainer"] table {{ display: block; max-width: 100%; overflow-x: auto; }}
 .paged-figure-title {{ font-weight: 600; margin-bottom: -0.3rem; }}
 [data-testid="stMetricLabel"] :is(div, p, label) {{ white-space: normal !important; overflow: visible !important;
     text-overflow: clip !important; }}
-@container paged-main (max-width: 1000px) {{ {_STACKED} }}
+@container paged-main (max-width: 1000px) {{ {_STACKED}
+    [data-testid="stTable"] :is(td, th) {{ padding-left: 0.35rem !important; padding-right: 0.35rem !important; }} }}
+@container paged-main (max-width: 700px) {{
+    {_METRIC_ROW} {{ flex-wrap: wrap !important; }}
+    {_METRIC_ROW} > [data-testid="stColumn"] {{ flex: 1 1 {METRIC_MIN_REM}rem !important;
+        min-width: {METRIC_MIN_REM}rem !important; }} }}
 {CHAIN_CSS}{CELLS_CSS}"""
 PRESENT_CSS = f"""
 {_STACKED}

@@ -3,7 +3,10 @@ per-session cache of expensive runs."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import re
+from typing import Sequence
 
 import pandas as pd
 import streamlit as st
@@ -82,12 +85,30 @@ def show_cells(markup: str, title: str, key: str, where=None) -> None:
     box.html(markup)
 
 
-def state_table(rows: list[dict], key: str, where=None) -> None:
-    """A small table of per-sequence state as HTML (st.table): long text wraps inside its cell, so every column
-    (cached_token_count next to generated_token_ids) stays in view at a projector's width; no scrolling grid.
-    The first column is the row label. `key` names the table's container (CSS class st-key-<key>)."""
+PROSE_EM, PROSE_BELOW_PX = 11, 700  # a state table's column of running text is >= 11 em in a main area < 700 px
+# (there the table scrolls sideways anyway; wider, every column fits without it)
+CSS_KEY = re.compile(r"[^a-zA-Z0-9_-]")  # Streamlit writes a key's other characters as "-" in its st-key-<key> class
+
+
+def state_table(rows: list[dict], key: str, where=None, prose: Sequence[str] = ()) -> None:
+    """A small table of per-sequence state as HTML (st.table). Words and numbers are never broken inside (ui.present's
+    table rules): at a narrow width the table scrolls sideways inside itself. The first column is the row label;
+    `prose` names columns of running text (a prompt, an output), kept at least PROSE_EM wide in a narrow main area
+    so their lines stay readable. `key` names the table's container (CSS class st-key-<key>)."""
     frame = pd.DataFrame(rows)
-    (where or st).container(key=key).table(frame.set_index(frame.columns[0]))
+    box = (where or st).container(key=key)
+    positions = [i + 1 for i, name in enumerate(frame.columns) if name in prose]  # nth-child: the row label is 1
+    if positions:
+        scope = f".st-key-{CSS_KEY.sub('-', key.strip())}"
+        rules = "".join(f"{scope} :is(td, th):nth-child({n}) {{ min-width: {PROSE_EM}em; }}" for n in positions)
+        box.html(f"<style>@container paged-main (max-width: {PROSE_BELOW_PX}px) {{ {rules} }}</style>")
+    box.table(frame.set_index(frame.columns[0]))
+
+
+def viz_labels(ctx: PageContext, cls, prefix: str):
+    """A viz builder's words in the page's language: an instance of the dataclass `cls` (e.g. viz.mapping.MappingLabels)
+    whose every field is the page's string "<prefix>_<field>" (KeyError naming a missing one)."""
+    return cls(**{f.name: ctx.t(f"{prefix}_{f.name}") for f in dataclasses.fields(cls)})
 
 
 def session_cached(store: str, key, compute, max_items: int):

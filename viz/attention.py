@@ -52,14 +52,15 @@ def diverging_figure(values, title: str = "", y_labels: Sequence[str] | None = N
     return make_figure([trace], _heatmap_layout(title, height or min(480, 90 + 22 * rows), x_title, y_title))
 
 
-def mask_figure(visible: Sequence[Sequence[bool]], title: str = "") -> go.Figure:
-    """The causal mask of prefill as a grid: visible [q_len][context_len], True where a query sees a key (the
+def mask_figure(mask: Sequence[Sequence[bool]], title: str = "", visible: str = "visible",
+                masked: str = "masked") -> go.Figure:
+    """The causal mask of prefill as a grid: mask [q_len][context_len], True where a query sees a key (the
     library's `paged.attention.causal_mask`, aligned to the end of the context: row q is token context_len - q_len
-    + q). z is 1 where visible, 0 where masked."""
-    q_len, context_len = len(visible), len(visible[0]) if visible else 0
+    + q). z is 1 where visible, 0 where masked; `visible` / `masked` are the hover's words for the two."""
+    q_len, context_len = len(mask), len(mask[0]) if mask else 0
     start = context_len - q_len
-    z = [[1 if v else 0 for v in row] for row in visible]
-    text = [[f"query {q} (token {start + q}) → key {k}: {'visible' if v else 'masked'}" for k, v in enumerate(row)]
+    z = [[1 if v else 0 for v in row] for row in mask]
+    text = [[f"query {q} (token {start + q}) → key {k}: {visible if v else masked}" for k, v in enumerate(row)]
             for q, row in enumerate(z)]
     trace = dict(type="heatmap", z=z, x=list(range(context_len)), y=[f"q{start + q}" for q in range(q_len)],
                  colorscale=[[0, FREE_COLOR], [1, "#0072B2"]], zmin=0, zmax=1, showscale=False, xgap=1, ygap=1,
@@ -67,10 +68,11 @@ def mask_figure(visible: Sequence[Sequence[bool]], title: str = "") -> go.Figure
     return make_figure([trace], _heatmap_layout(title, min(520, 90 + 18 * q_len), "key token_index", "query"))
 
 
-def kv_strip_figure(addresses: Sequence, step: int, seq_id: int = 0, title: str = "") -> go.Figure:
+def kv_strip_figure(addresses: Sequence, step: int, seq_id: int = 0, title: str = "",
+                    not_gathered: str = "not gathered yet") -> go.Figure:
     """The logical K/V strip: tokens 0 … context_len-1 in logical order. The first `step` are gathered (coloured,
     labelled with the physical block and offset they came from); token step-1, the latest read, is outlined.
-    addresses: paged.addressing.Address objects in token order."""
+    addresses: paged.addressing.Address objects in token order; `not_gathered`: the hover's words for the rest."""
     n = len(addresses)
     color = seq_color(seq_id)
     show_text = n <= 48
@@ -81,7 +83,7 @@ def kv_strip_figure(addresses: Sequence, step: int, seq_id: int = 0, title: str 
         colors.append(color if got else FREE_COLOR)
         texts.append(f"{a.physical_block_id}:{a.block_offset}" if (got and show_text) else "")
         hover.append(f"token {a.token_index} ← physical block {a.physical_block_id}, offset {a.block_offset}, "
-                     f"slot {a.slot}" + ("" if got else " (not gathered yet)"))
+                     f"slot {a.slot}" + ("" if got else f" ({not_gathered})"))
     cell_px = max(6, min(34, 860 // max(n, 1)))
     current = [step - 1] if 0 < step <= n else []
     data = [dict(type="scatter", x=xs, y=[0] * n, mode="markers+text", name="gathered", text=texts,

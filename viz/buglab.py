@@ -14,7 +14,7 @@ import plotly.graph_objects as go
 
 from .colors import HIGHLIGHT_COLOR, OKABE_ITO, seq_color, seq_label
 from .figure import make_figure, title_layout
-from .pool import pool_figure
+from .pool import PoolWords, pool_figure
 
 FLOOR = 1e-10  # an exact zero cannot sit on a log axis: drawn here, hover says "0"
 READ_COLOR = OKABE_ITO["blue"]
@@ -95,12 +95,13 @@ DEFAULT_WORDS = {"write": "written at", "read": "read from", "skipped": "not rea
 
 def bad_cells_figure(num_blocks: int, block_size: int, tables: Mapping[int, Sequence[int]],
                      cached_counts: Mapping[int, int], bad_writes: Sequence = (), bad_reads: Sequence = (),
-                     title: str = "", words: Mapping[str, str] | None = None) -> go.Figure:
+                     title: str = "", words: Mapping[str, str] | None = None,
+                     pool_words: PoolWords = PoolWords()) -> go.Figure:
     """The pool grid (cells coloured by the correct owner and token) with a fault's damage on top: a black square
     inside each cell written wrongly, a blue circle in each cell read wrongly.
 
     bad_writes / bad_reads: objects with kind, seq_id, token_index, slot, meant (lessons.buglab_tensors.BadCell).
-    words: the hover / legend wording (keys of DEFAULT_WORDS), for translation.
+    words: the hover / legend wording (keys of DEFAULT_WORDS), for translation; pool_words: the pool's own (PoolWords).
     Traces: those of pool_figure, with "highlight" renamed words["written_wrongly"] and "read" renamed
     words["read_wrongly"].
     """
@@ -109,7 +110,7 @@ def bad_cells_figure(num_blocks: int, block_size: int, tables: Mapping[int, Sequ
     read_lines = _cell_lines(bad_reads, what)
     write_slots, read_slots = sorted(write_lines), sorted(s for s in read_lines if s >= 0)
     fig = pool_figure(num_blocks, block_size, tables, cached_counts, highlight=write_slots, read=read_slots,
-                      title=title)
+                      title=title, words=pool_words)
     size = fig.data[0].marker.size if fig.data and fig.data[0].marker.size else 20
     fig.update_traces(selector=dict(name="highlight"), name=what["written_wrongly"], showlegend=bool(write_slots),
                       hovertext=["<br>".join(write_lines[s]) for s in write_slots], hoverinfo="text",

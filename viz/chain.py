@@ -16,7 +16,8 @@ import plotly.graph_objects as go
 from .colors import HIGHLIGHT_COLOR, OKABE_ITO, seq_color, text_color
 from .figure import make_figure, title_layout
 
-BOX_W, BOX_H, GAP = 1.9, 0.9, 0.55
+BOX_W, BOX_H, GAP = 2.2, 0.9, 0.35  # wide boxes, short arrows: each box's text fits at a 540 px plot
+NAME_PX, BODY_PX, VALUE_PX = 11, 13, 15  # a box's name (italic); its rule and value; a value with no rule
 MAX_TABLE = 14  # table entries drawn at most
 
 
@@ -54,20 +55,20 @@ def chain_figure(address, block_size: int, block_table: Sequence[int], seq_id: i
                 dict(color="#AAAAAA", width=1.5, dash="dot") if value == MISSING else dict(color="#333333", width=1.5))
         shapes.append(dict(type="rect", x0=x0, x1=x0 + BOX_W, y0=0, y1=BOX_H, line=edge, fillcolor=fill,
                            layer="below"))
-        body = f"<b>{value}</b>" if not rule else f"{rule} = <b>{value}</b>"
+        body = f"<b>{value}</b>" if not rule else f"{rule}<br>= <b>{value}</b>"  # two short lines fit a narrow box
         ink = text_color(fill)
-        notes.append(dict(x=x0 + BOX_W / 2, y=BOX_H * 0.72, text=f"<i>{name}</i>", showarrow=False,
-                          font=dict(size=12, color=ink)))
-        notes.append(dict(x=x0 + BOX_W / 2, y=BOX_H * 0.3, text=body, showarrow=False,
-                          font=dict(size=15, color=ink)))
+        notes.append(dict(x=x0 + BOX_W / 2, y=BOX_H * 0.76, text=f"<i>{name}</i>", showarrow=False,
+                          font=dict(size=NAME_PX, color=ink)))
+        notes.append(dict(x=x0 + BOX_W / 2, y=BOX_H * 0.34, text=body, showarrow=False,
+                          font=dict(size=BODY_PX if rule else VALUE_PX, color=ink)))
         if i:
             notes.append(dict(x=x0 - 0.04, y=BOX_H / 2, ax=x0 - GAP + 0.04, ay=BOX_H / 2, xref="x", yref="y",
                               axref="x", ayref="y", text="", showarrow=True, arrowhead=2, arrowsize=1.2,
                               arrowwidth=1.8, arrowcolor="#333333"))
-    # key_cache[block, offset] under the slot box
-    last_x = (len(links) - 1) * (BOX_W + GAP) + BOX_W / 2
+    # key_cache[block, offset] under the slot box, its right edge on the box's (centred, it would pass the figure's)
+    last_x1 = (len(links) - 1) * (BOX_W + GAP) + BOX_W
     block = "?" if broken else address.physical_block_id
-    notes.append(dict(x=last_x, y=-0.28, text=f"key_cache[{block}, {address.block_offset}]",
+    notes.append(dict(x=last_x1, y=-0.28, text=f"key_cache[{block}, {address.block_offset}]", xanchor="right",
                       showarrow=False, font=dict(size=13, family="monospace", color=OKABE_ITO["blue"])))
     # the block table underneath the physical_block_id box, the entry read outlined
     # (a long table shows a window of MAX_TABLE entries around the one read)
@@ -94,6 +95,6 @@ def chain_figure(address, block_size: int, block_table: Sequence[int], seq_id: i
     total = len(links) * (BOX_W + GAP) - GAP
     layout = title_layout(title, 230, bottom=8)
     layout.update(shapes=shapes, annotations=notes, showlegend=False,
-                  xaxis=dict(visible=False, range=[-0.9, total + 0.1], fixedrange=True),
+                  xaxis=dict(visible=False, range=[-0.1, total + 0.1], fixedrange=True),
                   yaxis=dict(visible=False, range=[-1.0, BOX_H + 0.1], fixedrange=True))
     return make_figure([], layout)

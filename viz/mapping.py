@@ -6,20 +6,39 @@ from __future__ import annotations
 import base64
 import html
 import re
+from dataclasses import dataclass
 from typing import Mapping, Sequence
 
 from .colors import FREE_COLOR, seq_color, seq_label, text_color
 
 
+@dataclass(frozen=True)
+class MappingLabels:
+    """The words of mapping_html (English by default; a page passes its language's, from ui/strings). Format fields:
+    entry {seq} {logical} {block} {tokens}; tokens {first} {last}; block {block} {owner} (a sequence label or
+    `free`)."""
+
+    logical: str = "logical"    # the top row's label
+    physical: str = "physical"  # the bottom row's label
+    entry: str = "{seq} logical block {logical} → physical block {block} ({tokens})"
+    tokens: str = "tokens {first}–{last}"
+    no_tokens: str = "no tokens yet"
+    block: str = "physical block {block}: {owner}"
+    free: str = "free"
+    alt: str = "block tables"   # the image's alternative text
+
+
 def mapping_html(tables: Mapping[int, Sequence[int]], cached_counts: Mapping[int, int], block_size: int,
                  num_blocks: int, new_blocks: Mapping[int, Sequence[int]] | None = None, width: int = 560,
-                 height: int = 150) -> str:
+                 height: int = 150, labels: MappingLabels = MappingLabels()) -> str:
     """tables: seq_id -> block_table; cached_counts: seq_id -> cached_token_count (tokens written); new_blocks:
     seq_id -> blocks the latest step took from the free list. As HTML (a step redraws it in a few ms, a plotly chart
-    in ~100): an SVG image (st.html strips inline <svg>) with two rows (logical blocks on top, grouped per sequence; the pool's physical blocks below),
+    in ~100): an SVG image (st.html strips inline <svg>) with two rows (logical blocks on top, grouped per sequence;
+    the pool's physical blocks below),
     one line per block-table entry (class "link", data-seq and data-block; a block the latest step took from the
     free list: class "link new", thick and dotted), each box a rect with data-block / data-seq; over each box a span
-    whose tooltip (title) names the entry and its tokens; the title goes above it (ui.widgets.show_cells). ValueError when num_blocks < 1 or block_size < 1."""
+    whose tooltip (title) names the entry and its tokens, in `labels`' words; the title goes above it
+    (ui.widgets.show_cells). ValueError when num_blocks < 1 or block_size < 1."""
     if num_blocks < 1 or block_size < 1:
         raise ValueError(f"num_blocks={num_blocks} and block_size={block_size} must both be >= 1")
     new_blocks, esc = new_blocks or {}, html.escape
@@ -36,9 +55,10 @@ def mapping_html(tables: Mapping[int, Sequence[int]], cached_counts: Mapping[int
     top_y, bottom_y = 30, height - 30
     parts = [f'<svg viewBox="0 0 {width} {height}" width="{width}" height="{height}" font-size="11" '
              f'font-family="sans-serif" xmlns="http://www.w3.org/2000/svg">',
-             f'<text x="{left - 10}" y="{top_y + 4}" text-anchor="end" fill="#444444" font-size="12">logical</text>'
-             f'<text x="{left - 10}" y="{bottom_y + 4}" text-anchor="end" fill="#444444" font-size="12">physical'
-             f'</text>']
+             f'<text x="{left - 10}" y="{top_y + 4}" text-anchor="end" fill="#444444" font-size="12">'
+             f'{esc(labels.logical)}</text>'
+             f'<text x="{left - 10}" y="{bottom_y + 4}" text-anchor="end" fill="#444444" font-size="12">'
+             f'{esc(labels.physical)}</text>']
     boxes, tips, owner, pos = [], [], {}, 0
 
     def tip_span(x: float, y: float, size: int, text: str) -> None:
@@ -53,7 +73,7 @@ def mapping_html(tables: Mapping[int, Sequence[int]], cached_counts: Mapping[int
         for j, block in enumerate(table):
             x = sx(pos * step if slots > 1 else span / 2)
             first, last = j * block_size, min((j + 1) * block_size, n) - 1
-            tokens = f"tokens {first}–{last}" if last >= first else "no tokens yet"
+            tokens = labels.tokens.format(first=first, last=last) if last >= first else labels.no_tokens
             if 0 <= block < num_blocks:
                 owner.setdefault(block, s)
                 new = block in fresh and list(table).index(block) == j
@@ -67,7 +87,7 @@ def mapping_html(tables: Mapping[int, Sequence[int]], cached_counts: Mapping[int
             if logical_px >= 18:
                 boxes.append(f'<text x="{x:.1f}" y="{top_y + 3.5:.1f}" text-anchor="middle" '
                              f'fill="{text_color(color)}">{esc(label)}{j}</text>')
-            tip_span(x, top_y, logical_px, f"{label} logical block {j} → physical block {block} ({tokens})")
+            tip_span(x, top_y, logical_px, labels.entry.format(seq=label, logical=j, block=block, tokens=tokens))
             pos += 1
         pos += 1
     for b in range(num_blocks):
@@ -77,10 +97,11 @@ def mapping_html(tables: Mapping[int, Sequence[int]], cached_counts: Mapping[int
         if phys_px >= 16:
             boxes.append(f'<text x="{sx(b):.1f}" y="{bottom_y + 3.5:.1f}" text-anchor="middle" '
                          f'fill="{text_color(color)}">{b}</text>')
-        tip_span(sx(b), bottom_y, phys_px, f"physical block {b}: " + (seq_label(owner[b]) if b in owner else "free"))
+        tip_span(sx(b), bottom_y, phys_px,
+                 labels.block.format(block=b, owner=seq_label(owner[b]) if b in owner else labels.free))
     parts += boxes + ["</svg>"]
     image = base64.b64encode("".join(parts).encode("utf-8")).decode("ascii")
-    return (f'<div class="paged-pool"><div class="pc-plot" style="max-width:{width}px"><img alt="block tables" '
+    return (f'<div class="paged-pool"><div class="pc-plot" style="max-width:{width}px"><img alt="{esc(labels.alt)}" '
             f'src="data:image/svg+xml;base64,{image}">{"".join(tips)}</div></div>')
 
 

@@ -26,6 +26,16 @@ class Cell:
     owners: list[int] = field(default_factory=list)              # seq ids whose table holds this block
 
 
+@dataclass(frozen=True)
+class PoolWords:
+    """The pool hover's sentences (English by default; a page passes its language's, from ui/strings). The address
+    chain itself is the article's vocabulary and stays as written. Format field: reserved {owners}."""
+
+    free: str = "free"
+    reserved: str = "reserved by {owners}, not written yet"
+    clash: str = "⚠ these tokens share one slot: the later write overwrites the earlier"
+
+
 def chain_text(seq_id: int, token_index: int, block_size: int, physical_block_id: int) -> str:
     """The address chain of one token as one line, e.g. 'A token 5 → logical block 1 → physical block 2 →
     offset 1 → slot 9'."""
@@ -76,10 +86,11 @@ def grid_columns(num_blocks: int, block_size: int, aspect: float = 3.5) -> int:
 
 def grid_cells(num_blocks: int, block_size: int, tables: Mapping[int, Sequence[int]],
                cached_counts: Mapping[int, int], labels: Mapping[int, str] | None = None,
-               token_text: Mapping[int, Sequence[str]] | None = None) -> list[dict]:
+               token_text: Mapping[int, Sequence[str]] | None = None, words: PoolWords = PoolWords()) -> list[dict]:
     """What the pool grid shows in each slot, in slot order: {"slot", "owner" (first seq id holding the block, or
     None), "text" (e.g. "A5", a clash "4/8", "" when not written), "hover" (plotly hover text: lines joined by <br>,
-    token text HTML-escaped), "color", "font"}. Shared by pool_figure and pool_html; arguments as pool_figure's."""
+    token text HTML-escaped; its sentences in `words`), "color", "font"}. Shared by pool_figure and pool_html;
+    arguments as pool_figure's."""
     labels = dict(labels or {})
     name = lambda s: labels.get(s, seq_label(s))  # noqa: E731
     out = []
@@ -88,10 +99,10 @@ def grid_cells(num_blocks: int, block_size: int, tables: Mapping[int, Sequence[i
         where = f"physical block {cell.physical_block_id}, offset {cell.block_offset}, slot {cell.slot}"
         text, color = "", FREE_COLOR if owner is None else seq_color(owner)
         if owner is None:
-            hover = f"{where}: free"
+            hover = f"{where}: {words.free}"
         elif not cell.tokens:
             color = tint(color, RESERVED_ALPHA)
-            hover = f"{where}: reserved by {', '.join(name(s) for s in cell.owners)}, not written yet"
+            hover = f"{where}: " + words.reserved.format(owners=", ".join(name(s) for s in cell.owners))
         else:
             clash = len(cell.tokens) > 1
             first_seq, first_tok = cell.tokens[0]
@@ -100,7 +111,7 @@ def grid_cells(num_blocks: int, block_size: int, tables: Mapping[int, Sequence[i
             lines = [chain_text(s, tok, block_size, cell.physical_block_id).replace(seq_label(s), name(s), 1)
                      + token_hover(token_text, s, tok) for s, tok in cell.tokens]
             if clash:
-                lines.append("⚠ these tokens share one slot: the later write overwrites the earlier")
+                lines.append(words.clash)
             hover = "<br>".join(lines)
         out.append({"slot": cell.slot, "owner": owner, "text": text, "hover": hover, "color": color,
                     "font": "#000000" if owner is None else text_color(color)})
@@ -110,7 +121,8 @@ def grid_cells(num_blocks: int, block_size: int, tables: Mapping[int, Sequence[i
 def pool_figure(num_blocks: int, block_size: int, tables: Mapping[int, Sequence[int]],
                 cached_counts: Mapping[int, int], highlight: Iterable[int] = (), read: Iterable[int] = (),
                 title: str = "", labels: Mapping[int, str] | None = None, max_width: int = 820,
-                min_width: int = 620, token_text: Mapping[int, Sequence[str]] | None = None) -> go.Figure:
+                min_width: int = 620, token_text: Mapping[int, Sequence[str]] | None = None,
+                words: PoolWords = PoolWords()) -> go.Figure:
     """The pool grid.
 
     tables: seq_id -> block_table; cached_counts: seq_id -> cached_token_count, the tokens written (cells past it in
@@ -118,7 +130,7 @@ def pool_figure(num_blocks: int, block_size: int, tables: Mapping[int, Sequence[
     read / just written). read: slots already read (a thin grey outline). labels: seq_id -> text shown in cells
     (default A, B, C…). token_text: seq_id -> the text of each of its tokens by token index (e.g.
     lessons.tokens.token_label's "␣the", "⟨BOS⟩"); a written cell's hover adds "· token '␣the'" to its chain.
-    Cells are square, at most 36 px; the figure is between min_width and max_width pixels wide.
+    words: the hover's sentences (PoolWords). Cells are square, at most 36 px; the figure is between min_width and max_width pixels wide.
     Traces: "free", one per sequence (named by its label), "read", "highlight", "block ids".
     """
     labels = dict(labels or {})
@@ -132,7 +144,7 @@ def pool_figure(num_blocks: int, block_size: int, tables: Mapping[int, Sequence[
         return (block // rows) * stride + offset, block % rows
 
     groups: dict[int | None, dict[str, list]] = {}
-    for cell in grid_cells(num_blocks, block_size, tables, cached_counts, labels, token_text):
+    for cell in grid_cells(num_blocks, block_size, tables, cached_counts, labels, token_text, words):
         g = groups.setdefault(cell["owner"], {"x": [], "y": [], "text": [], "hover": [], "color": [], "font": []})
         x, y = xy(cell["slot"])
         g["x"].append(x)
@@ -187,7 +199,7 @@ def pool_figure(num_blocks: int, block_size: int, tables: Mapping[int, Sequence[
 def pool_html(num_blocks: int, block_size: int, tables: Mapping[int, Sequence[int]],
               cached_counts: Mapping[int, int], highlight: Iterable[int] = (), read: Iterable[int] = (),
               labels: Mapping[int, str] | None = None, max_width: int = 820,
-              token_text: Mapping[int, Sequence[str]] | None = None) -> str:
+              token_text: Mapping[int, Sequence[str]] | None = None, words: PoolWords = PoolWords()) -> str:
     """The pool grid of pool_figure as HTML (a step redraws it in a few ms, a plotly grid in ~100): the same block
     columns (wrapping to a new line in a narrow column), cells, colours, printed labels, outlines (class pp-hl for
     `highlight`, pp-read for `read`) and a legend of the sequences; each cell's tooltip (title) is the figure's
@@ -201,7 +213,7 @@ def pool_html(num_blocks: int, block_size: int, tables: Mapping[int, Sequence[in
     font_px = max(7, min(11, int(cell_px * 0.38)))
     highlight = {s for s in highlight}
     read = {s for s in read} - highlight
-    cells = grid_cells(num_blocks, block_size, tables, cached_counts, labels, token_text)
+    cells = grid_cells(num_blocks, block_size, tables, cached_counts, labels, token_text, words)
     columns = []
     for col in range(cols):
         blocks = []

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import html
 import math
+from dataclasses import dataclass
 from typing import Iterable, Mapping, Sequence
 
 import plotly.graph_objects as go
@@ -31,10 +32,25 @@ def block_tokens(token_text: Mapping[int, Sequence[str]] | None, seq_id: int, lo
     return f" · tokens {' '.join(shown)}" if shown else ""
 
 
+@dataclass(frozen=True)
+class RefcountWords:
+    """The sentences of refcount_pool_figure's hover (English by default; a page passes its language's, from
+    ui/strings). Format fields: held {block} {ref} {holders} {filled} {block_size}; holder {seq} {logical};
+    cached_free and free {block}; hashed is appended to a held block's line."""
+
+    held: str = "physical block {block}: ref count {ref} · held by {holders} · {filled}/{block_size} slots written"
+    holder: str = "{seq} (logical block {logical})"
+    hashed: str = " · hashed: a prompt with this prefix reuses it"
+    cached_free: str = ("physical block {block}: free (ref count 0), but it keeps its prefix-cache hash: a prompt "
+                        "with this prefix takes it back without recomputing")
+    free: str = "physical block {block}: free (ref count 0)"
+
+
 def refcount_pool_figure(num_blocks: int, block_size: int, tables: Mapping[int, Sequence[int]],
                          cached_counts: Mapping[int, int], ref_counts: Sequence[int], cached: Iterable[int] = (),
                          copies: Sequence[tuple[int, int]] = (), title: str = "", cols: int | None = None,
-                         max_width: int = 680, token_text: Mapping[int, Sequence[str]] | None = None) -> go.Figure:
+                         max_width: int = 680, token_text: Mapping[int, Sequence[str]] | None = None,
+                         words: RefcountWords = RefcountWords()) -> go.Figure:
     """One square per physical block, coloured by its first holder, its ref count printed large (0 on free blocks
     is left blank) and its id small in the corner. Shared blocks (ref count > 1) get a thick black outline and one
     dot per holder in the holder's colour. `cached`: free blocks that keep a prefix-cache hash (grey, "♻").
@@ -42,8 +58,8 @@ def refcount_pool_figure(num_blocks: int, block_size: int, tables: Mapping[int, 
     tables: seq_id -> block_table (every holder); cached_counts: seq_id -> cached_token_count (for the fill).
     token_text: seq_id -> the text of each of its tokens by token index (lessons.tokens.token_label); a held
     block's hover adds the tokens written in it, e.g. "tokens '⟨BOS⟩' 'The' '␣fox'" (its first holder's).
-    Square cells of at most 46 px, the figure at most `max_width` px wide.
-    Traces: "blocks", "block ids", "shared", "holders", "copy-on-write"."""
+    words: the hover's sentences (RefcountWords). Square cells of at most 46 px, the figure at most `max_width` px
+    wide. Traces: "blocks", "block ids", "shared", "holders", "copy-on-write"."""
     cols = cols or min(num_blocks, 16)
     cell_px = max(24, min(46, (max_width - 20) // cols))
     rows = math.ceil(num_blocks / cols)
@@ -64,19 +80,18 @@ def refcount_pool_figure(num_blocks: int, block_size: int, tables: Mapping[int, 
             color = seq_color(holders[b][0][0])
             if fill[b] < block_size:
                 color = tint(color, 0.6)  # a last block still filling up
-            held = ", ".join(f"{seq_label(s)} (logical block {j})" for s, j in holders[b])
-            hover.append(f"physical block {b}: ref count {ref} · held by {held} · {fill[b]}/{block_size} slots "
-                         "written" + block_tokens(token_text, *holders[b][0], block_size, cached_counts)
-                         + (" · hashed: a prompt with this prefix reuses it" if b in cached else ""))
+            held = ", ".join(words.holder.format(seq=seq_label(s), logical=j) for s, j in holders[b])
+            hover.append(words.held.format(block=b, ref=ref, holders=held, filled=fill[b], block_size=block_size)
+                         + block_tokens(token_text, *holders[b][0], block_size, cached_counts)
+                         + (words.hashed if b in cached else ""))
             text.append(f"<b>{ref}</b>")
         elif b in cached:
             color = CACHED_FREE_COLOR
-            hover.append(f"physical block {b}: free (ref count 0), but it keeps its prefix-cache hash: a prompt "
-                         "with this prefix takes it back without recomputing")
+            hover.append(words.cached_free.format(block=b))
             text.append("♻")
         else:
             color = FREE_COLOR
-            hover.append(f"physical block {b}: free (ref count 0)")
+            hover.append(words.free.format(block=b))
             text.append("")
         colors.append(color)
         fonts.append(text_color(color))
@@ -131,7 +146,8 @@ def memory_figure(steps: Sequence[int], held: Sequence[int], without: Sequence[i
                   without_name: str = "blocks in block tables (no sharing)", x_title: str = "step",
                   y_title: str = "blocks") -> go.Figure:
     """Blocks held with sharing vs the sum of every table's length (what copying instead of sharing would hold),
-    per step, the gap shaded; a dashed line at num_blocks. Traces: without_name, held_name, "num_blocks"."""
+    per step, the gap shaded; a dashed line at num_blocks, named under its right end (the pool's size: the legend
+    leaves it out). Traces: without_name, held_name, "num_blocks"."""
     xs = list(steps)
     data = [dict(type="scatter", name=without_name, x=xs, y=list(without), mode="lines",
                  line=dict(color=OKABE_ITO["vermillion"], width=2, dash="dot")),
@@ -141,19 +157,33 @@ def memory_figure(steps: Sequence[int], held: Sequence[int], without: Sequence[i
                  y=[num_blocks, num_blocks], mode="lines", line=dict(color="#777777", width=1, dash="dash"),
                  hoverinfo="skip", showlegend=False)]
     layout = title_layout(title, 320, bottom=75)
-    layout.update(legend=dict(orientation="h", y=-0.3, yanchor="top", x=0),
+    layout.update(annotations=[dict(x=1, xref="paper", y=num_blocks, text=f"num_blocks = {num_blocks}", xanchor="right",
+                                    yanchor="top", showarrow=False, font=dict(size=11, color="#555555"))],
+                  legend=dict(orientation="h", y=-0.3, yanchor="top", x=0),
                   hovermode="x unified",
                   xaxis=dict(title=dict(text=x_title), gridcolor="#E5E5E5", dtick=integer_dtick(max(xs + [5]))),
                   yaxis=dict(title=dict(text=y_title), gridcolor="#E5E5E5", rangemode="tozero"))
     return make_figure(data, layout)
 
 
+@dataclass(frozen=True)
+class HitsLabels:
+    """The words of hits_html's row names and tooltips (English by default; a page passes its language's, from
+    ui/strings). Format fields: row {seq} {step}; entry {seq} {logical} {block} {verdict} (`hit` or `miss`)."""
+
+    row: str = "{seq} · step {step}"
+    entry: str = "{seq} logical block {logical} → physical block {block}: {verdict}"
+    hit: str = "prefix-cache hit, K/V reused"
+    miss: str = "computed at prefill"
+
+
 def hits_html(allocations: Sequence[tuple[int, int, Sequence[int], Sequence[bool]]], hit_name: str = "hit",
-              miss_name: str = "computed", max_cols: int = 20) -> str:
+              miss_name: str = "computed", max_cols: int = 20, labels: HitsLabels = HitsLabels()) -> str:
     """Prefix-cache hits of prompts at allocation as HTML cells (viz.cells style: a step redraws it in a few ms),
     newest first as given: one row per (step, seq_id, block_table, hits) named "<label> · step <n>", one cell per
     logical block (its first `max_cols`; the physical block printed) in HIT_COLOR (K/V reused) or MISS_COLOR
-    (computed at prefill), the mapping and verdict as each cell's tooltip, a legend of the two colours.
+    (computed at prefill), the mapping and verdict as each cell's tooltip (in `labels`' words), a legend of the two
+    colours.
     ValueError when a table and its hits differ in length."""
     rows = []
     for step, seq_id, table, hits in allocations:
@@ -161,10 +191,10 @@ def hits_html(allocations: Sequence[tuple[int, int, Sequence[int], Sequence[bool
             raise ValueError(f"sequence {seq_id}: {len(table)} blocks but {len(hits)} hit flags")
         label = seq_label(seq_id)
         cells = [_cell(str(block), HIT_COLOR if hit else MISS_COLOR,
-                       f"{label} logical block {j} → physical block {block}: "
-                       + ("prefix-cache hit, K/V reused" if hit else "computed at prefill"))
+                       labels.entry.format(seq=label, logical=j, block=block,
+                                           verdict=labels.hit if hit else labels.miss))
                  for j, (block, hit) in enumerate(list(zip(table, hits))[:max_cols])]
-        rows.append(_row(f"{label} · step {step}", cells))
+        rows.append(_row(labels.row.format(seq=label, step=step), cells))
     legend = "".join(f'<span class="pp-key"><span style="background:{c}"></span>{html.escape(n)}</span>'
                      for c, n in ((HIT_COLOR, hit_name), (MISS_COLOR, miss_name)))
     return (f'<div class="paged-cells">{"".join(rows)}</div>'

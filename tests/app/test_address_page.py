@@ -41,7 +41,7 @@ def test_a_token_past_the_table_is_kept_and_its_missing_block_named(lang):
     what = t("address.err_missing_entry", lang, token_index=11, logical=2, last=0)
     fix = t("address.fix_missing_entry", lang, needed=3, logical=2, capacity=4)
     assert len(at.error) == 1 and what in at.error[0].value and fix in at.error[0].value
-    assert "block_table[2] = <b>—</b>" in chain_texts(at) and "key_cache[?, 3]" in chain_texts(at)
+    assert "block_table[2]<br>= <b>—</b>" in chain_texts(at) and "key_cache[?, 3]" in chain_texts(at)
     assert at.query_params["token"] == "11"
     # moving the token back inside the table clears the error and follows the chain again
     at.slider(key="address.token").set_value(3).run()

@@ -125,3 +125,32 @@ def test_no_plotly_chart_per_step_and_the_mapping_shows_each_table():
         for j, block in enumerate(table):
             assert any(tip.startswith(f"{'ABC'[s]} logical block {j} → physical block {block} ") for tip in tips)
     assert 'class="link new" data-seq="C" data-block="10"' in svg
+
+
+def test_the_mapping_speaks_the_pages_language():
+    """In 简体中文 the block-table image's row labels and every tooltip are the page's Chinese strings: no English
+    sentence ("tokens 0–3", "free", "no tokens yet") is left in it."""
+    from viz.mapping import read_mapping
+
+    at = app_test(BATCH, "zh").run()
+    at.button(key="batch.decode").click().run()
+    no_exception(at)
+    (markup,) = [h.proto.body for h in at.get("html") if "pm-tip" in h.proto.body]
+    svg, tips = read_mapping(markup)
+    assert ">逻辑</text>" in svg and ">物理</text>" in svg and 'alt="各 sequence 的 block_table"' in markup
+    for s, table in at.session_state["batch.lesson"].tables().items():
+        for j, block in enumerate(table):
+            assert any(tip.startswith(f"{'ABC'[s]} 的 logical block {j} → physical block {block}（token ")
+                       for tip in tips), (s, j, tips)
+    assert any(tip.endswith("：空闲") for tip in tips)
+    assert not [tip for tip in tips if any(w in tip for w in ("tokens", "free", "no tokens yet"))]
+
+
+def test_the_pool_hover_speaks_the_pages_language():
+    """In 简体中文 a free slot's and a reserved slot's tooltips end in Chinese, not "free" / "not written yet"."""
+    at = app_test(BATCH, "zh").run()
+    no_exception(at)
+    titles = [c["title"] for c in pool_cells_shown(at)]
+    assert any(title.endswith("：空闲") or title.endswith(": 空闲") for title in titles), titles[:3]
+    assert any("尚未写入" in title for title in titles)
+    assert not [title for title in titles if title.endswith("free") or "not written yet" in title]

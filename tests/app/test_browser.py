@@ -103,7 +103,8 @@ def test_every_page_renders_and_steps(server, browser, lang):
             for size in PROJECTORS:
                 page.set_viewport_size(size)
                 page.wait_for_timeout(250)
-                problems += [f"{name or 'home'} {size['width']} {lang}: {p}" for p in page.evaluate(LAYOUT_PROBLEMS)]
+                problems += [f"{name or 'home'} {size['width']} {lang}: {p}"
+                             for p in page.evaluate(LAYOUT_PROBLEMS, True)]  # sidebar open: may scroll inside
             page.set_viewport_size({"width": 1400, "height": 2200})
             page.screenshot(path=str(SHOTS / f"{name or 'home'}_{lang}.png"))
             buttons = page.locator(MAIN_BUTTON + " >> visible=true")  # a folded expander hides its buttons
@@ -117,7 +118,7 @@ def test_every_page_renders_and_steps(server, browser, lang):
 
 
 # --- a lesson at a projector's resolution --------------------------------------------------------------------------
-LAYOUT_PROBLEMS = """() => {
+LAYOUT_PROBLEMS = """(tablesMayScroll) => {
     const out = [], visible = (el) => el.getBoundingClientRect().width > 0;
     const main = document.querySelector('[data-testid="stMain"]');
     main.querySelectorAll('button').forEach(b => {
@@ -127,9 +128,30 @@ LAYOUT_PROBLEMS = """() => {
                 out.push('truncated button: ' + JSON.stringify(b.innerText.trim()));
         });
     });
-    main.querySelectorAll('[data-testid="stTable"], [data-testid="stTable"] *, .dvn-scroller').forEach(t => {
-        if (visible(t) && getComputedStyle(t).overflowX !== 'visible' && t.scrollWidth > t.clientWidth + 1)
-            out.push('table scrolls sideways: ' + t.scrollWidth + ' > ' + t.clientWidth);
+    main.querySelectorAll('[data-testid="stTable"], [data-testid="stTable"] *, .dvn-scroller, '
+                          + '[data-testid="stMarkdownContainer"] table').forEach(t => {
+        const overflow = getComputedStyle(t).overflowX;
+        if (!visible(t) || overflow === 'visible' || t.scrollWidth <= t.clientWidth + 1) return;
+        if (!['auto', 'scroll'].includes(overflow)) out.push('table clipped: ' + t.scrollWidth + ' > ' + t.clientWidth);
+        else if (!tablesMayScroll) out.push('table scrolls sideways: ' + t.scrollWidth + ' > ' + t.clientWidth);
+    });
+    const right = main.getBoundingClientRect().right;
+    main.querySelectorAll('[data-testid="stMarkdownContainer"] table').forEach(t => {  // no scroller of its own
+        if (visible(t) && getComputedStyle(t).overflowX === 'visible' && t.getBoundingClientRect().right > right + 1)
+            out.push('markdown table cut at the page edge: ' + JSON.stringify(t.innerText.slice(0, 30)));
+    });
+    main.querySelectorAll('[data-testid="stTable"] :is(td, th), [data-testid="stMetricLabel"]').forEach(cell => {
+        // a word or number split across lines
+        const walker = document.createTreeWalker(cell, NodeFilter.SHOW_TEXT);
+        for (let node; (node = walker.nextNode());) {
+            for (const m of node.data.matchAll(/[^\\s\\u3000-\\u9fff\\uff00-\\uffef]+/g)) {  // CJK may break anywhere
+                const range = document.createRange();
+                range.setStart(node, m.index); range.setEnd(node, m.index + m[0].length);
+                const lines = new Set(Array.from(range.getClientRects()).filter(r => r.width > 0)
+                                      .map(r => Math.round(r.top)));
+                if (lines.size > 1) out.push('word broken in a table or label: ' + JSON.stringify(m[0]));
+            }
+        }
     });
     main.querySelectorAll('[data-testid="stPlotlyChart"]').forEach(c => {
         const svg = c.querySelector('.main-svg');
@@ -189,7 +211,7 @@ def test_a_lesson_at_projector_sizes_in_presenter_mode(server, browser, lang):
             for size in PROJECTORS:
                 page.set_viewport_size(size)
                 page.wait_for_timeout(300)
-                found = page.evaluate(LAYOUT_PROBLEMS) + page.evaluate(SMALL_TEXT, [20, 16])
+                found = page.evaluate(LAYOUT_PROBLEMS, False) + page.evaluate(SMALL_TEXT, [20, 16])
                 problems += [f"{name} {size['width']}x{size['height']} {lang}: {p}" for p in found]
                 page.screenshot(path=str(SHOTS / f"lesson_{name}_{size['width']}_{lang}.png"))
             prefix = next(p.name for p in PAGES if p.url_path == urlsplit(link).path.strip("/"))
@@ -203,6 +225,34 @@ def test_a_lesson_at_projector_sizes_in_presenter_mode(server, browser, lang):
     finally:
         context.close()
     assert not problems, "\n".join(problems)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_tables_keep_words_whole_at_1024_with_the_sidebar_open(server, browser, lang):
+    """Engine after three steps at 1024x768, sidebar open (a main area of ~560 px): no word or number of a table is
+    split across lines, and the per-sequence table, wider than its column, scrolls inside itself (nothing cut); page
+    7's table of layouts scrolls inside itself too, instead of being cut at the page's edge; page 1's five metrics
+    wrap onto two lines rather than break physical_block_id mid-word."""
+    context = browser.new_context(viewport=PROJECTORS[0], locale="en-US")
+    page = context.new_page()
+    try:
+        for path in ("Correct_to_fast", "Address_translation"):  # a table of layouts; five metrics in a row
+            page.goto(f"{server}/{path}?lang={lang}", wait_until="domcontentloaded")
+            _check(page, path)
+            assert page.evaluate(LAYOUT_PROBLEMS, True) == [], path
+        page.goto(f"{server}/Engine?lang={lang}&steps=3", wait_until="domcontentloaded")
+        _check(page, "Engine")
+        page.locator(".st-key-engine-text").scroll_into_view_if_needed()
+        page.screenshot(path=str(SHOTS / f"engine_state_table_1024_{lang}.png"))
+        assert page.evaluate(LAYOUT_PROBLEMS, True) == []
+        wrapper = page.evaluate("""() => { const t = document.querySelector('.st-key-engine-text [data-testid="stTable"]');
+            const w = t.firstElementChild; return [getComputedStyle(w).overflowX, w.scrollWidth, w.clientWidth,
+            t.querySelector('table').getBoundingClientRect().width]; }""")
+        overflow, scroll_w, client_w, table_w = wrapper
+        assert overflow == "auto" and scroll_w > client_w and scroll_w >= table_w - 1, wrapper
+    finally:
+        context.close()
 
 
 # --- no lost clicks, and the keyboard --------------------------------------------------------------------------------

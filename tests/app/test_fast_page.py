@@ -118,3 +118,15 @@ def test_loop_is_greyed_on_big_sizes_and_bad_heads_are_an_error():
     assert not at.exception
     assert at.error and t("common.fix", "en") in at.error[0].value
     assert at.button(key="fast.run").disabled and len(at.get("plotly_chart")) == MEMORY_CHARTS
+
+
+def test_memory_chart_categories_fit_a_narrow_column():
+    """The waste and fit charts' category names are short lines (11 px text, 11 categories in a ~530 px plot at
+    1024x768 with the sidebar open: about 48 px each), so neighbours do not run into each other ("max_model_len"
+    and "oracle" did); both languages."""
+    from ui.strings import t
+
+    for lang in ("en", "zh"):
+        names = [t("fast.scheme_max_len", lang), t("fast.scheme_oracle", lang),
+                 t("fast.scheme_paged", lang, block_size=256)]
+        assert max(len(line) for name in names for line in name.split("<br>")) <= 9, names

@@ -52,16 +52,40 @@ def test_every_guide_link_loads_cleanly(lang):
 
 def test_guide_page_shows_the_guide_and_keeps_presenter_mode_in_links():
     at = app_test("app_pages/8_Teaching_guide.py", "zh", {"present": 1}).run()
-    assert not at.exception and at.title[0].value == t("classroom.guide_title", "zh")
+    assert not at.exception and at.title[0].value == t("guide.title", "zh")
     shown = "\n".join(m.value for m in at.markdown)
-    assert "/Engine?lang=zh&steps=1&present=1" in shown
+    assert "/Engine?lang=zh&steps=1&model=shipped&present=1" in shown
     assert guide_links(shown) and all(link.endswith("present=1") for link in guide_links(shown))
     assert at.query_params["present"] == "1"
 
 
-def test_guide_markdown_adds_present_only_when_asked():
-    text = "# Title\n[a](/Engine?lang=en&steps=3) and [b](/?lang=en) and [c](https://example.org/x)"
-    assert guide_markdown(text, present=False) == "[a](/Engine?lang=en&steps=3) and [b](/?lang=en) and " \
-                                                 "[c](https://example.org/x)"
-    assert guide_links(guide_markdown(text, present=True)) == ["/Engine?lang=en&steps=3&present=1",
-                                                               "/?lang=en&present=1"]
+def test_guide_markdown_pins_the_model_and_adds_present_only_when_asked():
+    """Links to the pages with a model picker get model=shipped (unless they name a model); present=1 only when
+    asked; other links and outside links are left as written."""
+    text = ("# Title\n[a](/Engine?lang=en&steps=3) and [b](/?lang=en) and [c](https://example.org/x) "
+            "[d](/Bug_lab?lang=en&model=shipped&fault=x) [e](/Sharing) [f](/Address_translation?lang=en)")
+    assert guide_markdown(text, present=False) == (
+        "[a](/Engine?lang=en&steps=3&model=shipped) and [b](/?lang=en) and [c](https://example.org/x) "
+        "[d](/Bug_lab?lang=en&model=shipped&fault=x) [e](/Sharing?model=shipped) [f](/Address_translation?lang=en)")
+    assert guide_links(guide_markdown(text, present=True)) == [
+        "/Engine?lang=en&steps=3&model=shipped&present=1", "/?lang=en&present=1",
+        "/Bug_lab?lang=en&model=shipped&fault=x&present=1", "/Sharing?model=shipped&present=1",
+        "/Address_translation?lang=en&present=1"]
+
+
+@pytest.mark.slow
+def test_with_a_default_checkpoint_the_guides_bug_lab_link_still_shows_the_shipped_models_recall(checkpoint,
+                                                                                                 monkeypatch):
+    """PAGED_MODEL_DIR makes a checkpoint the default model; the guide's bug-lab link (as the guide page shows it)
+    still opens the shipped model's recall task it was written for, with nothing named in the link box."""
+    monkeypatch.setenv("PAGED_MODEL_DIR", str(checkpoint))
+    monkeypatch.delenv("PAGED_MODEL_DIRS", raising=False)
+    guide = app_test("app_pages/8_Teaching_guide.py", "en").run()
+    shown = guide_links("\n".join(m.value for m in guide.markdown))
+    bug_lab = [urlsplit(link) for link in shown if urlsplit(link).path == "/Bug_lab"]
+    assert bug_lab and all(("model", "shipped") in parse_qsl(u.query) for u in bug_lab)
+    at = app_test("app_pages/5_Bug_lab.py", "en", {k: v for k, v in parse_qsl(bug_lab[0].query) if k != "lang"}).run()
+    assert not at.exception and not at.error, [e.value for e in (*at.exception, *at.error)]
+    assert at.selectbox(key="buglab.model").value == "shipped"
+    assert at.radio(key="buglab.task").value == "recall"
+    assert t("common.url_title", "en") not in " ".join(w.value for w in at.warning)

@@ -46,6 +46,19 @@ def test_titles_are_translated():
         assert app_test(path, "zh").run().title[0].value == t(f"{module}.title", "zh")
 
 
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_home_links_name_each_page_as_the_navigation_does(lang):
+    """The walkthrough on the home page calls each page by its name in the sidebar (in 简体中文 it said "3 · Batch
+    decode" and "4 · Engine" where the sidebar says "3 · 批量解码" and "4 · 推理引擎")."""
+    from ui.nav import BY_NAME, title
+
+    at = app_test("app_pages/0_Home.py", lang).run()
+    ok(at)
+    shown = "\n".join(m.value for m in at.markdown)
+    for name in ("address", "gather", "batch", "engine", "buglab", "sharing", "fast"):
+        assert f"[{title(BY_NAME[name], lang)}{'：' if lang == 'zh' else ': '}" in shown, (name, shown[-600:])
+
+
 def test_language_switch_persists_across_pages():
     """Switching to 简体中文 in the sidebar re-renders the page and carries over to the next page."""
     at = app_test(APP, "en").run()
@@ -194,3 +207,24 @@ def test_parsers_bound_every_value():
     assert int_in(1, 16)("999") == 16 and int_in(1, 16)("x") is None
     assert one_of(["decode", "prefill"])("prefill") == "prefill" and one_of([1, 2])("3") is None
     assert duplicates([7, 2, 2, 7, 2]) == [2, 7]
+
+
+def test_gather_hovers_speak_the_pages_language():
+    """In 简体中文 the K/V strip's hover says which tokens are not gathered yet, and the causal mask's (drawn once the
+    gather is complete) says visible / masked, in Chinese (they were English)."""
+    import json
+
+    def hovers(step: int) -> list[str]:
+        at = app_test(GATHER, "zh", {"mode": "prefill", "q_len": 4, "context_len": 6, "step": step}).run()
+        ok(at)
+        out = []
+        for chart in at.get("plotly_chart"):
+            for tr in json.loads(chart.proto.spec)["data"]:
+                text = tr.get("hovertext") or []
+                out += [h for row in text for h in (row if isinstance(row, list) else [row])]
+        return out
+
+    partway, complete = hovers(3), hovers(6)
+    assert any(h.endswith("(尚未 gather)") for h in partway)
+    assert any(h.endswith(": 可见") for h in complete) and any(h.endswith(": 被遮蔽") for h in complete)
+    assert not [h for h in partway + complete if "not gathered" in h or h.endswith(("visible", "masked"))]

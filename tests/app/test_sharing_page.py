@@ -145,3 +145,28 @@ def test_a_step_does_not_redraw_the_request_form(monkeypatch):
         fragment_click(at, "sharing.step", monkeypatch)
     assert not at.exception, [e.value for e in at.exception]
     assert len(at.session_state["sharing.lesson"].steps) == 3 and len(expanders) == 1
+
+
+def test_the_hits_rows_speak_the_pages_language():
+    """In 简体中文 the prefix-cache rows are named "B · 第 2 步" and their tooltips are Chinese: no English left."""
+    from viz.cells import read_cells
+
+    at = steps(app_test(SHARING, "zh").run(), 2)
+    (markup,) = [h.proto.body for h in at.get("html") if 'class="pg-name"' in h.proto.body]
+    assert "B · 第 2 步" in markup and "A · 第 1 步" in markup and "step" not in markup
+    titles = [c["title"] for c in read_cells(markup)]
+    assert titles and all(title.startswith(("A 的 logical block", "B 的 logical block")) for title in titles)
+    assert any(title.endswith("命中 prefix cache，直接复用 K/V") for title in titles)
+    assert not [title for title in titles if "prefill" in title and "computed" in title]
+
+
+def test_the_pool_hover_speaks_the_pages_language():
+    """In 简体中文 every block's hover in the ref-count pool is Chinese around the article's vocabulary: held blocks
+    name their holders ("持有者"), free ones say "空闲"; no English sentence ("held by", "slots written") is left."""
+    import json
+
+    at = steps(app_test(SHARING, "zh").run(), 2)
+    hovers = [h for c in at.get("plotly_chart") for tr in json.loads(c.proto.spec)["data"]
+              if tr.get("name") == "blocks" for h in tr["hovertext"]]
+    assert any("持有者" in h for h in hovers) and any("空闲" in h for h in hovers)
+    assert not [h for h in hovers if "held by" in h or "slots written" in h or "free (" in h]

@@ -56,3 +56,15 @@ def test_a_stretching_figure_gets_large_text_too():
     fig = present_figure(small)
     assert text_sizes(fig) and all(s >= FIGURE_PX for s in text_sizes(fig))
     assert fig.layout.yaxis.tickfont.size >= FIGURE_PX
+
+
+def test_take_title_keeps_room_for_labels_above_the_plot():
+    """Page 7's histogram labels its dashed lines above the plot area (paper y = 1): once the title is out, the top
+    margin still holds a line of that text (it was cut to 10 px, hiding half the label)."""
+    from viz.fast import trace_figure
+
+    fig = trace_figure([100, 300, 500], 2048, title="Final lengths", mean_label="mean")
+    height, top = fig.layout.height, fig.layout.margin.t
+    assert take_title(fig) == "Final lengths"
+    label_px = max(a.font.size for a in fig.layout.annotations if a.yref == "paper" and a.y >= 1)
+    assert label_px * 1.2 <= fig.layout.margin.t < top and fig.layout.height == height - (top - fig.layout.margin.t)

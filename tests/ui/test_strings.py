@@ -74,3 +74,20 @@ def test_literal_keys_used_by_pages_exist(path):
         full = key if "." in key else f"{module}.{key}"
         mod, _, name = full.partition(".")
         assert name in strings(mod), f"{path.name} asks for missing key {full!r}"
+
+
+def test_each_page_reads_the_strings_module_named_as_its_nav_entry():
+    """One name per page: the strings module a page script sets up with is its ui.nav name (page 8: "guide"), and
+    that module has the page's title."""
+    from ui.nav import PAGES
+    for page in PAGES:
+        setup = SETUP.search((ROOT / page.script).read_text(encoding="utf-8"))
+        assert setup is not None and setup.group(1) == page.name, (page.script, setup and setup.group(1))
+        assert "title" in strings(page.name), page.name
+
+
+def test_pickers_of_a_sequence_use_the_tables_word_for_it():
+    """Every label that asks for a sequence says it as the tables' column does (简体中文 "序列"; the state rule's
+    picker said "Sequence" in English)."""
+    for key in ("chain.rule_pick", "batch.which"):
+        assert t(key, "zh") == t("engine.col_seq", "zh"), key

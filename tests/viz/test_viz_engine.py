@@ -134,6 +134,8 @@ def test_memory_figure_shades_the_saving():
     fig = memory_figure([0, 1, 2], [0, 10, 12], [0, 10, 20], 64, held_name="held", without_name="tables")
     assert list(trace(fig, "held").y) == [0, 10, 12] and trace(fig, "held").fill == "tonexty"
     assert list(trace(fig, "tables").y) == [0, 10, 20] and list(trace(fig, "num_blocks").y) == [64, 64]
+    (label,) = fig.layout.annotations  # the dashed line is named (it has no legend entry)
+    assert label.text == "num_blocks = 64" and label.y == 64 and label.yanchor == "top"
 
 
 def test_hits_html_rows_cells_and_tooltips():
@@ -154,3 +156,24 @@ def test_hits_html_rows_cells_and_tooltips():
     assert markup.index("B · step 2") < markup.index("A · step 1") and "&lt;hit&gt;" in markup
     with pytest.raises(ValueError):
         hits_html([(1, 0, [5], [])])
+
+
+def test_hits_html_takes_its_words_from_the_labels_given():
+    """Row names and tooltips are the caller's words (a page passes its language's)."""
+    from viz.sharing import HitsLabels
+
+    words = HitsLabels(row="<{seq}@{step}>", entry="{seq}|{logical}|{block}|{verdict}", hit="HIT", miss="MISS")
+    markup = hits_html([(2, 1, [5, 7], [True, False])], labels=words)
+    assert [c["title"] for c in read_cells(markup)] == ["B|0|5|HIT", "B|1|7|MISS"]
+    assert re.findall(r'<div class="pg-name">([^<]*)</div>', markup) == ["&lt;B@2&gt;"]
+
+
+def test_refcount_pool_hover_takes_its_words_from_the_words_given():
+    """Held, cached-free and free blocks' hovers are the caller's sentences (a page passes its language's)."""
+    from viz.sharing import RefcountWords, refcount_pool_figure
+
+    words = RefcountWords(held="H{block}:{ref}:{holders}:{filled}/{block_size}", holder="{seq}@{logical}",
+                          hashed="+HASH", cached_free="C{block}", free="F{block}")
+    fig = refcount_pool_figure(4, 2, {0: [1, 2], 1: [1]}, {0: 3, 1: 2}, [0, 2, 1, 0], cached=[3], words=words)
+    hover = next(tr for tr in fig.to_dict()["data"] if tr["name"] == "blocks")["hovertext"]
+    assert hover == ["F0", "H1:2:A@0, B@0:2/2", "H2:1:A@1:1/2", "C3"]

@@ -39,3 +39,15 @@ def test_one_line_per_table_entry_ending_on_its_physical_block():
 def test_bad_sizes_are_refused_by_name():
     with pytest.raises(ValueError, match="num_blocks=0"):
         mapping_html({}, {}, 4, 0)
+
+
+def test_every_word_comes_from_the_labels_given():
+    """The row labels, the image's alt text and every tooltip are the caller's words (a page passes its language's)."""
+    from viz.mapping import MappingLabels
+
+    words = MappingLabels(logical="LOG", physical="PHY", entry="<{seq}|{logical}|{block}|{tokens}>",
+                          tokens="t{first}-{last}", no_tokens="NONE", block="P{block}={owner}", free="FREE", alt="ALT")
+    markup = mapping_html({0: [2, 0], 1: [3]}, {0: 5, 1: 0}, 4, 5, labels=words)
+    svg, tips = read_mapping(markup)
+    assert ">LOG</text>" in svg and ">PHY</text>" in svg and 'alt="ALT"' in markup
+    assert tips == ["<A|0|2|t0-3>", "<A|1|0|t4-4>", "<B|0|3|NONE>", "P0=A", "P1=FREE", "P2=A", "P3=B", "P4=FREE"]

@@ -87,7 +87,7 @@ def test_chain_figure_shows_every_link():
     fig = chain_figure(address, 4, [7, 2, 9])
     assert len(fig.layout.shapes) == 5 + 3
     text = " ".join(a.text for a in fig.layout.annotations)
-    for piece in ("5 // 4 = <b>1</b>", "block_table[1] = <b>2</b>", "5 % 4 = <b>1</b>", "= <b>9</b>",
+    for piece in ("5 // 4<br>= <b>1</b>", "block_table[1]<br>= <b>2</b>", "5 % 4<br>= <b>1</b>", "= <b>9</b>",
                   "key_cache[2, 1]"):
         assert piece in text
     used = fig.layout.shapes[5 + 1]
@@ -99,6 +99,26 @@ def test_chain_figure_windows_a_long_table():
     assert len(fig.layout.shapes) == 5 + 14
 
 
+def test_chain_text_fits_its_boxes_in_a_narrow_column():
+    """In a 540 px plot (1024x768 with the sidebar open) every line of a box's text fits inside its box (text
+    measured at 0.47 em a character, the app's font measured 0.44), and key_cache[…] stays inside the figure."""
+    import re
+
+    fig = chain_figure(locate(55, list(range(14)), 4), 4, list(range(14)))
+    lo, hi = fig.layout.xaxis.range
+    px = 540 / (hi - lo)
+    boxes = [(b.x0, b.x1) for b in fig.layout.shapes[:5]]
+    for note in (n for n in fig.layout.annotations if n.text):  # (an arrow has no text)
+        lines = [re.sub(r"<[^>]+>", "", line) for line in note.text.split("<br>")]
+        width = max(len(line) for line in lines) * note.font.size * 0.47 / px
+        if note.text.startswith("key_cache"):
+            assert note.xanchor == "right" and note.x <= hi and note.x - width * 0.6 / 0.47 >= lo
+            continue
+        box = next(((x0, x1) for x0, x1 in boxes if x0 < note.x < x1 and 0 <= note.y <= 1), None)
+        if box is not None:
+            assert width <= box[1] - box[0], (note.text, width * px, (box[1] - box[0]) * px)
+
+
 def test_chain_figure_stops_at_a_missing_table_entry():
     """Token 11 of a one-entry table (block_size 4): the chain reaches logical block 2 and stops; the table is drawn
     with dashed cells for the missing logical blocks 1 and 2, the one read marked "?"."""
@@ -107,7 +127,7 @@ def test_chain_figure_stops_at_a_missing_table_entry():
     assert address.capacity == 4 and follow(3, [7], 4) == locate(3, [7], 4)
     fig = chain_figure(address, 4, [7])
     text = [a.text for a in fig.layout.annotations]
-    assert "11 // 4 = <b>2</b>" in text and "block_table[2] = <b>—</b>" in text and "key_cache[?, 3]" in text
+    assert "11 // 4<br>= <b>2</b>" in text and "block_table[2]<br>= <b>—</b>" in text and "key_cache[?, 3]" in text
     table = fig.layout.shapes[5:]
     assert len(table) == 3 and [c.line.dash for c in table] == [None, "dash", "dash"] and "?" in text
     assert fig.layout.shapes[2].line.width == 4  # the physical_block_id box: where the chain breaks

@@ -62,3 +62,15 @@ def test_small_cells_print_no_label_but_keep_the_hover():
     """Too small to print "A12" (< 22 px a cell, as the figure): text empty, hover intact."""
     cells = read_pool(pool_html(64, 16, {0: [0]}, {0: 3}, max_width=300))
     assert cells[0]["text"] == "" and cells[0]["title"].startswith("A token 0 →")
+
+
+def test_the_hovers_sentences_are_the_words_given():
+    """A free cell, a reserved one and a clash say the caller's sentences (a page passes its language's); the
+    address chain (the article's vocabulary) is unchanged."""
+    from viz.pool import PoolWords
+
+    words = PoolWords(free="FREE", reserved="HELD BY {owners}", clash="CLASH")
+    cells = read_pool(pool_html(6, 4, TABLES, LENS, words=words))
+    assert cells[20]["title"] == "physical block 5, offset 0, slot 20: FREE"
+    assert cells[3]["title"] == "physical block 0, offset 3, slot 3: HELD BY B"
+    assert cells[4]["title"].endswith("\nCLASH") and cells[4]["title"].startswith("A token 4 → logical block 1")

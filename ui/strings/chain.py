@@ -47,7 +47,7 @@ STRINGS = {
     "out_none": {"en": "—", "zh": "—"},
     # --- the state rule, one sequence ---
     "rule_header": {"en": "The state rule, step by step", "zh": "状态规则，逐步查看"},
-    "rule_pick": {"en": "Sequence", "zh": "Sequence"},
+    "rule_pick": {"en": "Sequence", "zh": "序列"},
     "rule_caption": {
         "en": ("One row per step this sequence took part in. After a prefill, cached_token_count = every token fed "
                "and generated holds one new token; each decode feeds the newest generated token, writes its K/V "

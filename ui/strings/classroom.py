@@ -30,10 +30,4 @@ STRINGS = {
     "speed_value": {"en": "{speed} steps/s", "zh": "每秒 {speed} 步"},
     "step_counter": {"en": "Step {step}", "zh": "第 {step} 步"},
     "step_counter_of": {"en": "Step {step} / {total}", "zh": "第 {step} / {total} 步"},
-    # the teacher's guide page
-    "guide_title": {"en": "Teacher's guide: a 45-minute lesson", "zh": "教师指南：45 分钟的一堂课"},
-    "guide_link": {"en": "Teacher's guide: a 45-minute lesson with a link for every step",
-                   "zh": "教师指南：45 分钟的一堂课，每一步都有对应链接"},
-    "guide_missing": {"en": "The guide file {path} is missing.", "zh": "缺少指南文件 {path}。"},
-    "guide_fix": {"en": "Restore docs/ from the repository.", "zh": "从仓库中恢复 docs/ 目录。"},
 }

@@ -57,4 +57,9 @@ STRINGS = {
     "err_unexpected": {"en": "The library refused this input: {message}", "zh": "库拒绝了这个输入：{message}"},
     "fix_unexpected": {"en": "Change the setting named in the message, or press Reset.",
                        "zh": "修改消息中提到的设置，或点击“重置”。"},
+    # the pool hover's sentences (viz.pool.PoolWords, one key pool_<field> per field)
+    "pool_free": {"en": "free", "zh": "空闲"},
+    "pool_reserved": {"en": "reserved by {owners}, not written yet", "zh": "已分配给 {owners}，尚未写入"},
+    "pool_clash": {"en": "clash: these tokens share one slot, the later write overwrites the earlier",
+                   "zh": "冲突：这些 token 共用一个 slot，后写入的会覆盖先写入的"},
 }

@@ -224,7 +224,7 @@ STRINGS = {
     "waste_y": {"en": "waste, % of reserved", "zh": "浪费（占预留的 %）"},
     "waste_final": {"en": "at each request's final length", "zh": "在每个请求的最终长度时"},
     "waste_decode": {"en": "averaged over every decode step", "zh": "在所有 decode step 上平均"},
-    "scheme_max_len": {"en": "max_model_len", "zh": "max_model_len"},
+    "scheme_max_len": {"en": "max_model<br>_len", "zh": "max_model<br>_len"},  # two short lines: a narrow category
     "scheme_oracle": {"en": "oracle", "zh": "oracle"},
     "scheme_paged": {"en": "paged<br>{block_size}", "zh": "paged<br>{block_size}"},
     "waste_notice": {

@@ -67,6 +67,9 @@ STRINGS = {
     "output_title": {"en": "Output: heads × head_dim", "zh": "输出：head × head_dim"},
     "output_notice": {"en": "Each head's output is its weights times the gathered V: a blend of history.",
                       "zh": "每个 head 的输出等于它的权重乘以 gather 出的 V：对历史的加权混合。"},
+    "mask_visible": {"en": "visible", "zh": "可见"},
+    "mask_masked": {"en": "masked", "zh": "被遮蔽"},
+    "strip_not_gathered": {"en": "not gathered yet", "zh": "尚未 gather"},
     "mask_title": {"en": "Causal mask: which keys each query may see (blue = visible)",
                    "zh": "causal mask：每个 query 能看到哪些 key（蓝色为可见）"},
     "mask_notice": {

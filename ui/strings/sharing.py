@@ -61,6 +61,23 @@ STRINGS = {
                    "zh": "分配时每个 logical block 是否命中 prefix cache（最新在上；格中为 physical block）"},
     "hit": {"en": "hit (reused)", "zh": "命中（复用）"},
     "computed": {"en": "computed", "zh": "计算"},
+    # the pool's hover (viz.sharing.RefcountWords, one key ref_<field> per field)
+    "ref_held": {"en": "physical block {block}: ref count {ref} · held by {holders} · {filled}/{block_size} slots written",
+                 "zh": "physical block {block}：ref count {ref} · 持有者 {holders} · 已写入 {filled}/{block_size} 个 slot"},
+    "ref_holder": {"en": "{seq} (logical block {logical})", "zh": "{seq}（logical block {logical}）"},
+    "ref_hashed": {"en": " · hashed: a prompt with this prefix reuses it",
+                   "zh": " · 已计算 hash：前缀相同的 prompt 会直接复用它"},
+    "ref_cached_free": {"en": ("physical block {block}: free (ref count 0), but it keeps its prefix-cache hash: a "
+                               "prompt with this prefix takes it back without recomputing"),
+                        "zh": ("physical block {block}：空闲（ref count 0），但保留了 prefix cache 的 hash："
+                               "前缀相同的 prompt 无需重新计算即可取回它")},
+    "ref_free": {"en": "physical block {block}: free (ref count 0)", "zh": "physical block {block}：空闲（ref count 0）"},
+    # the hits rows' names and tooltips (viz.sharing.HitsLabels, one key hits_<field> per field)
+    "hits_row": {"en": "{seq} · step {step}", "zh": "{seq} · 第 {step} 步"},
+    "hits_entry": {"en": "{seq} logical block {logical} → physical block {block}: {verdict}",
+                   "zh": "{seq} 的 logical block {logical} → physical block {block}：{verdict}"},
+    "hits_hit": {"en": "prefix-cache hit, K/V reused", "zh": "命中 prefix cache，直接复用 K/V"},
+    "hits_miss": {"en": "computed at prefill", "zh": "在 prefill 中计算"},
     "hits_notice": {
         "en": ("Only full blocks are hashed (a chained hash of the whole prefix, token ids checked). Even when the "
                "whole prompt is cached, the block holding its last token is computed: the model needs at least one "
