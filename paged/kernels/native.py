@@ -129,6 +129,12 @@ def prefetch_min_bytes(key_ptr: int, last_key_ptr: int) -> int:
     return PREFETCH_WARM_MIN_BYTES if key_ptr == last_key_ptr else PREFETCH_COLD_MIN_BYTES
 
 
+def caches_flushed() -> None:
+    """Tell the rule that the K/V of the last call have left the caches (a benchmark's --cold flush ran since): the
+    next call prefetches as on cold K/V even when it reads the same key_cache again."""
+    _last_kv[0] = 0
+
+
 @functools.lru_cache(maxsize=256)
 def plan_work(batch: int, num_heads: int, num_kv_heads: int, max_blocks: int, block_size: int,
               threads: int) -> tuple[int, int]:
