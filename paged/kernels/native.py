@@ -61,9 +61,9 @@ SECOND_THREAD_NS = 4000.0
 # interleaved in one process each. The shipped model's engine (1 thread, CPU s per generation, 9 reps, load 0.8-1.7):
 # batch 32 (0.3-1.4 MiB a call) 1.18x / 1.25x / 1.10x / 1.00, batch 8 1.04x / 1.02x / 0.98x / 1.00, batch 1 (<= 40
 # KiB) 1.01x / 0.99x / 0.98x / 1.00. `bench kernels`' data (2 threads, 31 reps in each impl order, B 1 and 4, ctx
-# 64-2048, load 0.9-2.3), prefetching against not: after COLD_MB of other reads 1.05-1.09x on 0.06-0.12 MiB calls,
-# 1.04-2.5x from 0.25 MiB (one 64 MiB call 0.95x); repeating the same call (warm) 0.87-0.94x on 8/8 heads of 1-2 MiB,
-# 0.94-1.0x under 1 MiB and on 8/2 heads up to 4 MiB (over 4 MiB, as before: 0.82-0.94x on 8/8, 1.26-1.7x on the rest).
+# 64-2048, load 0.9-2.3), prefetching against not: after COLD_MB of other reads 1.03-2.5x on every call of 0.06-32
+# MiB (0.95x on one of 64 MiB); repeating the same call (warm) 0.87-1.0x on every call of 0.06-2 MiB (0.87-0.94x on
+# 8/8 heads of 1-2 MiB). From 4 MiB, warm, as before: 0.82-0.94x on 8/8 heads up to 16 MiB, 1.26-1.7x on the rest.
 PREFETCH_COLD_MIN_BYTES = 0
 PREFETCH_WARM_MIN_BYTES = 4 << 20
 
