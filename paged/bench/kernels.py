@@ -12,7 +12,7 @@ contiguous [B, num_kv_heads, context_len, head_dim] tensor. Then, in one process
   / time, and % of this machine's read bandwidth measured in the same run (x.sum() over a >= 256 MB tensor), probed
   again just before each case, so that a neighbour's load that comes and goes shifts both alike;
 - --cold reads COLD_MB before every timed call instead, so each impl starts from clean, cold caches (otherwise a
-  small case is served from cache);
+  small case is served from cache), and tells native's prefetch rule so (native.caches_flushed);
 - under the table, per impl: its slowest case against sdpa and its lowest % of read bandwidth (the targets), and
   both again from the fastest reps (each impl's against sdpa's, and against the probe's fastest rep): on a busy
   machine the medians carry the neighbours' load, the fastest reps much less of it.
@@ -41,6 +41,7 @@ import torch.nn.functional as F
 
 from ..addressing import blocks_needed, slot_mapping
 from ..attention import contiguous_attention_decode, paged_attention_decode
+from ..kernels.native import caches_flushed
 from ..kv_cache import default_device, write_kv
 from .kernel_report import (COLD_MB, COLUMNS, _sync, format_report, format_rows, read_bandwidth_gbps,  # noqa: F401
                             read_bandwidth_probe, table_rows, worst_cases)
@@ -215,7 +216,12 @@ def bench_case(case: KernelCase, impls: list[str], device: torch.device, read_bw
     check(fast)
     best: dict[str, float] = {}
     flush = torch.ones(COLD_MB * (1 << 20) // 4, device=device) if cold else None
-    settle = flush.sum if cold else None
+
+    def flush_caches() -> None:  # and tell native's prefetch rule (else it takes a repeated call for a warm one)
+        flush.sum()
+        caches_flushed()
+
+    settle = flush_caches if cold else None
     ms = _time_interleaved(fast, reps, warmup, device, best, settle, after_itself=not cold)
     if slow:
         check(slow)

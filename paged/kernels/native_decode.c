@@ -5,7 +5,7 @@
  * a shared counter. An item walks its part of the block table one physical block at a time (native_attend.h):
  *   - while it reads rows t..t+7 of block j it asks the CPU to prefetch the same rows of block j+1 into L2, whose
  *     address the table already knows (the hardware prefetcher cannot guess it: logical neighbours sit anywhere in
- *     the pool). Only in calls that read K/V likely to come from DRAM (PREFETCH_MIN_BYTES, below);
+ *     the pool). Only in calls that read at least `prefetch_min_bytes` of K/V (native.py's rule);
  *   - every K and V row is read once from memory, in place, straight out of the pool; query heads that share a kv
  *     head (GQA) are scored and accumulated in register-blocked tiles of up to 4 (native_avx2.h), so each vector
  *     is also loaded once per tile from cache;
@@ -39,14 +39,6 @@
 #include "native_attend.h"
 #include "native_team.h"
 
-/* K/V bytes per call from which each next block is prefetched while the current one is read. Prefetching pays
- * when K/V come from DRAM (a model whose KV outgrows the caches: every layer's K/V is cold); when they are still
- * in cache from the last call, the prefetch instructions only take load slots. On a 2-core EPYC (32 MiB L3, bench
- * kernels, one thread): warm, 2 MiB ran 19% and 16 MiB 26% faster without; cold, 4-8 MiB GQA calls 1.5-1.7x
- * faster with. 4 MiB: below, a call's K/V (and a few layers' worth) still fit the caches. */
-#ifndef PREFETCH_MIN_BYTES
-#define PREFETCH_MIN_BYTES (4.0 * (1 << 20))
-#endif
 
 /* begin_<T> / end_<T> / combine_<T>: an item's running state before its first block (m = -inf, l = 0, acc = 0),
  * its output after the last (acc / l), and the merge of a sequence's partitions for the query heads [qh0, qh1).
@@ -203,12 +195,14 @@ static void *worker(void *arg) {
  * Work items: each sequence x `head_chunks` ranges of kv heads x partitions of `partition_blocks` logical blocks
  * (0: one partition, the whole context). `scale` multiplies every score. Returns 0; or 1 + the index of a sequence
  * whose table holds a block id outside the pool; or -2 - the index of a sequence whose context_len is outside
- * 1..max_blocks * block_size; or -1 when memory ran out. After a nonzero return `out` is incomplete. */
+ * 1..max_blocks * block_size; or -1 when memory ran out. After a nonzero return `out` is incomplete.
+ * prefetch_min_bytes: a call whose sequences' K/V (sum of context_lens x num_kv_heads x head_dim x 2 x the storage
+ * size) reach this many bytes prefetches each next block while it reads the current one (0: every call). */
 int64_t paged_decode(int dtype, int64_t num_threads, int64_t head_chunks, int64_t partition_blocks,
                      int table_int32, double scale, const void *query, const void *key_cache,
                      const void *value_cache, const void *block_tables, const int64_t *context_lens, void *out,
                      int64_t batch, int64_t num_heads, int64_t num_kv_heads, int64_t head_dim, int64_t block_size,
-                     int64_t max_blocks, int64_t num_blocks) {
+                     int64_t max_blocks, int64_t num_blocks, int64_t prefetch_min_bytes) {
     if (batch <= 0) return 0;
     if (head_chunks < 1) head_chunks = 1;
     if (head_chunks > num_kv_heads) head_chunks = num_kv_heads;
@@ -223,7 +217,7 @@ int64_t paged_decode(int dtype, int64_t num_threads, int64_t head_chunks, int64_
         tokens += context_lens[b] < 0 ? 0 : context_lens[b] > max_blocks * block_size ? max_blocks * block_size
                                                                                       : context_lens[b];
     job.prefetch = (double)tokens * (double)(num_kv_heads * head_dim * 2 * (dtype == 1 ? 8 : dtype == 0 ? 4 : 2))
-                   >= PREFETCH_MIN_BYTES;
+                   >= (double)prefetch_min_bytes;
     if (job.parts > 1 && !(job.partial = malloc((size_t)(compute_size * batch * job.parts * stride)))) return -1;
     const int64_t items = batch * head_chunks * job.parts;
     if (num_threads > items) num_threads = items;
@@ -250,11 +244,12 @@ int64_t paged_decode(int dtype, int64_t num_threads, int64_t head_chunks, int64_
 /* paged_decode with its arguments in one array, as the Python wrapper calls it: one pointer and the scale instead
  * of 19 arguments that ctypes converts one by one (about 1 us less per call; a short decode takes 10-20 us).
  * args = {dtype, num_threads, head_chunks, partition_blocks, table_int32, query, key_cache, value_cache,
- * block_tables, context_lens, out, batch, num_heads, num_kv_heads, head_dim, block_size, max_blocks, num_blocks},
+ * block_tables, context_lens, out, batch, num_heads, num_kv_heads, head_dim, block_size, max_blocks, num_blocks,
+ * prefetch_min_bytes},
  * the pointers as integers. */
 int64_t paged_decode_packed(const int64_t *args, double scale) {
     return paged_decode((int)args[0], args[1], args[2], args[3], (int)args[4], scale, (const void *)args[5],
                         (const void *)args[6], (const void *)args[7], (const void *)args[8],
                         (const int64_t *)args[9], (void *)args[10], args[11], args[12], args[13], args[14],
-                        args[15], args[16], args[17]);
+                        args[15], args[16], args[17], args[18]);
 }

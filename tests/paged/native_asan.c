@@ -12,6 +12,10 @@
 
 #include "../../paged/kernels/native_decode.c"
 
+#ifndef PREFETCH_MIN_BYTES /* K/V bytes from which a call prefetches (-D on the command line); default: never here */
+#define PREFETCH_MIN_BYTES INT64_MAX
+#endif
+
 static uint64_t rng = 88172645463325252ull;
 static int64_t rand_int(int64_t n) { /* xorshift: 0 <= r < n */
     rng ^= rng << 13; rng ^= rng >> 7; rng ^= rng << 17;
@@ -86,7 +90,7 @@ static int run_case(int dtype, int64_t H, int64_t KVH, int64_t D, int64_t BS, in
     }
     void *kc = store(kd, NB * block_elems, dtype), *vc = store(vd, NB * block_elems, dtype);
     int64_t status = paged_decode(dtype, threads, chunks, partition_blocks, table_int32, scale, q, kc, vc, table_arg,
-                                  lens, out, B, H, KVH, D, BS, width, NB);
+                                  lens, out, B, H, KVH, D, BS, width, NB, PREFETCH_MIN_BYTES);
     int bad = status != 0;
     for (int64_t b = 0; b < B && !bad; b++)
         for (int64_t h = 0; h < H && !bad; h++) { /* plain softmax attention, in double */
@@ -119,7 +123,7 @@ static int run_case(int dtype, int64_t H, int64_t KVH, int64_t D, int64_t BS, in
         tables[(B - 1) * width + used - 1] = NB;
         tables32[(B - 1) * width + used - 1] = (int32_t)NB;
         status = paged_decode(dtype, threads, chunks, partition_blocks, table_int32, scale, q, kc, vc, table_arg,
-                              lens, out, B, H, KVH, D, BS, width, NB);
+                              lens, out, B, H, KVH, D, BS, width, NB, PREFETCH_MIN_BYTES);
         if (status != B) {
             fprintf(stderr, "out-of-pool block id: status %ld, expected %ld\n", (long)status, (long)B);
             bad = 1;
@@ -128,7 +132,7 @@ static int run_case(int dtype, int64_t H, int64_t KVH, int64_t D, int64_t BS, in
     if (!bad) { /* a context_len past the table's end in the first sequence is refused, never read */
         lens[0] = width * BS + 1;
         status = paged_decode(dtype, threads, chunks, partition_blocks, table_int32, scale, q, kc, vc, table_arg,
-                              lens, out, B, H, KVH, D, BS, width, NB);
+                              lens, out, B, H, KVH, D, BS, width, NB, PREFETCH_MIN_BYTES);
         if (status != -2) {
             fprintf(stderr, "context_len past the table: status %ld, expected -2\n", (long)status);
             bad = 1;

@@ -5,6 +5,7 @@ process must not change how other tests see triton)."""
 
 from __future__ import annotations
 
+import ctypes
 import json
 import os
 import subprocess
@@ -228,3 +229,25 @@ def test_warm_timing_runs_each_callable_right_before_its_timed_call():
     order.clear()
     kernels._time_interleaved(fns, reps=2, warmup=0, device=torch.device("cpu"))
     assert order == ["sdpa", "native"] * 2
+
+
+def test_bench_cold_tells_native_its_kv_left_the_caches(monkeypatch):
+    """--cold: each timed native call follows the flush, so it gets the cold prefetch threshold, although it reads
+    the same pool as the call before it; warm (each timed call right after itself) gets the warm one."""
+    from paged.bench import kernels
+    from paged.kernels import native
+
+    monkeypatch.setattr(kernels, "COLD_MB", 1)
+    fn, seen = native._load(), []
+
+    def record(args, scale):  # args[18]: the K/V bytes from which this call prefetches
+        seen.append((ctypes.c_int64 * 19).from_address(args)[18])
+        return fn(args, scale)
+
+    monkeypatch.setitem(native._state, "fn", record)
+    case = kernels.KernelCase(1, 40, 4, 2, 16)
+    for cold, expected in ((True, native.PREFETCH_COLD_MIN_BYTES), (False, native.PREFETCH_WARM_MIN_BYTES)):
+        seen.clear()
+        result = kernels.bench_case(case, ["native"], torch.device("cpu"), 10.0, reps=3, warmup=0, cold=cold)
+        assert all(r.ok for r in result.results)
+        assert seen[-3:] == [expected] * 3  # the timed calls (the check's and warm mode's untimed calls come first)

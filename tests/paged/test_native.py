@@ -326,8 +326,9 @@ def test_tiny_work_stays_on_one_thread(threads, monkeypatch):
 
 
 def test_a_call_too_big_for_the_caches_prefetches_and_matches(threads):
-    """Two sequences of 1100 and 1053 tokens, 2 kv heads of 128 floats: 4.4 MB of K/V, past PREFETCH_MIN_BYTES, so
-    every block's successor is prefetched while it is read (shuffled blocks, a -1 padded table); GQA 8/2, 2 threads."""
+    """Two sequences of 1100 and 1053 tokens, 2 kv heads of 128 floats: 4.4 MB of K/V, past PREFETCH_WARM_MIN_BYTES,
+    so every block's successor is prefetched while it is read (shuffled blocks, a -1 padded table); GQA 8/2, 2
+    threads."""
     threads(2)
     lens = [1100, 1053]
     query, kc, vc, tables, keys, values = build(8, 2, 128, 16, lens, torch.float32)
@@ -335,3 +336,33 @@ def test_a_call_too_big_for_the_caches_prefetches_and_matches(threads):
     out = paged_attention_decode(query, kc, vc, tables, lens, impl="native")
     assert rel_err(out, reference(query, keys, values, lens)) < 1e-5
 
+
+
+def test_prefetch_rule_is_warm_only_for_the_same_kv_as_the_last_call():
+    """The same key_cache as the last call (its K/V may still be cached): prefetch from PREFETCH_WARM_MIN_BYTES;
+    any other (the engine's next layer): from PREFETCH_COLD_MIN_BYTES, which is lower."""
+    assert native.prefetch_min_bytes(4096, 4096) == native.PREFETCH_WARM_MIN_BYTES
+    assert native.prefetch_min_bytes(4096, 8192) == native.PREFETCH_COLD_MIN_BYTES
+    assert native.prefetch_min_bytes(4096, 0) == native.PREFETCH_COLD_MIN_BYTES  # no call before
+    assert 0 <= native.PREFETCH_COLD_MIN_BYTES < native.PREFETCH_WARM_MIN_BYTES
+
+
+def test_layers_taking_turns_prefetch_as_cold_and_a_repeated_call_as_warm(monkeypatch, threads):
+    """Two pools read in turn, as an engine step reads its layers, hand the kernel the cold threshold on every call;
+    the same pool read again hands it the warm one. Every result (prefetching or not) matches the reference."""
+    fn, seen = native._load(), []
+
+    def record(args, scale):  # args[18]: the K/V bytes from which this call prefetches
+        seen.append((ctypes.c_int64 * 19).from_address(args)[18])
+        return fn(args, scale)
+
+    monkeypatch.setitem(native._state, "fn", record)
+    threads(1)
+    lens = [37, 5, 70]
+    layers = [build(4, 2, 32, 16, lens, torch.float32, seed=seed) for seed in (1, 2)]
+    for layer in (0, 1, 0, 1, 1):
+        query, kc, vc, tables, keys, values = layers[layer]
+        out = paged_attention_decode(query, kc, vc, tables, lens, impl="native")
+        assert rel_err(out, reference(query, keys, values, lens)) < 1e-5
+    cold, warm = native.PREFETCH_COLD_MIN_BYTES, native.PREFETCH_WARM_MIN_BYTES
+    assert seen[1:] == [cold, cold, cold, warm]  # the first call depends on what ran before it in this process
