@@ -195,6 +195,32 @@ def test_mixed_requests_are_seeded_and_within_their_ranges():
         mixed_requests(0)
 
 
+def test_queue_workload_pool_holds_the_running_requests_without_preemption(monkeypatch):
+    """run_engine sizes its pool for the requests that run at once: a queue of 2 x batch mixed requests runs with
+    no preemption (the README's numbers assume none), and the tokens equal the contiguous twin's."""
+    from paged.config import SamplingParams
+    from paged.engine import LLMEngine, workloads
+    from helpers import tiny_model
+
+    model, tok = tiny_model()
+    preempted = []
+
+    class Spy(LLMEngine):
+        def step(self):
+            trace = super().step()
+            preempted.extend(trace.preempted)
+            return trace
+
+    monkeypatch.setattr(workloads, "LLMEngine", Spy)
+    requests = workloads.mixed_requests(6, seed=1, max_new=20)
+    _, tokens = workloads.run_engine(model, tok, requests, batch=3, block_size=4, attn_impl="gather")
+    assert preempted == []
+    twin = LLMEngine(model, tok, kv_layout="contiguous")
+    want = [twin.generate([r.prompt], SamplingParams(max_tokens=r.max_tokens, ignore_eos=True))[0].token_ids
+            for r in requests]
+    assert tokens == want
+
+
 def test_queue_workload_agrees_with_transformers_request_by_request(tmp_path):
     """Twice the batch in requests of different lengths: the engine's tokens of each request equal transformers'
     own greedy generate run on that request alone (no padding, exactly its max_tokens), and so do the first
