@@ -126,14 +126,13 @@ def attention_sdpa(query: torch.Tensor, keys: torch.Tensor, values: torch.Tensor
     q_len, context_len = q.shape[0], keys.shape[0]
     scale = check_scale(scale, q.shape[2])
     square = causal and q_len == context_len  # the whole context fed: is_causal is that mask (~20 µs less)
-    mask = causal_mask(q_len, context_len, q.device) if causal and not square else None
+    mask = causal_mask(q_len, context_len, q.device) if causal and not square else None  # raises as the reference
     if q_len == 0:  # nothing to attend: an empty result, as the reference gives
         return query.new_empty(query.shape)
     compute = torch.float64 if query.dtype == torch.float64 else torch.float32
     # [1, heads, tokens, head_dim]: with a batch dimension torch takes its fused CPU kernel (2-3x faster here)
     out = F.scaled_dot_product_attention(*(x.to(compute).transpose(0, 1)[None] for x in (q, keys, values)),
-                                         attn_mask=None if square else mask, is_causal=square, scale=scale,
-                                         enable_gqa=True)
+                                         attn_mask=mask, is_causal=square, scale=scale, enable_gqa=True)
     out = out[0].transpose(0, 1).to(query.dtype)
     return out[0] if decode else out
 
