@@ -18,6 +18,7 @@ import torch
 
 from paged.addressing import Address, address_table, blocks_needed, slot_mapping
 from paged.attention import attention, attention_weights, causal_mask, gather_kv, gather_kv_loop, tolerance
+from paged.checks import as_int
 from paged.kv_cache import ContiguousKVCache, KVCachePool, write_kv
 from .address import dtype_of
 
@@ -110,8 +111,10 @@ class GatherLesson:
 
     def mask_rows(self, rows: int) -> list[list[bool]]:
         """The causal mask's last `rows` query rows [rows][context_len] (prefill), from the library's one
-        definition (`paged.attention.causal_mask`): True where the query sees the key."""
+        definition (`paged.attention.causal_mask`): True where the query sees the key. Raises ValueError unless
+        0 <= rows <= q_len (an integer)."""
         cfg = self.config
+        rows = as_int(rows, "rows", 0, cfg.q_len)
         return causal_mask(cfg.q_len, cfg.context_len)[cfg.q_len - rows:].tolist()
 
     def read_slots(self, step: int) -> list[int]:

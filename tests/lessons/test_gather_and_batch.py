@@ -48,6 +48,14 @@ def test_drawn_mask_rows_are_the_last_queries():
         assert [bool(w) for w in (weights[:, i] != 0).any(0).tolist()] == row
 
 
+@pytest.mark.parametrize("rows", [5, -1, 2.0])
+def test_mask_rows_refuses_rows_the_prompt_has_not(rows):
+    """More rows than queries (or a negative or float count) is an error, not a shorter mask drawn as if whole."""
+    scene = GatherLesson(GatherConfig(context_len=7, block_size=2, mode="prefill", q_len=4), device="cpu")
+    with pytest.raises(ValueError, match="rows must be"):
+        scene.mask_rows(rows)
+
+
 def test_prefill_weights_respect_the_mask():
     """q_len 3 over 6 tokens: query i gives exactly zero weight to keys after 3 + i."""
     scene = GatherLesson(GatherConfig(context_len=6, block_size=2, mode="prefill", q_len=3), device="cpu")
