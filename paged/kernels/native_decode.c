@@ -39,7 +39,6 @@
 #include "native_attend.h"
 #include "native_team.h"
 
-
 /* begin_<T> / end_<T> / combine_<T>: an item's running state before its first block (m = -inf, l = 0, acc = 0),
  * its output after the last (acc / l), and the merge of a sequence's partitions for the query heads [qh0, qh1).
  * `part` points at partition 0's state [m (H) | l (H) | acc (H * D)]; partition p's is `stride` further. */
@@ -85,7 +84,7 @@ typedef struct {
     int64_t bad_seq;   /* 1 + first sequence found with an out-of-range block id, or 0 */
     int64_t bad_len;   /* 1 + first sequence found with a context_len outside 1..max_blocks * block_size, or 0 */
     int64_t failed;    /* a worker could not allocate its scratch */
-    int prefetch;      /* prefetch each next block (K/V too big to stay in cache between calls) */
+    int prefetch;      /* prefetch each next block (the call reads >= prefetch_min_bytes of K/V) */
     int64_t working;   /* threads that took at least one item */
 } Job;
 

@@ -39,9 +39,11 @@ static int64_t team_size(int64_t wanted) {
 
 /* After a team's call: `late`, its helpers took no item. */
 static void team_after(int late) {
-    const int64_t streak = late ? (solo_streak ? 2 * solo_streak : 1) : 0;
-    __atomic_store_n(&solo_streak, streak < SOLO_MAX_CALLS ? streak : SOLO_MAX_CALLS, __ATOMIC_RELAXED);
-    __atomic_store_n(&solo_calls_left, __atomic_load_n(&solo_streak, __ATOMIC_RELAXED), __ATOMIC_RELAXED);
+    const int64_t last = __atomic_load_n(&solo_streak, __ATOMIC_RELAXED); /* calls may run on several threads */
+    int64_t streak = late ? (last ? 2 * last : 1) : 0;
+    streak = streak < SOLO_MAX_CALLS ? streak : SOLO_MAX_CALLS;
+    __atomic_store_n(&solo_streak, streak, __ATOMIC_RELAXED);
+    __atomic_store_n(&solo_calls_left, streak, __ATOMIC_RELAXED);
 }
 
 #ifndef _OPENMP
