@@ -196,16 +196,22 @@ def test_mixed_requests_are_seeded_and_within_their_ranges():
 
 
 def test_queue_workload_pool_holds_the_running_requests_without_preemption(monkeypatch):
-    """run_engine sizes its pool for the requests that run at once: a queue of 2 x batch mixed requests runs with
-    no preemption (the README's numbers assume none), and the tokens equal the contiguous twin's."""
+    """run_engine sizes its pool for the requests that run at once (batch x the longest, not one per queued
+    request): a queue of 2 x batch mixed requests runs with no preemption (the README's numbers assume none), every
+    request gets its max_tokens, and the tokens equal the contiguous twin's."""
+    from paged.addressing import blocks_needed
     from paged.config import SamplingParams
     from paged.engine import LLMEngine, workloads
     from helpers import tiny_model
 
     model, tok = tiny_model()
-    preempted = []
+    preempted, engines = [], []
 
     class Spy(LLMEngine):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            engines.append(self)
+
         def step(self):
             trace = super().step()
             preempted.extend(trace.preempted)
@@ -214,7 +220,11 @@ def test_queue_workload_pool_holds_the_running_requests_without_preemption(monke
     monkeypatch.setattr(workloads, "LLMEngine", Spy)
     requests = workloads.mixed_requests(6, seed=1, max_new=20)
     _, tokens = workloads.run_engine(model, tok, requests, batch=3, block_size=4, attn_impl="gather")
-    assert preempted == []
+    longest = max(len(r.prompt) for r in requests) + max(r.max_tokens for r in requests)
+    (engine,) = engines
+    assert engine.num_blocks == 3 * blocks_needed(longest, 4) + 8
+    assert preempted == [] and all(s.preemptions == 0 for s in engine.sequences.values())
+    assert [len(t) for t in tokens] == [r.max_tokens for r in requests]
     twin = LLMEngine(model, tok, kv_layout="contiguous")
     want = [twin.generate([r.prompt], SamplingParams(max_tokens=r.max_tokens, ignore_eos=True))[0].token_ids
             for r in requests]

@@ -56,21 +56,3 @@ def test_last_logits_drops_finished_requests():
     engine.step()
     assert list(engine.last_logits) == [later]
 
-
-def test_the_queue_workloads_pool_holds_the_running_requests_only(monkeypatch):
-    """bench's queue engine: a pool for `batch` requests at their longest (not one per queued request), and no
-    request is ever preempted in it; every request gets its max_tokens."""
-    from paged.addressing import blocks_needed
-    from paged.engine import workloads
-
-    model, tokenizer = tiny_model()
-    engines = []
-    real = workloads.LLMEngine
-    monkeypatch.setattr(workloads, "LLMEngine", lambda *a, **kw: engines.append(real(*a, **kw)) or engines[-1])
-    requests = workloads.mixed_requests(6, seed=3, max_new=9)
-    _, tokens = workloads.run_engine(model, tokenizer, requests, 2, 4, None)
-    longest = max(len(r.prompt) for r in requests) + max(r.max_tokens for r in requests)
-    (engine,) = engines
-    assert engine.num_blocks == 2 * blocks_needed(longest, 4) + 8
-    assert all(s.preemptions == 0 for s in engine.sequences.values())
-    assert [len(t) for t in tokens] == [r.max_tokens for r in requests]
