@@ -5,7 +5,7 @@ preempted, forked, finished) and the free-block count: the engine's step fills t
 recorded step adds what a page replays and draws: the block tables before and after the step, the step's
 slot_mapping, one SeqStepState per scheduled sequence (forked children included), the waiting and running queues;
 and the engine's `last_logits` (seq id -> logits row, for the twins' parity check) gets this step's rows.
-record=False (benchmarks, a server) keeps none of it: the step's tokens are the same.
+record=False (the engine benchmarks) keeps none of it: the step's tokens are the same.
 """
 
 from __future__ import annotations

@@ -197,7 +197,7 @@ def test_build_without_the_symbol_is_a_clear_error(cache, tmp_path, monkeypatch)
 def test_hanging_compiler_times_out(cache, tmp_path, monkeypatch, hangs_on):
     """A compiler that never finishes is killed (with what it started) after COMPILE_TIMEOUT_S; native is then
     unavailable with a clear message and the engine's default falls back to 'gather'."""
-    from paged.engine.engine import default_attn_impl
+    from paged.attention import default_attn_impl
 
     pid_file = tmp_path / "sleeper.pid"
     fake = tmp_path / "fake-cc"
