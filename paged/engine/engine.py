@@ -19,6 +19,7 @@ import torch
 
 from ..attention import DECODE_IMPLS, default_attn_impl
 from ..block_manager import BlockManager
+from ..checks import as_bool
 from ..config import CacheConfig, SamplingParams, SchedulerConfig
 from ..faults import Fault, as_fault
 from ..sequence import Sequence, SequenceStatus
@@ -56,10 +57,10 @@ class LLMEngine:
         StepTrace keeps (recording.py). True, the default (pages, the CLI's --trace, the twins): everything a page
         replays, per-sequence states, slot_mapping, block tables and queues, and last_logits. False (the engine
         benchmarks): the scheduler's decisions and the free-block count only; the same tokens, less work a step.
-        Raises ValueError for an unknown kv_layout or attn_impl, a fault with chunked prefill or the contiguous
-        layout, or a pool over its limits (admission.pool_num_blocks)."""
+        Raises ValueError for an unknown kv_layout or attn_impl, a record that is not a bool, a fault with chunked
+        prefill or the contiguous layout, or a pool over its limits (admission.pool_num_blocks)."""
         self.model, self.tokenizer = model.eval(), tokenizer
-        self.record = record
+        self.record = as_bool(record, "record")  # "False" or 0 would otherwise record
         self.fault = as_fault(fault)  # off unless explicitly given; lives in this engine only
         self.cache_config = cache_config or CacheConfig()
         self.scheduler_config = scheduler_config or SchedulerConfig()

@@ -56,3 +56,10 @@ def test_last_logits_drops_finished_requests():
     engine.step()
     assert list(engine.last_logits) == [later]
 
+
+@pytest.mark.parametrize("record", ["False", 0, None])
+def test_record_must_be_a_bool(record):
+    """record="False" (a string from a command line) or 0 is a ValueError naming it, not an engine that records."""
+    model, tokenizer = tiny_model()
+    with pytest.raises(ValueError, match="record must be True or False"):
+        _engine(model, tokenizer, record=record)
