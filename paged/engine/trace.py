@@ -1,4 +1,6 @@
-"""StepTrace: everything one engine step did, so a UI can replay it without recomputing."""
+"""StepTrace: everything one engine step did, so a UI can replay it without recomputing. An engine built with
+record=False (the benchmarks) fills in the scheduler's decisions and free-block count only: seqs, slot_mapping,
+the block tables and the queues stay empty (recording.py)."""
 
 from __future__ import annotations
 
