@@ -129,7 +129,6 @@ def test_the_test_import_checker_sees_conftest_and_test_files():
 
 
 # --- one causal mask: paged.attention.causal_mask --------------------------------------------------------------------
-MASK_HOME = ROOT / "paged" / "attention.py"
 ORDERINGS = (ast.Lt, ast.LtE, ast.Gt, ast.GtE)
 
 
