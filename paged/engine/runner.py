@@ -14,8 +14,7 @@ from functools import cached_property
 
 import torch
 
-from ..addressing import (PAD_SLOT, batch_slot_mapping, check_block_tables, logical_address, pad_block_tables,
-                          slot_of)
+from ..addressing import PAD_SLOT, batch_slot_mapping, logical_address, slot_of
 from ..attention import attention, attention_sdpa, paged_attention_decode
 from ..faults import Fault, FaultHook, fault_hook
 from ..kv_cache import ContiguousKVCache, KVCachePool

@@ -15,8 +15,6 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-import torch
-
 from ..addressing import blocks_needed
 from ..config import CacheConfig, SamplingParams, SchedulerConfig
 from .admission import prompt_token_ids
