@@ -240,12 +240,12 @@ def register_decode_impl(name: str, fn: DecodeImpl) -> None:
 def default_attn_impl(device: torch.device) -> str:
     """The fastest correct decode impl for the device at this project's model sizes (LLMEngine's default).
 
-    CUDA: the Triton kernel when triton is importable. CPU: the C kernel "native" when it can be built (a C
-    compiler is present), else "gather". Measured with `python -m paged.bench engine` on the shipped model (head_dim
-    32, 2 kv heads, contexts < 300, 1 thread) on 2026-11-29, before the SDPA prefill, record=False and today's
-    kernel rules (README's engine table has the newer totals): native gave paged/contiguous 1.04x / 2.07x / 3.62x
-    at batch 1 / 8 / 32 where gather gave 0.95x / 2.06x / 2.94x. "fused" trails both at these sizes: its per-tile op dispatch only
-    pays off on long contexts (see `python -m paged.bench kernels`).
+    CUDA: the Triton kernel when triton is importable. CPU: the C kernel "native" when it can be built (a C compiler
+    is present), else "gather". Measured with `python -m paged.bench engine` on the shipped model (head_dim 32, 2 kv
+    heads, contexts < 300, 1 thread) on 2026-11-29, before the SDPA prefill, record=False and the 2026-12-01 kernel
+    thread and prefetch rules (README's engine table has newer totals): native gave paged/contiguous 1.04x / 2.07x /
+    3.62x at batch 1 / 8 / 32 where gather gave 0.95x / 2.06x / 2.94x. "fused" trails both at these sizes: its
+    per-tile op dispatch only pays off on long contexts (see `python -m paged.bench kernels`).
     """
     from . import kernels  # noqa: F401  (registers "fused", "native" and "triton")
     from .kernels import native_available, triton_available
