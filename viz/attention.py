@@ -54,13 +54,13 @@ def diverging_figure(values, title: str = "", y_labels: Sequence[str] | None = N
 
 def mask_figure(mask: Sequence[Sequence[bool]], title: str = "", visible: str = "visible",
                 masked: str = "masked") -> go.Figure:
-    """The causal mask of prefill as a grid: mask [q_len][context_len], True where a query sees a key (the
-    library's `paged.attention.causal_mask`, aligned to the end of the context: row q is token context_len - q_len
-    + q). z is 1 where visible, 0 where masked; `visible` / `masked` are the hover's words for the two."""
+    """The causal mask of prefill as a grid: mask [rows][context_len], the last rows of the library's
+    `paged.attention.causal_mask` (aligned to the end of the context: row q is token context_len - rows + q), True
+    where that query sees a key. z is 1 where visible, 0 where masked; `visible` / `masked` are the hover's words."""
     q_len, context_len = len(mask), len(mask[0]) if mask else 0
     start = context_len - q_len
     z = [[1 if v else 0 for v in row] for row in mask]
-    text = [[f"query {q} (token {start + q}) → key {k}: {visible if v else masked}" for k, v in enumerate(row)]
+    text = [[f"token {start + q} → key {k}: {visible if v else masked}" for k, v in enumerate(row)]
             for q, row in enumerate(z)]
     trace = dict(type="heatmap", z=z, x=list(range(context_len)), y=[f"q{start + q}" for q in range(q_len)],
                  colorscale=[[0, FREE_COLOR], [1, "#0072B2"]], zmin=0, zmax=1, showscale=False, xgap=1, ygap=1,

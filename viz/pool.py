@@ -33,7 +33,7 @@ class PoolWords:
 
     free: str = "free"
     reserved: str = "reserved by {owners}, not written yet"
-    clash: str = "⚠ these tokens share one slot: the later write overwrites the earlier"
+    clash: str = "clash: these tokens share one slot, the later write overwrites the earlier"
 
 
 def chain_text(seq_id: int, token_index: int, block_size: int, physical_block_id: int) -> str:

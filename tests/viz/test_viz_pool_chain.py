@@ -108,6 +108,7 @@ def test_chain_text_fits_its_boxes_in_a_narrow_column():
     lo, hi = fig.layout.xaxis.range
     px = 540 / (hi - lo)
     boxes = [(b.x0, b.x1) for b in fig.layout.shapes[:5]]
+    checked = 0
     for note in (n for n in fig.layout.annotations if n.text):  # (an arrow has no text)
         lines = [re.sub(r"<[^>]+>", "", line) for line in note.text.split("<br>")]
         width = max(len(line) for line in lines) * note.font.size * 0.47 / px
@@ -117,6 +118,8 @@ def test_chain_text_fits_its_boxes_in_a_narrow_column():
         box = next(((x0, x1) for x0, x1 in boxes if x0 < note.x < x1 and 0 <= note.y <= 1), None)
         if box is not None:
             assert width <= box[1] - box[0], (note.text, width * px, (box[1] - box[0]) * px)
+            checked += 1
+    assert checked == 10  # each of the 5 boxes: its name and its rule with the value
 
 
 def test_chain_figure_stops_at_a_missing_table_entry():

@@ -32,7 +32,7 @@ def test_cells_carry_the_figures_hover_colour_and_label():
     assert cells[20] == {"slot": 20, "classes": [], "color": FREE_COLOR, "font": "#000000", "text": "",
                          "title": "physical block 5, offset 0, slot 20: free"}
     assert cells[3]["color"] == tint(seq_color(1), RESERVED_ALPHA) and "not written yet" in cells[3]["title"]
-    assert cells[4]["text"] == "4/0" and cells[4]["title"].count("\n") == 2 and "⚠" in cells[4]["title"]
+    assert cells[4]["text"] == "4/0" and cells[4]["title"].count("\n") == 2 and "share one slot" in cells[4]["title"]
     assert cells[4]["title"].startswith("A token 4 → logical block 1 → physical block 1 → offset 0 → slot 4"
                                         " · token '<br>'\n"), "a token piece '<br>' stays text, not a line break"
     fig = pool_figure(6, 4, TABLES, LENS, token_text=TEXTS, max_width=680).to_dict()

@@ -16,7 +16,7 @@ _ZH = {
         what="最新 token 的 K/V 已经写入，但 context_len 仍然只计入之前的 token。",
         where="context_len",
         symptom="每个 decode step 都忽略了正在处理的 token：模型丢掉了最新的输入。",
-        caught_by="engine 的 paged == contiguous 一致性测试（tests/test_engine.py）"),
+        caught_by="engine 的 paged == contiguous 一致性测试（tests/paged/test_engine.py）"),
     Fault.SLOT_OFF_BY_ONE: dict(
         title="slot_mapping 差一",
         what="每个 token 的 K/V 都被写到比它的地址所指位置靠后一个的 slot。",
@@ -42,7 +42,7 @@ _ZH = {
         what="decode 时把最新 token 放在 position num_tokens，而不是 num_tokens - 1。",
         where="positions（RoPE）",
         symptom="cache 的寻址完全正确，但旋转位置编码（RoPE）看到了错误的位置：轻微的漂移。",
-        caught_by="tests/test_engine.py::test_state_rule_and_decode_positions 以及 engine 一致性测试"),
+        caught_by="tests/paged/test_engine.py::test_state_rule_and_decode_positions 以及 engine 一致性测试"),
     Fault.PAD_NOT_SKIPPED: dict(
         title="padding 的 slot −1 没有被跳过",
         what="batch 用 slot −1 填充（CUDA graph 就会这样做），而写入时没有跳过它：−1 绕回到 pool 的最后一个 slot。",
