@@ -17,7 +17,6 @@ import streamlit as st
 
 from ui.strings import t
 
-from .model_picker import SHIPPED
 from .page import current_lang
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -29,7 +28,6 @@ class NavPage:
     url_path: str    # "" for the home page; else the path share links use (/Batch_decode)
     name: str        # its title is ui/strings/classroom.py "nav_<name>"
     icon: str        # a Material icon: renders without a colour-emoji font
-    picks_model: bool = False  # runs a model the sidebar may switch (ui.model_picker): its links pin one (`model=`)
 
 
 PAGES = (
@@ -37,9 +35,9 @@ PAGES = (
     NavPage("app_pages/1_Address_translation.py", "Address_translation", "address", ":material/route:"),
     NavPage("app_pages/2_Gather_and_attend.py", "Gather_and_attend", "gather", ":material/merge:"),
     NavPage("app_pages/3_Batch_decode.py", "Batch_decode", "batch", ":material/view_module:"),
-    NavPage("app_pages/4_Engine.py", "Engine", "engine", ":material/settings:", True),
-    NavPage("app_pages/5_Bug_lab.py", "Bug_lab", "buglab", ":material/bug_report:", True),
-    NavPage("app_pages/6_Sharing.py", "Sharing", "sharing", ":material/call_split:", True),
+    NavPage("app_pages/4_Engine.py", "Engine", "engine", ":material/settings:"),
+    NavPage("app_pages/5_Bug_lab.py", "Bug_lab", "buglab", ":material/bug_report:"),
+    NavPage("app_pages/6_Sharing.py", "Sharing", "sharing", ":material/call_split:"),
     NavPage("app_pages/7_Correct_to_fast.py", "Correct_to_fast", "fast", ":material/speed:"),
     NavPage("app_pages/8_Teaching_guide.py", "Teaching_guide", "guide", ":material/school:"),
 )
@@ -113,23 +111,17 @@ def guide_links(markdown: str) -> list[str]:
 
 
 def _with_params(link: str, present: bool) -> str:
-    """An app link as the guide page shows it: a page that picks its model pinned to the shipped one (`model=`,
-    unless the link names one: the lesson's states were written for it, whatever the server's default model), and
-    present=1 when asked."""
+    """An app link as the guide page shows it: present=1 added when asked (the guide's links to the model pages
+    name their model themselves, `model=shipped`, as their lesson states were written for it)."""
+    if not present:
+        return link
     path, _, query = link.partition("?")
-    page = next((p for p in PAGES if p.picks_model and path.strip("/") == p.url_path), None)
-    extra = []
-    if page is not None and not re.search(r"(^|&)model=", query):
-        extra.append(f"model={SHIPPED}")
-    if present:
-        extra.append("present=1")
-    params = "&".join(p for p in (query, *extra) if p)
-    return f"{path}?{params}" if params else path
+    return f"{path}?{query}&present=1" if query else f"{path}?present=1"
 
 
 def guide_markdown(markdown: str, present: bool) -> str:
-    """The guide as shown in the app: its first heading dropped (the page has its title), each app link as
-    _with_params gives it (model pinned on the model pages, present=1 with `present`)."""
+    """The guide as shown in the app: its first heading dropped (the page has its title), present=1 added to each
+    app link when `present`."""
     lines = markdown.splitlines()
     if lines and lines[0].startswith("# "):
         lines = lines[1:]
