@@ -5,7 +5,8 @@
 - a lesson from the teacher's guide at a projector's 1024x768 and 1280x720 in presenter mode, in both languages,
   without touching the sidebar: no truncated button label, no clipped figure title, no table to scroll sideways,
   no figure wider than its column, body text >= 20 px and figure text >= 16 px; the step shortcut works
-- ten quick clicks on a step button are ten steps; the keyboard steps, goes back, plays and pauses
+- ten quick clicks on a step button are ten steps; the keyboard steps, goes back, plays and pauses, also just after
+  the mouse set a toggle (presenter mode)
 
 Skips when chromium or playwright is missing, unless PAGED_REQUIRE_BROWSER=1 (CI), which turns the skip into a
 failure.
@@ -300,5 +301,30 @@ def test_keyboard_steps_back_plays_and_pauses(server, browser):
         page.wait_for_timeout(1200)
         assert _step_count(page, "gather") == paused_at, "no step after pausing"
         assert re.search(r"Step \d+ / 64", page.locator('[data-testid="stMain"]').inner_text())
+    finally:
+        context.close()
+
+
+def test_keys_after_a_mouse_click_on_a_toggle_or_radio_still_drive_the_player(server, browser):
+    """A teacher turns presenter mode on with the mouse, then presses space to play and → to step: the keys go to the
+    player, not to the toggle (which would turn presenter mode off again) or a radio (which would change task)."""
+    context = browser.new_context(viewport=PROJECTORS[0], locale="en-US")
+    page = context.new_page()
+    try:
+        page.goto(f"{server}/Gather_and_attend?lang=en&context_len=64&speed=4", wait_until="domcontentloaded")
+        _check(page, "gather")
+        page.wait_for_function("() => window.__pagedLedger && window.__pagedLedger.send", timeout=20000)
+        page.locator('[data-testid="stSidebar"] [data-testid="stCheckbox"]').filter(
+            has_text=re.compile("Presenter")).first.click()
+        page.wait_for_function("() => location.search.includes('present=1')", timeout=20000)
+        _check(page, "gather in presenter mode")
+        page.keyboard.press("ArrowRight")
+        _wait_for_steps(page, "gather", lambda s: s == 1)
+        page.keyboard.press(" ")
+        page.wait_for_function("() => location.search.includes('play=1')", timeout=20000)
+        page.keyboard.press(" ")
+        page.wait_for_function("() => location.search.includes('play=0')", timeout=20000)
+        _check(page, "gather paused")
+        assert "present=1" in page.url, "space or an arrow flipped the presenter toggle"
     finally:
         context.close()
