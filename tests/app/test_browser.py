@@ -141,7 +141,8 @@ LAYOUT_PROBLEMS = """(tablesMayScroll) => {
         if (visible(t) && getComputedStyle(t).overflowX === 'visible' && t.getBoundingClientRect().right > right + 1)
             out.push('markdown table cut at the page edge: ' + JSON.stringify(t.innerText.slice(0, 30)));
     });
-    main.querySelectorAll('[data-testid="stTable"] :is(td, th), [data-testid="stMetricLabel"]').forEach(cell => {
+    main.querySelectorAll('[data-testid="stTable"] :is(td, th), [data-testid="stMetricLabel"], '
+                          + '[class*="st-key-buglab-card_"] p').forEach(cell => {
         // a word or number split across lines
         const walker = document.createTreeWalker(cell, NodeFilter.SHOW_TEXT);
         for (let node; (node = walker.nextNode());) {
@@ -234,14 +235,18 @@ def test_tables_keep_words_whole_at_1024_with_the_sidebar_open(server, browser, 
     """Engine after three steps at 1024x768, sidebar open (a main area of ~560 px): no word or number of a table is
     split across lines, and the per-sequence table, wider than its column, scrolls inside itself (nothing cut); page
     7's table of layouts scrolls inside itself too, instead of being cut at the page's edge; page 1's five metrics
-    wrap onto two lines rather than break physical_block_id mid-word."""
+    wrap onto two lines rather than break physical_block_id mid-word; the bug lab's "caught by" card wraps a test's
+    name between its parts."""
     context = browser.new_context(viewport=PROJECTORS[0], locale="en-US")
     page = context.new_page()
     try:
-        for path in ("Correct_to_fast", "Address_translation"):  # a table of layouts; five metrics in a row
-            page.goto(f"{server}/{path}?lang={lang}", wait_until="domcontentloaded")
+        for path in ("Correct_to_fast", "Address_translation",  # a table of layouts; five metrics in a row
+                     "Bug_lab?fault=early_increment"):  # a card naming a long test: it wraps at / :: _ only
+            page.goto(f"{server}/{path}{'&' if '?' in path else '?'}lang={lang}", wait_until="domcontentloaded")
             _check(page, path)
             assert page.evaluate(LAYOUT_PROBLEMS, True) == [], path
+        assert page.locator(".st-key-buglab-card_caught_by p").count() == 1  # the card was looked at
+        page.screenshot(path=str(SHOTS / f"buglab_card_1024_{lang}.png"))
         page.goto(f"{server}/Engine?lang={lang}&steps=3", wait_until="domcontentloaded")
         _check(page, "Engine")
         page.locator(".st-key-engine-text").scroll_into_view_if_needed()
