@@ -311,12 +311,12 @@ def test_keyboard_steps_back_plays_and_pauses(server, browser):
 
 
 def test_keys_after_a_mouse_click_on_a_toggle_or_radio_still_drive_the_player(server, browser):
-    """A teacher turns presenter mode on with the mouse, then presses space to play and → to step: the keys go to the
-    player, not to the toggle (which would turn presenter mode off again) or a radio (which would change task)."""
+    """A teacher turns presenter mode on and picks 4 steps/s with the mouse, then presses → to step and space to play:
+    the keys go to the player, not to the toggle (which would turn presenter mode off again) or the speed menu."""
     context = browser.new_context(viewport=PROJECTORS[0], locale="en-US")
     page = context.new_page()
     try:
-        page.goto(f"{server}/Gather_and_attend?lang=en&context_len=64&speed=4", wait_until="domcontentloaded")
+        page.goto(f"{server}/Gather_and_attend?lang=en&context_len=64", wait_until="domcontentloaded")
         _check(page, "gather")
         page.wait_for_function("() => window.__pagedLedger && window.__pagedLedger.send", timeout=20000)
         page.locator('[data-testid="stSidebar"] [data-testid="stCheckbox"]').filter(
@@ -325,11 +325,16 @@ def test_keys_after_a_mouse_click_on_a_toggle_or_radio_still_drive_the_player(se
         _check(page, "gather in presenter mode")
         page.keyboard.press("ArrowRight")
         _wait_for_steps(page, "gather", lambda s: s == 1)
+        page.locator('.st-key-gather-bar [data-testid="stSelectbox"] >> visible=true').first.click()
+        page.locator('[role="option"]').filter(has_text="4").first.click()  # 4 steps/s, with the mouse
+        page.wait_for_function("() => location.search.includes('speed=4')", timeout=20000)
+        _check(page, "gather at 4 steps/s")
         page.keyboard.press(" ")
         page.wait_for_function("() => location.search.includes('play=1')", timeout=20000)
         page.keyboard.press(" ")
         page.wait_for_function("() => location.search.includes('play=0')", timeout=20000)
         _check(page, "gather paused")
         assert "present=1" in page.url, "space or an arrow flipped the presenter toggle"
+        assert page.locator('[role="listbox"]').count() == 0, "space opened the speed menu"
     finally:
         context.close()
