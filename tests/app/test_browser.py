@@ -6,7 +6,7 @@
   without touching the sidebar: no truncated button label, no clipped figure title, no table to scroll sideways,
   no figure wider than its column, body text >= 20 px and figure text >= 16 px; the step shortcut works
 - ten quick clicks on a step button are ten steps; the keyboard steps, goes back, plays and pauses, also just after
-  the mouse set a toggle (presenter mode)
+  the mouse set a toggle (presenter mode) or the speed; an Add refused while playing stays on screen
 
 Skips when chromium or playwright is missing, unless PAGED_REQUIRE_BROWSER=1 (CI), which turns the skip into a
 failure.
@@ -336,5 +336,27 @@ def test_keys_after_a_mouse_click_on_a_toggle_or_radio_still_drive_the_player(se
         _check(page, "gather paused")
         assert "present=1" in page.url, "space or an arrow flipped the presenter toggle"
         assert page.locator('[role="listbox"]').count() == 0, "space opened the speed menu"
+    finally:
+        context.close()
+
+
+def test_an_add_refused_while_playing_stays_on_screen(server, browser):
+    """Page 4 plays at 4 steps/s; a student presses Add with an empty prompt: the refusal stays under the form while
+    the steps go on (each step reruns only the step fragment), instead of vanishing with the next step."""
+    context = browser.new_context(viewport=PROJECTORS[0], locale="en-US")
+    page = context.new_page()
+    try:
+        page.goto(f"{server}/Engine?lang=en&speed=4&play=1", wait_until="domcontentloaded")
+        _check(page, "engine playing")
+        page.get_by_text("Add a request").first.click()
+        page.locator(".st-key-engine-new_text input").fill("")
+        page.locator(".st-key-engine-new_text input").press("Tab")
+        page.locator(key_selector("engine.add") + " >> visible=true").click()
+        page.get_by_text("The prompt is empty").first.wait_for(timeout=20000)
+        at_add = _step_count(page, "engine")
+        _wait_for_steps(page, "engine", lambda s: s >= at_add + 4)
+        assert "play=1" in page.url
+        assert page.get_by_text("The prompt is empty").count() == 1, "the refusal vanished with a step"
+        assert page.locator('[data-testid="stException"]').count() == 0
     finally:
         context.close()
