@@ -167,7 +167,7 @@ def request_numbers(ctx: PageContext, prefix: str, max_tokens: int, temperature:
     """The Add form's row of numbers (max_tokens, temperature, seed, and n where `with_n`), its Add button and, under
     it, how the last Add went (`label`: seq_id -> the name the page shows; see show_add_outcome). `max_tokens`,
     `temperature`: the form's defaults. Keys "{prefix}.new_max_tokens", … (read by add_from_form)."""
-    cols = st.columns([2, 2, 1, 1] if with_n else [2, 2, 1], vertical_alignment="bottom")
+    cols = st.columns([1.6, 1.6, 1.2, 1.2] if with_n else [2, 2, 1.2], vertical_alignment="bottom")  # "seed (sampling)": whole
     cols[0].slider(ctx.t("engine.max_tokens"), 1, 128, max_tokens, key=f"{prefix}.new_max_tokens")
     cols[1].slider(ctx.t("engine.temperature"), 0.0, 2.0, temperature, 0.1, key=f"{prefix}.new_temperature")
     # no min/max: a value out of range reaches the lesson, which refuses it by name (a bounded input would keep its

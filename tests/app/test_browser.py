@@ -142,7 +142,7 @@ LAYOUT_PROBLEMS = """(tablesMayScroll) => {
             out.push('markdown table cut at the page edge: ' + JSON.stringify(t.innerText.slice(0, 30)));
     });
     main.querySelectorAll('[data-testid="stTable"] :is(td, th), [data-testid="stMetricLabel"], '
-                          + '[class*="st-key-buglab-card_"] p').forEach(cell => {
+                          + '[class*="st-key-buglab-card_"] p, [data-testid="stWidgetLabel"] p').forEach(cell => {
         // a word or number split across lines
         const walker = document.createTreeWalker(cell, NodeFilter.SHOW_TEXT);
         for (let node; (node = walker.nextNode());) {
@@ -236,7 +236,7 @@ def test_tables_keep_words_whole_at_1024_with_the_sidebar_open(server, browser, 
     split across lines, and the per-sequence table, wider than its column, scrolls inside itself (nothing cut); page
     7's table of layouts scrolls inside itself too, instead of being cut at the page's edge; page 1's five metrics
     wrap onto two lines rather than break physical_block_id mid-word; the bug lab's "caught by" card wraps a test's
-    name between its parts."""
+    name between its parts; no widget label (page 6's add form: four numbers in a row) is broken inside a word."""
     context = browser.new_context(viewport=PROJECTORS[0], locale="en-US")
     page = context.new_page()
     try:
@@ -247,6 +247,12 @@ def test_tables_keep_words_whole_at_1024_with_the_sidebar_open(server, browser, 
             assert page.evaluate(LAYOUT_PROBLEMS, True) == [], path
         assert page.locator(".st-key-buglab-card_caught_by p").count() == 1  # the card was looked at
         page.screenshot(path=str(SHOTS / f"buglab_card_1024_{lang}.png"))
+        page.goto(f"{server}/Sharing?lang={lang}", wait_until="domcontentloaded")  # the add form: four numbers in a row
+        _check(page, "Sharing")
+        page.locator('[data-testid="stExpander"] summary').first.click()
+        page.locator(".st-key-sharing-new_seed").scroll_into_view_if_needed()
+        page.screenshot(path=str(SHOTS / f"sharing_form_1024_{lang}.png"))
+        assert page.evaluate(LAYOUT_PROBLEMS, True) == [], "Sharing's add form"
         page.goto(f"{server}/Engine?lang={lang}&steps=3", wait_until="domcontentloaded")
         _check(page, "Engine")
         page.locator(".st-key-engine-text").scroll_into_view_if_needed()
