@@ -155,6 +155,18 @@ LAYOUT_PROBLEMS = """(tablesMayScroll) => {
             }
         }
     });
+    main.querySelectorAll('[data-testid="stHorizontalBlock"]').forEach(row => {  // metrics side by side
+        const tops = {};
+        row.querySelectorAll(':scope > [data-testid="stColumn"]').forEach(col => {
+            const v = col.querySelector('[data-testid="stMetricValue"]');
+            if (!v || !visible(v)) return;
+            const line = Math.round(col.getBoundingClientRect().bottom);  // columns of one flex line end together
+            (tops[line] = tops[line] || []).push(Math.round(v.getBoundingClientRect().top));
+        });
+        Object.values(tops).forEach(t => {
+            if (Math.max(...t) - Math.min(...t) > 2) out.push('metric values of one row not level: ' + t.join(', '));
+        });
+    });
     main.querySelectorAll('[data-testid="stPlotlyChart"]').forEach(c => {
         const svg = c.querySelector('.main-svg');
         if (!svg || !visible(c)) return;
@@ -236,7 +248,8 @@ def test_tables_keep_words_whole_at_1024_with_the_sidebar_open(server, browser, 
     split across lines, and the per-sequence table, wider than its column, scrolls inside itself (nothing cut); page
     7's table of layouts scrolls inside itself too, instead of being cut at the page's edge; page 1's five metrics
     wrap onto two lines rather than break physical_block_id mid-word; the bug lab's "caught by" card wraps a test's
-    name between its parts; no widget label (page 6's add form: four numbers in a row) is broken inside a word."""
+    name between its parts; no widget label (page 6's add form: four numbers in a row) is broken inside a word; the
+    values of a row of metrics stay level when one label takes two lines (page 4 in presenter mode, page 6)."""
     context = browser.new_context(viewport=PROJECTORS[0], locale="en-US")
     page = context.new_page()
     try:
@@ -253,7 +266,10 @@ def test_tables_keep_words_whole_at_1024_with_the_sidebar_open(server, browser, 
         page.locator(".st-key-sharing-new_seed").scroll_into_view_if_needed()
         page.screenshot(path=str(SHOTS / f"sharing_form_1024_{lang}.png"))
         assert page.evaluate(LAYOUT_PROBLEMS, True) == [], "Sharing's add form"
-        page.goto(f"{server}/Engine?lang={lang}&steps=3", wait_until="domcontentloaded")
+        page.goto(f"{server}/Engine?lang={lang}&steps=3&present=1", wait_until="domcontentloaded")  # sidebar shut
+        _check(page, "Engine in presenter mode")
+        assert page.evaluate(LAYOUT_PROBLEMS, False) == [], "Engine in presenter mode"  # the four metrics level
+        page.goto(f"{server}/Engine?lang={lang}&steps=3&present=0", wait_until="domcontentloaded")
         _check(page, "Engine")
         page.locator(".st-key-engine-text").scroll_into_view_if_needed()
         page.screenshot(path=str(SHOTS / f"engine_state_table_1024_{lang}.png"))
