@@ -64,9 +64,8 @@ active = None if off else fault  # the fault lives only in the engine / playgrou
 
 # --- the fault's card ---------------------------------------------------------------------------------------------
 st.subheader(ctx.t(f"title_{fault.value}"))
-for col, field in zip(st.columns(4), ("what", "where", "symptom", "caught_by")):
-    with col.container(border=True):
-        st.markdown(f"**{ctx.t(f'card_{field}')}**  \n{ctx.t(f'{field}_{fault.value}')}")
+for col, field in zip(st.columns(4), ("what", "where", "symptom", "caught_by")):  # test names wrap at / :: _ only
+    ui.card(ctx.t(f"card_{field}"), ctx.t(f"{field}_{fault.value}"), key=f"buglab.card_{field}", where=col)
 if off:
     st.success(ctx.t("off_banner"), icon=":material/healing:")
 

@@ -38,7 +38,8 @@ def add_request_form() -> None:
         c1.text_input(ctx.t("engine.prompt"), max_chars=MAX_PROMPT_CHARS, key="sharing.new_text")
         c2.radio(ctx.t("engine.task"), TASKS, key="sharing.new_task", horizontal=True,
                  format_func=lambda k: ctx.t(f"engine.task_{k}"))
-        request_numbers(ctx, "sharing", 32, 0.8, with_n=True)
+        request_numbers(ctx, "sharing", 32, 0.8, with_n=True,
+                        label=lambda seq_id: seq_label(st.session_state["sharing.lesson"].display_ids()[seq_id]))
 
 
 @st.fragment

@@ -8,6 +8,7 @@ Tasks: "recall" feeds BOS text SEP (the shipped model then copies the text and s
 from __future__ import annotations
 
 import json
+import unicodedata
 from dataclasses import asdict, dataclass, field
 
 from paged.config import CacheConfig, SamplingParams, SchedulerConfig
@@ -19,6 +20,12 @@ MAX_REQUESTS = 8
 MAX_STEPS = 600
 BOUNDS = {"max_tokens": (1, 128), "temperature": (0.0, 2.0), "seed": (0, 9999), "n": (1, 4),
           "at_step": (0, MAX_STEPS)}
+
+
+def visible(text: str) -> bool:
+    """Whether `text` has a character a reader can see: not only spaces, line breaks, control characters
+    (category Cc) or invisible format characters (Cf: zero-width space and joiner, direction marks)."""
+    return any(not ch.isspace() and unicodedata.category(ch) not in ("Cc", "Cf") for ch in text)
 
 
 class RequestError(ValueError):
@@ -59,9 +66,9 @@ class RequestSpec:
     at_step: int = 0
 
     def check(self) -> None:
-        """Raise RequestError for an empty or too long prompt, or an unknown task."""
-        if not self.prompt.strip():
-            raise RequestError("empty", "the prompt is empty")
+        """Raise RequestError for an empty (nothing visible) or too long prompt, or an unknown task."""
+        if not visible(self.prompt):  # "   " or a zero-width space alone would run as a prompt nobody can see
+            raise RequestError("empty", "the prompt is empty (spaces and invisible characters do not count)")
         if len(self.prompt) > MAX_PROMPT_CHARS:
             raise RequestError("too_long", f"the prompt has {len(self.prompt)} characters, at most "
                                f"{MAX_PROMPT_CHARS}", chars=len(self.prompt), max_chars=MAX_PROMPT_CHARS)

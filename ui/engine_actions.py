@@ -3,7 +3,7 @@
     config = config_sidebar(ctx, knobs, SCENARIOS, default, fields, scenario_label)   # inside `with st.sidebar`
     lesson = engine_lesson(ctx, "engine", config, model, tokenizer, default_specs)  # session_state, URL, sync
     bar = engine_controls(ctx, knobs, lesson)     # playback bar (Back, Step, Play) + Run to end + Reset
-    request_numbers(ctx, "engine", 64, 0.0)      # the Add form's numbers and its button (add_from_form)
+    request_numbers(ctx, "engine", 64, 0.0)      # the Add form's numbers, its button, the last Add's outcome
     show_messages(ctx, lesson)                    # the last add's outcome, rejected requests, an engine failure
     trace = announce_step(ctx, bar, lesson)       # the decision box; the last step's StepTrace (None before any)
 
@@ -162,10 +162,12 @@ def engine_controls(ctx: PageContext, knobs: Knobs, lesson: EngineLesson):
     return bar
 
 
-def request_numbers(ctx: PageContext, prefix: str, max_tokens: int, temperature: float, with_n: bool = False) -> None:
-    """The Add form's row of numbers (max_tokens, temperature, seed, and n where `with_n`) and its Add button;
-    `max_tokens`, `temperature`: the form's defaults. Keys "{prefix}.new_max_tokens", … (read by add_from_form)."""
-    cols = st.columns([2, 2, 1, 1] if with_n else [2, 2, 1], vertical_alignment="bottom")
+def request_numbers(ctx: PageContext, prefix: str, max_tokens: int, temperature: float, with_n: bool = False,
+                    label: Callable[[int], str] = seq_label) -> None:
+    """The Add form's row of numbers (max_tokens, temperature, seed, and n where `with_n`), its Add button and, under
+    it, how the last Add went (`label`: seq_id -> the name the page shows; see show_add_outcome). `max_tokens`,
+    `temperature`: the form's defaults. Keys "{prefix}.new_max_tokens", … (read by add_from_form)."""
+    cols = st.columns([1.6, 1.6, 1.2, 1.2] if with_n else [2, 2, 1.2], vertical_alignment="bottom")  # "seed (sampling)": whole
     cols[0].slider(ctx.t("engine.max_tokens"), 1, 128, max_tokens, key=f"{prefix}.new_max_tokens")
     cols[1].slider(ctx.t("engine.temperature"), 0.0, 2.0, temperature, 0.1, key=f"{prefix}.new_temperature")
     # no min/max: a value out of range reaches the lesson, which refuses it by name (a bounded input would keep its
@@ -176,6 +178,18 @@ def request_numbers(ctx: PageContext, prefix: str, max_tokens: int, temperature:
         cols[3].number_input(ctx.t("sharing.n"), value=1, step=1, key=f"{prefix}.new_n", help=ctx.t("sharing.n_help"))
     st.button(ctx.t("engine.add"), key=f"{prefix}.add", icon=":material/add:", on_click=add_from_form,
               args=(prefix, max_tokens, temperature))
+    show_add_outcome(ctx, st.session_state.pop(f"{prefix}.add_news", {}), label)
+
+
+def show_add_outcome(ctx: PageContext, news: Mapping[str, object], label: Callable[[int], str] = seq_label) -> None:
+    """The outcome of an Add (news "added": the request's id, None if it arrives later; "add_error": a RequestError)
+    as a success or error box. Drawn by the form, outside the step fragment: while the page plays, a step reruns only
+    the fragment, so the box stays until the next whole-page run instead of vanishing with the next step."""
+    if "added" in news:
+        rid = news["added"]
+        st.success(ctx.t("engine.added", seq="—" if rid is None else label(rid)), icon=":material/add:")
+    if "add_error" in news:
+        show_request_error(ctx, news["add_error"])
 
 
 def announce_step(ctx: PageContext, bar, lesson: EngineLesson):
@@ -201,6 +215,7 @@ def add_from_form(prefix: str, max_tokens: int, temperature: float) -> None:
                              int(get(key("new_max_tokens"), max_tokens)),
                              float(get(key("new_temperature"), temperature)),
                              int(get(key("new_seed"), 0)), int(get(key("new_n"), 1)), len(lesson.steps)))
+    st.session_state[key("add_news")] = {k: lesson.news.pop(k) for k in ("added", "add_error") if k in lesson.news}
 
 
 # --- messages ----------------------------------------------------------------------------------------------------------
@@ -218,11 +233,7 @@ def show_messages(ctx: PageContext, lesson: EngineLesson, label: Callable[[int],
     """The last add's outcome, every request the engine rejected, and an engine failure (then forgotten).
     label: seq_id -> the name the page shows it by (a page drawing display ids passes its own)."""
     news, t = lesson.take_news(), ctx.t
-    if "added" in news:
-        rid = news["added"]
-        st.success(t("engine.added", seq="—" if rid is None else label(rid)), icon=":material/add:")
-    if "add_error" in news:
-        show_request_error(ctx, news["add_error"])
+    show_add_outcome(ctx, news, label)  # an add made outside the form (the form's own are shown by the form)
     for _spec, err in lesson.rejected:
         show_request_error(ctx, err)
     if "failure" in news:

@@ -76,8 +76,12 @@ def parse_int_list(text: str, lo: int, hi: int, max_len: int) -> ParsedInts:
         return ParsedInts(error="too_long", detail={"count": len(items), "max_len": max_len})
     values = []
     for item in items:
+        shown = item if len(item) <= 20 else item[:19] + "…"  # what a message quotes
+        if re.fullmatch(r"[+-]?[0-9]{10,}", item):  # a whole number, only too big to be a block id
+            return ParsedInts(error="negative" if item.startswith("-") else "out_of_range",
+                              detail={"item": shown, "lo": lo, "hi": hi})
         if not re.fullmatch(r"[+-]?[0-9]{1,9}", item):
-            return ParsedInts(error="not_a_number", detail={"item": item[:20]})
+            return ParsedInts(error="not_a_number", detail={"item": shown})
         value = int(item)
         if value < 0:
             return ParsedInts(error="negative", detail={"item": value})

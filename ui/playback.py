@@ -79,6 +79,16 @@ export default function (component) {
       if (e.key === ' ') L.ateSpace = true;  // its keyup must not also press a focused button
       push(action);  // even if the button still looks disabled: keys queued ahead of a rerun act in order
     }, true);
+    // A toggle, checkbox, radio, slider or menu set with the mouse keeps the focus, and then owns the keys (space
+    // flips the toggle or opens the menu, arrows move the radio or slider): the teacher who just turned on presenter
+    // mode, or picked 4 steps/s, and presses space would undo it. Set by a pointer, it gives the focus back (a menu
+    // once it is closed again), so the shortcuts work; reached with Tab, it keeps it.
+    w.addEventListener('pointerup', () => setTimeout(() => {
+      const a = document.activeElement;
+      if (!L.send || !a || !a.matches) return;
+      if (a.matches('input[type="checkbox"], input[type="radio"], [role="slider"], [role="switch"], [role="radio"]')
+          || (a.matches('[role="combobox"]') && a.getAttribute('aria-expanded') !== 'true')) a.blur();
+    }, 150), true);
     w.addEventListener('keyup', (e) => {
       if (e.key === ' ' && L.ateSpace) { L.ateSpace = false; e.stopImmediatePropagation(); e.preventDefault(); }
     }, true);

@@ -49,6 +49,7 @@ BASE_CSS = f"""
 .paged-figure-title {{ font-weight: 600; margin-bottom: -0.3rem; }}
 [data-testid="stMetricLabel"] :is(div, p, label) {{ white-space: normal !important; overflow: visible !important;
     text-overflow: clip !important; }}
+{_METRIC_ROW} {{ align-items: flex-end; }}  /* a label on two lines does not push its value below its neighbours' */
 @container paged-main (max-width: 1000px) {{ {_STACKED}
     [data-testid="stTable"] :is(td, th) {{ padding-left: 0.35rem !important; padding-right: 0.35rem !important; }} }}
 @container paged-main (max-width: 700px) {{

@@ -31,6 +31,24 @@ def stop_with_error(ctx: PageContext, what: str, fix: str) -> None:
     st.stop()
 
 
+_BREAK_AFTER = re.compile(r"(::|/|_)")  # where a long identifier may wrap: paths, test names, snake_case
+
+
+def breakable(text: str) -> str:
+    """`text` as markdown-safe HTML in which a long identifier such as tests/paged/test_attention.py::test_early_x
+    may wrap only after "/", "::" or "_" (a <wbr>), never mid-word. Everything else is escaped (HTML and
+    markdown's `*`, `_`, backquote): render it with st.markdown(..., unsafe_allow_html=True)."""
+    out = html.escape(text, quote=False)
+    out = re.sub(r"([*`\\\[\]])", r"\\\1", out)
+    return _BREAK_AFTER.sub(lambda m: ("\\_" if m.group(1) == "_" else m.group(1)) + "<wbr>", out)
+
+
+def card(title: str, body: str, key: str | None = None, where=None) -> None:
+    """A bordered box: a bold title over `body` (plain text; long identifiers wrap between their parts, `breakable`)."""
+    with (where or st).container(border=True, key=key):
+        st.markdown(f"**{html.escape(title, quote=False)}**  \n{breakable(body)}", unsafe_allow_html=True)
+
+
 def notice(ctx: PageContext, text: str, where=None) -> None:
     """The "what to notice" box placed beside a figure."""
     (where or st).info(f"**{ctx.t('common.notice')}** {text}", icon=":material/visibility:")

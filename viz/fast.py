@@ -133,14 +133,25 @@ def _scheme_colors(kinds: Sequence[str]) -> list[str]:
     return [palette.get(k, "#777777") for k in kinds]
 
 
+def pct_label(value: float) -> str:
+    """A percentage as a bar label of at most three characters: one decimal below 10 ("0.4", "9.9"), whole from
+    there ("13", "79", "100")."""
+    return f"{value:.1f}" if round(value, 1) < 10 else f"{value:.0f}"
+
+
 def waste_figure(labels: Sequence[str], final_pct: Sequence[float], decode_pct: Sequence[float], title: str = "",
                  y_title: str = "%", final_name: str = "final", decode_name: str = "decode") -> go.Figure:
-    """Waste % per reservation scheme, two bars each: at the final length and averaged over decode steps."""
+    """Waste % per reservation scheme, two bars each: at the final length and averaged over decode steps. A bar's
+    label has at most three characters (`pct_label`), so two neighbours' labels do not touch at 1024 px; the hover
+    gives one decimal."""
+    hover = "%{x}, %{fullData.name}: %{y:.1f}<extra></extra>"
     data = [dict(type="bar", x=list(labels), y=list(final_pct), name=final_name, marker=dict(color=OKABE_ITO["blue"]),
-                 text=[f"{v:.1f}" for v in final_pct], textposition="outside", cliponaxis=False),
+                 text=[pct_label(v) for v in final_pct], textposition="outside", cliponaxis=False,
+                 hovertemplate=hover),
             dict(type="bar", x=list(labels), y=list(decode_pct), name=decode_name,
                  marker=dict(color=OKABE_ITO["orange"], pattern=dict(shape="/")),
-                 text=[f"{v:.1f}" for v in decode_pct], textposition="outside", cliponaxis=False)]
+                 text=[pct_label(v) for v in decode_pct], textposition="outside", cliponaxis=False,
+                 hovertemplate=hover)]
     layout = title_layout(title, 360, bottom=80)
     layout.update(barmode="group", legend=LEGEND_BELOW,
                   xaxis=dict(type="category", fixedrange=True, tickangle=0, automargin=True, tickfont=dict(size=11)),

@@ -5,7 +5,8 @@
 - a lesson from the teacher's guide at a projector's 1024x768 and 1280x720 in presenter mode, in both languages,
   without touching the sidebar: no truncated button label, no clipped figure title, no table to scroll sideways,
   no figure wider than its column, body text >= 20 px and figure text >= 16 px; the step shortcut works
-- ten quick clicks on a step button are ten steps; the keyboard steps, goes back, plays and pauses
+- ten quick clicks on a step button are ten steps; the keyboard steps, goes back, plays and pauses, also just after
+  the mouse set a toggle (presenter mode) or the speed; an Add refused while playing stays on screen
 
 Skips when chromium or playwright is missing, unless PAGED_REQUIRE_BROWSER=1 (CI), which turns the skip into a
 failure.
@@ -140,7 +141,8 @@ LAYOUT_PROBLEMS = """(tablesMayScroll) => {
         if (visible(t) && getComputedStyle(t).overflowX === 'visible' && t.getBoundingClientRect().right > right + 1)
             out.push('markdown table cut at the page edge: ' + JSON.stringify(t.innerText.slice(0, 30)));
     });
-    main.querySelectorAll('[data-testid="stTable"] :is(td, th), [data-testid="stMetricLabel"]').forEach(cell => {
+    main.querySelectorAll('[data-testid="stTable"] :is(td, th), [data-testid="stMetricLabel"], '
+                          + '[class*="st-key-buglab-card_"] p, [data-testid="stWidgetLabel"] p').forEach(cell => {
         // a word or number split across lines
         const walker = document.createTreeWalker(cell, NodeFilter.SHOW_TEXT);
         for (let node; (node = walker.nextNode());) {
@@ -152,6 +154,18 @@ LAYOUT_PROBLEMS = """(tablesMayScroll) => {
                 if (lines.size > 1) out.push('word broken in a table or label: ' + JSON.stringify(m[0]));
             }
         }
+    });
+    main.querySelectorAll('[data-testid="stHorizontalBlock"]').forEach(row => {  // metrics side by side
+        const tops = {};
+        row.querySelectorAll(':scope > [data-testid="stColumn"]').forEach(col => {
+            const v = col.querySelector('[data-testid="stMetricValue"]');
+            if (!v || !visible(v)) return;
+            const line = Math.round(col.getBoundingClientRect().bottom);  // columns of one flex line end together
+            (tops[line] = tops[line] || []).push(Math.round(v.getBoundingClientRect().top));
+        });
+        Object.values(tops).forEach(t => {
+            if (Math.max(...t) - Math.min(...t) > 2) out.push('metric values of one row not level: ' + t.join(', '));
+        });
     });
     main.querySelectorAll('[data-testid="stPlotlyChart"]').forEach(c => {
         const svg = c.querySelector('.main-svg');
@@ -233,15 +247,29 @@ def test_tables_keep_words_whole_at_1024_with_the_sidebar_open(server, browser, 
     """Engine after three steps at 1024x768, sidebar open (a main area of ~560 px): no word or number of a table is
     split across lines, and the per-sequence table, wider than its column, scrolls inside itself (nothing cut); page
     7's table of layouts scrolls inside itself too, instead of being cut at the page's edge; page 1's five metrics
-    wrap onto two lines rather than break physical_block_id mid-word."""
+    wrap onto two lines rather than break physical_block_id mid-word; the bug lab's "caught by" card wraps a test's
+    name between its parts; no widget label (page 6's add form: four numbers in a row) is broken inside a word; the
+    values of a row of metrics stay level when one label takes two lines (page 4 in presenter mode, page 6)."""
     context = browser.new_context(viewport=PROJECTORS[0], locale="en-US")
     page = context.new_page()
     try:
-        for path in ("Correct_to_fast", "Address_translation"):  # a table of layouts; five metrics in a row
-            page.goto(f"{server}/{path}?lang={lang}", wait_until="domcontentloaded")
+        for path in ("Correct_to_fast", "Address_translation",  # a table of layouts; five metrics in a row
+                     "Bug_lab?fault=early_increment"):  # a card naming a long test: it wraps at / :: _ only
+            page.goto(f"{server}/{path}{'&' if '?' in path else '?'}lang={lang}", wait_until="domcontentloaded")
             _check(page, path)
             assert page.evaluate(LAYOUT_PROBLEMS, True) == [], path
-        page.goto(f"{server}/Engine?lang={lang}&steps=3", wait_until="domcontentloaded")
+        assert page.locator(".st-key-buglab-card_caught_by p").count() == 1  # the card was looked at
+        page.screenshot(path=str(SHOTS / f"buglab_card_1024_{lang}.png"))
+        page.goto(f"{server}/Sharing?lang={lang}", wait_until="domcontentloaded")  # the add form: four numbers in a row
+        _check(page, "Sharing")
+        page.locator('[data-testid="stExpander"] summary').first.click()
+        page.locator(".st-key-sharing-new_seed").scroll_into_view_if_needed()
+        page.screenshot(path=str(SHOTS / f"sharing_form_1024_{lang}.png"))
+        assert page.evaluate(LAYOUT_PROBLEMS, True) == [], "Sharing's add form"
+        page.goto(f"{server}/Engine?lang={lang}&steps=3&present=1", wait_until="domcontentloaded")  # sidebar shut
+        _check(page, "Engine in presenter mode")
+        assert page.evaluate(LAYOUT_PROBLEMS, False) == [], "Engine in presenter mode"  # the four metrics level
+        page.goto(f"{server}/Engine?lang={lang}&steps=3&present=0", wait_until="domcontentloaded")
         _check(page, "Engine")
         page.locator(".st-key-engine-text").scroll_into_view_if_needed()
         page.screenshot(path=str(SHOTS / f"engine_state_table_1024_{lang}.png"))
@@ -300,5 +328,57 @@ def test_keyboard_steps_back_plays_and_pauses(server, browser):
         page.wait_for_timeout(1200)
         assert _step_count(page, "gather") == paused_at, "no step after pausing"
         assert re.search(r"Step \d+ / 64", page.locator('[data-testid="stMain"]').inner_text())
+    finally:
+        context.close()
+
+
+def test_keys_after_a_mouse_click_on_a_toggle_or_radio_still_drive_the_player(server, browser):
+    """A teacher turns presenter mode on and picks 4 steps/s with the mouse, then presses → to step and space to play:
+    the keys go to the player, not to the toggle (which would turn presenter mode off again) or the speed menu."""
+    context = browser.new_context(viewport=PROJECTORS[0], locale="en-US")
+    page = context.new_page()
+    try:
+        page.goto(f"{server}/Gather_and_attend?lang=en&context_len=64", wait_until="domcontentloaded")
+        _check(page, "gather")
+        page.wait_for_function("() => window.__pagedLedger && window.__pagedLedger.send", timeout=20000)
+        page.locator('[data-testid="stSidebar"] [data-testid="stCheckbox"]').filter(
+            has_text=re.compile("Presenter")).first.click()
+        page.wait_for_function("() => location.search.includes('present=1')", timeout=20000)
+        _check(page, "gather in presenter mode")
+        page.keyboard.press("ArrowRight")
+        _wait_for_steps(page, "gather", lambda s: s == 1)
+        page.locator('.st-key-gather-bar [data-testid="stSelectbox"] >> visible=true').first.click()
+        page.locator('[role="option"]').filter(has_text="4").first.click()  # 4 steps/s, with the mouse
+        page.wait_for_function("() => location.search.includes('speed=4')", timeout=20000)
+        _check(page, "gather at 4 steps/s")
+        page.keyboard.press(" ")
+        page.wait_for_function("() => location.search.includes('play=1')", timeout=20000)
+        page.keyboard.press(" ")
+        page.wait_for_function("() => location.search.includes('play=0')", timeout=20000)
+        _check(page, "gather paused")
+        assert "present=1" in page.url, "space or an arrow flipped the presenter toggle"
+        assert page.locator('[role="listbox"]').count() == 0, "space opened the speed menu"
+    finally:
+        context.close()
+
+
+def test_an_add_refused_while_playing_stays_on_screen(server, browser):
+    """Page 4 plays at 4 steps/s; a student presses Add with an empty prompt: the refusal stays under the form while
+    the steps go on (each step reruns only the step fragment), instead of vanishing with the next step."""
+    context = browser.new_context(viewport=PROJECTORS[0], locale="en-US")
+    page = context.new_page()
+    try:
+        page.goto(f"{server}/Engine?lang=en&speed=4&play=1", wait_until="domcontentloaded")
+        _check(page, "engine playing")
+        page.get_by_text("Add a request").first.click()
+        page.locator(".st-key-engine-new_text input").fill("")
+        page.locator(".st-key-engine-new_text input").press("Tab")
+        page.locator(key_selector("engine.add") + " >> visible=true").click()
+        page.get_by_text("The prompt is empty").first.wait_for(timeout=20000)
+        at_add = _step_count(page, "engine")
+        _wait_for_steps(page, "engine", lambda s: s >= at_add + 4)
+        assert "play=1" in page.url
+        assert page.get_by_text("The prompt is empty").count() == 1, "the refusal vanished with a step"
+        assert page.locator('[data-testid="stException"]').count() == 0
     finally:
         context.close()

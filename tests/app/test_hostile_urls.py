@@ -55,6 +55,16 @@ def test_numbers_are_plain_ascii_and_finite():
     assert float_in(0, 2)("0.5") == 0.5 and float_in(0, 2)(".25") == 0.25 and float_in(0, 2)("1e-1") == 0.1
 
 
+def test_a_huge_block_id_is_out_of_the_pool_not_a_non_number():
+    """A whole number too big for any pool is named as out of range (or negative), quoted with … when long; a
+    non-number is still one."""
+    big = parse_int_list("3, 99999999999999999999999999", 0, 11, 8)
+    assert (big.error, big.detail["item"]) == ("out_of_range", "9" * 19 + "…")
+    assert parse_int_list("1234567890", 0, 11, 8).detail == {"item": "1234567890", "lo": 0, "hi": 11}
+    assert parse_int_list("-12345678901", 0, 11, 8).error == "negative"
+    assert parse_int_list("12a", 0, 11, 8).error == "not_a_number"
+
+
 def test_block_table_accepts_full_width_separators():
     """A table typed with a Chinese input method (full-width comma, 、, full-width digits) reads as ASCII would."""
     assert parse_int_list("7，2，9", 0, 11, 8).values == [7, 2, 9]

@@ -68,13 +68,25 @@ def test_late_arrival_joins_after_its_step(tiny):
 def test_request_errors_have_codes_and_change_nothing(tiny):
     model, tok = tiny
     demo = EngineLesson(DemoConfig(block_size=4, num_blocks=8), model, tok)
-    for spec, code in ((RequestSpec("   "), "empty"), (RequestSpec("x" * (MAX_PROMPT_CHARS + 1)), "too_long"),
+    invisible = ("\u200b\u200d\u200f", "\x00\x07\t\u3000")  # zero-width space/joiner, RLM; controls, ideographic space
+    for spec, code in ((RequestSpec("   "), "empty"), *((RequestSpec(p), "empty") for p in invisible),
+                       (RequestSpec("x" * (MAX_PROMPT_CHARS + 1)), "too_long"),
                        (RequestSpec("y" * 60, max_tokens=64), "pool")):  # 126 tokens > 8 blocks of 4
         with pytest.raises(RequestError) as info:
             demo.add(spec)
         assert info.value.code == code
     assert demo.all_specs() == [] and not demo.engine.sequences
     assert "never fit" in str(info.value)
+
+
+def test_prompts_with_invisible_characters_among_visible_ones_are_added(tiny):
+    """Emoji joined by zero-width joiners, Arabic with a direction mark: visible text, so added as typed."""
+    model, tok = tiny
+    demo = EngineLesson(DemoConfig(block_size=4, num_blocks=64), model, tok)
+    prompts = ["\U0001f469\u200d\U0001f467", "\u0645\u0631\u062d\u0628\u0627\u200f", "\u200bx"]
+    for prompt in prompts:
+        demo.add(RequestSpec(prompt, max_tokens=2))
+    assert [s.prompt for s in demo.all_specs()] == prompts
 
 
 def test_replay_keeps_requests_this_config_refuses(tiny):

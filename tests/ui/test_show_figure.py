@@ -76,3 +76,13 @@ def test_app_figures_are_plain_dicts_with_plotlys_json(monkeypatch):
         assert isinstance(real, go.Figure) and isinstance(light, SpecFigure)
         assert json.loads(json.dumps(light.to_dict())) == json.loads(pio.to_json(real, validate=False))
         assert light.layout.title.text == real.layout.title.text  # anything else: the go.Figure, built on demand
+
+
+def test_breakable_wraps_identifiers_only_between_their_parts_and_escapes_the_rest():
+    """A test's name may wrap after / :: _ (a <wbr>) and nowhere else; HTML and markdown characters stay text."""
+    from ui.widgets import breakable
+
+    out = breakable("tests/paged/test_a.py::test_b <i>x</i> *y* `z`")
+    assert out.replace("<wbr>", "").replace("\\", "") == ("tests/paged/test_a.py::test_b &lt;i&gt;x&lt;/i&gt; *y* `z`")
+    assert out.split("<wbr>") == ["tests/", "paged/", "test\\_", "a.py::", "test\\_", "b &lt;i&gt;x&lt;/",
+                                  "i&gt; \\*y\\* \\`z\\`"]

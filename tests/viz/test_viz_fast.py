@@ -59,13 +59,22 @@ def test_waste_and_fit_bars():
     names = ["max_model_len", "oracle", "paged 16"]
     fig = waste_figure(names, [80.0, 0.0, 2.0], [85.0, 30.0, 2.5], "t", "waste %", "final", "decode")
     assert [t.name for t in fig.data] == ["final", "decode"] and fig.layout.barmode == "group"
-    assert list(trace(fig, "decode").y) == [85.0, 30.0, 2.5] and list(trace(fig, "final").text) == ["80.0", "0.0",
+    assert list(trace(fig, "decode").y) == [85.0, 30.0, 2.5] and list(trace(fig, "final").text) == ["80", "0.0",
                                                                                                      "2.0"]
     assert fig.layout.yaxis.title.text == "waste %"
     fig = fit_figure(names, ["max_len", "oracle", "paged"], [32, 190, 185], "t", "requests")
     assert list(fig.data[0].y) == [32, 190, 185] and list(fig.data[0].text) == ["32", "190", "185"]
     assert fig.data[0].marker.color[0] == OKABE_ITO["vermillion"] and fig.data[0].marker.color[2] != \
         fig.data[0].marker.color[0]
+
+
+@pytest.mark.parametrize("value, label", [(0.0, "0.0"), (0.14, "0.1"), (9.94, "9.9"), (9.96, "10"), (12.9, "13"),
+                                          (78.7, "79"), (77.3, "77"), (99.7, "100"), (100.0, "100")])
+def test_waste_labels_stay_three_characters_wide(value, label):
+    """Page 7's grouped bars are ~20 px wide at 1024 px: "78.7" next to "77.3" touched; three characters fit."""
+    fig = waste_figure(["a"], [value], [value], "t")
+    assert list(fig.data[0].text) == [label] and list(fig.data[1].text) == [label]
+    assert "%{y:.1f}" in fig.data[0].hovertemplate  # the exact value is a hover away
 
 
 def test_fragmentation_measured_next_to_half_a_block():

@@ -63,7 +63,8 @@ STRINGS = {
     "restarted": {"en": "Settings changed: the same requests start again from step 0.",
                   "zh": "设置已更改：同样的请求从第 0 步重新开始。"},
     # request errors: err_<code> / fix_<code> (codes from lessons.engine_requests.RequestError)
-    "err_empty": {"en": "The prompt is empty.", "zh": "prompt 是空的。"},
+    "err_empty": {"en": "The prompt is empty (spaces and invisible characters do not count).",
+                  "zh": "prompt 是空的（空格和不可见字符不算）。"},
     "fix_empty": {"en": "Type some text, or pick a preset prompt.", "zh": "输入一些文字，或选择一个预设 prompt。"},
     "err_too_long": {"en": "The prompt has {chars} characters; this page takes at most {max_chars}.",
                      "zh": "prompt 有 {chars} 个字符；本页最多接受 {max_chars} 个。"},
