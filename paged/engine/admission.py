@@ -101,7 +101,7 @@ def check_fits(num_prompt_tokens: int, params: SamplingParams, model_config: Mod
                 f"{shared + params.n * own} blocks (pool {bm.num_blocks}) and {params.n} sequence slots (max_num_seqs "
                 f"{scheduler_config.max_num_seqs}); lower n or max_tokens",
                 n=params.n, n_fit=max((k for k in range(1, params.n) if fits(k)), default=1),
-                max_num_seqs=scheduler_config.max_num_seqs)
+                max_num_seqs=scheduler_config.max_num_seqs, need=shared + params.n * own, usable=usable)
     budget = scheduler_config.max_num_batched_tokens
     if total > budget and not scheduler_config.enable_chunked_prefill:
         raise AdmissionError("batch_tokens", f"{total} tokens exceed max_num_batched_tokens ({budget}): "

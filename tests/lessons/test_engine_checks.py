@@ -64,6 +64,7 @@ def test_each_refusal_names_its_limit_and_a_fix_that_works(tiny):
     config = DemoConfig(block_size=8, num_blocks=10)
     err = refused(EngineLesson(config, model, tok), RequestSpec(prompt, max_tokens=16, n=4))
     assert err.code == "samples" and err.detail["n_fit"] == 2
+    assert (err.detail["need"], err.detail["usable"]) == (15, 10)  # the page names the limit that binds
     assert accepted(config, RequestSpec(prompt, max_tokens=16, n=err.detail["n_fit"]), model, tok)
     assert not accepted(config, RequestSpec(prompt, max_tokens=16, n=err.detail["n_fit"] + 1), model, tok)
     err = refused(EngineLesson(DemoConfig(num_blocks=64, max_num_seqs=2), model, tok), RequestSpec("a", n=3))

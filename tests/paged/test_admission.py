@@ -55,7 +55,7 @@ def test_samples():
     err = refused(31, SamplingParams(max_tokens=16, n=4), bm, sched)
     assert str(err) == ("n=4 parallel samples could never run together: they need up to 15 blocks (pool 10) and 4 "
                         "sequence slots (max_num_seqs 8); lower n or max_tokens")
-    assert err.code == "samples" and err.values == dict(n=4, n_fit=2, max_num_seqs=8)
+    assert err.code == "samples" and err.values == dict(n=4, n_fit=2, max_num_seqs=8, need=15, usable=10)
     assert fits(31, SamplingParams(max_tokens=16, n=2), bm, sched)
     assert not fits(31, SamplingParams(max_tokens=16, n=3), bm, sched)
 

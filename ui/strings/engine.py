@@ -93,9 +93,10 @@ STRINGS = {
         "zh": "在侧边栏把 num_blocks 调到 {min_blocks} 或更大，或者减少 token：总数（prompt + max_tokens）最多 {fit_tokens} 个。",
     },
     "err_samples": {
-        "en": ("n = {n} parallel samples could never run together: they would need more blocks than the pool has, "
-               "or more than max_num_seqs = {max_num_seqs} sequences."),
-        "zh": "n = {n} 个并行样本永远无法同时运行：它们需要的 block 比 pool 的还多，或者超过 max_num_seqs = {max_num_seqs} 个 sequence。",
+        "en": ("n = {n} parallel samples could never run together: they need up to {need} blocks (the pool can give "
+               "{usable}) and {n} sequence slots (max_num_seqs = {max_num_seqs})."),
+        "zh": ("n = {n} 个并行样本永远无法同时运行：它们最多需要 {need} 个 block（pool 最多能给 {usable} 个），"
+               "以及 {n} 个 sequence 位置（max_num_seqs = {max_num_seqs}）。"),
     },
     "fix_samples": {"en": "Lower n to {n_fit}, or lower max_tokens, or raise num_blocks in the sidebar.",
                     "zh": "把 n 降到 {n_fit}，或者减小 max_tokens，或者在侧边栏调大 num_blocks。"},
