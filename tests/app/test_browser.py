@@ -306,13 +306,18 @@ def test_ten_quick_clicks_are_ten_steps(server, browser, path, key, prefix):
         context.close()
 
 
+def _open_gather_player(page, server: str, extra: str = "") -> None:
+    """Page 2 with a 64-token context (query `extra` appended), checked, its playback bar ready for keys."""
+    page.goto(f"{server}/Gather_and_attend?lang=en&context_len=64{extra}", wait_until="domcontentloaded")
+    _check(page, "gather")
+    page.wait_for_function("() => window.__pagedLedger && window.__pagedLedger.send", timeout=20000)
+
+
 def test_keyboard_steps_back_plays_and_pauses(server, browser):
     context = browser.new_context(viewport=PROJECTORS[0], locale="en-US")
     page = context.new_page()
     try:
-        page.goto(f"{server}/Gather_and_attend?lang=en&context_len=64&speed=4", wait_until="domcontentloaded")
-        _check(page, "gather")
-        page.wait_for_function("() => window.__pagedLedger && window.__pagedLedger.send", timeout=20000)
+        _open_gather_player(page, server, "&speed=4")
         for _ in range(3):
             page.keyboard.press("ArrowRight")
         page.keyboard.press("ArrowLeft")
@@ -338,9 +343,7 @@ def test_keys_after_a_mouse_click_on_a_toggle_or_radio_still_drive_the_player(se
     context = browser.new_context(viewport=PROJECTORS[0], locale="en-US")
     page = context.new_page()
     try:
-        page.goto(f"{server}/Gather_and_attend?lang=en&context_len=64", wait_until="domcontentloaded")
-        _check(page, "gather")
-        page.wait_for_function("() => window.__pagedLedger && window.__pagedLedger.send", timeout=20000)
+        _open_gather_player(page, server)
         page.locator('[data-testid="stSidebar"] [data-testid="stCheckbox"]').filter(
             has_text=re.compile("Presenter")).first.click()
         page.wait_for_function("() => location.search.includes('present=1')", timeout=20000)
