@@ -373,9 +373,12 @@ def test_an_add_refused_while_playing_stays_on_screen(server, browser):
     try:
         page.goto(f"{server}/Engine?lang=en&speed=4&play=1", wait_until="domcontentloaded")
         _check(page, "engine playing")
+        _wait_for_steps(page, "engine", lambda s: s >= 1)  # playing: the page's first full runs are over
         page.get_by_text("Add a request").first.click()
-        page.locator(".st-key-engine-new_text input").fill("")
-        page.locator(".st-key-engine-new_text input").press("Tab")
+        prompt = page.locator(".st-key-engine-new_text input")
+        prompt.fill("")
+        prompt.press("Tab")
+        page.wait_for_function("el => el.value === ''", arg=prompt.element_handle(), timeout=20000)
         page.locator(key_selector("engine.add") + " >> visible=true").click()
         page.get_by_text("The prompt is empty").first.wait_for(timeout=20000)
         at_add = _step_count(page, "engine")
