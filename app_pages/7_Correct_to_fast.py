@@ -16,6 +16,7 @@ MAX_CACHED_RUNS = 8  # per session, newest kept
 MAX_MODEL_LENS = [512, 1024, 2048, 4096, 8192]
 BUDGETS = [16384, 32768, 65536, 131072]
 HIGHLIGHT_BS = 16  # vLLM's default block_size, named in the metrics
+RUNNING_KEY = "fast.running"  # the LadderConfig being measured, removed when its run ends
 
 
 ctx = ui.setup_page("fast", icon=":material/speed:")
@@ -76,7 +77,12 @@ clicked = run_col.button(ctx.t("run"), key="fast.run", type="primary", icon=":ma
                          disabled=config is None, wrap=True)  # a narrow column: wrap, never cut the label
 
 runs = st.session_state.setdefault("fast.runs", {})
+# A run is marked while it measures. Any change to the page (a setting, Run again, leaving the page) makes Streamlit
+# stop this script at its next call and start it over, so a mark still here on the next run means the last run was
+# cut short: say so, instead of silently showing "press Run" again.
+stopped = st.session_state.pop(RUNNING_KEY, None) is not None
 if clicked and config is not None:
+    st.session_state[RUNNING_KEY] = config
     try:
         with st.spinner(ctx.t("running")):
             bar = st.progress(0.0)
@@ -88,6 +94,9 @@ if clicked and config is not None:
             runs.pop(next(iter(runs)))
     except (ValueError, RuntimeError, MemoryError) as err:
         ui.show_error(ctx, ctx.t("err_run", message=str(err)), ctx.t("fix_run"))
+    del st.session_state[RUNNING_KEY]  # finished (or refused with its error shown): not cut short
+elif stopped:
+    st.warning(ctx.t("run_stopped"), icon=":material/block:")
 run = runs.get(config) if config is not None else None
 
 if config is not None and run is None:

@@ -77,6 +77,44 @@ def test_run_checks_every_rung_and_is_kept_for_the_session(counted_runs):
     assert at.query_params["seed"] == "5"
 
 
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_a_run_cut_short_by_a_setting_change_says_so(lang, monkeypatch):
+    """A setting changed while the ladder measures: Streamlit stops the script at its next call (the progress bar)
+    and starts it over. The page then says the run was stopped and nothing kept (not a silent "press Run"), once;
+    Run measures again."""
+    from streamlit.runtime.scriptrunner_utils.exceptions import StopException
+
+    def cut_short(config, progress):
+        progress(1, 3)
+        raise StopException()  # what Streamlit raises in the script when a newer run preempts it
+
+    monkeypatch.setattr(ladder, "run_ladder", cut_short)
+    at = app_test(PAGE, lang, TINY).run()
+    at.button(key="fast.run").click().run()
+    no_exception(at)
+    assert not at.session_state["fast.runs"] and not at.warning  # stopped mid-way: nothing kept, nothing said yet
+    at.slider(key="fast.batch").set_value(2).run()  # the change that stopped it: the page starts over
+    no_exception(at)
+    assert [w.value for w in at.warning] == [t("fast.run_stopped", lang)]
+    assert t("fast.press_run", lang) in [i.value for i in at.info]  # and what to do next
+    at.slider(key="fast.batch").set_value(3).run()
+    assert not at.warning, "said once, not on every later run"
+    monkeypatch.undo()  # the real ladder again
+    monkeypatch.setattr(ladder, "BANDWIDTH_MB", 8)
+    at.button(key="fast.run").click().run()
+    no_exception(at)
+    assert not at.warning and at.success[0].value == t("fast.all_ok", lang)
+
+
+def test_a_finished_run_is_not_called_stopped(counted_runs):
+    """A run that ends (measured, or refused with its error box) leaves no "stopped" note behind."""
+    at = app_test(PAGE, params=TINY).run()
+    at.button(key="fast.run").click().run()
+    at.slider(key="fast.batch").set_value(2).run()
+    no_exception(at)
+    assert len(counted_runs) == 1 and not at.warning
+
+
 def test_without_the_c_kernel_the_page_says_why_and_runs_the_rest(counted_runs, monkeypatch):
     """When native cannot be built, its card says why and the ladder runs without it (no error)."""
     from paged.kernels import native

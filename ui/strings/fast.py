@@ -99,6 +99,13 @@ STRINGS = {
         "zh": ("这个配置还没有测量。点击“运行阶梯”：会在这里以及两个小扫描上校验并计时每一级（几秒钟）。结果在本次会话"
                "中保留。"),
     },
+    "run_stopped": {
+        "en": ("The last run was stopped before it finished: a setting changed (or the page was left) while it "
+               "measured, and Streamlit starts the page over on every change. Nothing from that run was kept. Press "
+               "“Run the ladder” again to measure the settings shown now."),
+        "zh": ("上一次运行没有完成就被停止了：测量期间改了设置（或离开了页面），而每次改动都会让 Streamlit 重新运行页面。"
+               "那次运行的结果没有保留。请再次点击“运行阶梯”，测量当前显示的设置。"),
+    },
     "measured": {
         "en": ("Measured on this machine, now: {device}, {threads} torch thread(s), fp32, shuffled block tables, "
                "medians of {reps} runs ({sweep_reps} per sweep point, 3 for the loop); read bandwidth {bw:.1f} GB/s "
