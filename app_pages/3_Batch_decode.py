@@ -3,6 +3,7 @@
 import streamlit as st
 
 import ui
+import ui.params
 import ui.quiz
 from lessons.quiz import batch_question
 from ui.breaks import arm_wrong_slot, wrong_slot_controls
@@ -63,6 +64,17 @@ def reset() -> None:
     st.session_state["batch.lesson"] = BatchLesson(lesson_now().config)
 
 
+def add_typed() -> None:
+    """Add: the typed prompt length goes to the lesson when it is a whole number (the lesson refuses one out of
+    range by name); other text is noted for the page to refuse by name."""
+    text = st.session_state["batch.new_len"]
+    length = ui.params.parse_whole(text)
+    if length is None:
+        st.session_state["batch.len_not_a_number"] = text
+    else:
+        lesson_now().add(length)
+
+
 @st.fragment
 def batch_view() -> None:
     """Everything a decode, Back, Finish, Add or Reset changes (st.fragment): these rerun only this part, not
@@ -86,12 +98,12 @@ def batch_view() -> None:
     row.selectbox(ctx.t("which"), running, format_func=seq_label, key="batch.target", disabled=not running, width=130,
                   placeholder=ctx.t("none_running"))
     row.button(ctx.t("finish"), key="batch.finish", disabled=not running, icon=":material/stop:", on_click=finish_shown)
-    # no min/max: a length out of range reaches BatchLesson.add, which refuses it by name (a bounded input would silently
-    # keep its old value)
-    row.number_input(ctx.t("new_len"), value=5, step=1, key="batch.new_len", width=150,
-                     help=ctx.t("new_len_help", hi=MAX_PROMPT_LEN))
-    row.button(ctx.t("add"), key="batch.add", icon=":material/add:",
-               on_click=lambda: lesson_now().add(int(st.session_state["batch.new_len"])))
+    # a text box: a whole number out of range reaches BatchLesson.add, which refuses it by name, and other text is
+    # refused here (Streamlit's number input would refuse an out-of-range value, 2**53 or more even without bounds,
+    # with a red border only, and Add would then use the old value silently)
+    row.text_input(ctx.t("new_len"), value="5", key="batch.new_len", width=150, max_chars=ui.params.MAX_WHOLE_CHARS,
+                   help=ctx.t("new_len_help", hi=MAX_PROMPT_LEN))
+    row.button(ctx.t("add"), key="batch.add", icon=":material/add:", on_click=add_typed)
     row.button(ctx.t("common.reset"), key="batch.reset", icon=":material/restart_alt:", on_click=reset)
     wrong_slot_controls(ctx, knobs, lesson)
     if quiz_on:  # predict, then reveal: who takes a new block at the next decode?
@@ -102,7 +114,11 @@ def batch_view() -> None:
     # --- what the last operation did ----------------------------------------------------------------------------------
     event = lesson.last_event
     label = seq_label  # 0, 1, 2 -> A, B, C
-    if event.kind == "start":
+    not_a_number = st.session_state.pop("batch.len_not_a_number", None)  # set by add_typed
+    if not_a_number is not None:
+        said = ctx.t("refused_add_not_a_number", text=ui.params.quoted(not_a_number), lo=1, hi=MAX_PROMPT_LEN)
+        st.warning(said, icon=":material/back_hand:")
+    elif event.kind == "start":
         said = ctx.t("start_seed" if lesson.used_seed_tables else "start_free_list")
         st.info(said, icon=":material/flag:")
         if not event.ok:

@@ -21,11 +21,12 @@ from typing import Callable, Mapping, Sequence
 import streamlit as st
 
 from lessons.engine import EngineLesson
-from lessons.engine_requests import MAX_STEPS, DemoConfig, RequestError, RequestSpec, Scenario, decode_requests
+from lessons.engine_requests import (BOUNDS, MAX_STEPS, DemoConfig, RequestError, RequestSpec, Scenario,
+                                     decode_requests)
 from viz.colors import seq_label
 
 from .page import PageContext
-from .params import Knobs, int_in, read_param
+from .params import MAX_WHOLE_CHARS, Knobs, int_in, parse_whole, quoted, read_param
 from .playback import Stepper, playback_bar
 from .widgets import show_error, stop_with_error
 
@@ -170,12 +171,14 @@ def request_numbers(ctx: PageContext, prefix: str, max_tokens: int, temperature:
     cols = st.columns([1.6, 1.6, 1.2, 1.2] if with_n else [2, 2, 1.2], vertical_alignment="bottom")  # "seed (sampling)": whole
     cols[0].slider(ctx.t("engine.max_tokens"), 1, 128, max_tokens, key=f"{prefix}.new_max_tokens")
     cols[1].slider(ctx.t("engine.temperature"), 0.0, 2.0, temperature, 0.1, key=f"{prefix}.new_temperature")
-    # no min/max: a value out of range reaches the lesson, which refuses it by name (a bounded input would keep its
-    # old value silently)
-    cols[2].number_input(ctx.t("engine.seed"), value=0, step=1, key=f"{prefix}.new_seed",
-                         help=ctx.t("engine.seed_help"))
+    # text boxes, read by add_from_form: a whole number out of range reaches the lesson, which refuses it by name,
+    # and anything else is refused by name there. (Streamlit's number input would refuse an out-of-range value,
+    # 2**53 or more even without bounds, with a red border only, and Add would then use the old value silently.)
+    cols[2].text_input(ctx.t("engine.seed"), value="0", key=f"{prefix}.new_seed", max_chars=MAX_WHOLE_CHARS,
+                       help=ctx.t("engine.seed_help"))
     if with_n:
-        cols[3].number_input(ctx.t("sharing.n"), value=1, step=1, key=f"{prefix}.new_n", help=ctx.t("sharing.n_help"))
+        cols[3].text_input(ctx.t("sharing.n"), value="1", key=f"{prefix}.new_n", max_chars=MAX_WHOLE_CHARS,
+                           help=ctx.t("sharing.n_help"))
     st.button(ctx.t("engine.add"), key=f"{prefix}.add", icon=":material/add:", on_click=add_from_form,
               args=(prefix, max_tokens, temperature))
     show_add_outcome(ctx, st.session_state.pop(f"{prefix}.add_news", {}), label)
@@ -211,10 +214,19 @@ def add_from_form(prefix: str, max_tokens: int, temperature: float) -> None:
     defaults) offered to the lesson; show_messages says how it went."""
     get, key = st.session_state.get, lambda name: f"{prefix}.{name}"  # noqa: E731
     lesson = _lesson(prefix)
+    typed = {name: get(key(f"new_{name}"), str(default)) for name, default in (("seed", 0), ("n", 1))}
+    whole = {name: parse_whole(text) for name, text in typed.items()}
+    bad = [name for name, value in whole.items() if value is None]
+    if bad:  # nothing offered: the form's text is not a number at all
+        lo, hi = BOUNDS[bad[0]]
+        err = RequestError("not_a_number", f"{bad[0]} = {typed[bad[0]]!r} is not a whole number", field=bad[0],
+                           text=quoted(typed[bad[0]]), lo=lo, hi=hi)
+        st.session_state[key("add_news")] = {"add_error": err}
+        return
     lesson.offer(RequestSpec(get(key("new_text"), ""), get(key("new_task"), "recall"),
                              int(get(key("new_max_tokens"), max_tokens)),
                              float(get(key("new_temperature"), temperature)),
-                             int(get(key("new_seed"), 0)), int(get(key("new_n"), 1)), len(lesson.steps)))
+                             whole["seed"], whole["n"], len(lesson.steps)))
     st.session_state[key("add_news")] = {k: lesson.news.pop(k) for k in ("added", "add_error") if k in lesson.news}
 
 

@@ -31,6 +31,29 @@ def int_in(lo: int, hi: int) -> Parser:
     return parse
 
 
+MAX_WHOLE_CHARS = 24  # a typed whole number: room for any 64-bit seed, and a sign
+_WHOLE_TEXT = re.compile(r"[+-]?[0-9]+")
+
+
+def parse_whole(text) -> int | None:
+    """A whole number typed in a box, unbounded: ASCII digits with an optional sign, spaces around ignored, after
+    NFKC (so ４２ typed with a Chinese IME reads 42); None for anything else (1.5, 1e3, 1_000, abc, ١٢, more than
+    MAX_WHOLE_CHARS characters). The caller checks the range, so it can name it."""
+    text = unicodedata.normalize("NFKC", str(text)).strip()
+    return int(text) if len(text) <= MAX_WHOLE_CHARS and _WHOLE_TEXT.fullmatch(text) else None
+
+
+_MARKDOWN_PUNCT = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$:])")
+
+
+def quoted(text, max_chars: int = 30) -> str:
+    """Typed text for a markdown message: control characters dropped, cut to `max_chars` (…), and every markdown
+    character backslash-escaped, so it shows as typed (no link, bold, LaTeX or HTML made of it)."""
+    text = _CONTROL.sub("", str(text))
+    text = text if len(text) <= max_chars else text[:max_chars - 1] + "…"
+    return _MARKDOWN_PUNCT.sub(r"\\\1", text)
+
+
 def float_in(lo: float, hi: float) -> Parser:
     """Parse a plain finite decimal number and clamp it to [lo, hi]; None otherwise (nan, inf, text)."""
     def parse(text: str):
@@ -202,8 +225,24 @@ class Knobs:
         return self._done(name, where.slider(label, lo, hi, key=key, **kw))
 
     def number(self, label: str, name: str, default: int, lo: int, hi: int, where=st, **kw) -> int:
+        """A whole number in [lo, hi], typed in a text box and checked here, not in the browser: Streamlit's number
+        input refuses a value out of its range (any integer from 2**53 on, whatever its bounds) with only a red
+        border and keeps its old value without telling the page. Text that is not a whole number in [lo, hi] leaves
+        the last good value in use, and an error under the box says so, in the page's language."""
         key = self._start(name, default, int_in(lo, hi))
-        return self._done(name, int(where.number_input(label, lo, hi, step=1, key=key, **kw)))
+        if not isinstance(st.session_state[key], str):  # seeded from the URL or the last visit as a number
+            st.session_state[key] = str(st.session_state[key])
+        text = where.text_input(label, key=key, max_chars=MAX_WHOLE_CHARS, **kw)
+        value = parse_whole(text)
+        if value is not None and lo <= value <= hi:
+            return self._done(name, value)
+        from .page import current_lang  # (ui.page imports this module)
+        from .strings import t
+
+        used = st.session_state.get(f"_keep.{key}", default)
+        where.error(t("common.not_whole", current_lang(), label=label, text=quoted(text), lo=lo, hi=hi, used=used),
+                    icon=":material/error:")
+        return self._done(name, used)
 
     def select(self, label: str, name: str, default, options: Sequence, where=st, **kw):
         key = self._start(name, default, one_of(options))

@@ -59,12 +59,12 @@ def test_a_prompt_length_out_of_range_is_refused_by_name():
     old behaviour silently added a sequence of the previous length)."""
     at = app_test(BATCH).run()
     for value in (9999, 0):
-        at.number_input(key="batch.new_len").set_value(value).run()
+        at.text_input(key="batch.new_len").input(str(value)).run()
         at.button(key="batch.add").click().run()
         no_exception(at)
         assert running(at) == [0, 1, 2] and at.session_state["batch.lesson"].ops == []
         assert [w.value for w in at.warning] == [t("batch.refused_add_out_of_range", "en", value=value, lo=1, hi=64)]
-    at.number_input(key="batch.new_len").set_value(7).run()
+    at.text_input(key="batch.new_len").input("7").run()
     at.button(key="batch.add").click().run()
     assert at.session_state["batch.lesson"].ops == ["a7"] and not at.warning
 
@@ -75,6 +75,24 @@ def pool_cells_shown(at) -> list[dict]:
 
     (markup,) = [h.proto.body for h in at.get("html") if 'class="pp-grid"' in h.proto.body]
     return read_pool(markup)
+
+
+def test_a_typed_prompt_length_that_is_no_number_is_refused_by_name():
+    """Text in the length box: 2**53 reaches the lesson and is refused as out of range (a number input would have
+    kept its old value silently); "abc" and "5.5" are refused as not whole numbers; nothing is added."""
+    at = app_test(BATCH, "zh").run()
+    at.text_input(key="batch.new_len").input(str(2**53)).run()
+    at.button(key="batch.add").click().run()
+    no_exception(at)
+    assert [w.value for w in at.warning] == [t("batch.refused_add_out_of_range", "zh", value=2**53, lo=1, hi=64)]
+    for text, shown in (("abc", "abc"), ("5.5", "5\\.5")):
+        at.text_input(key="batch.new_len").input(text).run()
+        at.button(key="batch.add").click().run()
+        no_exception(at)
+        assert at.session_state["batch.lesson"].ops == []
+        assert [w.value for w in at.warning] == [t("batch.refused_add_not_a_number", "zh", text=shown, lo=1, hi=64)]
+    at.button(key="batch.decode").click().run()  # the note is for that Add only
+    assert not at.warning and at.session_state["batch.lesson"].ops == ["d"]
 
 
 def test_the_pool_outlines_the_slots_each_decode_wrote():

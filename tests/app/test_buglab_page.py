@@ -73,7 +73,7 @@ def test_url_restores_fault_and_scenario():
     ok(at)
     assert at.selectbox(key="buglab.fault").value == "aliased_blocks" and not at.toggle(key="buglab.off_widget").value
     assert at.radio(key="buglab.task").value == "continue" and at.selectbox(key="buglab.block_size").value == 8
-    assert at.number_input(key="buglab.seed").value == 3 and at.slider(key="buglab.step").value == 2
+    assert at.text_input(key="buglab.seed").value == "3" and at.slider(key="buglab.step").value == 2
     assert markers(at)
     assert {k: at.query_params[k] for k in ("fault", "task", "block_size", "seed", "step")} == \
         {"fault": "aliased_blocks", "task": "continue", "block_size": "8", "seed": "3", "step": "2"}

@@ -104,7 +104,7 @@ def test_presenter_mode_figures_have_large_text():
 # --- playback: back lands where a fresh replay lands -------------------------------------------------------------
 def test_batch_back_equals_a_fresh_replay_of_the_shorter_log():
     at = click(app_test(BATCH, params={"num_blocks": 24}).run(), "batch.decode", 3)
-    at.number_input(key="batch.new_len").set_value(6).run()
+    at.text_input(key="batch.new_len").input("6").run()
     click(at, "batch.add")
     click(at, "batch.back")
     demo = at.session_state["batch.lesson"]

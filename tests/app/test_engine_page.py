@@ -4,6 +4,8 @@ to the exact step."""
 
 from __future__ import annotations
 
+import pytest
+
 from lessons.engine_requests import MAX_PROMPT_CHARS
 from ui.strings import t
 
@@ -121,13 +123,40 @@ def test_no_error_says_do_what_the_message_says():
 def test_a_seed_out_of_range_is_refused_by_name():
     at = app_test(ENGINE).run()
     count = len(demo(at).all_specs())
-    at.number_input(key="engine.new_seed").set_value(12345).run()
+    at.text_input(key="engine.new_seed").input("12345").run()
     at.button(key="engine.add").click().run()
     no_exception(at)
     label = t("engine.seed", "en")
     assert len(at.error) == 1 and len(demo(at).all_specs()) == count
     assert at.error[0].value.startswith(
         f"**{t('engine.err_out_of_range', 'en', label=label, value=12345, lo=0, hi=9999)}**")
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_any_typed_seed_is_used_or_refused_by_name(lang):
+    """The seed box takes text and Add checks it: 2**53 and 2**64 (which Streamlit's number input would mark red and
+    silently replace by the old value) are refused as out of range, non-numbers as not a whole number, each by name
+    with nothing added; ４２ typed with a Chinese IME is 42, and the request is added with exactly that seed."""
+    at = app_test(ENGINE, lang).run()
+    count, label = len(demo(at).all_specs()), t("engine.seed", lang)
+    for text in (str(2**53), str(2**64), "-1"):
+        at.text_input(key="engine.new_seed").input(text).run()
+        at.button(key="engine.add").click().run()
+        no_exception(at)
+        assert len(demo(at).all_specs()) == count and len(at.error) == 1
+        assert at.error[0].value.startswith(
+            f"**{t('engine.err_out_of_range', lang, label=label, value=int(text), lo=0, hi=9999)}**")
+    for text, shown in (("abc", "abc"), ("1.5", "1\\.5"), ("1e3", "1e3"), ("", "")):
+        at.text_input(key="engine.new_seed").input(text).run()
+        at.button(key="engine.add").click().run()
+        no_exception(at)
+        assert len(demo(at).all_specs()) == count and len(at.error) == 1
+        assert at.error[0].value.startswith(f"**{t('engine.err_not_a_number', lang, label=label, text=shown)}**")
+        assert t("engine.fix_not_a_number", lang, label=label, lo=0, hi=9999) in at.error[0].value
+    at.text_input(key="engine.new_seed").input("４２").run()
+    at.button(key="engine.add").click().run()
+    no_exception(at)
+    assert not at.error and len(demo(at).all_specs()) == count + 1 and demo(at).all_specs()[-1].seed == 42
 
 
 def test_query_params_replay_to_the_exact_step():

@@ -71,7 +71,7 @@ def test_run_checks_every_rung_and_is_kept_for_the_session(counted_runs):
     assert all(r[check] == t("common.ok", "en") for r in rows)
     assert at.success[0].value == t("fast.all_ok", "en")
     assert len(at.get("plotly_chart")) == LADDER_CHARTS + MEMORY_CHARTS
-    at.number_input(key="fast.seed").set_value(5).run()
+    at.text_input(key="fast.seed").input("5").run()
     no_exception(at)
     assert len(counted_runs) == 1 and len(at.get("plotly_chart")) == LADDER_CHARTS + MEMORY_CHARTS
     assert at.query_params["seed"] == "5"

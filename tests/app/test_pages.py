@@ -170,7 +170,7 @@ def test_batch_decode_steps_finish_and_add():
     at.selectbox(key="batch.target").set_value(1).run()
     at.button(key="batch.finish").click().run()
     assert 1 not in demo.tables() and {1, 4} <= set(demo.playground.manager.free_block_ids)
-    at.number_input(key="batch.new_len").set_value(7).run()
+    at.text_input(key="batch.new_len").input("7").run()
     at.button(key="batch.add").click().run()
     ok(at)
     assert demo.cached_token_counts()[3] == 7 and at.query_params["ops"] == "d,d,f1,a7"
@@ -200,6 +200,31 @@ def test_batch_ignores_junk_in_the_url():
 
 
 # --- pure helpers of ui/ -------------------------------------------------------------------------------------------
+SEED_KNOBS = [("app_pages/2_Gather_and_attend.py", "gather.seed", 9999), (BATCH, "batch.seed", 9999),
+              ("app_pages/5_Bug_lab.py", "buglab.seed", 999), ("app_pages/7_Correct_to_fast.py", "fast.seed", 9999)]
+
+
+@pytest.mark.parametrize("path, key, hi", SEED_KNOBS, ids=lambda v: v if isinstance(v, str) and "." in v else "")
+def test_a_seed_knob_says_what_it_does_with_any_text(path, key, hi):
+    """Each page's seed box: a seed in range is used and goes to the URL; 2**53 (which a number input would mark red
+    and silently replace by the old value), hi + 1, -1 and "abc" each give an error box naming the range and the
+    seed still in use, in the page's language, and the URL keeps that seed."""
+    at = app_test(path, "zh", {"requests": 40}).run()
+    at.text_input(key=key).input("7").run()
+    ok(at)
+    assert at.query_params["seed"] == "7"
+    label = at.text_input(key=key).label
+    for text, shown in ((str(2**53), str(2**53)), (str(hi + 1), str(hi + 1)), ("-1", "\\-1"), ("abc", "abc")):
+        at.text_input(key=key).input(text).run()
+        assert not at.exception
+        assert [e.value for e in at.error] == [t("common.not_whole", "zh", label=label, text=shown, lo=0, hi=hi,
+                                                 used=7)]
+        assert at.query_params["seed"] == "7"
+    at.text_input(key=key).input(f" {hi} ").run()
+    ok(at)
+    assert at.query_params["seed"] == str(hi)
+
+
 def test_parsers_bound_every_value():
     assert parse_int_list("[7 2, 9]", 0, 11, 8).values == [7, 2, 9]
     assert parse_int_list("1,2,3", 0, 11, 2).error == "too_long"

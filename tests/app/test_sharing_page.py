@@ -93,7 +93,7 @@ def test_a_forking_request_does_not_relabel_the_scenarios_prompt():
     """Shared-prefix scenario (A now, B after step 1); before step 1 the learner adds a request with n = 4. It is C
     (C, D, E, F with its samples); the scenario's second prompt is still B when it arrives, and its row says so."""
     at = app_test(SHARING).run()
-    at.number_input(key="sharing.new_n").set_value(4).run()
+    at.text_input(key="sharing.new_n").input("4").run()
     at.button(key="sharing.add").click().run()
     no_exception(at)
     assert any(s.value == t("engine.added", "en", seq="C") for s in at.success)
@@ -123,13 +123,13 @@ def test_a_number_out_of_range_is_refused_by_name():
     count = len(demo(at).all_specs())
     for key, value, label, lo, hi in (("sharing.new_n", 9, t("sharing.n", "en"), 1, 4),
                                       ("sharing.new_seed", 10**6, t("engine.seed", "en"), 0, 9999)):
-        at.number_input(key=key).set_value(value).run()
+        at.text_input(key=key).input(str(value)).run()
         at.button(key="sharing.add").click().run()
         no_exception(at)
         assert len(at.error) == 1 and len(demo(at).all_specs()) == count
         assert at.error[0].value.startswith(f"**{t('engine.err_out_of_range', 'en', label=label, value=value, lo=lo, hi=hi)}**")
         assert t("engine.fix_out_of_range", "en", label=label, lo=lo, hi=hi) in at.error[0].value
-        at.number_input(key=key).set_value(lo).run()
+        at.text_input(key=key).input(str(lo)).run()
 
 
 def test_a_step_does_not_redraw_the_request_form(monkeypatch):

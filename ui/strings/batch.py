@@ -67,6 +67,10 @@ STRINGS = {
         "en": "Prompt length {value} is outside its range {lo}–{hi}: nothing was added. Type a length from {lo} to {hi}.",
         "zh": "prompt 长度 {value} 超出了范围 {lo}–{hi}：没有添加任何 sequence。请输入 {lo} 到 {hi} 之间的长度。",
     },
+    "refused_add_not_a_number": {
+        "en": "Prompt length “{text}” is not a whole number: nothing was added. Type a length from {lo} to {hi}.",
+        "zh": "prompt 长度“{text}”不是整数：没有添加任何 sequence。请输入 {lo} 到 {hi} 之间的长度。",
+    },
     "refused_add_bad_op": {"en": "That prompt length is not allowed.", "zh": "这个 prompt 长度不被允许。"},
     "refused_bad_op_bad_op": {"en": "Unknown step “{detail}”.", "zh": "未知的步骤“{detail}”。"},
     "refused_bad_op_too_long": {

@@ -29,6 +29,9 @@ STRINGS = {
     "context_len": {"en": "context_len (tokens of history)", "zh": "context_len（历史 token 数）"},
     "dtype": {"en": "dtype", "zh": "dtype"},
     "seed": {"en": "seed (random K/V)", "zh": "seed（随机 K/V 的种子）"},
+    "not_whole": {"en": "“{label}” takes a whole number from {lo} to {hi}; “{text}” is not one. The page still uses "
+                        "{used}.",
+                  "zh": "“{label}”需要 {lo} 到 {hi} 之间的整数；“{text}”不符合。页面仍使用 {used}。"},
     "reset": {"en": "Reset", "zh": "重置"},
     "ok": {"en": "matches", "zh": "一致"},
     "not_ok": {"en": "differs", "zh": "不一致"},

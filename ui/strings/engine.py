@@ -116,6 +116,10 @@ STRINGS = {
                          "zh": "{label} = {value} 超出了范围 {lo}–{hi}：没有添加任何请求。"},
     "fix_out_of_range": {"en": "Type a value from {lo} to {hi} in “{label}”, then press Add again.",
                          "zh": "在“{label}”中输入 {lo} 到 {hi} 之间的值，然后再点击添加。"},
+    "err_not_a_number": {"en": "{label}: “{text}” is not a whole number, so nothing was added.",
+                         "zh": "{label}：“{text}”不是整数，所以没有添加任何请求。"},
+    "fix_not_a_number": {"en": "Type a whole number from {lo} to {hi} in “{label}”, then press Add again.",
+                         "zh": "在“{label}”中输入 {lo} 到 {hi} 之间的整数，然后再点击添加。"},
     "seed_help": {"en": "A whole number from 0 to 9999: the same seed samples the same tokens.",
                   "zh": "0 到 9999 之间的整数：相同的 seed 采样出相同的 token。"},
     # the engine raised while stepping, or while replaying a link
