@@ -149,12 +149,14 @@ def _run(ctx: PageContext, prefix: str) -> None:
 
 def engine_controls(ctx: PageContext, knobs: Knobs, lesson: EngineLesson):
     """The playback bar (Back, Step, Play: ui.playback), Run to end and Reset in its row, and the share hint.
-    Returns the bar (its `say` tells presenter mode what the step did)."""
+    The form's Add is logged by the bar's ledger too, so an Add pressed while the page plays is applied exactly
+    once. Returns the bar (its `say` tells presenter mode what the step did)."""
     prefix = knobs.page
     bar = playback_bar(ctx, knobs, Stepper(
         prefix, step_key=f"{prefix}.step", step_label=ctx.t("engine.step"), position=len(lesson.steps),
         can_forward=lesson.can_step(), can_back=bool(lesson.steps), forward=lambda: _lesson(prefix).forward(),
-        back=lambda: _lesson(prefix).back()))
+        back=lambda: _lesson(prefix).back(),
+        extra={f"{prefix}.add": lambda: add_from_form(prefix, *st.session_state[f"_add_defaults.{prefix}"])}))
     bar.row.button(ctx.t("engine.run"), key=f"{prefix}.run", icon=":material/fast_forward:", on_click=_run,
                    args=(ctx, prefix), disabled=not lesson.can_step())
     bar.row.button(ctx.t("common.reset"), key=f"{prefix}.reset", icon=":material/restart_alt:",
@@ -179,6 +181,7 @@ def request_numbers(ctx: PageContext, prefix: str, max_tokens: int, temperature:
     if with_n:
         cols[3].text_input(ctx.t("sharing.n"), value="1", key=f"{prefix}.new_n", max_chars=MAX_WHOLE_CHARS,
                            help=ctx.t("sharing.n_help"))
+    st.session_state[f"_add_defaults.{prefix}"] = (max_tokens, temperature)  # for an Add the ledger logged
     st.button(ctx.t("engine.add"), key=f"{prefix}.add", icon=":material/add:", on_click=add_from_form,
               args=(prefix, max_tokens, temperature))
     show_add_outcome(ctx, st.session_state.pop(f"{prefix}.add_news", {}), label)

@@ -17,13 +17,18 @@ st.components.v2 component) that appends it to a numbered log and sends the whol
 A value is not a trigger: the newest one always arrives, whatever runs were cut short, and `apply_log` runs each
 logged action exactly once, in order. Where the script is not running (AppTest, the first moment after a page
 load) the buttons' own on_click callbacks do the same actions.
+
+A page's other buttons that must not be lost either (pages 4 and 6: Add, pressed while the page plays) are given to
+the bar as `Stepper.extra`: the ledger logs their clicks the same way, under the button's key, and runs each once.
+Playing goes on. Such a button may sit outside the step fragment (the Add form does): after running it, the bar
+reruns the whole page, as the button's own click would have.
 """
 
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass
-from typing import Callable
+from dataclasses import dataclass, field
+from typing import Callable, Collection, Mapping
 
 import streamlit as st
 
@@ -36,6 +41,7 @@ MAX_LOG = 128                               # actions the ledger keeps (far more
 APPLIED_KEY = "_ledger_applied"             # nonce of a browser page -> last action applied from its log
 SHORTCUTS = {"step": "ArrowRight", "back": "ArrowLeft", "play": "Space"}
 LOCK_KEY = "_playback_lock"  # one per session: a new run's callbacks wait for an interrupted run's to finish
+WHOLE_PAGE_KEY = "_playback_whole_page"  # set when the ledger ran an extra button: the next run draws the whole page
 
 LEDGER_JS = """
 export default function (component) {
@@ -127,13 +133,15 @@ class Stepper:
     forward: Callable[[], bool]    # one step; False when nothing could be done (playing stops)
     back: Callable[[], bool]       # undo the last step; False when there was none
     total: int | None = None       # steps there are in all, when known (the counter shows "7 / 10")
+    extra: Mapping[str, Callable[[], object]] = field(default_factory=dict)  # button key -> its action (Add)
 
 
-def apply_log(value, applied: dict[str, int], do: Callable[[str], None], page: str) -> int:
+def apply_log(value, applied: dict[str, int], do: Callable[[str], None], page: str,
+              extra: Collection[str] = ()) -> int:
     """Run, in order, each action of a ledger value {"nonce", "seq", "log": [[seq, action, page], …]} that is newer
-    than applied[nonce] and was logged on `page`; record the newest seen. Anything malformed (it comes from the
-    browser) is skipped, and so is an action logged on another page (clicked just before leaving it). Returns the
-    number of actions run."""
+    than applied[nonce] and was logged on `page`; record the newest seen. An action is one of ACTIONS or of `extra`
+    (the keys of the page's other logged buttons). Anything malformed (it comes from the browser) is skipped, and so
+    is an action logged on another page (clicked just before leaving it). Returns the number of actions run."""
     if not isinstance(value, dict) or not isinstance(value.get("nonce"), str) or len(value["nonce"]) > 64:
         return 0
     log = value.get("log")
@@ -145,7 +153,7 @@ def apply_log(value, applied: dict[str, int], do: Callable[[str], None], page: s
                 and not isinstance(entry[0], bool) and entry[0] > applied.get(nonce, 0)):
             continue
         applied[nonce] = entry[0]  # recorded before the action runs: an action is never run twice
-        if entry[1] in ACTIONS and entry[2] == page:
+        if (entry[1] in ACTIONS or isinstance(entry[1], str) and entry[1] in extra) and entry[2] == page:
             do(entry[1])
             ran += 1
     return ran
@@ -181,12 +189,29 @@ def _act(prefix: str, action: str) -> None:
         st.session_state[play_key] = 0 if playing else 1
     elif action == "tick" and playing and not stepper.forward():
         st.session_state[play_key] = 0
+    elif action in stepper.extra:  # (playing goes on)
+        stepper.extra[action]()
+        st.session_state[WHOLE_PAGE_KEY] = True
 
 
 def _on_ledger(prefix: str) -> None:
     with _session_lock():
         value = (st.session_state.get(f"{prefix}.ledger") or {}).get("log")
-        apply_log(value, st.session_state.setdefault(APPLIED_KEY, {}), lambda action: _act(prefix, action), prefix)
+        stepper: Stepper | None = st.session_state.get(f"_stepper.{prefix}")
+        apply_log(value, st.session_state.setdefault(APPLIED_KEY, {}), lambda action: _act(prefix, action), prefix,
+                  stepper.extra if stepper is not None else ())
+
+
+def _whole_page_if_asked() -> None:
+    """After the ledger ran an extra button (whose outcome may be drawn outside the step fragment), a run of the
+    fragment alone starts the whole page over instead (it has drawn nothing yet)."""
+    if not st.session_state.pop(WHOLE_PAGE_KEY, False):
+        return
+    from streamlit.runtime.scriptrunner import get_script_run_ctx
+
+    run = get_script_run_ctx()
+    if run is not None and run.fragment_ids_this_run:  # a fragment-only run: the form's outcome would not be drawn
+        st.rerun(scope="app")
 
 
 @dataclass
@@ -211,6 +236,7 @@ def _css_class(key: str) -> str:
 def playback_bar(ctx: PageContext, knobs: Knobs, stepper: Stepper) -> Bar:
     """Draw the bar (see the module docstring); `play` and `speed` are knobs, so they round-trip through the URL."""
     p, t = stepper.prefix, ctx.t
+    _whole_page_if_asked()
     st.session_state.setdefault(LOCK_KEY, threading.RLock())  # made by a run, before any callback can need it
     st.session_state[f"_stepper.{p}"] = stepper  # the callbacks of the next run act with it
     playing = bool(knobs.state("play", 0, lambda text: {"0": 0, "1": 1}.get(str(text).strip())))
@@ -241,7 +267,7 @@ def playback_bar(ctx: PageContext, knobs: Knobs, stepper: Stepper) -> Bar:
         row.markdown(f"**{counter}**")
     _ledger(key=f"{p}.ledger", height=0, default={"log": None}, on_log_change=lambda: _on_ledger(p),
             data={"buttons": {_css_class(f"{p}.back"): "back", _css_class(stepper.step_key): "step",
-                              _css_class(f"{p}.play_pause"): "play"},
+                              _css_class(f"{p}.play_pause"): "play", **{_css_class(k): k for k in stepper.extra}},
                   "keys": {"ArrowRight": "step", "ArrowLeft": "back", " ": "play"},
                   "playing": playing, "interval_ms": int(1000 / float(speed)), "page": p})
     return Bar(row, line, ctx.present)

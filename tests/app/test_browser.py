@@ -6,7 +6,8 @@
   without touching the sidebar: no truncated button label, no clipped figure title, no table to scroll sideways,
   no figure wider than its column, body text >= 20 px and figure text >= 16 px; the step shortcut works
 - ten quick clicks on a step button are ten steps; the keyboard steps, goes back, plays and pauses, also just after
-  the mouse set a toggle (presenter mode) or the speed; an Add refused while playing stays on screen
+  the mouse set a toggle (presenter mode) or the speed; an Add refused while playing stays on screen, and Adds
+  pressed while playing are each applied once
 
 Skips when chromium or playwright is missing, unless PAGED_REQUIRE_BROWSER=1 (CI), which turns the skip into a
 failure.
@@ -14,6 +15,7 @@ failure.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from urllib.parse import parse_qs, urlsplit
@@ -386,5 +388,40 @@ def test_an_add_refused_while_playing_stays_on_screen(server, browser):
         assert "play=1" in page.url
         assert page.get_by_text("The prompt is empty").count() == 1, "the refusal vanished with a step"
         assert page.locator('[data-testid="stException"]').count() == 0
+    finally:
+        context.close()
+
+
+def _request_count(page) -> int:
+    """Requests the engine page's URL holds (its reqs= list)."""
+    return len(json.loads(parse_qs(urlsplit(page.url).query).get("reqs", ["[]"])[0]))
+
+
+def test_adds_pressed_while_playing_are_each_applied_once(server, browser):
+    """Page 4 plays at 4 steps/s; a student presses Add three times in quick succession: three requests join, none
+    lost to a step's rerun and none doubled (the ledger logs Add like a step), the page goes on playing, and the
+    last Add's outcome shows under the form."""
+    context = browser.new_context(viewport=PROJECTORS[0], locale="en-US")
+    page = context.new_page()
+    try:
+        page.goto(f"{server}/Engine?lang=en&speed=4&play=1", wait_until="domcontentloaded")
+        _check(page, "engine playing")
+        _wait_for_steps(page, "engine", lambda s: s >= 1)
+        page.get_by_text("Add a request").first.click()
+        before = _request_count(page)
+        add = page.locator(key_selector("engine.add") + " >> visible=true")
+        for _ in range(3):
+            add.click()
+        for _ in range(300):
+            if _request_count(page) >= before + 3:
+                break
+            page.wait_for_timeout(100)
+        page.wait_for_timeout(1500)  # a doubled Add would show by now
+        _check(page, "engine after three Adds")
+        assert _request_count(page) == before + 3
+        logged = page.evaluate("() => window.__pagedLedger.log.filter((e) => e[1] === 'engine.add').length")
+        assert logged == 3, "the Adds did not go through the ledger"
+        assert "play=1" in page.url, "an Add paused the player"
+        assert page.get_by_text("joined the waiting queue").count() == 1
     finally:
         context.close()

@@ -6,7 +6,8 @@ from __future__ import annotations
 import streamlit as st
 from hypothesis import given, strategies as hs
 
-from ui.playback import MAX_LOG, Stepper, act, apply_log
+import ui.playback as playback
+from ui.playback import MAX_LOG, WHOLE_PAGE_KEY, Stepper, act, apply_log
 
 
 def value(nonce: str, entries: list[tuple[int, str, str]]) -> dict:
@@ -32,6 +33,26 @@ def test_any_sequence_of_deliveries_runs_every_action_exactly_once(actions, data
     for cut in cuts:
         apply_log(value("n", entries[:cut][-MAX_LOG:]), applied, ran.append, "p")
     assert ran == actions
+
+
+@given(hs.lists(hs.sampled_from(["step", "back", "play", "tick", "p.add"]), max_size=40), hs.data())
+def test_a_logged_add_runs_exactly_once_however_the_values_arrive(actions, data):
+    """A page's extra button (Add, key "p.add") is logged like a step: whatever values are cut short or arrive twice,
+    each Add and each step runs exactly once, in the order clicked."""
+    entries = [(i + 1, a, "p") for i, a in enumerate(actions)]
+    cuts = sorted(data.draw(hs.lists(hs.integers(0, len(entries)), max_size=8))) + [len(entries), len(entries)]
+    applied, ran = {}, []
+    for cut in cuts:
+        apply_log(value("n", entries[:cut][-MAX_LOG:]), applied, ran.append, "p", extra=("p.add",))
+    assert ran == actions
+
+
+def test_an_extra_action_runs_only_where_the_page_has_that_button():
+    """An action named after a button the page did not give the ledger (another page's Add, junk) is skipped."""
+    applied, ran = {}, []
+    log = [(1, "q.add", "p"), (2, "p.add", "p"), (3, "p.reset", "p"), (4, ["p.add"], "p"), (5, "p.add", "q")]
+    apply_log(value("n", log), applied, ran.append, "p", extra=("p.add",))
+    assert ran == ["p.add"]
 
 
 def test_other_pages_other_tabs_and_junk_are_skipped():
@@ -76,3 +97,20 @@ def test_step_back_play_and_ticks():
     act("t", "play")
     act("t", "back")                       # back pauses and undoes one step
     assert st.session_state["t.n"] == 2 and st.session_state["t.play"] == 0
+
+
+def test_an_add_while_playing_is_applied_once_and_playing_goes_on():
+    """The ledger's Add, logged while the page plays (ticks on either side), adds once, does not pause, and asks for
+    the whole page to be drawn (the Add's outcome is drawn outside the step fragment); a repeated value adds
+    nothing more."""
+    page, added = Counter(end=10), []
+    st.session_state["_stepper.t"] = Stepper("t", "t.next", "Next", 0, True, False, forward=lambda: page.move(1),
+                                             back=lambda: page.move(-1), extra={"t.add": lambda: added.append(1)})
+    st.session_state["t.play"] = 1
+    st.session_state.pop(WHOLE_PAGE_KEY, None)
+    log = value("tab", [(1, "tick", "t"), (2, "t.add", "t"), (3, "tick", "t")])
+    for _ in range(3):  # the same newest value, delivered again by later runs
+        st.session_state["t.ledger"] = {"log": log}
+        playback._on_ledger("t")
+    assert added == [1] and st.session_state["t.n"] == 2 and st.session_state["t.play"] == 1
+    assert st.session_state.pop(WHOLE_PAGE_KEY) is True
