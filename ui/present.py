@@ -8,7 +8,8 @@ On (sidebar toggle, or `?present=1` in a link; kept for the session and written 
 
 Always (both modes): a figure row whose main area is narrower than 1000 px stacks its figure above its note, so a
 fixed-size grid is never squeezed into a narrow column (its cells would overlap); below 700 px a row of metrics wraps
-onto a second line instead of breaking its labels mid-word; a table wider than its column scrolls inside itself.
+onto a second line instead of breaking its labels mid-word; a table wider than its column scrolls inside itself, and
+fades out at an edge where more of it lies beyond (SCROLL_FADE_CSS).
 """
 
 from __future__ import annotations
@@ -40,6 +41,26 @@ _STACKED = f"""
 # shrink below METRIC_MIN_REM, where a label such as physical_block_id would be broken mid-word.
 _METRIC_ROW = f'{_ROW}:has(> [data-testid="stColumn"] [data-testid="stMetric"])'
 METRIC_MIN_REM = 8.5
+# A table that scrolls sideways fades out at each edge with more beyond it: where scrollbars stay hidden until used
+# (macOS), nothing else shows that it scrolls. CSS only: a scroll-driven animation (the table's own horizontal scroll
+# position drives it) moves the fades; a table that fits has no scroll range, so the animation is inactive and both
+# fades stay at width 0. A mask, not a shadow painted over the table: it needs no theme colour. Browsers without
+# scroll timelines (Firefox, Safari before 26) show the table as before.
+_SCROLLERS = '[data-testid="stTable"] > div, [data-testid="stMarkdownContainer"] table'
+FADE_REM = 2.5
+LENGTH_SYNTAX = r"\3c length\3e "  # "<length>", escaped: st.html's sanitizer drops a style holding "<" + a letter
+SCROLL_FADE_CSS = f"""
+@property --paged-fade-start {{ syntax: "{LENGTH_SYNTAX}"; inherits: false; initial-value: 0px; }}
+@property --paged-fade-end {{ syntax: "{LENGTH_SYNTAX}"; inherits: false; initial-value: 0px; }}
+@keyframes paged-scroll-fade {{
+    from {{ --paged-fade-start: 0px; --paged-fade-end: {FADE_REM}rem; }}
+    8%, 92% {{ --paged-fade-start: {FADE_REM}rem; --paged-fade-end: {FADE_REM}rem; }}
+    to {{ --paged-fade-start: {FADE_REM}rem; --paged-fade-end: 0px; }} }}
+@supports (animation-timeline: scroll()) {{
+    :is({_SCROLLERS}) {{ animation: paged-scroll-fade linear both; animation-timeline: scroll(self inline);
+        mask-image: linear-gradient(to right, transparent, #000 var(--paged-fade-start),
+                                    #000 calc(100% - var(--paged-fade-end)), transparent); }} }}
+"""
 BASE_CSS = f"""
 [data-testid="stMainBlockContainer"] {{ container-type: inline-size; container-name: paged-main; }}
 [data-testid="stTable"] :is(td, th, td *, th *) {{ white-space: normal !important; overflow-wrap: normal !important;
@@ -56,7 +77,7 @@ BASE_CSS = f"""
     {_METRIC_ROW} {{ flex-wrap: wrap !important; }}
     {_METRIC_ROW} > [data-testid="stColumn"] {{ flex: 1 1 {METRIC_MIN_REM}rem !important;
         min-width: {METRIC_MIN_REM}rem !important; }} }}
-{CHAIN_CSS}{CELLS_CSS}"""
+{SCROLL_FADE_CSS}{CHAIN_CSS}{CELLS_CSS}"""
 PRESENT_CSS = f"""
 {_STACKED}
 [data-testid="stMainBlockContainer"] {{ padding: 2.5rem 1.5rem 4rem 1.5rem !important; max-width: none !important; }}

@@ -5,6 +5,7 @@
 - a lesson from the teacher's guide at a projector's 1024x768 and 1280x720 in presenter mode, in both languages,
   without touching the sidebar: no truncated button label, no clipped figure title, no table to scroll sideways,
   no figure wider than its column, body text >= 20 px and figure text >= 16 px; the step shortcut works
+- a table wider than its column fades out at the edge(s) where more of it lies; one that fits does not
 - ten quick clicks on a step button are ten steps; the keyboard steps, goes back, plays and pauses, also just after
   the mouse set a toggle (presenter mode) or the speed; an Add refused while playing stays on screen, and Adds
   pressed while playing are each applied once
@@ -281,6 +282,42 @@ def test_tables_keep_words_whole_at_1024_with_the_sidebar_open(server, browser, 
             t.querySelector('table').getBoundingClientRect().width]; }""")
         overflow, scroll_w, client_w, table_w = wrapper
         assert overflow == "auto" and scroll_w > client_w and scroll_w >= table_w - 1, wrapper
+    finally:
+        context.close()
+
+
+FADES = """(sel) => { const w = document.querySelector(sel); const cs = getComputedStyle(w);
+    return {start: parseFloat(cs.getPropertyValue('--paged-fade-start')), end: parseFloat(cs.getPropertyValue('--paged-fade-end')),
+            overflows: w.scrollWidth > w.clientWidth + 1}; }"""
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_a_table_that_scrolls_sideways_fades_at_its_clipped_edges(server, browser, lang):
+    """Scrollbars hidden until used (macOS) show nothing of a table wider than its column: page 4's per-sequence table
+    at 1024x768 (sidebar open) fades out at the right edge while more lies there, at both edges midway, at the left
+    edge once scrolled to the end; page 3's table of checks, which fits, has no fade."""
+    context = browser.new_context(viewport=PROJECTORS[0], locale="en-US")
+    page = context.new_page()
+    scroller = '.st-key-engine-text [data-testid="stTable"] > div'
+    try:
+        page.goto(f"{server}/Engine?lang={lang}&steps=3", wait_until="domcontentloaded")
+        _check(page, "Engine")
+        page.locator(".st-key-engine-text").scroll_into_view_if_needed()
+        seen = []
+        for where in ("0", "(w.scrollWidth - w.clientWidth) / 2", "w.scrollWidth"):
+            page.evaluate(f"() => {{ const w = document.querySelector('{scroller}'); w.scrollLeft = {where}; }}")
+            page.wait_for_timeout(200)
+            seen.append(page.evaluate(FADES, scroller))
+            page.locator(".st-key-engine-text").screenshot(path=str(SHOTS / f"engine_table_fade_{len(seen)}_{lang}.png"))
+        start, middle, end = seen
+        assert all(f["overflows"] for f in seen), seen
+        assert start["start"] == 0 and start["end"] > 20, seen
+        assert middle["start"] > 20 and middle["end"] > 20, seen
+        assert end["start"] > 20 and end["end"] == 0, seen
+        page.goto(f"{server}/Batch_decode?lang={lang}&ops=d", wait_until="domcontentloaded")
+        _check(page, "Batch_decode")
+        fits = page.evaluate(FADES, '.st-key-batch-checks [data-testid="stTable"] > div')
+        assert not fits["overflows"] and fits["start"] == 0 and fits["end"] == 0, fits
     finally:
         context.close()
 
