@@ -14,7 +14,7 @@ from lessons.engine import table_changes
 from lessons.engine_requests import (ENGINE_SCENARIOS, MAX_PROMPT_CHARS, PROMPT_PRESETS, TASKS, DemoConfig,
                                    encode_requests)
 from viz.colors import seq_label
-from viz.cells import queues_html, slot_mapping_html, twin_diff_html
+from viz.cells import SlotWords, queues_html, slot_mapping_html, twin_diff_html
 from viz.engine import cache_rule_html
 from viz.pool import PoolWords, pool_html
 
@@ -113,8 +113,9 @@ def engine_view() -> None:
     if trace is not None and trace.seqs:
         entries = [(s.seq_id, s.positions, s.slots) for s in trace.seqs if s.slots]
         fig_col, note_col = st.columns([3, 1])
-        show_cells(slot_mapping_html(entries, view.block_size), ctx.t("slots_title", phase=trace.phase),
-                   "engine.slots", where=fig_col)
+        slot_words = ui.viz_labels(ctx, SlotWords, "engine.slots")
+        show_cells(slot_mapping_html(entries, view.block_size, words=slot_words),
+                   ctx.t("slots_title", phase=trace.phase), "engine.slots", where=fig_col)
         ui.notice(ctx, ctx.t("slots_notice"), where=note_col)
     if trace is not None:
         changes = table_changes(trace.block_tables_before, trace.block_tables_after)

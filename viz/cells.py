@@ -12,6 +12,7 @@ from __future__ import annotations
 import html
 import math
 import re
+from dataclasses import dataclass
 from typing import Sequence
 
 from .colors import OKABE_ITO, seq_color, seq_label, text_color
@@ -102,12 +103,22 @@ def queues_html(waiting: Sequence[int], running: Sequence[int], finished: Sequen
     return '<div class="paged-cells">' + "".join(rows) + "</div>"
 
 
+@dataclass(frozen=True)
+class SlotWords:
+    """The slot_mapping cells' tooltip (English by default; a page passes its language's, from ui/strings). Format
+    fields: token {seq} {position} {logical} {offset} {slot} {where}; place {block} {offset}; skipped (slot -1)."""
+
+    token: str = "{seq} token {position} → logical block {logical}, offset {offset} → slot {slot} ({where})"
+    place: str = "physical block {block}, offset {offset}"
+    skipped: str = "skipped: -1 is no slot, nothing is written"
+
+
 def slot_mapping_html(entries: Sequence[tuple[int, Sequence[int], Sequence[int]]], block_size: int,
-                      max_cols: int = 24) -> str:
+                      max_cols: int = 24, words: SlotWords = SlotWords()) -> str:
     """One step's slot_mapping: entries are (seq_id, positions, slots) in feed order; each fed token is a cell
     coloured by its sequence with its slot printed (-1 = skipped), one row per sequence wrapping after `max_cols`
-    cells. Tooltip: token position → logical block, offset → slot → physical block. ValueError when a sequence's
-    positions and slots differ in length or block_size < 1."""
+    cells. Tooltip (`words`): token position → logical block, offset → slot → physical block. ValueError when a
+    sequence's positions and slots differ in length or block_size < 1."""
     if block_size < 1:
         raise ValueError(f"block_size must be >= 1, got {block_size}")
     rows = []
@@ -117,9 +128,9 @@ def slot_mapping_html(entries: Sequence[tuple[int, Sequence[int], Sequence[int]]
         label, color = seq_label(seq_id), seq_color(seq_id)
         cells = []
         for p, s in zip(positions, slots):
-            where = f"physical block {s // block_size}, offset {s % block_size}" if s >= 0 else "skipped"
-            cells.append(_cell(str(s), color, f"{label} token {p} → logical block {p // block_size}, offset "
-                                              f"{p % block_size} → slot {s} ({where})"))
+            where = words.place.format(block=s // block_size, offset=s % block_size) if s >= 0 else words.skipped
+            cells.append(_cell(str(s), color, words.token.format(seq=label, position=p, logical=p // block_size,
+                                                                 offset=p % block_size, slot=s, where=where)))
         width = f' style="max-width:{max_cols * 29}px"'
         rows.append(f'<div class="pg-row"><div class="pg-name">{label}</div><div class="pg-list"{width}>'
                     f'{"".join(cells)}</div></div>')

@@ -28,21 +28,25 @@ class Cell:
 
 @dataclass(frozen=True)
 class PoolWords:
-    """The pool hover's sentences (English by default; a page passes its language's, from ui/strings). The address
-    chain itself is the article's vocabulary and stays as written. Format field: reserved {owners}."""
+    """The pool hover's sentences (English by default; a page passes its language's, from ui/strings). Format fields:
+    reserved {owners}; chain (one token's address chain) {seq} {token} {logical} {block} {offset} {slot}; place
+    (a slot's own address) {block} {offset} {slot}."""
 
     free: str = "free"
     reserved: str = "reserved by {owners}, not written yet"
     clash: str = "clash: these tokens share one slot, the later write overwrites the earlier"
+    chain: str = "{seq} token {token} → logical block {logical} → physical block {block} → offset {offset} → slot {slot}"
+    place: str = "physical block {block}, offset {offset}, slot {slot}"
 
 
-def chain_text(seq_id: int, token_index: int, block_size: int, physical_block_id: int) -> str:
+def chain_text(seq_id: int, token_index: int, block_size: int, physical_block_id: int,
+               words: PoolWords = PoolWords(), name: str | None = None) -> str:
     """The address chain of one token as one line, e.g. 'A token 5 → logical block 1 → physical block 2 →
-    offset 1 → slot 9'."""
+    offset 1 → slot 9' (words.chain; `name`: the sequence's name, seq_label(seq_id) by default)."""
     logical_block_id, block_offset = divmod(token_index, block_size)
     slot = physical_block_id * block_size + block_offset
-    return (f"{seq_label(seq_id)} token {token_index} → logical block {logical_block_id} → physical block "
-            f"{physical_block_id} → offset {block_offset} → slot {slot}")
+    return words.chain.format(seq=seq_label(seq_id) if name is None else name, token=token_index,
+                              logical=logical_block_id, block=physical_block_id, offset=block_offset, slot=slot)
 
 
 def token_hover(token_text: Mapping[int, Sequence[str]] | None, seq_id: int, token_index: int) -> str:
@@ -96,7 +100,7 @@ def grid_cells(num_blocks: int, block_size: int, tables: Mapping[int, Sequence[i
     out = []
     for cell in pool_cells(num_blocks, block_size, tables, cached_counts):
         owner = cell.owners[0] if cell.owners else None
-        where = f"physical block {cell.physical_block_id}, offset {cell.block_offset}, slot {cell.slot}"
+        where = words.place.format(block=cell.physical_block_id, offset=cell.block_offset, slot=cell.slot)
         text, color = "", FREE_COLOR if owner is None else seq_color(owner)
         if owner is None:
             hover = f"{where}: {words.free}"
@@ -108,7 +112,7 @@ def grid_cells(num_blocks: int, block_size: int, tables: Mapping[int, Sequence[i
             first_seq, first_tok = cell.tokens[0]
             # a clash (one block listed twice) prints both tokens, e.g. "4/8"
             text = "/".join(str(tok) for _, tok in cell.tokens[:2]) if clash else f"{name(first_seq)}{first_tok}"
-            lines = [chain_text(s, tok, block_size, cell.physical_block_id).replace(seq_label(s), name(s), 1)
+            lines = [chain_text(s, tok, block_size, cell.physical_block_id, words, name(s))
                      + token_hover(token_text, s, tok) for s, tok in cell.tokens]
             if clash:
                 lines.append(words.clash)

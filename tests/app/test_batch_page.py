@@ -172,3 +172,9 @@ def test_the_pool_hover_speaks_the_pages_language():
     assert any(title.endswith("：空闲") or title.endswith(": 空闲") for title in titles), titles[:3]
     assert any("尚未写入" in title for title in titles)
     assert not [title for title in titles if title.endswith("free") or "not written yet" in title]
+    # a written slot: its address chain, in Chinese around the article's terms (A's token 0 is in its logical block 0)
+    table = at.session_state["batch.lesson"].tables()[0]
+    chain = t("common.pool_chain", "zh", seq="A", token=0, logical=0, block=table[0], offset=0, slot=table[0] * 4)
+    assert "块内偏移" in chain and any(title.startswith(chain) for title in titles), titles[:3]
+    english = ("logical block", "offset", "A token", "B token", "C token")  # "token" itself is the article's term
+    assert not [title for title in titles if any(w in title for w in english)], titles[:3]

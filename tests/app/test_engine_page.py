@@ -42,6 +42,28 @@ def test_the_schedulers_reason_speaks_the_pages_language():
     assert not any("waiting prompt(s)" in i.value for i in at.info)
 
 
+def test_the_slot_and_pool_hovers_speak_the_pages_language():
+    """In 简体中文, after a step, each slot_mapping cell's tooltip is the page's Chinese sentence (token → 逻辑 block,
+    块内偏移 → slot) with the numbers of the cell, and so is each written pool slot's address chain: no English
+    "logical block", "offset" or "token 3 →" is left."""
+    from viz.cells import read_cells
+
+    at = app_test(ENGINE, "zh").run()
+    at.button(key="engine.step").click().run()
+    no_exception(at)
+    cells = [c for h in at.get("html") if "pg-list" in h.proto.body for c in read_cells(h.proto.body)]  # + queues
+    seq = demo(at).last.paged.seqs[0]
+    position, slot = seq.positions[1], seq.slots[1]
+    where = t("engine.slots_place", "zh", block=slot // 8, offset=slot % 8)
+    want = t("engine.slots_token", "zh", seq="A", position=position, logical=position // 8, offset=position % 8,
+             slot=slot, where=where)
+    assert want in [c["title"] for c in cells], [c["title"] for c in cells][:3]
+    english = ("logical block", "offset", "A token", "B token", "C token")  # "token" itself is the article's term
+    assert not [c["title"] for c in cells if any(w in c["title"] for w in english)]
+    pool = [h.proto.body for h in at.get("html") if 'class="pp-grid"' in h.proto.body]
+    assert pool and "块内偏移" in pool[0] and "logical block" not in pool[0]
+
+
 def test_one_step_is_a_prefill_then_running_to_the_end_the_twins_agree():
     """Step 1 prefills A, B and C (named in the decision box); the URL counts the step; after "Run to end" every
     request finished and the paged and contiguous twins agreed at every step (max |Δlogits| < 1e-4)."""

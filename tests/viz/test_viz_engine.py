@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from viz.colors import FREE_COLOR, OKABE_ITO, seq_color
-from viz.cells import queues_html, read_bars, read_cells, slot_mapping_html, twin_diff_html
+from viz.cells import SlotWords, queues_html, read_bars, read_cells, slot_mapping_html, twin_diff_html
 import base64
 import html
 import re
@@ -49,6 +49,9 @@ def test_slot_mapping_prints_slots_and_wraps():
     assert cells[0]["color"] == seq_color(0) and cells[40]["color"] == seq_color(1)
     assert markup.count('class="pg-row"') == 2 and f"max-width:{32 * 29}px" in markup
     assert "\n" not in markup
+    skipped = read_cells(slot_mapping_html([(1, [6], [-1])], block_size=4, words=SlotWords(
+        token="{seq}|{position}|{logical}|{offset}|{slot}|{where}", place="P{block}/{offset}", skipped="SKIP")))
+    assert skipped[0]["title"] == "B|6|1|2|-1|SKIP"  # a page's words, the skipped slot's among them
     with pytest.raises(ValueError, match="positions but"):
         slot_mapping_html([(0, [1, 2], [3])], block_size=4)
     with pytest.raises(ValueError, match="block_size"):

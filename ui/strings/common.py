@@ -65,4 +65,10 @@ STRINGS = {
     "pool_reserved": {"en": "reserved by {owners}, not written yet", "zh": "已分配给 {owners}，尚未写入"},
     "pool_clash": {"en": "clash: these tokens share one slot, the later write overwrites the earlier",
                    "zh": "冲突：这些 token 共用一个 slot，后写入的会覆盖先写入的"},
+    "pool_chain": {"en": "{seq} token {token} → logical block {logical} → physical block {block} → offset {offset} → "
+                         "slot {slot}",
+                   "zh": "{seq} 的 token {token} → 逻辑 block {logical} → physical block {block} → 块内偏移 {offset} → "
+                         "slot {slot}"},
+    "pool_place": {"en": "physical block {block}, offset {offset}, slot {slot}",
+                   "zh": "physical block {block}，块内偏移 {offset}，slot {slot}"},
 }

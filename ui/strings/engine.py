@@ -120,6 +120,11 @@ STRINGS = {
                          "zh": "{label}：“{text}”不是整数，所以没有添加任何请求。"},
     "fix_not_a_number": {"en": "Type a whole number from {lo} to {hi} in “{label}”, then press Add again.",
                          "zh": "在“{label}”中输入 {lo} 到 {hi} 之间的整数，然后再点击添加。"},
+    # the slot_mapping cells' tooltip (viz.cells.SlotWords, one key slots_<field> per field)
+    "slots_token": {"en": "{seq} token {position} → logical block {logical}, offset {offset} → slot {slot} ({where})",
+                    "zh": "{seq} 的 token {position} → 逻辑 block {logical}，块内偏移 {offset} → slot {slot}（{where}）"},
+    "slots_place": {"en": "physical block {block}, offset {offset}", "zh": "physical block {block}，块内偏移 {offset}"},
+    "slots_skipped": {"en": "skipped: -1 is no slot, nothing is written", "zh": "跳过：-1 表示没有 slot，不写入"},
     "seed_help": {"en": "A whole number from 0 to 9999: the same seed samples the same tokens.",
                   "zh": "0 到 9999 之间的整数：相同的 seed 采样出相同的 token。"},
     # the engine raised while stepping, or while replaying a link
