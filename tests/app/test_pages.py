@@ -225,6 +225,22 @@ def test_a_seed_knob_says_what_it_does_with_any_text(path, key, hi):
     assert at.query_params["seed"] == str(hi)
 
 
+@pytest.mark.parametrize("raw, used, noted", [(str(2**53), "9999", "common.url_adjusted"),
+                                               ("-5", "0", "common.url_adjusted"), ("abc", "0", "common.url_ignored"),
+                                               ("9" * 19, "0", "common.url_ignored"), ("42", "42", None)])
+def test_a_seed_in_the_url_is_clamped_or_ignored_with_a_note(raw, used, noted):
+    """?seed= on page 2: a whole number is clamped to 0–9999 (2**53 too), anything else (text, more than 18 digits)
+    leaves the default; either way the box at the top says which value was not used as given."""
+    at = app_test(GATHER, "en", {"seed": raw}).run()
+    assert not at.exception
+    assert at.text_input(key="gather.seed").value == used and at.query_params["seed"] == used
+    notes = " ".join(w.value for w in at.warning)
+    if noted is None:
+        assert t("common.url_title", "en") not in notes
+    else:
+        assert t("common.url_title", "en") in notes and "seed" in notes
+
+
 def test_parsers_bound_every_value():
     assert parse_int_list("[7 2, 9]", 0, 11, 8).values == [7, 2, 9]
     assert parse_int_list("1,2,3", 0, 11, 2).error == "too_long"
