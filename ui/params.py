@@ -226,8 +226,8 @@ class Knobs:
 
     def number(self, label: str, name: str, default: int, lo: int, hi: int, where=st, **kw) -> int:
         """A whole number in [lo, hi], typed in a text box and checked here, not in the browser: Streamlit's number
-        input refuses a value out of its range (any integer from 2**53 on, whatever its bounds) with only a red
-        border and keeps its old value without telling the page. Text that is not a whole number in [lo, hi] leaves
+        input refuses a value outside its bounds (with none: any integer from 2**53 on) with only a red border, and
+        keeps its old value without telling the page. Text that is not a whole number in [lo, hi] leaves
         the last good value in use, and an error under the box says so, in the page's language."""
         key = self._start(name, default, int_in(lo, hi))
         if not isinstance(st.session_state[key], str):  # seeded from the URL or the last visit as a number
