@@ -287,8 +287,8 @@ def test_tables_keep_words_whole_at_1024_with_the_sidebar_open(server, browser, 
 
 
 FADES = """(sel) => { const w = document.querySelector(sel); const cs = getComputedStyle(w);
-    return {start: parseFloat(cs.getPropertyValue('--paged-fade-start')), end: parseFloat(cs.getPropertyValue('--paged-fade-end')),
-            overflows: w.scrollWidth > w.clientWidth + 1}; }"""
+    const px = (name) => parseFloat(cs.getPropertyValue(name));
+    return {start: px('--paged-fade-start'), end: px('--paged-fade-end'), overflows: w.scrollWidth > w.clientWidth + 1}; }"""
 
 
 @pytest.mark.parametrize("lang", ["en", "zh"])
