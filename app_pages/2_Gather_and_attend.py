@@ -9,7 +9,7 @@ from ui.breaks import gather_knobs, show_gather_breaks
 from ui.playback import Stepper, playback_bar
 from paged.addressing import blocks_needed
 from paged.attention import gather_kv_loop
-from viz.attention import diverging_figure, kv_strip_figure, mask_figure, weights_figure
+from viz.attention import StripWords, diverging_figure, kv_strip_figure, mask_figure, weights_figure
 from viz.chain import chain_figure
 from viz.pool import PoolWords, pool_figure
 from lessons.address import DTYPES
@@ -113,7 +113,7 @@ def gather_view() -> None:
 
     keys, _ = lesson.gathered(step)  # what the loop has produced so far: [step, num_kv_heads, head_dim]
     strip = kv_strip_figure(lesson.addresses, step, title=ctx.t("strip_title", shape=list(keys.shape)),
-                            not_gathered=ctx.t("strip_not_gathered"))
+                            words=ui.viz_labels(ctx, StripWords, "strip"))
     ui.show_figure(strip, "gather.strip")
     with st.expander(ctx.t("loop_heading")):
         st.code(inspect.getsource(gather_kv_loop), language="python")
@@ -126,7 +126,7 @@ def gather_view() -> None:
         st.subheader(ctx.t("attend_heading"))
         fig_col, note_col = st.columns([3, 1])
         if mode == "decode":
-            ui.show_figure(weights_figure(result.weights, title=ctx.t("weights_title")), "gather.weights",
+            ui.show_figure(weights_figure(result.weights, title=ctx.t("weights_title"), weight=ctx.t("weight")), "gather.weights",
                            where=fig_col)
             ui.notice(ctx, ctx.t("weights_notice", group=num_heads // num_kv_heads), where=note_col)
             fig_col, note_col = st.columns([3, 1])
@@ -147,7 +147,8 @@ def gather_view() -> None:
             fig_col, note_col = st.columns([3, 1])
             head = note_col.selectbox(ctx.t("head"), list(range(num_heads)), key="gather.head")
             weights = weights_figure(result.weights[head, -rows:], title=ctx.t("prefill_weights_title", head=head),
-                                     y_labels=[f"q{first + i}" for i in range(rows)], y_title="query")
+                                     y_labels=[f"q{first + i}" for i in range(rows)], y_title="query",
+                                     weight=ctx.t("weight"))
             ui.show_figure(weights, "gather.weights", where=fig_col)
             note_col.metric(ctx.t("future_weight"), f"{result.future_weight:.1%}", help=ctx.t("future_help"))
             ui.notice(ctx, ctx.t("prefill_notice"), where=note_col)

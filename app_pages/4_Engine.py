@@ -14,7 +14,7 @@ from lessons.engine import table_changes
 from lessons.engine_requests import (ENGINE_SCENARIOS, MAX_PROMPT_CHARS, PROMPT_PRESETS, TASKS, DemoConfig,
                                    encode_requests)
 from viz.colors import seq_label
-from viz.cells import SlotWords, queues_html, slot_mapping_html, twin_diff_html
+from viz.cells import QueueWords, SlotWords, TwinWords, queues_html, slot_mapping_html, twin_diff_html
 from viz.engine import cache_rule_html
 from viz.pool import PoolWords, pool_html
 
@@ -91,7 +91,7 @@ def engine_view() -> None:
     fig_col, note_col = st.columns([3, 1])
     show_cells(queues_html(waiting, running, finished, trace.preempted if trace else (),
                            trace.scheduled if trace else (),
-                           lane_names=[ctx.t("lane_waiting"), ctx.t("lane_running"), ctx.t("lane_finished")]),
+                           words=ui.viz_labels(ctx, QueueWords, "lane")),
                ctx.t("queues_title"), "engine.queues", where=fig_col)
     ui.notice(ctx, ctx.t("queues_notice"), where=note_col)
 
@@ -146,7 +146,8 @@ def engine_view() -> None:
     if series:
         fig_col, note_col = st.columns([3, 1])
         show_cells(cache_rule_html(series, rule_name=ctx.t("rule_name"), x_title=ctx.t("axis_step"),
-                                  y_title=ctx.t("axis_tokens")), ctx.t("cache_title"), "engine.cache", where=fig_col)
+                                  y_title=ctx.t("axis_tokens"), tip=ctx.t("rule_tip")),
+                   ctx.t("cache_title"), "engine.cache", where=fig_col)
         ui.notice(ctx, ctx.t("cache_notice"), where=note_col)
 
     # --- the state rule, one sequence step by step ------------------------------------------------------------------
@@ -164,7 +165,7 @@ def engine_view() -> None:
         steps = list(range(1, len(demo.steps) + 1))
         show_cells(twin_diff_html(steps, [s.max_diff for s in demo.steps],
                                   [all(s.same_tokens.values()) for s in demo.steps], tolerance,
-                                  x_title=ctx.t("axis_step")),
+                                  x_title=ctx.t("axis_step"), words=ui.viz_labels(ctx, TwinWords, "twin")),
                    ctx.t("twins_title"), "engine.twins", where=fig_col)
     else:
         fig_col.info(ctx.t("twins_none"))

@@ -5,6 +5,7 @@ Inputs may be nested lists or tensors/arrays (converted with .tolist(), so figur
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Sequence
 
 import plotly.graph_objects as go
@@ -27,14 +28,15 @@ def _heatmap_layout(title: str, height: int, x_title: str, y_title: str) -> dict
 
 
 def weights_figure(weights, title: str = "", y_labels: Sequence[str] | None = None, x_title: str = "token_index",
-                   y_title: str = "head") -> go.Figure:
-    """Heatmap of attention weights [rows, tokens] (rows = heads for decode, queries for prefill), 0 … max."""
+                   y_title: str = "head", weight: str = "weight") -> go.Figure:
+    """Heatmap of attention weights [rows, tokens] (rows = heads for decode, queries for prefill), 0 … max;
+    `weight`: the hover's word for a weight (e.g. "h0, token 3: weight 0.2500")."""
     z = _lists(weights)
     rows, cols = len(z), len(z[0]) if z else 0
     y = list(y_labels) if y_labels is not None else [f"h{i}" for i in range(rows)]
     trace = dict(type="heatmap", z=z, x=list(range(cols)), y=y, colorscale=WEIGHT_SCALE, zmin=0,
                  colorbar=dict(thickness=10, len=0.9),
-                 hovertemplate="%{y}, token %{x}: weight %{z:.4f}<extra></extra>")
+                 hovertemplate="%{y}, token %{x}: " + weight + " %{z:.4f}<extra></extra>")
     return make_figure([trace], _heatmap_layout(title, min(520, 90 + 22 * rows), x_title, y_title))
 
 
@@ -68,11 +70,21 @@ def mask_figure(mask: Sequence[Sequence[bool]], title: str = "", visible: str = 
     return make_figure([trace], _heatmap_layout(title, min(520, 90 + 18 * q_len), "key token_index", "query"))
 
 
+@dataclass(frozen=True)
+class StripWords:
+    """The K/V strip's hover (English by default; a page passes its language's, from ui/strings). Format fields:
+    token {token} {block} {offset} {slot} (where a token's K/V is read from); not_gathered {read} (that sentence, for
+    a token the loop has not reached yet)."""
+
+    token: str = "token {token} ← physical block {block}, offset {offset}, slot {slot}"
+    not_gathered: str = "{read} (not gathered yet)"
+
+
 def kv_strip_figure(addresses: Sequence, step: int, seq_id: int = 0, title: str = "",
-                    not_gathered: str = "not gathered yet") -> go.Figure:
+                    words: StripWords = StripWords()) -> go.Figure:
     """The logical K/V strip: tokens 0 … context_len-1 in logical order. The first `step` are gathered (coloured,
     labelled with the physical block and offset they came from); token step-1, the latest read, is outlined.
-    addresses: paged.addressing.Address objects in token order; `not_gathered`: the hover's words for the rest."""
+    addresses: paged.addressing.Address objects in token order; `words`: the hover's sentences."""
     n = len(addresses)
     color = seq_color(seq_id)
     show_text = n <= 48
@@ -82,8 +94,8 @@ def kv_strip_figure(addresses: Sequence, step: int, seq_id: int = 0, title: str 
         xs.append(a.token_index)
         colors.append(color if got else FREE_COLOR)
         texts.append(f"{a.physical_block_id}:{a.block_offset}" if (got and show_text) else "")
-        hover.append(f"token {a.token_index} ← physical block {a.physical_block_id}, offset {a.block_offset}, "
-                     f"slot {a.slot}" + ("" if got else f" ({not_gathered})"))
+        read = words.token.format(token=a.token_index, block=a.physical_block_id, offset=a.block_offset, slot=a.slot)
+        hover.append(read if got else words.not_gathered.format(read=read))
     cell_px = max(6, min(34, 860 // max(n, 1)))
     current = [step - 1] if 0 < step <= n else []
     data = [dict(type="scatter", x=xs, y=[0] * n, mode="markers+text", name="gathered", text=texts,

@@ -87,19 +87,32 @@ def _row(name: str, cells: list[str], tick: str = "") -> str:
             f'<div class="pg-list">{"".join(cells)}</div></div>')
 
 
+@dataclass(frozen=True)
+class QueueWords:
+    """The scheduler's lanes and each square's tooltip (English by default; a page passes its language's, from
+    ui/strings). waiting / running / finished: the lane names; cell: the tooltip, format fields {seq} (the label, A)
+    {seq_id} (its number) {lane} (the lane's name)."""
+
+    waiting: str = "waiting"
+    running: str = "running"
+    finished: str = "finished"
+    cell: str = "{seq} (seq {seq_id}): {lane}"
+
+
 def queues_html(waiting: Sequence[int], running: Sequence[int], finished: Sequence[int],
                 preempted: Sequence[int] = (), scheduled: Sequence[int] = (),
-                lane_names: Sequence[str] = LANES) -> str:
+                words: QueueWords = QueueWords()) -> str:
     """Three lanes of sequence squares (label printed, coloured per sequence). Sequences scheduled this step get a
     thick black outline (class pg-sched); preempted ones (back at the front of waiting) a dashed circle (pg-pre).
-    Each lane row carries data-lane="waiting" / "running" / "finished"."""
+    Each lane row carries data-lane="waiting" / "running" / "finished"; its name and the tooltips are `words`."""
     scheduled, preempted = set(scheduled), set(preempted)
     rows = []
-    for lane, (key, ids) in enumerate(zip(LANES, (waiting, running, finished))):
-        cells = [_cell(seq_label(s), seq_color(s), f"{seq_label(s)} (seq {s}): {lane_names[lane]}",
+    for key, ids in zip(LANES, (waiting, running, finished)):
+        lane = getattr(words, key)
+        cells = [_cell(seq_label(s), seq_color(s), words.cell.format(seq=seq_label(s), seq_id=s, lane=lane),
                        " pg-big" + (" pg-sched" if s in scheduled else "") + (" pg-pre" if s in preempted else ""))
                  for s in ids]
-        rows.append(_row(lane_names[lane], cells, f' data-lane="{key}"'))
+        rows.append(_row(lane, cells, f' data-lane="{key}"'))
     return '<div class="paged-cells">' + "".join(rows) + "</div>"
 
 
@@ -137,11 +150,20 @@ def slot_mapping_html(entries: Sequence[tuple[int, Sequence[int], Sequence[int]]
     return '<div class="paged-cells">' + "".join(rows) + "</div>"
 
 
+@dataclass(frozen=True)
+class TwinWords:
+    """The twins' chart tooltips (English by default; a page passes its language's, from ui/strings). Format fields:
+    bar {step} {diff} (as 3.00e-07) {verdict} (✔ or ✗); tolerance {tolerance} (as 1e-04), the dashed line's."""
+
+    bar: str = "step {step}: {diff} {verdict}"
+    tolerance: str = "tolerance {tolerance}"
+
+
 def twin_bars(steps: Sequence[int], diffs: Sequence[float], agree: Sequence[bool],
-              tolerance: float) -> list[dict]:
+              tolerance: float, words: TwinWords = TwinWords()) -> list[dict]:
     """Per step, what the twins' chart shows: {"step", "diff", "shown" (an exact 0 drawn at the floor of the log
-    axis), "ok" (tokens agreed and diff <= tolerance), "color" (blue ok / vermillion not), "hover"}. Used by
-    twin_diff_html. ValueError when the lengths differ or tolerance <= 0."""
+    axis), "ok" (tokens agreed and diff <= tolerance), "color" (blue ok / vermillion not), "hover" (words.bar)}.
+    Used by twin_diff_html. ValueError when the lengths differ or tolerance <= 0."""
     if not len(steps) == len(diffs) == len(agree):
         raise ValueError(f"steps, diffs and agree must have one length, got {len(steps)}, {len(diffs)}, {len(agree)}")
     if not tolerance > 0:
@@ -152,7 +174,7 @@ def twin_bars(steps: Sequence[int], diffs: Sequence[float], agree: Sequence[bool
         ok = bool(a) and d <= tolerance
         out.append({"step": s, "diff": d, "shown": max(d, floor), "ok": ok,
                     "color": OKABE_ITO["blue"] if ok else OKABE_ITO["vermillion"],
-                    "hover": f"step {s}: {d:.2e} {'✔' if ok else '✗'}"})
+                    "hover": words.bar.format(step=s, diff=f"{d:.2e}", verdict="✔" if ok else "✗")})
     return out
 
 
@@ -166,11 +188,12 @@ def _log_frac(value: float) -> float:
 
 
 def twin_diff_html(steps: Sequence[int], diffs: Sequence[float], agree: Sequence[bool], tolerance: float,
-                   x_title: str = "step", y_title: str = "max |Δlogits|", height_px: int = 150) -> str:
+                   x_title: str = "step", y_title: str = "max |Δlogits|", height_px: int = 150,
+                   words: TwinWords = TwinWords()) -> str:
     """The twins' logits difference per step as HTML bars on a log axis (1e-10 … 1e0), one slot per step
     1 … max(last step, 10), a dashed line at `tolerance`: bars and colours from twin_bars, its hover as each
-    bar's title; the browser redraws it in a few ms. ValueError as twin_bars, or for a step < 1."""
-    bars = twin_bars(steps, diffs, agree, tolerance)
+    bar's title (`words`); the browser redraws it in a few ms. ValueError as twin_bars, or for a step < 1."""
+    bars = twin_bars(steps, diffs, agree, tolerance, words)
     if any(b["step"] < 1 for b in bars):
         raise ValueError(f"steps must be >= 1, got {min(b['step'] for b in bars)}")
     last = max([b["step"] for b in bars] + [10])
@@ -187,7 +210,7 @@ def twin_diff_html(steps: Sequence[int], diffs: Sequence[float], agree: Sequence
     ylabels = "".join(f'<span style="bottom:{100 * (e - lo) / (hi - lo):.0f}%">1e{e}</span>'
                       for e in range(lo, hi + 1, 2))
     tol = (f'<div class="pb-tol" style="bottom:{100 * _log_frac(tolerance):.2f}%" '
-           f'title="tolerance {tolerance:.0e}"></div>')
+           f'title="{html.escape(words.tolerance.format(tolerance=f"{tolerance:.0e}"))}"></div>')
     return (f'<div class="paged-bars"><div class="pb-ytitle">{html.escape(y_title)}</div>'
             f'<div class="pb-yaxis" style="height:{height_px}px">{ylabels}</div>'
             f'<div class="pb-plot" style="height:{height_px}px">{tol}{"".join(slots)}</div>'

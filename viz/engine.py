@@ -29,12 +29,14 @@ def nice_step(top: float, ticks: int = 6) -> int:
 
 def cache_rule_html(series: Mapping[int, Mapping[str, Sequence[int]]], cached_name: str = "cached_token_count",
                    rule_name: str = "prompt_len + generated − 1", x_title: str = "step",
-                   y_title: str = "tokens", width: int = 640, height: int = 280) -> str:
+                   y_title: str = "tokens", width: int = 640, height: int = 280,
+                   tip: str = "{seq} step {step}: {name} = {value}") -> str:
     """cached_token_count against the state rule as HTML (a step redraws it in a few ms, a plotly chart in ~100):
     an SVG image (st.html strips inline <svg>) of, per sequence, its cached_token_count after each step (solid line,
     dots) and the state rule prompt_len + generated − 1 (dotted line), same colour; they coincide after every step
     that ran the sequence, a preempted one drops to 0 until its recompute. Over each dot a span whose tooltip
-    (title) gives both values at that step ("A step 3: cached_token_count = 0"); a legend of the sequences below.
+    (title) gives both values at that step, one `tip` line each ("A step 3: cached_token_count = 0", format fields
+    {seq} {step} {name} {value}); a legend of the sequences below.
     series: seq_id -> {"step", "cached", "rule"}, three lists of one length.
     The title goes above it (ui.widgets.show_cells). ValueError when a sequence's step/cached/rule lengths differ."""
     for seq_id, d in series.items():
@@ -67,10 +69,11 @@ def cache_rule_html(series: Mapping[int, Mapping[str, Sequence[int]]], cached_na
                      f'stroke="{color}" stroke-width="2" stroke-dasharray="2 3"/><polyline class="cached" '
                      f'points="{cached}" fill="none" stroke="{color}" stroke-width="1.5"/>')
         for x, c, r in zip(d["step"], d["cached"], d["rule"]):
-            tip = f"{label} step {x}: {cached_name} = {c}\n{label} step {x}: {rule_name} = {r}"
+            lines = (tip.format(seq=label, step=x, name=cached_name, value=c),
+                     tip.format(seq=label, step=x, name=rule_name, value=r))
             parts.append(f'<circle cx="{sx(x):.1f}" cy="{sy(c):.1f}" r="4" fill="{color}"/>')
             dots.append(f'<span class="pc-dot" style="left:{100 * sx(x) / width:.2f}%;top:{100 * sy(c) / height:.2f}%" '
-                        f'title="{esc(tip).replace(chr(10), "&#10;")}"></span>')
+                        f'title="{"&#10;".join(esc(line) for line in lines)}"></span>')
         parts.append("</g>")
     parts.append("</svg>")
     image = base64.b64encode("".join(parts).encode("utf-8")).decode("ascii")

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from viz.colors import FREE_COLOR, OKABE_ITO, seq_color
-from viz.cells import SlotWords, queues_html, read_bars, read_cells, slot_mapping_html, twin_diff_html
+from viz.cells import QueueWords, SlotWords, TwinWords, queues_html, read_bars, read_cells, slot_mapping_html, twin_diff_html
 import base64
 import html
 import re
@@ -23,7 +23,7 @@ pytestmark = pytest.mark.usefixtures("validate_figures")  # conftest: plotly val
 def test_queues_lanes_labels_and_colours():
     """Each lane lists its sequences by label in their own colour; scheduled and preempted are outlined."""
     import re
-    markup = queues_html([2], [0, 3], [1], preempted=[2], scheduled=[0, 3], lane_names=["w", "r", "f"])
+    markup = queues_html([2], [0, 3], [1], preempted=[2], scheduled=[0, 3], words=QueueWords("w", "r", "f", "{seq}|{seq_id}|{lane}"))
     lanes = dict(re.findall(r'data-lane="(\w+)">(.*?)</div></div>', markup))
     cells = {lane: read_cells(body) for lane, body in lanes.items()}
     assert [c["text"] for c in cells["waiting"]] == ["C"] and [c["text"] for c in cells["running"]] == ["A", "D"]
@@ -31,7 +31,8 @@ def test_queues_lanes_labels_and_colours():
     assert [c["color"] for c in cells["finished"]] == [seq_color(1)]
     assert ["pg-sched" in c["classes"] for c in cells["running"]] == [True, True]
     assert "pg-pre" in cells["waiting"][0]["classes"] and "pg-sched" not in cells["waiting"][0]["classes"]
-    assert cells["running"][1]["title"] == "D (seq 3): r"
+    assert cells["running"][1]["title"] == "D|3|r"  # the page's words
+    assert read_cells(queues_html([], [3], []))[0]["title"] == "D (seq 3): running"  # English by default
     # the same sequence keeps its colour wherever it is
     again = read_cells(queues_html([], [], [0, 1, 2, 3]))
     assert [c["color"] for c in again] == [seq_color(s) for s in range(4)]
@@ -75,6 +76,9 @@ def test_cache_rule_html_draws_both_lines_with_their_values_as_tooltips():
     tips = [html.unescape(t) for t in re.findall(r'<span class="pc-dot" style="[^"]*" title="([^"]*)"></span>', markup)]
     assert len(tips) == 5 and tips[2] == "A step 3: cached_token_count = 0\nA step 3: <rule> = 7"
     assert tips[3] == "C step 1: cached_token_count = 3\nC step 1: <rule> = 3"
+    worded = cache_rule_html({0: {"step": [2], "cached": [4], "rule": [4]}}, tip="{seq}<{step}>{name}={value}")
+    tips = [html.unescape(t) for t in re.findall(r'class="pc-dot" style="[^"]*" title="([^"]*)"', worded)]
+    assert tips == ["A<2>cached_token_count=4\nA<2>prompt_len + generated − 1=4"]  # a page's words, escaped
     assert 'title="A step 3: cached_token_count = 0&#10;A step 3: &lt;rule&gt; = 7"' in markup, "escaped, one line"
     keys = re.findall(r'<span class="pp-key"><span style="background:([^"]*)"></span>(\w)</span>', markup)
     assert keys == [(seq_color(0), "A"), (seq_color(2), "C")]
@@ -99,6 +103,10 @@ def test_twin_diff_html_bars_heights_colours_and_hover():
     assert [b["title"] for b in bars] == ["step 1: 0.00e+00 ✔", "step 2: 3.00e-07 ✔", "step 3: 5.00e-03 ✗"]
     assert 'class="pb-tol" style="bottom:60.00%"' in markup
     assert "&lt;step&gt;" in markup and "<step>" not in markup
+    assert 'title="tolerance 1e-04"' in markup
+    worded = twin_diff_html(*args, words=TwinWords(bar="{verdict}#{step}#{diff}", tolerance="<{tolerance}>"))
+    assert [b["title"] for b in read_bars(worded)] == ["✔#1#0.00e+00", "✔#2#3.00e-07", "✗#3#5.00e-03"]
+    assert 'title="&lt;1e-04&gt;"' in worded  # a page's words, escaped
     assert read_bars(twin_diff_html([1], [1e-7], [False], 1e-4))[0]["color"] == OKABE_ITO["vermillion"]
     assert markup.count('class="pb-slot"') == 10, "one slot per step up to at least 10"
 

@@ -9,7 +9,7 @@ import torch
 
 from paged.addressing import address_table, locate
 from lessons.address import MissingEntry, follow
-from viz.attention import diverging_figure, kv_strip_figure, mask_figure, weights_figure
+from viz.attention import StripWords, diverging_figure, kv_strip_figure, mask_figure, weights_figure
 from viz.chain import chain_figure
 from viz.colors import FREE_COLOR, OKABE_ITO, seq_color, seq_label, text_color, tint
 from viz.pool import pool_figure
@@ -149,6 +149,8 @@ def test_weights_heatmap_heads_by_tokens():
     hm = weights_figure(torch.softmax(torch.randn(4, 10), -1)).data[0]
     assert hm.type == "heatmap" and len(hm.z) == 4 and len(hm.z[0]) == 10 and hm.zmin == 0
     assert list(hm.y) == ["h0", "h1", "h2", "h3"]
+    assert "weight %{z" in hm.hovertemplate
+    assert "权重 %{z" in weights_figure([[1.0]], weight="权重").data[0].hovertemplate
 
 
 def test_mask_is_causal_and_aligned_to_the_end():
@@ -166,4 +168,9 @@ def test_kv_strip_marks_gathered_tokens():
     assert list(strip.marker.color).count(seq_color(0)) == 6
     assert strip.text[5] == "2:1" and strip.text[6] == ""
     assert list(trace(fig, "highlight").x) == [5]
+    assert strip.hovertext[5] == "token 5 ← physical block 2, offset 1, slot 9"  # block_table [7, 2, 9]
+    assert strip.hovertext[6] == "token 6 ← physical block 2, offset 2, slot 10 (not gathered yet)"
+    worded = trace(kv_strip_figure(address_table([7, 2, 9], 10, 4), step=6, words=StripWords(
+        token="{token}:{block}:{offset}:{slot}", not_gathered="[{read}]")), "gathered")
+    assert list(worded.hovertext[5:7]) == ["5:2:1:9", "[6:2:2:10]"]  # a page's words
 

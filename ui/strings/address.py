@@ -42,11 +42,11 @@ STRINGS = {
                "这个 sequence 的 block 并不相邻，但按 block_table 的顺序读取，得到的仍是按顺序的 token 0, 1, 2, …。"
                "灰色 block 空闲，可以给其他 sequence 使用。把鼠标悬停在格子上可以看到完整链路。"),
     },
-    "table_heading": {"en": "Every token → (physical block, offset)", "zh": "每个 token → (physical block, offset)"},
+    "table_heading": {"en": "Every token → (physical block, offset)", "zh": "每个 token →（physical block，块内偏移）"},
     "table_notice": {
         "en": ("Within a block the offset counts 0 … {block_size}-1 and the slot rises by one; at a block boundary "
                "the slot jumps to wherever the next physical block is."),
-        "zh": ("在一个 block 内，offset 从 0 数到 {block_size}-1，slot 逐一增加；跨过 block 边界时，slot 会跳到下一个 "
+        "zh": ("在一个 block 内，块内偏移从 0 数到 {block_size}-1，slot 逐一增加；跨过 block 边界时，slot 会跳到下一个 "
                "physical block 所在的位置。"),
     },
     # a token past the table (issue 10: the token is kept, the missing entry named)

@@ -207,6 +207,8 @@ STRINGS = {
     "lane_waiting": {"en": "waiting", "zh": "等待中"},
     "lane_running": {"en": "running", "zh": "运行中"},
     "lane_finished": {"en": "finished", "zh": "已完成"},
+    # a square's tooltip in the queues (viz.cells.QueueWords: the lane_<field> keys); seq_id is the code's name
+    "lane_cell": {"en": "{seq} (seq {seq_id}): {lane}", "zh": "{seq}（seq_id {seq_id}）：{lane}"},
     "queues_notice": {
         "en": ("A step is either prefill (waiting prompts, first come first served, while they fit the token, "
                "sequence and block budgets) or decode (one token for every running sequence). Prefill goes first "
@@ -256,6 +258,10 @@ STRINGS = {
     "rule_name": {"en": "prompt_len + generated − 1", "zh": "prompt_len + generated − 1"},
     "axis_step": {"en": "step", "zh": "步"},
     "axis_tokens": {"en": "tokens", "zh": "token 数"},
+    "rule_tip": {"en": "{seq} step {step}: {name} = {value}", "zh": "{seq} 第 {step} 步：{name} = {value}"},
+    # the twins' chart tooltips (viz.cells.TwinWords, one key twin_<field> per field)
+    "twin_bar": {"en": "step {step}: {diff} {verdict}", "zh": "第 {step} 步：{diff} {verdict}"},
+    "twin_tolerance": {"en": "tolerance {tolerance}", "zh": "容差 {tolerance}"},
     "cache_notice": {
         "en": ("After every step that ran a sequence, its dots sit on its dotted line: the newest token is known but "
                "not yet cached, so cached_token_count = prompt_len + generated − 1. A preempted sequence drops to 0 "

@@ -49,7 +49,7 @@ STRINGS = {
                "每到 block 边界就跳到 block_table 的下一项。"),
     },
     "strip_title": {"en": "Logical K/V so far: keys {shape}; a cell shows the physical block:offset it came from",
-                    "zh": "目前的逻辑 K/V：keys {shape}；格子中是来源的 physical block:offset"},
+                    "zh": "目前的逻辑 K/V：keys {shape}；格子中是来源的 physical block:块内偏移"},
     "loop_heading": {"en": "The loop being stepped (paged.attention.gather_kv_loop)",
                      "zh": "正在逐步执行的循环（paged.attention.gather_kv_loop）"},
     "attend_after": {"en": "Attention runs on the whole context: {remaining} token(s) left to gather.",
@@ -69,7 +69,11 @@ STRINGS = {
                       "zh": "每个 head 的输出等于它的权重乘以 gather 出的 V：对历史的加权混合。"},
     "mask_visible": {"en": "visible", "zh": "可见"},
     "mask_masked": {"en": "masked", "zh": "被遮蔽"},
-    "strip_not_gathered": {"en": "not gathered yet", "zh": "尚未 gather"},
+    # the K/V strip's hover (viz.attention.StripWords, one key strip_<field> per field)
+    "strip_token": {"en": "token {token} ← physical block {block}, offset {offset}, slot {slot}",
+                    "zh": "token {token} ← physical block {block}，块内偏移 {offset}，slot {slot}"},
+    "strip_not_gathered": {"en": "{read} (not gathered yet)", "zh": "{read}（尚未 gather）"},
+    "weight": {"en": "weight", "zh": "权重"},
     "mask_title": {"en": "Causal mask: which keys each query may see (blue = visible)",
                    "zh": "causal mask：每个 query 能看到哪些 key（蓝色为可见）"},
     "mask_notice": {
