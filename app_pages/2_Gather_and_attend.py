@@ -126,8 +126,8 @@ def gather_view() -> None:
         st.subheader(ctx.t("attend_heading"))
         fig_col, note_col = st.columns([3, 1])
         if mode == "decode":
-            ui.show_figure(weights_figure(result.weights, title=ctx.t("weights_title"), weight=ctx.t("weight")), "gather.weights",
-                           where=fig_col)
+            weights = weights_figure(result.weights, title=ctx.t("weights_title"), weight=ctx.t("weight"))
+            ui.show_figure(weights, "gather.weights", where=fig_col)
             ui.notice(ctx, ctx.t("weights_notice", group=num_heads // num_kv_heads), where=note_col)
             fig_col, note_col = st.columns([3, 1])
             output = diverging_figure(result.paged.float(), title=ctx.t("output_title"), x_title="head_dim",

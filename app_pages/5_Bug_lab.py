@@ -196,7 +196,7 @@ def pool_section() -> None:
 
     shown = trun.steps[step]
     words = {w: ctx.t(f"w_{w}") for w in ("write", "read", "skipped", "early", "written_wrongly", "read_wrongly",
-                                           "meant", "nowhere", "padding")}  # w_padding's {seq}: filled by the figure
+                                           "meant", "nowhere", "padding", "token")}  # {seq} {token}: the figure's
     writes = trun.writes_until(step)
     pool = bad_cells_figure(tscenario.num_blocks, tscenario.block_size, shown.tables, shown.cached_token_counts, writes,
                             shown.bad_reads, title=ctx.t("pool_title", step=step), words=words,

@@ -49,7 +49,8 @@ def show_gather_breaks(ctx, lesson, step: int, no_mask: bool, ctx_off: int) -> N
         br = without_causal_mask(lesson)
         st.subheader(ctx.t("breaks.mask_header"))
         fig_col, note_col = st.columns([3, 1])
-        fig = row_diff_figure(br.positions, br.row_diff, br.changed, title=ctx.t("breaks.mask_title"))
+        fig = row_diff_figure(br.positions, br.row_diff, br.changed, title=ctx.t("breaks.mask_title"),
+                              x_title=ctx.t("breaks.mask_x"))
         show_figure(fig, "gather.break_mask", where=fig_col)
         note_col.metric(ctx.t("breaks.mask_changed"), f"{br.changed_rows} / {len(br.changed)}")
         key = "breaks.mask_decode" if lesson.config.mode == "decode" else "breaks.mask_prefill"

@@ -35,12 +35,15 @@ def _label(value) -> str:
 
 
 def piece_text(ctx, piece) -> str:
-    """One (key, values) piece of a question in the page's language; "seq"/"seqs" values become labels."""
+    """One (key, values) piece of a question in the page's language; "seq"/"seqs" values become labels, a
+    "status" (a sequence's, e.g. "running") the engine page's word for it."""
     key, values = piece
     values = dict(values)
     for name in ("seq", "seqs"):
         if name in values:
             values[name] = _label(values[name]) or "—"
+    if "status" in values:
+        values["status"] = ctx.t(f"engine.status_{values['status']}")
     if "why" in values:  # the scheduler's own (code, values) pieces
         values["why"] = explain_step(ctx, values["why"])
     return ctx.t(f"quiz.{key}", **values)

@@ -75,7 +75,7 @@ def _cell_lines(cells, what: Mapping[str, str]) -> dict[int, list[str]]:
     read)."""
     lines: dict[int, list[str]] = defaultdict(list)
     for c in cells:
-        who = (f"{seq_label(c.seq_id)} token {c.token_index}" if c.token_index >= 0
+        who = (what["token"].format(seq=seq_label(c.seq_id), token=c.token_index) if c.token_index >= 0
                else what["padding"].format(seq=seq_label(c.seq_id)))
         if c.kind == "skipped":
             lines[c.meant].append(f"{who}: {what['skipped']} (slot {c.meant})")
@@ -90,7 +90,7 @@ def _cell_lines(cells, what: Mapping[str, str]) -> dict[int, list[str]]:
 DEFAULT_WORDS = {"write": "written at", "read": "read from", "skipped": "not read at all",
                  "early": "read before it was written", "written_wrongly": "written wrongly",
                  "read_wrongly": "read wrongly", "meant": "meant", "nowhere": "nowhere (slot -1)",
-                 "padding": "padding row (a copy of {seq}'s row)"}
+                 "padding": "padding row (a copy of {seq}'s row)", "token": "{seq} token {token}"}
 
 
 def bad_cells_figure(num_blocks: int, block_size: int, tables: Mapping[int, Sequence[int]],

@@ -22,24 +22,26 @@ COPY_COLOR = OKABE_ITO["vermillion"]
 
 
 def block_tokens(token_text: Mapping[int, Sequence[str]] | None, seq_id: int, logical_block_id: int,
-                 block_size: int, cached_counts: Mapping[int, int]) -> str:
+                 block_size: int, cached_counts: Mapping[int, int], label: str = " · tokens {tokens}") -> str:
     """" · tokens 'a' '␣b'": the text of the tokens `seq_id` has written in its logical block (those below its
-    cached_token_count; HTML-escaped), or "" when `token_text` has none for them."""
+    cached_token_count; HTML-escaped) in `label` (format field {tokens}), or "" when `token_text` has none."""
     texts = (token_text or {}).get(seq_id) or []
     start = logical_block_id * block_size
     end = min(start + block_size, cached_counts.get(seq_id, 0))
     shown = [f"'{html.escape(str(x), quote=False)}'" for x in texts[start:end]]
-    return f" · tokens {' '.join(shown)}" if shown else ""
+    return label.format(tokens=" ".join(shown)) if shown else ""
 
 
 @dataclass(frozen=True)
 class RefcountWords:
     """The sentences of refcount_pool_figure's hover (English by default; a page passes its language's, from
     ui/strings). Format fields: held {block} {ref} {holders} {filled} {block_size}; holder {seq} {logical};
-    cached_free and free {block}; hashed is appended to a held block's line."""
+    cached_free and free {block}; tokens {tokens} (the block's token texts) and hashed are appended to a held block's
+    line."""
 
     held: str = "physical block {block}: ref count {ref} · held by {holders} · {filled}/{block_size} slots written"
     holder: str = "{seq} (logical block {logical})"
+    tokens: str = " · tokens {tokens}"
     hashed: str = " · hashed: a prompt with this prefix reuses it"
     cached_free: str = ("physical block {block}: free (ref count 0), but it keeps its prefix-cache hash: a prompt "
                         "with this prefix takes it back without recomputing")
@@ -82,7 +84,7 @@ def refcount_pool_figure(num_blocks: int, block_size: int, tables: Mapping[int, 
                 color = tint(color, 0.6)  # a last block still filling up
             held = ", ".join(words.holder.format(seq=seq_label(s), logical=j) for s, j in holders[b])
             hover.append(words.held.format(block=b, ref=ref, holders=held, filled=fill[b], block_size=block_size)
-                         + block_tokens(token_text, *holders[b][0], block_size, cached_counts)
+                         + block_tokens(token_text, *holders[b][0], block_size, cached_counts, words.tokens)
                          + (words.hashed if b in cached else ""))
             text.append(f"<b>{ref}</b>")
         elif b in cached:

@@ -218,3 +218,13 @@ def test_engine_answer_on_chunked_prefill(tiny):
             kinds.add(q.why[0][0])
             words(q)
     assert {"why_prefill_chunk", "why_decode"} <= kinds
+
+
+def test_a_sequences_status_is_asked_in_the_pages_language():
+    """"A is running …" names the status in the page's words: 运行中 in 简体中文, not the code's "running"."""
+    piece = ("ask_cached_after", dict(seq=0, before=12, status="running"))
+    zh = piece_text(PageContext("engine", "zh", translator("engine", "zh")), piece)
+    assert zh.startswith("A 当前运行中，cached_token_count 为 12"), zh
+    assert "running" not in zh
+    en = piece_text(PageContext("engine", "en", translator("engine", "en")), piece)
+    assert en.startswith("A is running with cached_token_count 12"), en

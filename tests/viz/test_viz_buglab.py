@@ -51,6 +51,9 @@ def test_bad_cells_marks_writes_and_reads_with_hover():
     assert "padding row" in w.hovertext[1] and "nowhere" in w.hovertext[1]
     assert list(r.customdata) == [6, 33] and r.marker.symbol == "circle-open" and r.marker.color == READ_COLOR
     assert "not read at all" in r.hovertext[0] and "C token 3" in r.hovertext[1]
+    worded = trace(bad_cells_figure(12, 4, TABLES, LENS, writes, reads, words={"token": "{token}@{seq}"}),
+                   "read wrongly")
+    assert worded.hovertext[1].startswith("3@C: ")  # a page's word for whose token it is
 
 
 def test_bad_cells_without_damage_is_the_plain_pool():

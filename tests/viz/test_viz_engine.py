@@ -7,7 +7,8 @@ from __future__ import annotations
 import pytest
 
 from viz.colors import FREE_COLOR, OKABE_ITO, seq_color
-from viz.cells import QueueWords, SlotWords, TwinWords, queues_html, read_bars, read_cells, slot_mapping_html, twin_diff_html
+from viz.cells import (QueueWords, SlotWords, TwinWords, queues_html, read_bars, read_cells, slot_mapping_html,
+                        twin_diff_html)
 import base64
 import html
 import re
@@ -23,7 +24,8 @@ pytestmark = pytest.mark.usefixtures("validate_figures")  # conftest: plotly val
 def test_queues_lanes_labels_and_colours():
     """Each lane lists its sequences by label in their own colour; scheduled and preempted are outlined."""
     import re
-    markup = queues_html([2], [0, 3], [1], preempted=[2], scheduled=[0, 3], words=QueueWords("w", "r", "f", "{seq}|{seq_id}|{lane}"))
+    words = QueueWords("w", "r", "f", "{seq}|{seq_id}|{lane}")
+    markup = queues_html([2], [0, 3], [1], preempted=[2], scheduled=[0, 3], words=words)
     lanes = dict(re.findall(r'data-lane="(\w+)">(.*?)</div></div>', markup))
     cells = {lane: read_cells(body) for lane, body in lanes.items()}
     assert [c["text"] for c in cells["waiting"]] == ["C"] and [c["text"] for c in cells["running"]] == ["A", "D"]

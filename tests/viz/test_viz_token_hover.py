@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from viz.pool import pool_figure
-from viz.sharing import refcount_pool_figure
+from viz.sharing import RefcountWords, refcount_pool_figure
 from viz_util import trace
 
 pytestmark = pytest.mark.usefixtures("validate_figures")  # conftest: plotly validation on
@@ -51,3 +51,5 @@ def test_refcount_blocks_list_the_tokens_written_in_them():
     assert hover[1].endswith("· tokens '␣quick' '&amp;'")
     assert hover[0].endswith("· tokens 'x' 'y' 'z'")
     assert "tokens" not in hover[2]
+    worded = refcount_pool_figure(4, 4, TABLES, LENS, refs, token_text=TEXTS, words=RefcountWords(tokens="|{tokens}|"))
+    assert trace(worded, "blocks").hovertext[0].endswith("|'x' 'y' 'z'|")  # a page's words around the texts

@@ -19,6 +19,7 @@ STRINGS = {
     "mask_title": {"en": "max |Δ| per query row: no mask vs the masked reference",
                    "zh": "每个 query 行的 max |Δ|：无 mask 与带 mask 的参考结果"},
     "mask_changed": {"en": "rows changed", "zh": "改变的行"},
+    "mask_x": {"en": "query position", "zh": "query 的位置"},
     "mask_prefill": {
         "en": ("{changed} of {rows} query rows change (largest |Δ| {worst}). Row i may now read tokens after "
                "position i: the future leaks into the past. Only the last row (token {last}) is untouched: it was "

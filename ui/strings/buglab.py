@@ -36,7 +36,7 @@ _ZH = {
              "结束后，接替它的 sequence 会通过已结束 sequence 的、已经释放的 block 读取历史。",
         where="block_table（读取端）",
         symptom="任何 sequence 结束之后，其他 sequence 读到的是已结束 sequence（或 block 新主人）的 K/V。",
-        caught_by="validate_block_table + engine 一致性测试；Block Manager 的 ownership 视图会显示出不一致"),
+        caught_by="validate_block_table + engine 一致性测试；Block Manager 记录的 block 归属会显示出不一致"),
     Fault.POSITION_OFF_BY_ONE: dict(
         title="decode 位置差一",
         what="decode 时把最新 token 放在 position num_tokens，而不是 num_tokens - 1。",
@@ -235,6 +235,7 @@ STRINGS = {
     "w_meant": {"en": "meant", "zh": "本应是"},
     "w_nowhere": {"en": "nowhere (slot −1)", "zh": "不写入任何位置（slot −1）"},
     "w_padding": {"en": "padding row (a copy of {seq}'s row)", "zh": "padding 行（复制自 {seq} 的那一行）"},
+    "w_token": {"en": "{seq} token {token}", "zh": "{seq} 的 token {token}"},
     "export_name": {"en": "bug lab run", "zh": "bug 实验室运行记录"},
 }
 for _fault, _info in FAULTS.items():

@@ -40,7 +40,7 @@ STRINGS = {
     # page 4 · engine
     "ask_cached_after": {"en": "{seq} is {status} with cached_token_count {before}. What will it be after the next "
                                "step?",
-                         "zh": "{seq} 当前为 {status}，cached_token_count 为 {before}。下一步之后它是多少？"},
+                         "zh": "{seq} 当前{status}，cached_token_count 为 {before}。下一步之后它是多少？"},
     "why_prefill": {"en": "{seq} is prefilled: {fed} token(s) from index {start} are fed and written at once, so "
                           "cached becomes {after}",
                     "zh": "{seq} 进行 prefill：从索引 {start} 开始的 {fed} 个 token 一次喂入并写入，cached 变为 {after}"},

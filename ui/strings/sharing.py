@@ -65,6 +65,7 @@ STRINGS = {
     "ref_held": {"en": "physical block {block}: ref count {ref} · held by {holders} · {filled}/{block_size} slots written",
                  "zh": "physical block {block}：ref count {ref} · 持有者 {holders} · 已写入 {filled}/{block_size} 个 slot"},
     "ref_holder": {"en": "{seq} (logical block {logical})", "zh": "{seq}（logical block {logical}）"},
+    "ref_tokens": {"en": " · tokens {tokens}", "zh": " · token：{tokens}"},
     "ref_hashed": {"en": " · hashed: a prompt with this prefix reuses it",
                    "zh": " · 已计算 hash：前缀相同的 prompt 会直接复用它"},
     "ref_cached_free": {"en": ("physical block {block}: free (ref count 0), but it keeps its prefix-cache hash: a "
