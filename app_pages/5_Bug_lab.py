@@ -14,7 +14,7 @@ from lessons.buglab_tensors import run_tensor_fault, tensor_scenario_for
 from lessons.tokens import TEXT, token_pieces
 from paged.faults import Fault
 from paged.kv_cache import default_device
-from viz.buglab import bad_cells_figure, step_error_figure
+from viz.buglab import BadCellWords, bad_cells_figure, step_error_figure
 from viz.pool import PoolWords
 from viz.colors import OKABE_ITO, seq_label
 
@@ -195,8 +195,7 @@ def pool_section() -> None:
     knobs.sync_url(ctx.lang)
 
     shown = trun.steps[step]
-    words = {w: ctx.t(f"w_{w}") for w in ("write", "read", "skipped", "early", "written_wrongly", "read_wrongly",
-                                           "meant", "nowhere", "padding", "token")}  # {seq} {token}: the figure's
+    words = ui.viz_labels(ctx, BadCellWords, "w")  # w_write, w_read, …: {seq} {token} are filled by the figure
     writes = trun.writes_until(step)
     pool = bad_cells_figure(tscenario.num_blocks, tscenario.block_size, shown.tables, shown.cached_token_counts, writes,
                             shown.bad_reads, title=ctx.t("pool_title", step=step), words=words,

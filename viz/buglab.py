@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
+from dataclasses import dataclass
 from typing import Mapping, Sequence
 
 import plotly.graph_objects as go
@@ -70,53 +71,66 @@ def step_error_figure(steps: Sequence[int], values: Sequence[Mapping[int, float]
     return make_figure(data, layout)
 
 
-def _cell_lines(cells, what: Mapping[str, str]) -> dict[int, list[str]]:
+@dataclass(frozen=True)
+class BadCellWords:
+    """The wording of bad_cells_figure's hover and legend (English by default; a page passes its language's, from
+    ui/strings). A hover line is "<token>: <write|read> slot 5, <meant> slot 4" (or "<token>: <skipped> (slot 4)",
+    "<token>: <early> (slot 4)"); token {seq} {token} names whose token, padding {seq} a padding row copied from
+    {seq}'s; nowhere stands for slot -1; written_wrongly / read_wrongly name the two marks in the legend."""
+
+    write: str = "written at"
+    read: str = "read from"
+    skipped: str = "not read at all"
+    early: str = "read before it was written"
+    written_wrongly: str = "written wrongly"
+    read_wrongly: str = "read wrongly"
+    meant: str = "meant"
+    nowhere: str = "nowhere (slot −1)"
+    padding: str = "padding row (a copy of {seq}'s row)"
+    token: str = "{seq} token {token}"
+
+
+def _cell_lines(cells, what: BadCellWords) -> dict[int, list[str]]:
     """slot -> hover lines for the cells a fault touched (a skipped read is drawn at the slot it should have
     read)."""
     lines: dict[int, list[str]] = defaultdict(list)
     for c in cells:
-        who = (what["token"].format(seq=seq_label(c.seq_id), token=c.token_index) if c.token_index >= 0
-               else what["padding"].format(seq=seq_label(c.seq_id)))
+        who = (what.token.format(seq=seq_label(c.seq_id), token=c.token_index) if c.token_index >= 0
+               else what.padding.format(seq=seq_label(c.seq_id)))
         if c.kind == "skipped":
-            lines[c.meant].append(f"{who}: {what['skipped']} (slot {c.meant})")
+            lines[c.meant].append(f"{who}: {what.skipped} (slot {c.meant})")
         elif c.kind == "read" and c.slot == c.meant:
-            lines[c.slot].append(f"{who}: {what['early']} (slot {c.slot})")
+            lines[c.slot].append(f"{who}: {what.early} (slot {c.slot})")
         else:
-            meant = f"slot {c.meant}" if c.meant >= 0 else what["nowhere"]
-            lines[c.slot].append(f"{who}: {what[c.kind]} slot {c.slot}, {what['meant']} {meant}")
+            meant = f"slot {c.meant}" if c.meant >= 0 else what.nowhere
+            lines[c.slot].append(f"{who}: {getattr(what, c.kind)} slot {c.slot}, {what.meant} {meant}")
     return lines
-
-
-DEFAULT_WORDS = {"write": "written at", "read": "read from", "skipped": "not read at all",
-                 "early": "read before it was written", "written_wrongly": "written wrongly",
-                 "read_wrongly": "read wrongly", "meant": "meant", "nowhere": "nowhere (slot -1)",
-                 "padding": "padding row (a copy of {seq}'s row)", "token": "{seq} token {token}"}
 
 
 def bad_cells_figure(num_blocks: int, block_size: int, tables: Mapping[int, Sequence[int]],
                      cached_counts: Mapping[int, int], bad_writes: Sequence = (), bad_reads: Sequence = (),
-                     title: str = "", words: Mapping[str, str] | None = None,
+                     title: str = "", words: BadCellWords = BadCellWords(),
                      pool_words: PoolWords = PoolWords()) -> go.Figure:
     """The pool grid (cells coloured by the correct owner and token) with a fault's damage on top: a black square
     inside each cell written wrongly, a blue circle in each cell read wrongly.
 
     bad_writes / bad_reads: objects with kind, seq_id, token_index, slot, meant (lessons.buglab_tensors.BadCell).
-    words: the hover / legend wording (keys of DEFAULT_WORDS), for translation; pool_words: the pool's own (PoolWords).
-    Traces: those of pool_figure, with "highlight" renamed words["written_wrongly"] and "read" renamed
-    words["read_wrongly"].
+    words: the hover / legend wording (BadCellWords), for translation; pool_words: the pool's own (PoolWords).
+    Traces: those of pool_figure, with "highlight" renamed words.written_wrongly and "read" renamed
+    words.read_wrongly.
     """
-    what = {**DEFAULT_WORDS, **(words or {})}
+    what = words
     write_lines = _cell_lines(bad_writes, what)
     read_lines = _cell_lines(bad_reads, what)
     write_slots, read_slots = sorted(write_lines), sorted(s for s in read_lines if s >= 0)
     fig = pool_figure(num_blocks, block_size, tables, cached_counts, highlight=write_slots, read=read_slots,
                       title=title, words=pool_words)
     size = fig.data[0].marker.size if fig.data and fig.data[0].marker.size else 20
-    fig.update_traces(selector=dict(name="highlight"), name=what["written_wrongly"], showlegend=bool(write_slots),
+    fig.update_traces(selector=dict(name="highlight"), name=what.written_wrongly, showlegend=bool(write_slots),
                       hovertext=["<br>".join(write_lines[s]) for s in write_slots], hoverinfo="text",
                       marker=dict(symbol="square-open", color=HIGHLIGHT_COLOR, size=max(6, size - 3),
                                   line=dict(width=3, color=HIGHLIGHT_COLOR)))  # inset: neighbours stay apart
-    fig.update_traces(selector=dict(name="read"), name=what["read_wrongly"], showlegend=bool(read_slots),
+    fig.update_traces(selector=dict(name="read"), name=what.read_wrongly, showlegend=bool(read_slots),
                       hovertext=["<br>".join(read_lines[s]) for s in read_slots], hoverinfo="text",
                       marker=dict(symbol="circle-open", color=READ_COLOR, size=max(6, int(size * 0.8)),
                                   line=dict(width=2.5, color=READ_COLOR)))

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from lessons.buglab_tensors import BadCell
-from viz.buglab import FLOOR, READ_COLOR, bad_cells_figure, step_error_figure
+from viz.buglab import FLOOR, READ_COLOR, BadCellWords, bad_cells_figure, step_error_figure
 from viz.colors import HIGHLIGHT_COLOR, seq_color
 from viz_util import trace
 
@@ -44,14 +44,14 @@ def test_bad_cells_marks_writes_and_reads_with_hover():
     skipped read circles the slot it should have read; hover says whose token and where it was meant to go."""
     writes = [BadCell("write", 0, 0, 29, 28), BadCell("write", 1, -1, 47, -1)]
     reads = [BadCell("read", 2, 3, 33, 35), BadCell("skipped", 1, 6, -1, 6)]
-    fig = bad_cells_figure(12, 4, TABLES, LENS, writes, reads, words={"written_wrongly": "W", "read_wrongly": "R"})
+    fig = bad_cells_figure(12, 4, TABLES, LENS, writes, reads, words=BadCellWords(written_wrongly="W", read_wrongly="R"))
     w, r = trace(fig, "W"), trace(fig, "R")
     assert list(w.customdata) == [29, 47] and w.marker.color == HIGHLIGHT_COLOR and w.showlegend
     assert "A token 0" in w.hovertext[0] and "meant slot 28" in w.hovertext[0]
     assert "padding row" in w.hovertext[1] and "nowhere" in w.hovertext[1]
     assert list(r.customdata) == [6, 33] and r.marker.symbol == "circle-open" and r.marker.color == READ_COLOR
     assert "not read at all" in r.hovertext[0] and "C token 3" in r.hovertext[1]
-    worded = trace(bad_cells_figure(12, 4, TABLES, LENS, writes, reads, words={"token": "{token}@{seq}"}),
+    worded = trace(bad_cells_figure(12, 4, TABLES, LENS, writes, reads, words=BadCellWords(token="{token}@{seq}")),
                    "read wrongly")
     assert worded.hovertext[1].startswith("3@C: ")  # a page's word for whose token it is
 
