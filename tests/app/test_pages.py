@@ -251,8 +251,9 @@ def test_parsers_bound_every_value():
 
 
 def test_gather_hovers_speak_the_pages_language():
-    """In 简体中文 the K/V strip's hover says which tokens are not gathered yet, and the causal mask's (drawn once the
-    gather is complete) says visible / masked, in Chinese (they were English)."""
+    """In 简体中文 the K/V strip's hover says where each token is read from (token 0 ← physical block …，块内偏移 …)
+    and which are not gathered yet, and the causal mask's (drawn once the gather is complete) says visible / masked,
+    in Chinese (they were English)."""
     import json
 
     def hovers(step: int) -> list[str]:
@@ -266,6 +267,8 @@ def test_gather_hovers_speak_the_pages_language():
         return out
 
     partway, complete = hovers(3), hovers(6)
-    assert any(h.endswith("(尚未 gather)") for h in partway)
+    assert any(h.endswith("（尚未 gather）") for h in partway)
+    assert any(h.startswith("token 0 ← physical block ") and "，块内偏移 0，slot " in h for h in partway), partway[:3]
     assert any(h.endswith(": 可见") for h in complete) and any(h.endswith(": 被遮蔽") for h in complete)
-    assert not [h for h in partway + complete if "not gathered" in h or h.endswith(("visible", "masked"))]
+    english = ("not gathered", ", offset ")
+    assert not [h for h in partway + complete if any(w in h for w in english) or h.endswith(("visible", "masked"))]
