@@ -1,8 +1,8 @@
 """No English left in 简体中文: every page, run in zh and stepped a few times, shows none of the English a learner
 could meet there: no sentence of the English strings tables, and no English default of a viz builder's words (the
-label dataclasses: viz.pool.PoolWords, viz.cells.SlotWords, …), whose sentences a page that forgot to pass its own
-would show, e.g. "A (seq 0): running" or "step 3: 1.2e-07 ✔". A unit test first checks that every such dataclass
-has its words, field by field, in both languages.
+label dataclasses: viz.pool.PoolWords, viz.cells.SlotWords, …, and the builders' text parameters), which a page
+that forgot to pass its own would show, e.g. "A (seq 0): running" or "step 3: 1.2e-07 ✔". A unit test first checks
+that every such dataclass has its words, field by field, in both languages.
 
 What a learner reads is collected from the element tree (text, labels, help, hovers and titles of the plotly charts
 and of the HTML figures); source listings (st.code) and the keyboard component's script are not prose and are left
@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import html
 import importlib
+import inspect
 import json
 import pkgutil
 import re
@@ -82,24 +83,31 @@ def _field_pattern(name: str) -> str:
     return r"[^\n]{1,200}?"
 
 
-def template_marker(template: str) -> re.Pattern:
+def template_marker(template: str, lone_word_whole_text: bool = True) -> re.Pattern:
     """A regex matching `template` filled with any values (typed by field name), e.g. "{seq} (seq {seq_id})" ->
-    "(?:[A-Z]|S\\d+) \\(seq [-+0-9.e]+\\)". A field-less template of one word must be a whole text to match."""
+    "(?:[A-Z]|S\\d+) \\(seq [-+0-9.e]+\\)", as whole words. A field-less template of one word must be a whole text
+    to match when `lone_word_whole_text` (a lane's "running" is English, "running max" may be a term)."""
     parts = []
     for literal, name, _, _ in string.Formatter().parse(template):
         parts.append(re.escape(literal))
         if name is not None:
             parts.append(_field_pattern(name))
     body = "".join(parts)
-    return re.compile(f"^{body}$" if re.fullmatch(r"\w+", template) else body)
+    if lone_word_whole_text and re.fullmatch(r"\w+", template):
+        return re.compile(f"^{body}$")
+    # whole words only: "tokens {tokens}" is not the end of max_num_batched_tokens
+    return re.compile(("(?<!\\w)" if template[:1].isalpha() else "") + body
+                      + ("(?!\\w)" if template[-1:].isalpha() else ""))
 
 
 def _sample(template: str) -> str:
+    """`template` filled with SAMPLE values (both languages of one field get the same)."""
     names = {name for _, name, _, _ in string.Formatter().parse(template) if name}
     return template.format(**{n: SAMPLE.get(n, "7" if n in NUMBER_FIELDS else "空闲") for n in names})
 
 
 def zh_texts() -> list[str]:
+    """Every Chinese string of the tables, lower-cased: where the terms kept in English are found."""
     return [texts["zh"].lower() for module in MODULES for texts in strings(module).values()]
 
 
@@ -126,6 +134,28 @@ def label_markers() -> dict[str, re.Pattern]:
             for qualname, cls in label_classes().items() for f in dataclasses.fields(cls)}
 
 
+def parameter_markers() -> dict[str, re.Pattern]:
+    """The English default of every text parameter of a viz builder (a hover word, a legend name, an axis title:
+    weights_figure's weight="weight", cache_rule_html's tip="{seq} step {step}: …") that a page passes in its own
+    language, as a regex (template_marker). Left out: a default that a Chinese string contains too (a term such as
+    "step" or "token_index") and a formula (max |Δ|, (block_size - 1) / 2)."""
+    chinese = zh_texts()
+    markers = {}
+    for info in pkgutil.iter_modules(viz.__path__):
+        module = importlib.import_module(f"viz.{info.name}")
+        for name, function in inspect.getmembers(module, inspect.isfunction):
+            if function.__module__ != module.__name__:
+                continue
+            for param in inspect.signature(function).parameters.values():
+                text = param.default
+                if not isinstance(text, str) or not text.strip() or text.startswith("#"):
+                    continue
+                if "{" not in text and (re.search(r"[|_/%=]", text) or any(text.lower() in zh for zh in chinese)):
+                    continue
+                markers[f"{module.__name__}.{name}({param.name})"] = template_marker(text.strip(" ·"), False)
+    return markers
+
+
 def test_the_markers_tell_english_from_chinese():
     """The check below can fail and is not fooled: each English default's marker matches that default filled with
     values, and does not match the Chinese words of the same field filled with the same values; the sentence
@@ -137,6 +167,11 @@ def test_the_markers_tell_english_from_chinese():
         zh = t(f"{WORDS[qualname]}_{field}", "zh")
         assert marker.search(_sample(default)), (name, marker.pattern)
         assert not marker.search(_sample(zh)), (name, marker.pattern, _sample(zh))
+    params = parameter_markers()
+    assert params["viz.engine.cache_rule_html(tip)"].search("A step 3: cached_token_count = 0")
+    assert not params["viz.engine.cache_rule_html(tip)"].search("A 第 3 步：cached_token_count = 0")
+    assert params["viz.attention.weights_figure(weight)"].search("%{y}, token %{x}: weight %{z:.4f}")
+    assert "viz.attention.weights_figure(x_title)" not in params  # token_index: the article's name
     queue = label_markers()["viz.cells.QueueWords.cell"]
     assert queue.search("A (seq 0): 已完成") and not queue.search("A（seq_id 0）：已完成")
     markers = sentence_markers()
@@ -206,7 +241,7 @@ def shown_texts(at) -> list[str]:
 
 def english_in(lines: list[str]) -> list[tuple[str, str]]:
     """(marker, line) for each line that holds a sentence marker or a label default's marker."""
-    sentences, labels = sentence_markers(), label_markers()
+    sentences, labels = sentence_markers(), {**label_markers(), **parameter_markers()}
     found = []
     for line in lines:
         found += [(m, line) for m in sentences if m in line]
@@ -216,7 +251,7 @@ def english_in(lines: list[str]) -> list[tuple[str, str]]:
 
 # Each page and the buttons that step it a few times (the pool, the queues, the twins and the cells drawn).
 STEPS = {
-    "2_Gather_and_attend": ["gather.next", "gather.next"],
+    "2_Gather_and_attend": ["gather.next", "gather.all"],  # the strip, then attention's figures
     "3_Batch_decode": ["batch.decode", "batch.decode"],
     "4_Engine": ["engine.step", "engine.step"],
     "5_Bug_lab": ["buglab.next"],
