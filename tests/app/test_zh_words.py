@@ -256,8 +256,11 @@ STEPS = {
     "4_Engine": ["engine.step", "engine.step"],
     "5_Bug_lab": ["buglab.next"],
     "6_Sharing": ["sharing.step", "sharing.step"],
+    "7_Correct_to_fast": ["fast.run"],  # the ladder, its sweeps and its table, at tiny sizes
 }
-PARAMS = {"5_Bug_lab": {"fault": "slot_off_by_one"}}  # every write lands one slot late: a hover line per token
+PARAMS = {"5_Bug_lab": {"fault": "slot_off_by_one"},  # every write lands one slot late: a hover line per token
+          "7_Correct_to_fast": dict(batch=1, context_len=32, num_heads=2, num_kv_heads=1, head_dim=32, block_size=4,
+                                    requests=40)}
 
 
 @pytest.mark.slow
