@@ -204,6 +204,65 @@ TILE __m512 sum_lanes16(const __m512 *a) {
     return _mm512_shuffle_f32x4(f, f, _MM_SHUFFLE(3, 1, 2, 0));
 }
 
+/* exp_nonpositive on 16 lanes (exp8_nonpositive's steps; 2^n applied by scalef); a NaN stays NaN. */
+static inline __m512 exp16_nonpositive(__m512 x) {
+    const __m512 low = _mm512_set1_ps(-87.0f);
+    const __m512 c = _mm512_max_ps(low, x); /* returns x when x is NaN */
+    const __m512 n = _mm512_roundscale_ps(_mm512_fmadd_ps(c, _mm512_set1_ps(1.44269504088896341f),
+                                                          _mm512_set1_ps(0.5f)),
+                                          _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
+    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693145751953125f), c);
+    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(1.42860682030941723212e-6f), r);
+    __m512 p = _mm512_set1_ps(1.0f / 5040.0f);
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 720.0f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120.0f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24.0f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6.0f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+    return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, low, _CMP_LT_OQ), _mm512_scalef_ps(p, n), _mm512_setzero_ps());
+}
+
+/* softmax_step for up to 16 query heads [qa, qb), on 16-float vectors (head_dim % 16 == 0): a block's 16 scores
+ * of one head are one vector, so its max, exponentials and sum take one pass each, and the heads' rescale factors
+ * one exp16_nonpositive. Lanes past n are read as -inf (their exp is 0) and never written. Same NaN rule. */
+static inline void softmax_step16(float *scores, float *acc, float *m, float *l, int64_t qa, int64_t qb, int64_t n,
+                                  int64_t BS, int64_t D) {
+    float old[16] = {0}, mx[16] = {0}, alpha[16]; /* lanes past qb - qa: exp(0 - 0), unused */
+    const __m512 none = _mm512_set1_ps(-INFINITY);
+    for (int64_t qh = qa; qh < qb; qh++) {
+        const float *sr = scores + qh * BS;
+        __m512 mv = _mm512_set1_ps(m[qh]); /* second operand of max: a NaN score leaves it as it was */
+        for (int64_t t = 0; t < n; t += 16) {
+            const __mmask16 k = n - t >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - t)) - 1);
+            mv = _mm512_max_ps(_mm512_mask_loadu_ps(none, k, sr + t), mv);
+        }
+        old[qh - qa] = m[qh];
+        mx[qh - qa] = _mm512_reduce_max_ps(mv);
+    }
+    /* 0 on the first block, where m is -inf */
+    _mm512_storeu_ps(alpha, exp16_nonpositive(_mm512_sub_ps(_mm512_loadu_ps(old), _mm512_loadu_ps(mx))));
+    for (int64_t qh = qa; qh < qb; qh++) {
+        float *sr = scores + qh * BS, *ar = acc + qh * D;
+        const float x = mx[qh - qa], a = alpha[qh - qa];
+        const __m512 mv = _mm512_set1_ps(x);
+        __m512 sv = _mm512_setzero_ps();
+        for (int64_t t = 0; t < n; t += 16) {
+            const __mmask16 k = n - t >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - t)) - 1);
+            const __m512 e = exp16_nonpositive(_mm512_sub_ps(_mm512_mask_loadu_ps(none, k, sr + t), mv));
+            _mm512_mask_storeu_ps(sr + t, k, e);
+            sv = _mm512_add_ps(sv, e);
+        }
+        l[qh] = l[qh] * a + _mm512_reduce_add_ps(sv);
+        m[qh] = x;
+        if (a != 1.0f) {
+            const __m512 av = _mm512_set1_ps(a);
+            for (int64_t d = 0; d < D; d += 16) _mm512_storeu_ps(ar + d, _mm512_mul_ps(_mm512_loadu_ps(ar + d), av));
+        }
+    }
+}
+
 /* qk_tile on 16-float vectors: R * T accumulators (16, or 8 when R = 1 would need more rows than a block has). */
 TILE void qk_tile16(const float *k, int64_t rs, int64_t D, const float *q, float *s, int64_t BS, int R, int T) {
     __m512 a[16], kv[16];
@@ -276,8 +335,14 @@ TILE void attend_block_vec(const float *kb, const float *vb, int64_t n, const fl
     for (int64_t t = n8; t < n; t++) /* the block's last 1..7 tokens */
         for (int64_t qh = h0 * G; qh < h1 * G; qh++)
             scores[qh * BS + t] = qk_one(kb + t * rs + qh / G * D, q + qh * D, D);
-    for (int64_t qa = h0 * G; qa < h1 * G; qa += 8) /* online softmax, 8 query heads at a time */
-        softmax_step(scores, acc, m, l, qa, qa + 8 < h1 * G ? qa + 8 : h1 * G, n, BS, D);
+#ifdef HAVE_AVX512
+    if (W == 16) /* online softmax, 16 query heads at a time */
+        for (int64_t qa = h0 * G; qa < h1 * G; qa += 16)
+            softmax_step16(scores, acc, m, l, qa, qa + 16 < h1 * G ? qa + 16 : h1 * G, n, BS, D);
+    else
+#endif
+        for (int64_t qa = h0 * G; qa < h1 * G; qa += 8) /* online softmax, 8 query heads at a time */
+            softmax_step(scores, acc, m, l, qa, qa + 8 < h1 * G ? qa + 8 : h1 * G, n, BS, D);
     for (int64_t t = 0; t < n; t += 8) {
         const int64_t count = n - t < 8 ? n - t : 8;
         for (int64_t h = h0; h < h1; h++) {
