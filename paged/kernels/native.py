@@ -3,9 +3,10 @@
 "fused" keeps PyTorch's ops and pays for them: each tile is copied out of the pool, copied again kv-major, and a
 dozen ops are dispatched per tile. A C loop needs none of that. It reads every K and V row once, in place, and
 keeps the online softmax (running max m, running sum l, rescaled accumulator acc) in registers and a small
-scratch. What is left of the road to SDPA's speed is what a real kernel does: vector instructions (AVX2 + FMA when
-the CPU has them), prefetching block j+1, whose address the block table already knows, while block j is read,
-and (for a batch too small to keep every thread busy) cutting each context into partitions merged at the end.
+scratch. What is left of the road to SDPA's speed is what a real kernel does: vector instructions (AVX2 + FMA, or
+AVX-512, when the CPU has them), prefetching block j+1, whose address the block table already knows, while block j
+is read, and (for a batch too small to keep every thread busy) cutting each context into partitions merged at the
+end.
 
 Building: the first call compiles the C file with the system's C compiler (`$CC`, else cc, gcc or clang) into a
 shared library in a private cache folder (paged/kernels/native_build.py: how a library is checked before it is

@@ -1,6 +1,8 @@
 /* The AVX2 + FMA inner loops of impl="native" for float32 with head_dim % 8 == 0 (included by native_attend.h,
  * which holds the portable versions and the helpers used here). Defines HAVE_AVX2 when the compiler targets AVX2
- * and FMA (-march=native on such a CPU); otherwise it is empty and the portable loops run.
+ * and FMA (-march=native on such a CPU); otherwise it is empty and the portable loops run. Where it also targets
+ * AVX-512F, HAVE_AVX512 and the same loops on 16-float vectors for head_dim % 16 == 0. Which path a build takes
+ * is the compiler's flags: the tests build each (default -march=native; -mno-avx512f; no -march at all).
  */
 #ifndef PAGED_NATIVE_AVX2_H
 #define PAGED_NATIVE_AVX2_H
@@ -328,7 +330,8 @@ TILE void attend_block_vec(const float *kb, const float *vb, int64_t n, const fl
             const float *k = kb + t * rs + h * D;
             PREFETCH_ROWS(kn, t, 8, h, rs, D)
 #define QK_TILE(qh, R)                                                                                            \
-    for (int64_t i = 0; i < 8; i += TQ_(R)) QK_(k + i * rs, rs, D, q + (qh) * D, scores + (qh) * BS + t + i, BS, R, TQ_(R))
+    for (int64_t i = 0; i < 8; i += TQ_(R))                                                                       \
+        QK_(k + i * rs, rs, D, q + (qh) * D, scores + (qh) * BS + t + i, BS, R, TQ_(R))
             FOR_TILES(h, G, QK_TILE);
 #undef QK_TILE
         }
