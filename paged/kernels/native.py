@@ -147,9 +147,13 @@ def plan_work(batch: int, num_heads: int, num_kv_heads: int, max_blocks: int, bl
     `threads`, or at least 2 * threads (then a thread does at most one item more than another). Finer cuts only
     add per-item costs (measured on 2 cores, B=1: one item per thread was up to 1.2x faster than two). The cut:
     kv-head ranges first when heads are grouped (GQA: an item keeps its groups' queries, accumulators and share of
-    each block small enough for L1) or the context is short (two partitions or less); otherwise partitions of the
+    each block small enough for L1) or the context is too short for two partitions; otherwise partitions of the
     context first (vLLM's v2 decode), each at least MIN_PARTITION_TOKENS long or the combine costs more than it
-    saves. The other cut only when the first cannot give enough items."""
+    saves. The other cut only when the first cannot give enough items. At exactly two partitions' worth (MHA, B=1,
+    512 tokens) two partitions ran 0.74-0.82x the time of two kv-head halves (2-core Xeon, 8/8 heads, d64 and d128,
+    warm, 301 interleaved reps, load 2.2-2.8; B=3: 0.93x; the tiny model's 4/4 d32: the same), likely because a
+    thread then reads whole blocks front to back (32 KiB and more here), where with half the kv heads it reads half
+    of each token's row and skips the other half, which the other core reads."""
     per_seq = 1
     while threads > 1 and (batch * per_seq) % threads and batch * per_seq < 2 * threads:
         per_seq += 1
@@ -161,7 +165,7 @@ def plan_work(batch: int, num_heads: int, num_kv_heads: int, max_blocks: int, bl
         blocks = max(min_blocks, -(-max_blocks // parts))
         return 0 if blocks >= max_blocks else blocks
 
-    if num_heads > num_kv_heads or max_blocks <= 2 * min_blocks:
+    if num_heads > num_kv_heads or max_blocks < 2 * min_blocks:
         head_chunks = min(num_kv_heads, per_seq)
         return head_chunks, (partition_blocks(-(-per_seq // head_chunks)) if head_chunks < per_seq else 0)
     blocks = partition_blocks(per_seq)
