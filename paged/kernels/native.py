@@ -65,8 +65,12 @@ SECOND_THREAD_NS = 4000.0
 # 64-2048, load 0.9-2.3), prefetching against not: after COLD_MB of other reads 1.03-2.5x on every call of 0.06-32
 # MiB (0.95x on one of 64 MiB); repeating the same call (warm) 0.87-1.0x on every call of 0.06-2 MiB (0.87-0.94x on
 # 8/8 heads of 1-2 MiB). From 4 MiB, warm, as before: 0.82-0.94x on 8/8 heads up to 16 MiB, 1.26-1.7x on the rest.
+# Then 16 MiB instead of 4 on a 2-core Xeon (AVX-512, a 300 MiB L3 shared with other machines), warm, 2 threads,
+# not prefetching against prefetching, interleaved (up to 201 reps, load 1.8-3.9), by medians: 8/8 heads 0.74-0.88x
+# at 4 MiB, 0.85-0.95x at 8 MiB, 0.88x at 16 MiB, 0.88-1.13x at 32 MiB; 8/2 heads 0.90-0.93x at 4 MiB, 0.98-1.08x at
+# 8 MiB, 1.09-1.12x at 16 MiB (prefetching pays there), 1.07x at 32 MiB.
 PREFETCH_COLD_MIN_BYTES = 0
-PREFETCH_WARM_MIN_BYTES = 4 << 20
+PREFETCH_WARM_MIN_BYTES = 16 << 20
 
 _lock = threading.Lock()
 _state: dict[str, object] = {}  # "fn": the loaded C function, or "error": why there is none (once per process)
