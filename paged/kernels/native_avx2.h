@@ -339,13 +339,15 @@ TILE void attend_block_vec(const float *kb, const float *vb, int64_t n, const fl
         for (int64_t qh = h0 * G; qh < h1 * G; qh++)
             scores[qh * BS + t] = qk_one(kb + t * rs + qh / G * D, q + qh * D, D);
 #ifdef HAVE_AVX512
-    if (W == 16) /* online softmax, 16 query heads at a time */
+    if (W == 16) { /* online softmax, 16 query heads at a time */
         for (int64_t qa = h0 * G; qa < h1 * G; qa += 16)
             softmax_step16(scores, acc, m, l, qa, qa + 16 < h1 * G ? qa + 16 : h1 * G, n, BS, D);
-    else
+    } else
 #endif
+    {
         for (int64_t qa = h0 * G; qa < h1 * G; qa += 8) /* online softmax, 8 query heads at a time */
             softmax_step(scores, acc, m, l, qa, qa + 8 < h1 * G ? qa + 8 : h1 * G, n, BS, D);
+    }
     for (int64_t t = 0; t < n; t += 8) {
         const int64_t count = n - t < 8 ? n - t : 8;
         for (int64_t h = h0; h < h1; h++) {
