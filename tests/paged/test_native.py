@@ -57,7 +57,8 @@ def test_threads_and_head_chunks(threads, num_threads, lens):
 def test_every_query_head_group_size(threads, group, head_dim, block_size):
     """The AVX2 loops take a kv head's query heads in tiles of 4, 2 and 1 (group 5 = 4 + 1, 3 = 2 + 1, 8 = 4 + 4),
     and each block's tokens 8 at a time with a tail of 1..7: every group size, on 1 and 2 threads, with lengths
-    that end mid-tile and mid-block, matches the reference."""
+    that end mid-tile and mid-block, matches the reference. With AVX-512, head_dim 64 and 128 take the 16-float
+    tiles and 72 the 8-float ones."""
     lens = [1, 7, 9, 130, 333]
     for num_threads in (1, 2):
         threads(num_threads)
@@ -105,8 +106,8 @@ def test_avx2_build_without_avx512(fresh_native, monkeypatch, threads):
 
 @pytest.mark.parametrize("num_heads, num_kv_heads", [(20, 4), (12, 1), (9, 9)])
 def test_more_than_eight_query_heads_in_one_item(threads, num_heads, num_kv_heads):
-    """The AVX2 softmax step takes 8 query heads at a time: an item holding 20 (GQA 5 per kv head), 12 (MQA) or 9
-    (MHA) heads runs it on full and partial groups of 8. Scores scaled up so that the running max moves from block
+    """The AVX2 softmax step takes 8 query heads at a time (16 with AVX-512): an item holding 20 (GQA 5 per kv head),
+    12 (MQA) or 9 (MHA) heads runs it on full and partial groups of 8 (of 16). Scores scaled up so that the running max moves from block
     to block (each rescale matters); ragged lengths, one thread (one item holds every head). Matches the
     reference."""
     threads(1)
