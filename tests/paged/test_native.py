@@ -107,9 +107,9 @@ def test_avx2_build_without_avx512(fresh_native, monkeypatch, threads):
 @pytest.mark.parametrize("num_heads, num_kv_heads", [(20, 4), (12, 1), (9, 9)])
 def test_more_than_eight_query_heads_in_one_item(threads, num_heads, num_kv_heads):
     """The AVX2 softmax step takes 8 query heads at a time (16 with AVX-512): an item holding 20 (GQA 5 per kv head),
-    12 (MQA) or 9 (MHA) heads runs it on full and partial groups of 8 (of 16). Scores scaled up so that the running max moves from block
-    to block (each rescale matters); ragged lengths, one thread (one item holds every head). Matches the
-    reference."""
+    12 (MQA) or 9 (MHA) heads runs it on full and partial groups of 8 (of 16). Scores scaled up so that the running
+    max moves from block to block (each rescale matters); ragged lengths, one thread (one item holds every head).
+    Matches the reference."""
     threads(1)
     lens = [1, 17, 100]
     query, kc, vc, tables, keys, values = build(num_heads, num_kv_heads, 64, 16, lens, torch.float32, seed=3)
