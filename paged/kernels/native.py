@@ -65,12 +65,14 @@ SECOND_THREAD_NS = 4000.0
 # 64-2048, load 0.9-2.3), prefetching against not: after COLD_MB of other reads 1.03-2.5x on every call of 0.06-32
 # MiB (0.95x on one of 64 MiB); repeating the same call (warm) 0.87-1.0x on every call of 0.06-2 MiB (0.87-0.94x on
 # 8/8 heads of 1-2 MiB). From 4 MiB, warm, as before: 0.82-0.94x on 8/8 heads up to 16 MiB, 1.26-1.7x on the rest.
-# Then 16 MiB instead of 4 on a 2-core Xeon (AVX-512, a 300 MiB L3 shared with other machines), warm, 2 threads,
-# not prefetching against prefetching, interleaved (up to 201 reps, load 1.8-3.9), by medians: 8/8 heads 0.74-0.88x
-# at 4 MiB, 0.85-0.95x at 8 MiB, 0.88x at 16 MiB, 0.88-1.13x at 32 MiB; 8/2 heads 0.90-0.93x at 4 MiB, 0.98-1.08x at
-# 8 MiB, 1.09-1.12x at 16 MiB (prefetching pays there), 1.07x at 32 MiB.
+# Then, on a 2-core Xeon (AVX-512, a 300 MiB L3 shared with other machines), warm, not prefetching against
+# prefetching, interleaved (up to 201 reps, load 1.7-3.9), by medians: 8/8 heads (MHA) 0.74-0.88x at 4 MiB,
+# 0.85-0.95x at 8 MiB, 0.88-0.92x at 16 MiB (1 and 2 threads), 0.88-1.13x at 32 MiB; 8/2 heads (grouped) 0.90-0.93x at
+# 4 MiB, 0.96-1.16x at 8 MiB, 1.06-1.12x at 16 MiB, 1.07x at 32 MiB. So a repeated call prefetches from 8 MiB when
+# its heads are grouped (their 4 FMAs per K/V value leave time for the extra loads), from 32 MiB when not.
 PREFETCH_COLD_MIN_BYTES = 0
-PREFETCH_WARM_MIN_BYTES = 16 << 20
+PREFETCH_WARM_MIN_BYTES = 8 << 20  # grouped heads (GQA, MQA)
+PREFETCH_WARM_MHA_MIN_BYTES = 32 << 20  # one query head per kv head
 
 _lock = threading.Lock()
 _state: dict[str, object] = {}  # "fn": the loaded C function, or "error": why there is none (once per process)
@@ -129,11 +131,14 @@ def thread_count(batch: int, num_heads: int, num_kv_heads: int, head_dim: int, t
     return 1 if estimate_ns < SECOND_THREAD_NS else threads
 
 
-def prefetch_min_bytes(key_ptr: int, last_key_ptr: int) -> int:
-    """K/V bytes from which a call prefetches each next block: PREFETCH_WARM_MIN_BYTES when it reads the same
-    key_cache (address `key_ptr`) as the last call did (`last_key_ptr`), whose K/V may still be in cache; else
-    PREFETCH_COLD_MIN_BYTES (see there for the measurements)."""
-    return PREFETCH_WARM_MIN_BYTES if key_ptr == last_key_ptr else PREFETCH_COLD_MIN_BYTES
+def prefetch_min_bytes(key_ptr: int, last_key_ptr: int, grouped: bool = True) -> int:
+    """K/V bytes from which a call prefetches each next block: when it reads the same key_cache (address `key_ptr`)
+    as the last call did (`last_key_ptr`), whose K/V may still be in cache, PREFETCH_WARM_MIN_BYTES for grouped
+    heads (num_heads > num_kv_heads) or PREFETCH_WARM_MHA_MIN_BYTES (grouped=False); else PREFETCH_COLD_MIN_BYTES
+    (see there for the measurements)."""
+    if key_ptr != last_key_ptr:
+        return PREFETCH_COLD_MIN_BYTES
+    return PREFETCH_WARM_MIN_BYTES if grouped else PREFETCH_WARM_MHA_MIN_BYTES
 
 
 def caches_flushed() -> None:
@@ -219,7 +224,7 @@ def native_decode(query: torch.Tensor, key_cache: torch.Tensor, value_cache: tor
     threads = thread_count(batch, num_heads, num_kv_heads, head_dim, max_blocks * block_size,
                            key_cache.element_size(), torch.get_num_threads())
     head_chunks, partition_blocks = plan_work(batch, num_heads, num_kv_heads, max_blocks, block_size, threads)
-    prefetch_from = prefetch_min_bytes(keys.data_ptr(), _last_kv[0])
+    prefetch_from = prefetch_min_bytes(keys.data_ptr(), _last_kv[0], num_heads > num_kv_heads)
     _last_kv[0] = keys.data_ptr()
     args = array.array("q", (code, threads, head_chunks, partition_blocks, tables.dtype == torch.int32,
                              q.data_ptr(), keys.data_ptr(), values.data_ptr(), tables.data_ptr(), lens.data_ptr(),

@@ -344,12 +344,36 @@ def test_a_call_too_big_for_the_caches_prefetches_and_matches(threads):
 
 
 def test_prefetch_rule_is_warm_only_for_the_same_kv_as_the_last_call():
-    """The same key_cache as the last call (its K/V may still be cached): prefetch from PREFETCH_WARM_MIN_BYTES;
-    any other (the engine's next layer): from PREFETCH_COLD_MIN_BYTES, which is lower."""
+    """The same key_cache as the last call (its K/V may still be cached): prefetch from PREFETCH_WARM_MIN_BYTES for
+    grouped heads, from PREFETCH_WARM_MHA_MIN_BYTES (higher) for one query head per kv head; any other (the engine's
+    next layer): from PREFETCH_COLD_MIN_BYTES, which is lower, grouped or not."""
     assert native.prefetch_min_bytes(4096, 4096) == native.PREFETCH_WARM_MIN_BYTES
-    assert native.prefetch_min_bytes(4096, 8192) == native.PREFETCH_COLD_MIN_BYTES
-    assert native.prefetch_min_bytes(4096, 0) == native.PREFETCH_COLD_MIN_BYTES  # no call before
-    assert 0 <= native.PREFETCH_COLD_MIN_BYTES < native.PREFETCH_WARM_MIN_BYTES
+    assert native.prefetch_min_bytes(4096, 4096, grouped=False) == native.PREFETCH_WARM_MHA_MIN_BYTES
+    for grouped in (True, False):
+        assert native.prefetch_min_bytes(4096, 8192, grouped) == native.PREFETCH_COLD_MIN_BYTES
+        assert native.prefetch_min_bytes(4096, 0, grouped) == native.PREFETCH_COLD_MIN_BYTES  # no call before
+    assert 0 <= native.PREFETCH_COLD_MIN_BYTES < native.PREFETCH_WARM_MIN_BYTES < native.PREFETCH_WARM_MHA_MIN_BYTES
+
+
+def test_a_repeated_call_hands_the_kernel_the_threshold_of_its_heads(monkeypatch, threads):
+    """A call repeated on the same pool hands the kernel PREFETCH_WARM_MIN_BYTES when its heads are grouped (8/2)
+    and PREFETCH_WARM_MHA_MIN_BYTES when they are not (4/4); each result matches the reference."""
+    fn, seen = native._load(), []
+
+    def record(args, scale):  # args[18]: the K/V bytes from which this call prefetches
+        seen.append((ctypes.c_int64 * 19).from_address(args)[18])
+        return fn(args, scale)
+
+    monkeypatch.setitem(native._state, "fn", record)
+    threads(1)
+    lens = [37, 5]
+    for num_heads, num_kv_heads, expected in ((8, 2, native.PREFETCH_WARM_MIN_BYTES),
+                                              (4, 4, native.PREFETCH_WARM_MHA_MIN_BYTES)):
+        query, kc, vc, tables, keys, values = build(num_heads, num_kv_heads, 32, 16, lens, torch.float32)
+        for _ in range(2):
+            out = paged_attention_decode(query, kc, vc, tables, lens, impl="native")
+            assert rel_err(out, reference(query, keys, values, lens)) < 1e-5
+        assert seen[-1] == expected
 
 
 def test_layers_taking_turns_prefetch_as_cold_and_a_repeated_call_as_warm(monkeypatch, threads):
