@@ -3,9 +3,10 @@
 "fused" keeps PyTorch's ops and pays for them: each tile is copied out of the pool, copied again kv-major, and a
 dozen ops are dispatched per tile. A C loop needs none of that. It reads every K and V row once, in place, and
 keeps the online softmax (running max m, running sum l, rescaled accumulator acc) in registers and a small
-scratch. What is left of the road to SDPA's speed is what a real kernel does: vector instructions (AVX2 + FMA when
-the CPU has them), prefetching block j+1, whose address the block table already knows, while block j is read,
-and (for a batch too small to keep every thread busy) cutting each context into partitions merged at the end.
+scratch. What is left of the road to SDPA's speed is what a real kernel does: vector instructions (AVX2 + FMA, or
+AVX-512, when the CPU has them), prefetching block j+1, whose address the block table already knows, while block j
+is read, and (for a batch too small to keep every thread busy) cutting each context into partitions merged at the
+end.
 
 Building: the first call compiles the C file with the system's C compiler (`$CC`, else cc, gcc or clang) into a
 shared library in a private cache folder (paged/kernels/native_build.py: how a library is checked before it is
@@ -64,8 +65,14 @@ SECOND_THREAD_NS = 4000.0
 # 64-2048, load 0.9-2.3), prefetching against not: after COLD_MB of other reads 1.03-2.5x on every call of 0.06-32
 # MiB (0.95x on one of 64 MiB); repeating the same call (warm) 0.87-1.0x on every call of 0.06-2 MiB (0.87-0.94x on
 # 8/8 heads of 1-2 MiB). From 4 MiB, warm, as before: 0.82-0.94x on 8/8 heads up to 16 MiB, 1.26-1.7x on the rest.
+# Then, on a 2-core Xeon (AVX-512, a 300 MiB L3 shared with other machines), warm, not prefetching against
+# prefetching, interleaved (up to 201 reps, load 1.7-3.9), by medians: 8/8 heads (MHA) 0.74-0.88x at 4 MiB,
+# 0.85-0.95x at 8 MiB, 0.88-0.92x at 16 MiB (1 and 2 threads), 0.88-1.13x at 32 MiB; 8/2 heads (grouped) 0.90-0.93x at
+# 4 MiB, 0.96-1.16x at 8 MiB, 1.06-1.12x at 16 MiB, 1.07x at 32 MiB. So a repeated call prefetches from 8 MiB when
+# its heads are grouped (their 4 FMAs per K/V value leave time for the extra loads), from 32 MiB when not.
 PREFETCH_COLD_MIN_BYTES = 0
-PREFETCH_WARM_MIN_BYTES = 4 << 20
+PREFETCH_WARM_MIN_BYTES = 8 << 20  # grouped heads (GQA, MQA)
+PREFETCH_WARM_MHA_MIN_BYTES = 32 << 20  # one query head per kv head
 
 _lock = threading.Lock()
 _state: dict[str, object] = {}  # "fn": the loaded C function, or "error": why there is none (once per process)
@@ -111,22 +118,27 @@ def thread_count(batch: int, num_heads: int, num_kv_heads: int, head_dim: int, t
     under SECOND_THREAD_NS, where waking and joining a second thread costs more than it saves; else `threads`.
     `tokens` is the block table's width in tokens (what a sequence may read), `element_size` the K/V's bytes per
     value. Raises ValueError for a count below 1 (threads, batch) or below 0 (the rest)."""
-    for name, value, low in (("batch", batch, 1), ("threads", threads, 1), ("num_heads", num_heads, 0),
-                             ("num_kv_heads", num_kv_heads, 0), ("head_dim", head_dim, 0), ("tokens", tokens, 0),
-                             ("element_size", element_size, 0)):
-        if value < low:
-            raise ValueError(f"thread_count: {name} must be >= {low}, got {value}")
+    if batch < 1 or threads < 1 or min(num_heads, num_kv_heads, head_dim, tokens, element_size) < 0:
+        # (checked at once first: this runs on every decode call, where the loop below cost about 1 us)
+        for name, value, low in (("batch", batch, 1), ("threads", threads, 1), ("num_heads", num_heads, 0),
+                                 ("num_kv_heads", num_kv_heads, 0), ("head_dim", head_dim, 0), ("tokens", tokens, 0),
+                                 ("element_size", element_size, 0)):
+            if value < low:
+                raise ValueError(f"thread_count: {name} must be >= {low}, got {value}")
     kv_bytes = batch * tokens * num_kv_heads * head_dim * 2 * element_size
     fmas = batch * tokens * num_heads * head_dim * 2
     estimate_ns = kv_bytes / KV_BYTES_PER_NS + fmas / FMAS_PER_NS + batch * SEQUENCE_NS
     return 1 if estimate_ns < SECOND_THREAD_NS else threads
 
 
-def prefetch_min_bytes(key_ptr: int, last_key_ptr: int) -> int:
-    """K/V bytes from which a call prefetches each next block: PREFETCH_WARM_MIN_BYTES when it reads the same
-    key_cache (address `key_ptr`) as the last call did (`last_key_ptr`), whose K/V may still be in cache; else
-    PREFETCH_COLD_MIN_BYTES (see there for the measurements)."""
-    return PREFETCH_WARM_MIN_BYTES if key_ptr == last_key_ptr else PREFETCH_COLD_MIN_BYTES
+def prefetch_min_bytes(key_ptr: int, last_key_ptr: int, grouped: bool = True) -> int:
+    """K/V bytes from which a call prefetches each next block: when it reads the same key_cache (address `key_ptr`)
+    as the last call did (`last_key_ptr`), whose K/V may still be in cache, PREFETCH_WARM_MIN_BYTES for grouped
+    heads (num_heads > num_kv_heads) or PREFETCH_WARM_MHA_MIN_BYTES (grouped=False); else PREFETCH_COLD_MIN_BYTES
+    (see there for the measurements)."""
+    if key_ptr != last_key_ptr:
+        return PREFETCH_COLD_MIN_BYTES
+    return PREFETCH_WARM_MIN_BYTES if grouped else PREFETCH_WARM_MHA_MIN_BYTES
 
 
 def caches_flushed() -> None:
@@ -144,9 +156,13 @@ def plan_work(batch: int, num_heads: int, num_kv_heads: int, max_blocks: int, bl
     `threads`, or at least 2 * threads (then a thread does at most one item more than another). Finer cuts only
     add per-item costs (measured on 2 cores, B=1: one item per thread was up to 1.2x faster than two). The cut:
     kv-head ranges first when heads are grouped (GQA: an item keeps its groups' queries, accumulators and share of
-    each block small enough for L1) or the context is short (two partitions or less); otherwise partitions of the
+    each block small enough for L1) or the context is too short for two partitions; otherwise partitions of the
     context first (vLLM's v2 decode), each at least MIN_PARTITION_TOKENS long or the combine costs more than it
-    saves. The other cut only when the first cannot give enough items."""
+    saves. The other cut only when the first cannot give enough items. At exactly two partitions' worth (MHA, B=1,
+    512 tokens) two partitions ran 0.74-0.82x the time of two kv-head halves (2-core Xeon, 8/8 heads, d64 and d128,
+    warm, 301 interleaved reps, load 2.2-2.8; B=3: 0.93x; the tiny model's 4/4 d32: the same), likely because a
+    thread then reads whole blocks front to back (32 KiB and more here), where with half the kv heads it reads half
+    of each token's row and skips the other half, which the other core reads."""
     per_seq = 1
     while threads > 1 and (batch * per_seq) % threads and batch * per_seq < 2 * threads:
         per_seq += 1
@@ -158,7 +174,7 @@ def plan_work(batch: int, num_heads: int, num_kv_heads: int, max_blocks: int, bl
         blocks = max(min_blocks, -(-max_blocks // parts))
         return 0 if blocks >= max_blocks else blocks
 
-    if num_heads > num_kv_heads or max_blocks <= 2 * min_blocks:
+    if num_heads > num_kv_heads or max_blocks < 2 * min_blocks:
         head_chunks = min(num_kv_heads, per_seq)
         return head_chunks, (partition_blocks(-(-per_seq // head_chunks)) if head_chunks < per_seq else 0)
     blocks = partition_blocks(per_seq)
@@ -201,14 +217,14 @@ def native_decode(query: torch.Tensor, key_cache: torch.Tensor, value_cache: tor
     q = q if q.is_contiguous() else q.contiguous()
     keys = key_cache if key_cache.is_contiguous() else key_cache.contiguous()  # pool layers already are
     values = value_cache if value_cache.is_contiguous() else value_cache.contiguous()
-    out = torch.empty(batch, num_heads, head_dim, dtype=compute)
+    out = torch.empty_like(q)  # [batch, num_heads, head_dim], compute dtype, contiguous (0.4 us less than torch.empty)
     if batch == 0:
         return out
     max_blocks = tables.shape[1]
     threads = thread_count(batch, num_heads, num_kv_heads, head_dim, max_blocks * block_size,
                            key_cache.element_size(), torch.get_num_threads())
     head_chunks, partition_blocks = plan_work(batch, num_heads, num_kv_heads, max_blocks, block_size, threads)
-    prefetch_from = prefetch_min_bytes(keys.data_ptr(), _last_kv[0])
+    prefetch_from = prefetch_min_bytes(keys.data_ptr(), _last_kv[0], num_heads > num_kv_heads)
     _last_kv[0] = keys.data_ptr()
     args = array.array("q", (code, threads, head_chunks, partition_blocks, tables.dtype == torch.int32,
                              q.data_ptr(), keys.data_ptr(), values.data_ptr(), tables.data_ptr(), lens.data_ptr(),

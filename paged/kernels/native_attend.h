@@ -1,6 +1,7 @@
 /* The inner loops of impl="native" (included by native_decode.c): fold one physical block's tokens into the
  * running online-softmax state of some query heads. Portable C for every type, plus an AVX2 + FMA path for float32
- * when head_dim % 8 == 0. Nothing here knows about block tables, threads or partitions.
+ * when head_dim % 8 == 0 (on 16-float AVX-512 vectors when head_dim % 16 == 0 and the CPU has them). Nothing here
+ * knows about block tables, threads or partitions.
  */
 #ifndef PAGED_NATIVE_ATTEND_H
 #define PAGED_NATIVE_ATTEND_H

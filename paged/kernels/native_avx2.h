@@ -1,6 +1,8 @@
 /* The AVX2 + FMA inner loops of impl="native" for float32 with head_dim % 8 == 0 (included by native_attend.h,
  * which holds the portable versions and the helpers used here). Defines HAVE_AVX2 when the compiler targets AVX2
- * and FMA (-march=native on such a CPU); otherwise it is empty and the portable loops run.
+ * and FMA (-march=native on such a CPU); otherwise it is empty and the portable loops run. Where it also targets
+ * AVX-512F, HAVE_AVX512 and the same loops on 16-float vectors for head_dim % 16 == 0. Which path a build takes
+ * is the compiler's flags: the tests build each (default -march=native; -mno-avx512f; no -march at all).
  */
 #ifndef PAGED_NATIVE_AVX2_H
 #define PAGED_NATIVE_AVX2_H
@@ -177,29 +179,224 @@ TILE void pv_tile(const float *v, int64_t rs, int64_t D, const float *p, int64_t
             for (int64_t d_ = 0; d_ < (D); d_ += 16)                                                              \
                 __builtin_prefetch((next) + i_ * (rs) + (h) * (D) + d_, 0, PREFETCH_LOCALITY);
 
-/* attend_block_f32 for head_dim % 8 == 0 with AVX2 + FMA. The block is read front to back, 8 tokens at a time,
- * first K (scores), then V (accumulation); per kv head its G query heads are taken in register-blocked tiles of
- * 4, 2 and 1 (qk_tile, pv_tile), so each K and V vector is loaded once per tile: once for G <= 4. While rows
- * t..t+7 are used, the same rows of the next block (kn, vn; NULL: none) are prefetched. Same arguments. */
-static void attend_block_avx2(const float *kb, const float *vb, int64_t n, const float *q, float *acc, float *m,
-                              float *l, float *scores, int64_t BS, int64_t h0, int64_t h1, int64_t G, int64_t KVH,
-                              int64_t D, const float *kn, const float *vn) {
+/* The tiles on 16-float (512-bit) vectors, where the compiler targets AVX-512F, for head_dim % 16 == 0: the same
+ * loops as qk_tile and pv_tile with twice the floats per instruction. On a 2-core Xeon (AVX-512), warm, the 8-wide
+ * tiles took about 16 ns each for q.K and p.V per token and kv head at GQA 8/2, d128 (64 FMAs each: near what one
+ * core issues), so doubling the width is what speeds up the grouped heads, whose 4 query heads per K/V row make
+ * them compute-bound once K/V are in cache: 0.83x the time, one thread. */
+#ifdef __AVX512F__
+#define HAVE_AVX512 1
+#define TILE_T16(R) (16 / (R) < 16 ? 16 / (R) : 16) /* q.K: R * T = 16 accumulators */
+#define TILE_P16(R) (16 / (R) < 8 ? 16 / (R) : 8)   /* p.V: R * T = 16 weights, or 8 (T at most 8 rows at once) */
+
+/* The 16 sums of 16 vectors' lanes, as one vector: lane i = sum(a[i]). A tree of 15 shuffle-and-add steps, each
+ * halving what is left to sum per vector while doubling the vectors packed into one (46 instructions, against
+ * 58 for folding each to 8 lanes and summing those 8 at a time). */
+TILE __m512 sum_lanes16(const __m512 *a) {
+    __m512 c[8], d[4], e[2];
+    for (int j = 0; j < 8; j++) /* [a_j's 8 partial sums | a_{j+8}'s] */
+        c[j] = _mm512_add_ps(_mm512_shuffle_f32x4(a[j], a[j + 8], _MM_SHUFFLE(1, 0, 1, 0)),
+                             _mm512_shuffle_f32x4(a[j], a[j + 8], _MM_SHUFFLE(3, 2, 3, 2)));
+    for (int j = 0; j < 4; j++) /* 128-bit lanes: 4 partial sums of a_j, a_{j+8}, a_{j+4}, a_{j+12} */
+        d[j] = _mm512_add_ps(_mm512_shuffle_f32x4(c[j], c[j + 4], _MM_SHUFFLE(2, 0, 2, 0)),
+                             _mm512_shuffle_f32x4(c[j], c[j + 4], _MM_SHUFFLE(3, 1, 3, 1)));
+    for (int j = 0; j < 2; j++) /* 2 partial sums each, d_j's and d_{j+2}'s interleaved */
+        e[j] = _mm512_add_ps(_mm512_unpacklo_ps(d[j], d[j + 2]), _mm512_unpackhi_ps(d[j], d[j + 2]));
+    /* lane 4L + p: the whole sum of a_{p + (0, 8, 4, 12)[L]}; put the 128-bit lanes in order */
+    const __m512 f = _mm512_add_ps(_mm512_unpacklo_ps(e[0], e[1]), _mm512_unpackhi_ps(e[0], e[1]));
+    return _mm512_shuffle_f32x4(f, f, _MM_SHUFFLE(3, 1, 2, 0));
+}
+
+/* exp_nonpositive on 16 lanes (exp8_nonpositive's steps; 2^n applied by scalef); a NaN stays NaN. */
+static inline __m512 exp16_nonpositive(__m512 x) {
+    const __m512 low = _mm512_set1_ps(-87.0f);
+    const __m512 c = _mm512_max_ps(low, x); /* returns x when x is NaN */
+    const __m512 n = _mm512_roundscale_ps(_mm512_fmadd_ps(c, _mm512_set1_ps(1.44269504088896341f),
+                                                          _mm512_set1_ps(0.5f)),
+                                          _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
+    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693145751953125f), c);
+    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(1.42860682030941723212e-6f), r);
+    __m512 p = _mm512_set1_ps(1.0f / 5040.0f);
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 720.0f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120.0f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24.0f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6.0f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+    return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, low, _CMP_LT_OQ), _mm512_scalef_ps(p, n), _mm512_setzero_ps());
+}
+
+/* softmax_step for up to 16 query heads [qa, qb), on 16-float vectors (head_dim % 16 == 0): a block's 16 scores
+ * of one head are one vector, so its max, exponentials and sum take one pass each, and the heads' rescale factors
+ * one exp16_nonpositive. Lanes past n are read as -inf (their exp is 0) and never written. Same NaN rule. */
+static inline void softmax_step16(float *scores, float *acc, float *m, float *l, int64_t qa, int64_t qb, int64_t n,
+                                  int64_t BS, int64_t D) {
+    float old[16] = {0}, mx[16] = {0}, alpha[16]; /* lanes past qb - qa: exp(0 - 0), unused */
+    const __m512 none = _mm512_set1_ps(-INFINITY);
+    for (int64_t qh = qa; qh < qb; qh++) {
+        const float *sr = scores + qh * BS;
+        __m512 mv = _mm512_set1_ps(m[qh]); /* second operand of max: a NaN score leaves it as it was */
+        for (int64_t t = 0; t < n; t += 16) {
+            const __mmask16 k = n - t >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - t)) - 1);
+            mv = _mm512_max_ps(_mm512_mask_loadu_ps(none, k, sr + t), mv);
+        }
+        old[qh - qa] = m[qh];
+        mx[qh - qa] = _mm512_reduce_max_ps(mv);
+    }
+    /* 0 on the first block, where m is -inf */
+    _mm512_storeu_ps(alpha, exp16_nonpositive(_mm512_sub_ps(_mm512_loadu_ps(old), _mm512_loadu_ps(mx))));
+    for (int64_t qh = qa; qh < qb; qh++) {
+        float *sr = scores + qh * BS, *ar = acc + qh * D;
+        const float x = mx[qh - qa], a = alpha[qh - qa];
+        const __m512 mv = _mm512_set1_ps(x);
+        __m512 sv = _mm512_setzero_ps();
+        for (int64_t t = 0; t < n; t += 16) {
+            const __mmask16 k = n - t >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - t)) - 1);
+            const __m512 e = exp16_nonpositive(_mm512_sub_ps(_mm512_mask_loadu_ps(none, k, sr + t), mv));
+            _mm512_mask_storeu_ps(sr + t, k, e);
+            sv = _mm512_add_ps(sv, e);
+        }
+        l[qh] = l[qh] * a + _mm512_reduce_add_ps(sv);
+        m[qh] = x;
+        if (a != 1.0f) {
+            const __m512 av = _mm512_set1_ps(a);
+            for (int64_t d = 0; d < D; d += 16) _mm512_storeu_ps(ar + d, _mm512_mul_ps(_mm512_loadu_ps(ar + d), av));
+        }
+    }
+}
+
+/* qk_tile on 16-float vectors: R * T accumulators (16, or 8 when R = 1 would need more rows than a block has). */
+TILE void qk_tile16(const float *k, int64_t rs, int64_t D, const float *q, float *s, int64_t BS, int R, int T) {
+    __m512 a[16], kv[16];
+    for (int i = 0; i < 16; i++) a[i] = _mm512_setzero_ps();
+    for (int64_t d = 0; d < D; d += 16) {
+        for (int i = 0; i < T; i++) {
+            kv[i] = _mm512_loadu_ps(k + i * rs + d);
+            if (R > 1) IN_REGISTER(kv[i]);
+        }
+        for (int r = 0; r < R; r++) {
+            __m512 x = _mm512_loadu_ps(q + r * D + d);
+            IN_REGISTER(x);
+            for (int i = 0; i < T; i++) a[r * T + i] = _mm512_fmadd_ps(x, kv[i], a[r * T + i]);
+        }
+    }
+    float out[16];
+    _mm512_storeu_ps(out, sum_lanes16(a)); /* lanes past R * T sum the zeros they started as: unused */
+    for (int r = 0; r < R; r++)
+        for (int i = 0; i < T; i++) s[r * BS + i] = out[r * T + i];
+}
+
+/* pv_tile on 16-float vectors. */
+TILE void pv_tile16(const float *v, int64_t rs, int64_t D, const float *p, int64_t BS, float *acc, int R, int T) {
+    __m512 w[16], x[8];
+    for (int r = 0; r < R; r++)
+        for (int i = 0; i < T; i++) w[r * T + i] = _mm512_set1_ps(p[r * BS + i]);
+    for (int64_t d = 0; d < D; d += 16) {
+        for (int i = 0; i < T; i++) {
+            x[i] = _mm512_loadu_ps(v + i * rs + d);
+            if (R > 1) IN_REGISTER(x[i]);
+        }
+        for (int r = 0; r < R; r++) {
+            __m512 a = _mm512_loadu_ps(acc + r * D + d);
+            for (int i = 0; i < T; i++) a = _mm512_fmadd_ps(w[r * T + i], x[i], a);
+            _mm512_storeu_ps(acc + r * D + d, a);
+        }
+    }
+}
+
+/* The accumulators of R query heads (rows acc, acc + D, ...) += sum over the block's `count` tokens i of
+ * p[r * BS + i] * V row i (v + i * rs), on 16-float vectors, with the accumulators in registers for the whole
+ * block: 16 of them, so head_dim is taken in slices of 16 / R vectors (4 heads: 64 floats), each slice's
+ * accumulators loaded and stored once per block instead of once per few tokens (pv_tile16), and each weight
+ * broadcast straight into its FMA. While row i is used, row i of the next block (`next`, or NULL) is prefetched.
+ * For grouped heads (R > 1) only: one thread, warm, GQA 8/2 and 4/1 at d64 and d128 took 0.87-0.97x the time of
+ * pv_tile16 (best of 5000 calls, interleaved), the same with K/V from DRAM (0.98-1.00x); with one query head per
+ * kv head (MHA) it measured 0.96-1.05x, so MHA keeps pv_tile16. */
+TILE void pv_rows16(const float *v, int64_t rs, int64_t D, const float *p, int64_t BS, float *acc, int R,
+                    int64_t count, const float *next) {
+    const int NV = 16 / R; /* vectors per head in one slice */
+    for (int64_t dc = 0; dc < D; dc += 16 * NV) {
+        const int64_t nv = (D - dc) / 16 < NV ? (D - dc) / 16 : NV; /* the last slice may be narrower */
+        __m512 a[16];
+        for (int r = 0; r < R; r++)
+            for (int j = 0; j < NV; j++)
+                a[r * NV + j] = j < nv ? _mm512_loadu_ps(acc + r * D + dc + 16 * j) : _mm512_setzero_ps();
+        for (int64_t i = 0; i < count; i++) {
+            const float *row = v + i * rs + dc;
+            if (dc == 0) PREFETCH_ROWS(next, i, 1, 0, rs, D) /* row i of the next block, while row i is used */
+            for (int j = 0; j < NV; j++)
+                if (j < nv) {
+                    const __m512 x = _mm512_loadu_ps(row + 16 * j);
+                    for (int r = 0; r < R; r++)
+                        a[r * NV + j] = _mm512_fmadd_ps(_mm512_set1_ps(p[r * BS + i]), x, a[r * NV + j]);
+                }
+        }
+        for (int r = 0; r < R; r++)
+            for (int j = 0; j < NV; j++)
+                if (j < nv) _mm512_storeu_ps(acc + r * D + dc + 16 * j, a[r * NV + j]);
+    }
+}
+#endif
+
+/* attend_block_avx2 (head_dim % 8 == 0) and attend_block_avx512 (head_dim % 16 == 0, AVX-512F): attend_block_f32
+ * on vectors of W = 8 or 16 floats. The block is read front to back, 8 tokens at a time, first K (scores), then V
+ * (accumulation); per kv head its G query heads are taken in register-blocked tiles of 4, 2 and 1, so each K and V
+ * vector is loaded once per tile: once for G <= 4. While rows t..t+7 are used, the same rows of the next block
+ * (kn, vn; NULL: none) are prefetched. Same arguments. */
+TILE void attend_block_vec(const float *kb, const float *vb, int64_t n, const float *q, float *acc, float *m,
+                           float *l, float *scores, int64_t BS, int64_t h0, int64_t h1, int64_t G, int64_t KVH,
+                           int64_t D, const float *kn, const float *vn, int W) {
     const int64_t rs = KVH * D, n8 = n - n % 8;
+#ifdef HAVE_AVX512
+#define QK_(...) (W == 16 ? qk_tile16(__VA_ARGS__) : qk_tile(__VA_ARGS__))
+#define PV_(...) (W == 16 ? pv_tile16(__VA_ARGS__) : pv_tile(__VA_ARGS__))
+#define TQ_(R) (W == 16 ? (TILE_T16(R) < 8 ? TILE_T16(R) : 8) : TILE_T(R)) /* within a step of 8 tokens */
+#define TP_(R) (W == 16 ? TILE_P16(R) : TILE_T(R))
+#else
+#define QK_(...) qk_tile(__VA_ARGS__)
+#define PV_(...) pv_tile(__VA_ARGS__)
+#define TQ_(R) TILE_T(R)
+#define TP_(R) TILE_T(R)
+#endif
     for (int64_t t = 0; t < n8; t += 8)
         for (int64_t h = h0; h < h1; h++) {
             const float *k = kb + t * rs + h * D;
             PREFETCH_ROWS(kn, t, 8, h, rs, D)
 #define QK_TILE(qh, R)                                                                                            \
-    for (int64_t i = 0; i < 8; i += TILE_T(R))                                                                    \
-        qk_tile(k + i * rs, rs, D, q + (qh) * D, scores + (qh) * BS + t + i, BS, R, TILE_T(R))
+    for (int64_t i = 0; i < 8; i += TQ_(R))                                                                       \
+        QK_(k + i * rs, rs, D, q + (qh) * D, scores + (qh) * BS + t + i, BS, R, TQ_(R))
             FOR_TILES(h, G, QK_TILE);
 #undef QK_TILE
         }
     for (int64_t t = n8; t < n; t++) /* the block's last 1..7 tokens */
         for (int64_t qh = h0 * G; qh < h1 * G; qh++)
             scores[qh * BS + t] = qk_one(kb + t * rs + qh / G * D, q + qh * D, D);
-    for (int64_t qa = h0 * G; qa < h1 * G; qa += 8) /* online softmax, 8 query heads at a time */
-        softmax_step(scores, acc, m, l, qa, qa + 8 < h1 * G ? qa + 8 : h1 * G, n, BS, D);
+#ifdef HAVE_AVX512
+    if (W == 16) { /* online softmax, 16 query heads at a time */
+        for (int64_t qa = h0 * G; qa < h1 * G; qa += 16)
+            softmax_step16(scores, acc, m, l, qa, qa + 16 < h1 * G ? qa + 16 : h1 * G, n, BS, D);
+    } else
+#endif
+    {
+        for (int64_t qa = h0 * G; qa < h1 * G; qa += 8) /* online softmax, 8 query heads at a time */
+            softmax_step(scores, acc, m, l, qa, qa + 8 < h1 * G ? qa + 8 : h1 * G, n, BS, D);
+    }
+#ifdef HAVE_AVX512
+    if (W == 16 && G > 1) { /* grouped heads: p.V a block at a time (pv_rows16) */
+        for (int64_t h = h0; h < h1; h++) {
+            const float *next = vn ? vn + h * D : NULL; /* prefetched by the first tile of this kv head */
+#define PV_ROWS_TILE(qh, R)                                                                                       \
+    do {                                                                                                          \
+        pv_rows16(vb + h * D, rs, D, scores + (qh) * BS, BS, acc + (qh) * D, R, n, next);                         \
+        next = NULL;                                                                                              \
+    } while (0)
+            FOR_TILES(h, G, PV_ROWS_TILE);
+#undef PV_ROWS_TILE
+        }
+        return;
+    }
+#endif
     for (int64_t t = 0; t < n; t += 8) {
         const int64_t count = n - t < 8 ? n - t : 8;
         for (int64_t h = h0; h < h1; h++) {
@@ -208,15 +405,32 @@ static void attend_block_avx2(const float *kb, const float *vb, int64_t n, const
 #define PV_TILE(qh, R)                                                                                            \
     do {                                                                                                          \
         int64_t i_ = 0;                                                                                           \
-        for (; i_ + TILE_T(R) <= count; i_ += TILE_T(R))                                                          \
-            pv_tile(v + i_ * rs, rs, D, scores + (qh) * BS + t + i_, BS, acc + (qh) * D, R, TILE_T(R));           \
-        for (; i_ < count; i_++) pv_tile(v + i_ * rs, rs, D, scores + (qh) * BS + t + i_, BS, acc + (qh) * D, R, 1); \
+        for (; i_ + TP_(R) <= count; i_ += TP_(R))                                                                \
+            PV_(v + i_ * rs, rs, D, scores + (qh) * BS + t + i_, BS, acc + (qh) * D, R, TP_(R));                  \
+        for (; i_ < count; i_++) PV_(v + i_ * rs, rs, D, scores + (qh) * BS + t + i_, BS, acc + (qh) * D, R, 1);  \
     } while (0)
             FOR_TILES(h, G, PV_TILE);
 #undef PV_TILE
         }
     }
+#undef QK_
+#undef PV_
+#undef TQ_
+#undef TP_
 }
+
+static void attend_block_avx2(const float *kb, const float *vb, int64_t n, const float *q, float *acc, float *m,
+                              float *l, float *scores, int64_t BS, int64_t h0, int64_t h1, int64_t G, int64_t KVH,
+                              int64_t D, const float *kn, const float *vn) {
+    attend_block_vec(kb, vb, n, q, acc, m, l, scores, BS, h0, h1, G, KVH, D, kn, vn, 8);
+}
+#ifdef HAVE_AVX512
+static void attend_block_avx512(const float *kb, const float *vb, int64_t n, const float *q, float *acc, float *m,
+                                float *l, float *scores, int64_t BS, int64_t h0, int64_t h1, int64_t G, int64_t KVH,
+                                int64_t D, const float *kn, const float *vn) {
+    attend_block_vec(kb, vb, n, q, acc, m, l, scores, BS, h0, h1, G, KVH, D, kn, vn, 16);
+}
+#endif
 #endif
 
 #endif /* PAGED_NATIVE_AVX2_H */

@@ -177,6 +177,11 @@ static void *worker(void *arg) {
                 kn = (const float *)(kc + next * block_bytes);
                 vn = (const float *)(vc + next * block_bytes);
             }
+#ifdef HAVE_AVX512
+            if (D % 16 == 0)
+                attend_block_avx512(kb, vb, n, q, acc, m, l, scores, BS, h0, h1, G, KVH, D, kn, vn);
+            else
+#endif
 #ifdef HAVE_AVX2
             if (D % 8 == 0)
                 attend_block_avx2(kb, vb, n, q, acc, m, l, scores, BS, h0, h1, G, KVH, D, kn, vn);

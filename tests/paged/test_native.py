@@ -57,7 +57,8 @@ def test_threads_and_head_chunks(threads, num_threads, lens):
 def test_every_query_head_group_size(threads, group, head_dim, block_size):
     """The AVX2 loops take a kv head's query heads in tiles of 4, 2 and 1 (group 5 = 4 + 1, 3 = 2 + 1, 8 = 4 + 4),
     and each block's tokens 8 at a time with a tail of 1..7: every group size, on 1 and 2 threads, with lengths
-    that end mid-tile and mid-block, matches the reference."""
+    that end mid-tile and mid-block, matches the reference. With AVX-512, head_dim 64 and 128 take the 16-float
+    tiles and 72 the 8-float ones."""
     lens = [1, 7, 9, 130, 333]
     for num_threads in (1, 2):
         threads(num_threads)
@@ -105,10 +106,10 @@ def test_avx2_build_without_avx512(fresh_native, monkeypatch, threads):
 
 @pytest.mark.parametrize("num_heads, num_kv_heads", [(20, 4), (12, 1), (9, 9)])
 def test_more_than_eight_query_heads_in_one_item(threads, num_heads, num_kv_heads):
-    """The AVX2 softmax step takes 8 query heads at a time: an item holding 20 (GQA 5 per kv head), 12 (MQA) or 9
-    (MHA) heads runs it on full and partial groups of 8. Scores scaled up so that the running max moves from block
-    to block (each rescale matters); ragged lengths, one thread (one item holds every head). Matches the
-    reference."""
+    """The AVX2 softmax step takes 8 query heads at a time (16 with AVX-512): an item holding 20 (GQA 5 per kv head),
+    12 (MQA) or 9 (MHA) heads runs it on full and partial groups of 8 (of 16). Scores scaled up so that the running
+    max moves from block to block (each rescale matters); ragged lengths, one thread (one item holds every head).
+    Matches the reference."""
     threads(1)
     lens = [1, 17, 100]
     query, kc, vc, tables, keys, values = build(num_heads, num_kv_heads, 64, 16, lens, torch.float32, seed=3)
@@ -236,7 +237,8 @@ def test_partitioned_contexts_match_the_reference(monkeypatch, threads, partitio
     (1, 8, 2, 128, 1, 2),   # one long sequence, MHA: partitions, whole rows (vLLM's v2)
     (3, 8, 2, 128, 1, 2),   # 3 sequences on 2 threads: 6 items
     (2, 8, 3, 128, 1, 3),
-    (1, 8, 2, 32, 2, 1),    # 512 tokens, two partitions' worth: heads first
+    (1, 8, 2, 32, 1, 2),    # 512 tokens, MHA: two partitions' worth, partitions (whole blocks per thread)
+    (1, 8, 2, 31, 2, 1),    # 496 tokens: too short for two partitions, heads
     (1, 2, 2, 128, 2, 1),   # GQA: heads first
     (1, 2, 8, 128, 2, 4),   # ... then partitions
     (1, 1, 8, 128, 1, 8),   # MQA: one kv head, so partitions
@@ -245,7 +247,8 @@ def test_partitioned_contexts_match_the_reference(monkeypatch, threads, partitio
 ])
 def test_plan_work_gives_each_thread_equal_items(batch, num_kv_heads, threads_, max_blocks, head_chunks, parts):
     """The fewest equal items that share evenly over the threads (block_size 16, 8 query heads): GQA and short
-    contexts cut kv heads first, long MHA contexts partitions of at least MIN_PARTITION_TOKENS first."""
+    contexts cut kv heads first, MHA contexts of two partitions or more partitions of at least MIN_PARTITION_TOKENS
+    first."""
     got_chunks, partition_blocks = native.plan_work(batch, 8, num_kv_heads, max_blocks, 16, threads_)
     got_parts = -(-max_blocks // partition_blocks) if partition_blocks else 1
     assert (got_chunks, got_parts) == (head_chunks, parts)
@@ -326,25 +329,51 @@ def test_tiny_work_stays_on_one_thread(threads, monkeypatch):
 
 
 def test_a_call_too_big_for_the_caches_prefetches_and_matches(threads):
-    """Two sequences of 1100 and 1053 tokens, 2 kv heads of 128 floats: 4.4 MB of K/V, past PREFETCH_WARM_MIN_BYTES,
-    so every block's successor is prefetched while it is read (shuffled blocks, a -1 padded table); GQA 8/2, 2
-    threads."""
+    """Two sequences of 4200 and 4153 tokens, 2 kv heads of 128 floats: 17 MB of K/V, past PREFETCH_WARM_MIN_BYTES,
+    so every block's successor is prefetched while it is read, on the first call and on the same call repeated
+    (shuffled blocks, a -1 padded table); GQA 8/2, 2 threads."""
     threads(2)
-    lens = [1100, 1053]
+    lens = [4200, 4153]
     query, kc, vc, tables, keys, values = build(8, 2, 128, 16, lens, torch.float32)
-    assert sum(lens) * 2 * 128 * 2 * 4 >= 4 << 20
-    out = paged_attention_decode(query, kc, vc, tables, lens, impl="native")
-    assert rel_err(out, reference(query, keys, values, lens)) < 1e-5
+    assert sum(lens) * 2 * 128 * 2 * 4 >= native.PREFETCH_WARM_MIN_BYTES
+    ref = reference(query, keys, values, lens)
+    for _ in range(2):
+        out = paged_attention_decode(query, kc, vc, tables, lens, impl="native")
+        assert rel_err(out, ref) < 1e-5
 
 
 
 def test_prefetch_rule_is_warm_only_for_the_same_kv_as_the_last_call():
-    """The same key_cache as the last call (its K/V may still be cached): prefetch from PREFETCH_WARM_MIN_BYTES;
-    any other (the engine's next layer): from PREFETCH_COLD_MIN_BYTES, which is lower."""
+    """The same key_cache as the last call (its K/V may still be cached): prefetch from PREFETCH_WARM_MIN_BYTES for
+    grouped heads, from PREFETCH_WARM_MHA_MIN_BYTES (higher) for one query head per kv head; any other (the engine's
+    next layer): from PREFETCH_COLD_MIN_BYTES, which is lower, grouped or not."""
     assert native.prefetch_min_bytes(4096, 4096) == native.PREFETCH_WARM_MIN_BYTES
-    assert native.prefetch_min_bytes(4096, 8192) == native.PREFETCH_COLD_MIN_BYTES
-    assert native.prefetch_min_bytes(4096, 0) == native.PREFETCH_COLD_MIN_BYTES  # no call before
-    assert 0 <= native.PREFETCH_COLD_MIN_BYTES < native.PREFETCH_WARM_MIN_BYTES
+    assert native.prefetch_min_bytes(4096, 4096, grouped=False) == native.PREFETCH_WARM_MHA_MIN_BYTES
+    for grouped in (True, False):
+        assert native.prefetch_min_bytes(4096, 8192, grouped) == native.PREFETCH_COLD_MIN_BYTES
+        assert native.prefetch_min_bytes(4096, 0, grouped) == native.PREFETCH_COLD_MIN_BYTES  # no call before
+    assert 0 <= native.PREFETCH_COLD_MIN_BYTES < native.PREFETCH_WARM_MIN_BYTES < native.PREFETCH_WARM_MHA_MIN_BYTES
+
+
+def test_a_repeated_call_hands_the_kernel_the_threshold_of_its_heads(monkeypatch, threads):
+    """A call repeated on the same pool hands the kernel PREFETCH_WARM_MIN_BYTES when its heads are grouped (8/2)
+    and PREFETCH_WARM_MHA_MIN_BYTES when they are not (4/4); each result matches the reference."""
+    fn, seen = native._load(), []
+
+    def record(args, scale):  # args[18]: the K/V bytes from which this call prefetches
+        seen.append((ctypes.c_int64 * 19).from_address(args)[18])
+        return fn(args, scale)
+
+    monkeypatch.setitem(native._state, "fn", record)
+    threads(1)
+    lens = [37, 5]
+    for num_heads, num_kv_heads, expected in ((8, 2, native.PREFETCH_WARM_MIN_BYTES),
+                                              (4, 4, native.PREFETCH_WARM_MHA_MIN_BYTES)):
+        query, kc, vc, tables, keys, values = build(num_heads, num_kv_heads, 32, 16, lens, torch.float32)
+        for _ in range(2):
+            out = paged_attention_decode(query, kc, vc, tables, lens, impl="native")
+            assert rel_err(out, reference(query, keys, values, lens)) < 1e-5
+        assert seen[-1] == expected
 
 
 def test_layers_taking_turns_prefetch_as_cold_and_a_repeated_call_as_warm(monkeypatch, threads):
