@@ -139,17 +139,53 @@ class Attention(Direct):
             self.q_norm = RMSNorm(d, config.rms_norm_eps, device)
             self.k_norm = RMSNorm(d, config.rms_norm_eps, device)
         self.qk_norm = config.qk_norm
+        self.fused_qkv: tuple[torch.Tensor, torch.Tensor | None] | None = None  # fuse_qkv_ sets it
+        self.fused_ptrs: tuple[int, ...] = ()
+
+    def fuse_qkv_(self) -> None:
+        """Lay q_proj, k_proj and v_proj's weights (and biases) out side by side in one tensor, each parameter a
+        view of its part, so that inference runs one matmul for all three. Same parameters, names and values; an
+        optimizer step or a load_state_dict copy writes through the views. The fused weight is column-major (see
+        Linear.column_major_). If a parameter is later replaced (model.to(), load_state_dict(assign=True)), the
+        view is gone: `_qkv` notices and concatenates the current weights instead, so the fused tensor is never
+        read stale."""
+        projs = (self.q_proj, self.k_proj, self.v_proj)
+        if any(p.weight.is_meta for p in projs):
+            return
+        weight = torch.cat([p.weight.detach().t() for p in projs], dim=1).contiguous().t()  # [(H+2K)*D, C]
+        bias = torch.cat([p.bias.detach() for p in projs]) if self.q_proj.bias is not None else None
+        sizes = [p.out_features for p in projs]
+        for i, (p, part) in enumerate(zip(projs, weight.split(sizes))):
+            p.weight.data = part
+            if bias is not None:
+                p.bias.data = bias.split(sizes)[i]
+        self.fused_qkv = (weight, bias)
+        self.fused_ptrs = self._qkv_ptrs()
+
+    def _qkv_ptrs(self) -> tuple[int, ...]:
+        return tuple(t.data_ptr() for p in (self.q_proj, self.k_proj, self.v_proj) for t in (p.weight, p.bias)
+                     if t is not None)
+
+    def _qkv(self, x: torch.Tensor) -> torch.Tensor:
+        """x [..., C] -> q, k and v side by side [..., (H+2K)*D]: one matmul with the fused weight when no gradient
+        is needed and the parameters are still its views; otherwise (training) with their concatenation."""
+        if not torch.is_grad_enabled() and self.fused_qkv is not None and self._qkv_ptrs() == self.fused_ptrs:
+            return F.linear(x, *self.fused_qkv)
+        projs = (self.q_proj, self.k_proj, self.v_proj)
+        bias = torch.cat([p.bias for p in projs]) if self.q_proj.bias is not None else None
+        return F.linear(x, torch.cat([p.weight for p in projs]), bias)
 
     def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
                 backend: AttentionBackend | None) -> torch.Tensor:
         """x [B, T, C] (backend None) or [N, C] (backend given) -> same shape."""
         lead = x.shape[:-1]
-        q = self.q_proj(x).view(*lead, self.num_heads, self.head_dim)  # [..., H, D]
-        k = self.k_proj(x).view(*lead, self.num_kv_heads, self.head_dim)  # [..., K, D]
-        v = self.v_proj(x).view(*lead, self.num_kv_heads, self.head_dim)  # [..., K, D]
+        h, kv = self.num_heads, self.num_kv_heads
+        qkv = self._qkv(x).view(*lead, h + 2 * kv, self.head_dim)  # [..., H + 2K, D]: q heads, k heads, v heads
+        qk, v = qkv[..., :h + kv, :], qkv[..., h + kv:, :]  # views
         if self.qk_norm:
-            q, k = self.q_norm(q), self.k_norm(k)
-        q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+            qk = torch.cat((self.q_norm(qk[..., :h, :]), self.k_norm(qk[..., h:, :])), dim=-2)
+        qk = apply_rope(qk, cos, sin)  # q and k heads rotated together: one set of RoPE ops, not two
+        q, k = qk[..., :h, :], qk[..., h:, :]  # [..., H, D], [..., K, D]
         if backend is None:
             # Causal attention within each row; SDPA wants [B, heads, T, D]. enable_gqa maps query head h to
             # kv head h // (H // K), the same grouping as transformers' repeat_kv.
@@ -241,15 +277,17 @@ class TinyLlama(nn.Module):
             self.apply(self._init_weights)
         if config.tie_word_embeddings:
             self.lm_head.weight = self.model.embed_tokens.weight
-        self.column_major_weights()
+        self.arrange_weights()
 
-    def column_major_weights(self) -> None:
-        """Store every projection's weight column-major (Linear.column_major_; same values, same names). load_model
-        calls it again after swapping a checkpoint's tensors in. A tied lm_head is left alone: its weight is the
-        embedding table, which is read by rows."""
+    def arrange_weights(self) -> None:
+        """Lay the weights out for fast inference, same values and names: every projection's weight column-major
+        (Linear.column_major_), q/k/v side by side (Attention.fuse_qkv_). load_model calls it again after swapping
+        a checkpoint's tensors in. A tied lm_head is left alone: its weight is the embedding table, read by rows."""
         for module in self.modules():
             if isinstance(module, Linear) and not (module is self.lm_head and self.config.tie_word_embeddings):
                 module.column_major_()
+        for layer in self.model.layers:  # after the loop above, which would copy the views apart
+            layer.self_attn.fuse_qkv_()
 
     @staticmethod
     def _init_weights(module: nn.Module) -> None:

@@ -1,0 +1,101 @@
+"""TinyLlama.arrange_weights: column-major projections and q/k/v as views of one fused weight change no value, no
+name and no shape, and the fused weight is never read stale (in-place updates write through it; a replaced
+parameter makes the model concatenate the current ones instead)."""
+
+import pytest
+import torch
+from torch import nn
+
+from paged.config import ModelConfig
+from paged.model import TinyLlama, load_model
+
+from helpers import assert_close_scaled, assert_far_scaled
+
+CONFIGS = {
+    "llama": ModelConfig(vocab_size=61, hidden_size=32, intermediate_size=48, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64),
+    "qwen2-bias": ModelConfig(vocab_size=61, hidden_size=32, intermediate_size=48, num_hidden_layers=2,
+                              num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
+                              model_type="qwen2"),
+    "qwen3-qk-norm": ModelConfig(vocab_size=61, hidden_size=32, intermediate_size=48, num_hidden_layers=2,
+                                 num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
+                                 model_type="qwen3", head_dim=16),
+}
+
+
+def _random(config: ModelConfig) -> TinyLlama:
+    torch.manual_seed(0)
+    model = TinyLlama(config).eval()
+    with torch.no_grad():
+        for p in model.parameters():
+            p.normal_(0.0, 0.3)  # in place: through the fused views
+    return model
+
+
+def _reference_logits(model: TinyLlama, ids: torch.Tensor) -> torch.Tensor:
+    """The same model's logits with every parameter copied out into a plain contiguous tensor (rebuilt from its
+    state_dict by load_state_dict(assign=True), so no view of a fused weight survives): the unfused math."""
+    twin = TinyLlama(model.config, device="meta")
+    twin.load_state_dict({k: v.clone().contiguous() for k, v in model.state_dict().items()}, assign=True)
+    attn = twin.model.layers[0].self_attn
+    assert attn._qkv_ptrs() != attn.fused_ptrs  # the twin concatenates its projections
+    with torch.no_grad():
+        return twin.eval()(ids)
+
+
+@pytest.mark.parametrize("name", sorted(CONFIGS))
+def test_layout_keeps_names_shapes_and_values(name):
+    """Weights are column-major and q/k/v are views of the fused weight, yet state_dict has transformers' names and
+    shapes, and the logits equal those of an unfused copy."""
+    model = _random(CONFIGS[name])
+    attn = model.model.layers[0].self_attn
+    assert attn.fused_qkv is not None and attn._qkv_ptrs() == attn.fused_ptrs
+    assert attn.q_proj.weight.stride()[0] == 1 and model.model.layers[0].mlp.down_proj.weight.t().is_contiguous()
+    state = model.state_dict()
+    cfg = model.config
+    assert tuple(state["model.layers.0.self_attn.k_proj.weight"].shape) == (cfg.num_key_value_heads * cfg.head_dim,
+                                                                            cfg.hidden_size)
+    ids = torch.randint(0, cfg.vocab_size, (2, 9))
+    with torch.no_grad():
+        got = model(ids)
+    want = _reference_logits(model, ids)
+    assert want.std() > 0.3
+    assert_close_scaled(got, want, rel=1e-5)
+
+
+def test_the_shipped_model_loads_fused():
+    """load_model lays the checkpoint out: every layer's q/k/v are views of its fused weight."""
+    model, _ = load_model()
+    assert all(layer.self_attn._qkv_ptrs() == layer.self_attn.fused_ptrs for layer in model.model.layers)
+
+
+def test_an_optimizer_step_reaches_the_fused_weight():
+    """Training updates the parameters in place; inference afterwards (the fused path) sees the new values."""
+    model = _random(CONFIGS["qwen2-bias"]).train()
+    ids = torch.randint(0, 61, (2, 9))
+    with torch.no_grad():
+        before = model(ids)
+    opt = torch.optim.AdamW(model.parameters(), lr=0.05)
+    loss = nn.functional.cross_entropy(model(ids[:, :-1]).flatten(0, 1), ids[:, 1:].flatten())
+    loss.backward()
+    opt.step()
+    attn = model.model.layers[0].self_attn
+    assert attn._qkv_ptrs() == attn.fused_ptrs  # still views: the fused path runs below
+    with torch.no_grad():
+        after = model.eval()(ids)
+    assert_far_scaled(after, before, rel=1e-2)
+    assert_close_scaled(after, _reference_logits(model, ids), rel=1e-5)
+
+
+def test_a_replaced_parameter_is_not_read_stale():
+    """A parameter replaced by another tensor is no longer a view of the fused weight: the model uses the new one."""
+    model = _random(CONFIGS["llama"])
+    ids = torch.randint(0, 61, (2, 9))
+    with torch.no_grad():
+        before = model(ids)
+    attn = model.model.layers[1].self_attn
+    attn.k_proj.weight = nn.Parameter(torch.randn_like(attn.k_proj.weight))
+    with torch.no_grad():
+        after = model(ids)
+    assert_far_scaled(after, before, rel=1e-2)
+    assert_close_scaled(after, _reference_logits(model, ids), rel=1e-5)
