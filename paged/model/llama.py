@@ -86,6 +86,10 @@ def llama3_inv_freq(inv_freq: torch.Tensor, config: ModelConfig) -> torch.Tensor
 class RotaryEmbedding(Direct):
     """cos/sin tables for rotate-half RoPE, computed from explicit positions (so tokens need not be contiguous)."""
 
+    # Positions whose cos/sin are computed once and then looked up (0.5 MiB per 32 of head_dim); a position past
+    # them is computed on the spot. A decode step then takes two row lookups instead of six ops.
+    TABLE_POSITIONS = 4096
+
     def __init__(self, config: ModelConfig) -> None:
         super().__init__()
         # A plain fp32 CPU tensor, not a buffer: it is derived from the config (so not in the checkpoint, as in
@@ -94,17 +98,34 @@ class RotaryEmbedding(Direct):
         exponents = torch.arange(0, d, 2, dtype=torch.int64, device="cpu").float() / d
         inv_freq = 1.0 / (config.rope_theta ** exponents)  # [D/2]
         self.inv_freq = llama3_inv_freq(inv_freq, config) if config.rope_type == "llama3" else inv_freq
+        self.table_len = min(config.max_position_embeddings, self.TABLE_POSITIONS)
+        self.table: tuple[torch.Tensor, torch.Tensor] | None = None  # (cos, signed sin) [table_len, D], fp32
 
-    def forward(self, positions: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
-        """positions [...] -> (cos, sin), each [..., 1, D] (ready to broadcast over heads), in `dtype` (the angles
-        themselves are fp32). sin's first half is negated: see apply_rope."""
-        if self.inv_freq.device != positions.device:  # follow the inputs (model.to() does not move it)
-            self.inv_freq = self.inv_freq.to(positions.device)
+    def angles(self, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """positions [...] -> (cos, sin) [..., 1, D] in fp32, computed. sin's first half is negated: see
+        apply_rope."""
         freqs = positions.float()[..., None, None] * self.inv_freq  # [..., 1, D/2]
         emb = torch.cat((freqs, freqs), dim=-1)  # [..., 1, D]: both halves share a frequency
         sin = emb.sin()
         sin[..., : freqs.shape[-1]].neg_()
-        return emb.cos().to(dtype), sin.to(dtype)
+        return emb.cos(), sin
+
+    def forward(self, positions: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+        """positions [...] -> (cos, sin), each [..., 1, D] (ready to broadcast over heads), in `dtype` (the angles
+        themselves are fp32): rows of the table when every position is in it, else computed."""
+        if self.inv_freq.device != positions.device:  # follow the inputs (model.to() does not move it)
+            self.inv_freq, self.table = self.inv_freq.to(positions.device), None
+        if self.table is None:
+            cos, sin = self.angles(torch.arange(self.table_len, device=positions.device))
+            self.table = (cos[:, 0], sin[:, 0])
+        low, high = positions.aminmax() if positions.numel() else (-1, -1)
+        if not 0 <= int(low) <= int(high) < self.table_len:
+            cos, sin = self.angles(positions)
+        else:
+            rows = positions.reshape(-1)
+            shape = (*positions.shape, 1, self.table[0].shape[-1])
+            cos, sin = (t.index_select(0, rows).view(shape) for t in self.table)
+        return cos.to(dtype), sin.to(dtype)
 
 
 def rotate_half(x: torch.Tensor) -> torch.Tensor:
@@ -212,7 +233,10 @@ class MLP(Direct):
         self.down_proj = Linear(i, c, bias=False, device=device)  # weight [C, I]
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+        if torch.is_grad_enabled():  # training: autograd needs silu's input kept, so nothing in place
+            return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+        # Inference: the same ops in place, two [..., I] tensors fewer to allocate (each op is only a few µs here).
+        return self.down_proj(F.silu(self.gate_proj(x), inplace=True).mul_(self.up_proj(x)))
 
 
 class DecoderLayer(Direct):

@@ -1,6 +1,6 @@
 """TinyLlama.arrange_weights: column-major projections and q/k/v as views of one fused weight change no value, no
 name and no shape, and the fused weight is never read stale (in-place updates write through it; a replaced
-parameter makes the model concatenate the current ones instead)."""
+parameter makes the model concatenate the current ones instead); the RoPE table gives the computed angles."""
 
 import pytest
 import torch
@@ -99,3 +99,22 @@ def test_a_replaced_parameter_is_not_read_stale():
         after = model(ids)
     assert_far_scaled(after, before, rel=1e-2)
     assert_close_scaled(after, _reference_logits(model, ids), rel=1e-5)
+
+
+def test_rope_table_gives_the_textbook_angles_inside_and_past_it():
+    """RotaryEmbedding looks positions up in its table and computes those past it: both equal cos/sin(p * theta **
+    (-2i / D)) computed here in float64 (sin's first half negated), for any shape of positions."""
+    from paged.model.llama import RotaryEmbedding
+
+    config = CONFIGS["llama"]  # max_position_embeddings 64: the table holds positions 0..63
+    rope = RotaryEmbedding(config)
+    d = config.head_dim
+    inv = 1.0 / config.rope_theta ** (torch.arange(0, d, 2, dtype=torch.float64) / d)
+    for positions in (torch.tensor([0, 5, 63]), torch.tensor([[3, 62], [7, 1]]), torch.tensor([2, 64, 900])):
+        cos, sin = rope(positions, torch.float32)
+        assert cos.shape == (*positions.shape, 1, d) and rope.table[0].shape == (64, d)
+        angles = positions.double()[..., None, None] * torch.cat((inv, inv))
+        want_sin = angles.sin()
+        want_sin[..., : d // 2] *= -1
+        assert_close_scaled(cos.double(), angles.cos(), rel=1e-5)
+        assert_close_scaled(sin.double(), want_sin, rel=1e-5)
