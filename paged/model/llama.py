@@ -9,6 +9,10 @@ pluggable `backend(layer_idx, q, k, v)`, which writes k/v into whatever cache it
 buffer) and returns the attention output. The same weights and math therefore run behind any cache layout, and
 any difference in the logits is the cache's fault.
 
+For inference the weights are laid out differently in memory, with the same names, shapes and values
+(TinyLlama.arrange_weights): column-major projections, and q/k/v as views of one fused weight, one matmul for all
+three.
+
 Shape legend: B batch rows, T tokens per row, N flattened tokens of one engine step, H num_heads,
 K num_kv_heads, D head_dim, C hidden_size, I intermediate_size, V vocab_size.
 """
@@ -44,7 +48,8 @@ class Linear(Direct, nn.Linear):
         """Keep weight's shape [out, in] (transformers' layout, what state_dict and checkpoints see) but store it
         column-major: its memory then holds weight.T [in, out] row by row. F.linear computes x @ weight.T, which is
         then a plain row-major matrix for the matrix library: on this model's small matmuls (1-32 rows) that ran
-        15-40% faster than the transposed case (measured, 1 thread), with the same products."""
+        15-40% faster than the transposed case (measured, 1 thread). Same products; for a single row the library
+        may add them in another order (a few float ulps apart)."""
         if self.weight.is_meta or self.weight.t().is_contiguous():
             return
         self.weight.data = self.weight.data.t().contiguous().t()  # same Parameter object: an optimizer keeps it
@@ -86,7 +91,7 @@ def llama3_inv_freq(inv_freq: torch.Tensor, config: ModelConfig) -> torch.Tensor
 class RotaryEmbedding(Direct):
     """cos/sin tables for rotate-half RoPE, computed from explicit positions (so tokens need not be contiguous)."""
 
-    # Positions whose cos/sin are computed once and then looked up (0.5 MiB per 32 of head_dim); a position past
+    # Positions whose cos/sin are computed once and then looked up (1 MiB per 32 of head_dim); a position past
     # them is computed on the spot. A decode step then takes two row lookups instead of six ops.
     TABLE_POSITIONS = 4096
 
@@ -235,7 +240,7 @@ class MLP(Direct):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if torch.is_grad_enabled():  # training: autograd needs silu's input kept, so nothing in place
             return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
-        # Inference: the same ops in place, two [..., I] tensors fewer to allocate (each op is only a few µs here).
+        # Inference: the same ops in place, two [..., I] tensors fewer to allocate.
         return self.down_proj(F.silu(self.gate_proj(x), inplace=True).mul_(self.up_proj(x)))
 
 
