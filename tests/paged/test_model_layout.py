@@ -118,3 +118,44 @@ def test_rope_table_gives_the_textbook_angles_inside_and_past_it():
         want_sin[..., : d // 2] *= -1
         assert_close_scaled(cos.double(), angles.cos(), rel=1e-5)
         assert_close_scaled(sin.double(), want_sin, rel=1e-5)
+
+
+def _stale_mirrors(model: TinyLlama) -> list[str]:
+    """Direct modules' submodules and parameters whose plain attribute is not the registered object."""
+    from paged.model.llama import Direct
+
+    return [f"{name}.{key}" for name, module in model.named_modules() if isinstance(module, Direct)
+            for registry in (module._parameters, module._modules) for key in registry
+            if module.__dict__.get(key, "missing") is not registry[key]]
+
+
+@pytest.mark.parametrize("overwrite", [False, True])
+def test_attribute_mirrors_follow_every_registry_change(overwrite):
+    """Submodules and parameters are plain attributes too (Direct), and each way of changing the registries keeps
+    them the registered objects: building, load_state_dict(assign=True), model.to() (also when torch puts new
+    Parameter objects in: overwrite_module_params_on_conversion), assignment, None, deletion, register_parameter.
+    The converted model computes with its new parameters (compared with an unfused float64 copy)."""
+    model = _random(CONFIGS["qwen2-bias"])
+    assert not _stale_mirrors(model)
+    model.load_state_dict({k: v.clone() for k, v in model.state_dict().items()}, assign=True)
+    assert not _stale_mirrors(model)
+    before = torch.__future__.get_overwrite_module_params_on_conversion()
+    torch.__future__.set_overwrite_module_params_on_conversion(overwrite)
+    try:
+        model = model.to(torch.float64)
+    finally:
+        torch.__future__.set_overwrite_module_params_on_conversion(before)
+    assert not _stale_mirrors(model)
+    ids = torch.randint(0, 61, (2, 9))
+    with torch.no_grad():
+        got = model(ids)
+    assert got.dtype == torch.float64
+    assert_close_scaled(got, _reference_logits(model, ids), rel=1e-9)
+    mlp = model.model.layers[0].mlp
+    mlp.up_proj.weight = nn.Parameter(torch.zeros_like(mlp.up_proj.weight))
+    mlp.gate_proj.bias = None
+    del mlp.down_proj.weight
+    assert not hasattr(mlp.down_proj, "weight") and not _stale_mirrors(model)
+    mlp.down_proj.register_parameter("weight", nn.Parameter(torch.ones(32, 48, dtype=torch.float64)))
+    mlp.add_module("extra", nn.Identity())
+    assert not _stale_mirrors(model) and mlp.up_proj.weight.abs().sum() == 0
