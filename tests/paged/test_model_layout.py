@@ -104,7 +104,7 @@ def test_a_replaced_parameter_is_not_read_stale():
 def test_rope_table_gives_the_textbook_angles_inside_and_past_it():
     """RotaryEmbedding looks positions up in its table and computes those past it: both equal cos/sin(p * theta **
     (-2i / D)) computed here in float64 (sin's first half negated), for any shape of positions."""
-    from paged.model.llama import RotaryEmbedding
+    from paged.model.rope import RotaryEmbedding
 
     config = CONFIGS["llama"]  # max_position_embeddings 64: the table holds positions 0..63
     rope = RotaryEmbedding(config)
@@ -122,7 +122,7 @@ def test_rope_table_gives_the_textbook_angles_inside_and_past_it():
 
 def _stale_mirrors(model: TinyLlama) -> list[str]:
     """Direct modules' submodules and parameters whose plain attribute is not the registered object."""
-    from paged.model.llama import Direct
+    from paged.model.direct import Direct
 
     return [f"{name}.{key}" for name, module in model.named_modules() if isinstance(module, Direct)
             for registry in (module._parameters, module._modules) for key in registry
