@@ -276,10 +276,11 @@ def check_block_tables(block_tables: torch.Tensor, context_lens: torch.Tensor, n
     if not len(lens) == len(tables) == block_tables.shape[0]:
         raise ValueError(f"{block_tables.shape[0]} block-table rows, {len(lens)} context_lens and {len(tables)} "
                          "tables: one of each per sequence")
+    block_size = check_block_size(block_size)
     for row, (table, n) in enumerate(zip(tables, lens)):
         if type(table) is list and type(n) is int and 1 <= n <= MAX_CONTEXT_LEN:
-            used = blocks_needed(n, block_size)
-            head = table[:used]
+            used = -(-n // block_size)  # blocks_needed, inline: this loop runs once per sequence per step
+            head = table if used == len(table) else table[:used]
             if used <= len(table) <= width and len(set(head)) == used and min(head) >= 0 and max(head) < num_blocks:
                 continue
         validate_block_table(table, num_blocks, block_size, n)

@@ -75,9 +75,13 @@ class KVCachePool:
         self.device = device
         self.key_cache = torch.zeros(shape, dtype=dtype, device=self.device)
         self.value_cache = torch.zeros(shape, dtype=dtype, device=self.device)
+        # The per-layer views, made once: the engine asks for one layer's pair per layer per step.
+        self._layers = [(self.key_cache[i], self.value_cache[i]) for i in range(num_layers)]
 
     def layer(self, i: int) -> tuple[torch.Tensor, torch.Tensor]:
         """Views (key_cache, value_cache) of layer i, each [num_blocks, block_size, num_kv_heads, head_dim]."""
+        if type(i) is int and 0 <= i < self.num_layers:  # the engine's calls: nothing to convert
+            return self._layers[i]
         i = as_int(i, "layer")
         if not 0 <= i < self.num_layers:
             raise ValueError(f"layer {i} is outside [0, {self.num_layers})")

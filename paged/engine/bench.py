@@ -43,7 +43,9 @@ def bench_model(model_dir: str | None = None, random_135m: bool = False, device=
 
     if random_135m:
         torch.manual_seed(0)
-        return TinyLlama(SMOLLM2_135M).to(device).eval(), ByteTokenizer(), "random SmolLM2-135M shape"
+        model = TinyLlama(SMOLLM2_135M).to(device).eval()
+        model.arrange_weights()  # .to() moved each parameter on its own: lay them out again (fused q/k/v)
+        return model, ByteTokenizer(), "random SmolLM2-135M shape"
     model, tokenizer = load_model(model_dir, device=device)
     return model, tokenizer, model_dir or "shipped model"
 

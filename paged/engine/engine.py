@@ -12,6 +12,7 @@ A request is checked when it is added (admission.py), and a step that raises is 
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass, field, replace
 
@@ -255,10 +256,13 @@ class LLMEngine:
         samples = [chunks is None or n == s.num_uncached_tokens for s, n in zip(seqs, chunks or seqs)]
         batch = self.runner.prepare(seqs, is_prefill, chunks)
         logits = self.runner.run(seqs, batch)
-        finite = torch.isfinite(logits).all(dim=-1).tolist()
-        bad = next((seq for seq, ok, s in zip(seqs, finite, samples) if s and not ok), None)
-        if bad is not None:
-            raise SequenceFailure(bad, "the model's logits hold NaN or inf")
+        # NaN or inf anywhere makes the sum NaN or inf: one reduction per step, and the row check only then (a sum
+        # that overflowed from finite logits finds no bad row there and the step goes on).
+        if not math.isfinite(logits.sum()):
+            finite = torch.isfinite(logits).all(dim=-1).tolist()
+            bad = next((seq for seq, ok, s in zip(seqs, finite, samples) if s and not ok), None)
+            if bad is not None:
+                raise SequenceFailure(bad, "the model's logits hold NaN or inf")
         tokens = sample_step(seqs, logits, samples)
         recorder = (StepRecorder(trace, batch, logits, self.tokenizer.decode, self.last_logits, self.sequences)
                     if self.record else None)

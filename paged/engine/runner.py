@@ -9,12 +9,13 @@ The model's weights and math are identical either way; only where K and V come f
 
 from __future__ import annotations
 
+import array
 from dataclasses import dataclass
 from functools import cached_property
 
 import torch
 
-from ..addressing import PAD_SLOT, batch_slot_mapping, logical_address, slot_of
+from ..addressing import PAD_SLOT, batch_slot_mapping
 from ..attention import attention, attention_sdpa, paged_attention_decode
 from ..faults import Fault, FaultHook, fault_hook
 from ..kv_cache import ContiguousKVCache, KVCachePool
@@ -94,31 +95,39 @@ def prepare_inputs(seqs: list[Sequence], block_size: int, is_prefill: bool, devi
 
 def _decode_inputs(seqs: list[Sequence], block_size: int, device: torch.device, paged: bool) -> BatchInput:
     """prepare_inputs for a decode step: each sequence's last token, at index cached_token_count. One token per
-    sequence, so the slots come from plain ints (addressing.slot_of, the chain of `locate`), not tensor ops, and the four
-    int64 inputs are rows of one tensor: a decode step's inputs are a few numbers per sequence. Raises ValueError
-    as `batch_slot_mapping`."""
+    sequence, so everything is plain ints: each slot is the address chain (addressing.locate) followed by hand,
+    and the tensors are filled from flat int arrays (torch.frombuffer: no per-element conversion). A decode
+    step's inputs are a few numbers per sequence. Raises ValueError as `batch_slot_mapping`."""
     starts = [seq.cached_token_count for seq in seqs]
     assert all(seq.num_tokens == start + 1 for seq, start in zip(seqs, starts)), "decode feeds exactly one token"
-    slots = []
+    b = len(seqs)
     if paged:
         width = max(1, max((len(s.block_table) for s in seqs), default=0))
-        padded = [s.block_table + [PAD_SLOT] * (width - len(s.block_table)) for s in seqs]
-        for row, (table, index) in enumerate(zip(padded, starts)):
-            if logical_address(index, block_size)[0] >= width:
+        flat, slots = array.array("i"), []  # flat: the tables row after row, -1 padded to width
+        for row, (seq, index) in enumerate(zip(seqs, starts)):
+            table = seq.block_table
+            logical_block_id, block_offset = divmod(index, block_size)  # the chain, as addressing.locate follows it
+            if logical_block_id >= width:
                 raise ValueError(f"a token's logical block is beyond the block tables' width {width}")
-            try:
-                slots.append(slot_of(index, table, block_size))  # the address chain, as addressing defines it
-            except ValueError as err:
+            if logical_block_id >= len(table) or table[logical_block_id] < 0:
                 raise ValueError(f"token {index} of batch row {row} maps to a -1 entry of its block table (no "
-                                 "physical block)") from err
-        tables = torch.tensor(padded, dtype=torch.int32, device=device)
+                                 "physical block)")
+            slots.append(table[logical_block_id] * block_size + block_offset)
+            flat.extend(table)
+            flat.extend([PAD_SLOT] * (width - len(table)))
+        tables = torch.frombuffer(flat, dtype=torch.int32).view(b, width) if b else torch.zeros(0, 1, dtype=torch.int32)
     else:
-        slots = [PAD_SLOT] * len(seqs)
-        tables = torch.zeros(len(seqs), 1, dtype=torch.int32, device=device)
-    ids, positions, slot_mapping, lens = torch.tensor(
-        [[s.last_token_id for s in seqs], starts, slots, [i + 1 for i in starts]], dtype=torch.long, device=device)
+        slots = [PAD_SLOT] * b
+        tables = torch.zeros(b, 1, dtype=torch.int32)
+    rows = array.array("q", [s.last_token_id for s in seqs])  # the four int64 inputs: rows of one tensor
+    rows.extend(starts)
+    rows.extend(slots)
+    rows.extend([i + 1 for i in starts])
+    ids, positions, slot_mapping, lens = (torch.frombuffer(rows, dtype=torch.long).view(4, b) if b
+                                          else torch.zeros(4, 0, dtype=torch.long)).to(device)
     return BatchInput(is_prefill=False, seq_ids=[s.seq_id for s in seqs], input_ids=ids, positions=positions,
-                      slot_mapping=slot_mapping, block_tables=tables, context_lens=lens, query_lens=[1] * len(seqs))
+                      slot_mapping=slot_mapping, block_tables=tables.to(device), context_lens=lens,
+                      query_lens=[1] * b)
 
 
 class PagedBackend:

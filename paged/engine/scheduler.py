@@ -123,10 +123,10 @@ class Scheduler:
             preempted.append(victim.seq_id)
         allocated = {}
         for seq in self.running:
-            before = list(seq.block_table)
-            bm.append_slot(seq)
-            if seq.block_table != before:  # a new block, or a copy-on-write replacement of the last one
-                allocated[seq.seq_id] = [b for b in seq.block_table if b not in before]
+            count, last = len(seq.block_table), seq.block_table[-1]
+            bm.append_slot(seq)  # appends a block or replaces the last one (copy-on-write), or neither
+            if len(seq.block_table) != count or seq.block_table[-1] != last:
+                allocated[seq.seq_id] = [seq.block_table[-1]]
         why = [("decode", dict(count=len(self.running)))]
         if allocated:
             why.append(("new_blocks", dict(count=len(allocated))))

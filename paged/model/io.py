@@ -142,7 +142,9 @@ def load_model(path: str | Path | None = None, device: str | torch.device | None
     if config.tie_word_embeddings:
         model.lm_head.weight = model.model.embed_tokens.weight
     assert not any(p.is_meta for p in model.parameters()), "a parameter was left unloaded"
-    return model.to(device=device).eval(), tokenizer
+    model = model.to(device=device).eval()
+    model.arrange_weights()  # the checkpoint's tensors are row-major and apart: see TinyLlama.arrange_weights
+    return model, tokenizer
 
 
 def allowed_model_dirs(environ: Mapping[str, str] | None = None) -> list[Path]:
