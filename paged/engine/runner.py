@@ -98,28 +98,32 @@ def _decode_inputs(seqs: list[Sequence], block_size: int, device: torch.device, 
     sequence, so everything is plain ints: each slot is the address chain (addressing.locate) followed by hand,
     and the tensors are filled from flat int arrays (torch.frombuffer: no per-element conversion). A decode
     step's inputs are a few numbers per sequence. Raises ValueError as `batch_slot_mapping`."""
-    starts = [seq.cached_token_count for seq in seqs]
-    assert all(seq.num_tokens == start + 1 for seq, start in zip(seqs, starts)), "decode feeds exactly one token"
     b = len(seqs)
+    block_lists = [seq.block_table for seq in seqs]
+    starts = [seq.cached_token_count for seq in seqs]  # index of the token fed: its position
+    # the token fed: the last one; decode feeds exactly one token, so it is the newest and none is cached yet
+    last = [seq.generated_token_ids[-1] if seq.generated_token_ids else seq.prompt_token_ids[-1] for seq in seqs]
+    assert all(len(seq.prompt_token_ids) + len(seq.generated_token_ids) == start + 1
+               for seq, start in zip(seqs, starts)), "decode feeds exactly one token"
     if paged:
-        width = max(1, max((len(s.block_table) for s in seqs), default=0))
+        width = max(1, max(map(len, block_lists), default=0))
         flat, slots = array.array("i"), []  # flat: the tables row after row, -1 padded to width
-        for row, (seq, index) in enumerate(zip(seqs, starts)):
-            table = seq.block_table
+        for row, (table, index) in enumerate(zip(block_lists, starts)):
             logical_block_id, block_offset = divmod(index, block_size)  # the chain, as addressing.locate follows it
-            if logical_block_id >= width:
-                raise ValueError(f"a token's logical block is beyond the block tables' width {width}")
             if logical_block_id >= len(table) or table[logical_block_id] < 0:
+                if logical_block_id >= width:
+                    raise ValueError(f"a token's logical block is beyond the block tables' width {width}")
                 raise ValueError(f"token {index} of batch row {row} maps to a -1 entry of its block table (no "
                                  "physical block)")
             slots.append(table[logical_block_id] * block_size + block_offset)
             flat.extend(table)
-            flat.extend([PAD_SLOT] * (width - len(table)))
+            if len(table) < width:
+                flat.extend([PAD_SLOT] * (width - len(table)))
         tables = torch.frombuffer(flat, dtype=torch.int32).view(b, width) if b else torch.zeros(0, 1, dtype=torch.int32)
     else:
         slots = [PAD_SLOT] * b
         tables = torch.zeros(b, 1, dtype=torch.int32)
-    rows = array.array("q", [s.last_token_id for s in seqs])  # the four int64 inputs: rows of one tensor
+    rows = array.array("q", last)  # the four int64 inputs: rows of one tensor
     rows.extend(starts)
     rows.extend(slots)
     rows.extend([i + 1 for i in starts])

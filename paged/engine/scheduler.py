@@ -123,9 +123,10 @@ class Scheduler:
             preempted.append(victim.seq_id)
         allocated = {}
         for seq in self.running:
-            count, last = len(seq.block_table), seq.block_table[-1]
-            bm.append_slot(seq)  # appends a block or replaces the last one (copy-on-write), or neither
-            if len(seq.block_table) != count or seq.block_table[-1] != last:
+            # Most steps a sequence's next token fits its own last block: nothing to take, so append_slot (which
+            # would only work out the slot again, the runner does that) is called only when a block must change.
+            if bm.append_needs_block(seq):
+                bm.append_slot(seq)  # appends a block, or replaces a shared last one (copy-on-write)
                 allocated[seq.seq_id] = [seq.block_table[-1]]
         why = [("decode", dict(count=len(self.running)))]
         if allocated:
