@@ -108,6 +108,26 @@ def test_batched_sampling_equals_row_by_row():
         sample(logits, params[:2], [make_generator(p) for p in params[:2]])
 
 
+@settings(max_examples=100, deadline=None)
+@given(rows=st.lists(st.lists(st.sampled_from([-2.5, -1.0, 0.0, 0.5, 3.0, float("-inf")]), min_size=1, max_size=7),
+                     min_size=1, max_size=4).filter(lambda r: len({len(x) for x in r}) == 1))
+def test_argmax_rows_takes_the_first_maximum(rows):
+    """Greedy picks each row's first maximal index (ties from few distinct values, -inf included), whatever the
+    tensor's dtype, layout or mode: the numpy path (float32 / float64 CPU) and torch's (other dtypes) agree with a
+    Python max over the row."""
+    from paged.engine.sampler import argmax_rows
+
+    want = [max(range(len(r)), key=lambda v: (r[v], -v)) for r in rows]
+    for dtype in (torch.float32, torch.float64, torch.bfloat16):
+        x = torch.tensor(rows, dtype=dtype)
+        assert argmax_rows(x) == want
+        assert argmax_rows(x.t().contiguous().t()) == want  # strided rows
+        with torch.inference_mode():
+            assert argmax_rows(torch.tensor(rows, dtype=dtype)) == want
+    leaf = torch.tensor(rows, requires_grad=True)
+    assert argmax_rows(leaf * 1) == want
+
+
 def test_prefill_attention_is_one_causal_call_per_sequence(monkeypatch):
     """The paged prefill path has no causal mask of its own: each sequence's chunk goes through
     paged.attention.attention_sdpa(causal=True) (the reference's fast path, see test_attention_sdpa), per layer,
