@@ -266,6 +266,15 @@ class LLMEngine:
         tokens = sample_step(seqs, logits, samples)
         recorder = (StepRecorder(trace, batch, logits, self.tokenizer.decode, self.last_logits, self.sequences)
                     if self.record else None)
+        if not is_prefill:  # a decode step: every sequence fed one token and sampled one; none forks
+            for i, (seq, tok) in enumerate(zip(seqs, tokens)):
+                seq.on_decode_done(tok)
+                reason = self._stop_reason(seq)
+                if reason is not None:
+                    self._finish(seq, reason, trace)
+                if recorder is not None:
+                    recorder.add(i, seq, tok, fed=True)
+            return
         for i, (seq, tok) in enumerate(zip(seqs, tokens)):
             if tok is None:
                 seq.on_chunk_done(batch.query_lens[i])
@@ -279,12 +288,16 @@ class LLMEngine:
             for s in (seq, *(self.sequences[c] for c in forked)) if forked else (seq,):
                 reason = self._stop_reason(s) if tok is not None else None
                 if reason is not None:
-                    s.finish_reason = reason
-                    trace.blocks_freed[s.seq_id] = self.scheduler.finish(s)
-                    self.runner.release(s.seq_id)
-                    trace.finished.append(s.seq_id)
+                    self._finish(s, reason, trace)
                 if recorder is not None:
                     recorder.add(i, s, tok, fed=s is seq)  # children sampled from the parent's logits
+
+    def _finish(self, seq: Sequence, reason: str, trace: StepTrace) -> None:
+        """seq stopped this step (`reason`): free its blocks and note it in `trace`."""
+        seq.finish_reason = reason
+        trace.blocks_freed[seq.seq_id] = self.scheduler.finish(seq)
+        self.runner.release(seq.seq_id)
+        trace.finished.append(seq.seq_id)
 
     def generate(self, prompts: list[str | list[int]] | str, params: SamplingParams | None = None,
                  max_steps: int = 100_000) -> list[RequestOutput]:
