@@ -68,9 +68,12 @@ class StepCheckpoint:
         self.block_hash, self.block_tokens = dict(bm.block_hash), dict(bm.block_tokens)
         self.hash_to_block, self.last_hits = dict(bm.hash_to_block), dict(bm.last_hits)
         self.pending_copies = list(bm.pending_copies)
-        # a step adds no request; it may fork children (new seq ids) into a live request's group
-        self.group_sizes = {s.request_id: len(engine.groups[s.request_id]) for s in live}
-        self.logits = {sid: engine.last_logits.get(sid) for sid in self.live_ids}
+        # a step adds no request; it may fork children (new seq ids) into the group of a sequence that still forks
+        # (n > 1: forking sets it to 1), so only those groups' sizes are kept
+        self.group_sizes = {s.request_id: len(engine.groups[s.request_id]) for s in live if s.n > 1}
+        # the live sequences' logits rows (record=True); restore drops the rows of the others
+        last = engine.last_logits
+        self.logits = {sid: last[sid] for sid in self.live_ids if sid in last} if last else {}
         self.next_id, self.step_count = engine._next_id, engine.step_count
         self.contiguous, self.rows = dict(engine.runner.contiguous), [list(r) for r in engine.runner.hook.rows]
 
@@ -111,7 +114,8 @@ class StepCheckpoint:
             engine.last_logits.pop(sid, None)
         for rid, size in self.group_sizes.items():
             del engine.groups[rid][size:]
-        for sid, logits in self.logits.items():
+        for sid in self.live_ids:
+            logits = self.logits.get(sid)
             if logits is None:
                 engine.last_logits.pop(sid, None)
             else:
