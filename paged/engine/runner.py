@@ -107,19 +107,23 @@ def _decode_inputs(seqs: list[Sequence], block_size: int, device: torch.device, 
                for seq, start in zip(seqs, starts)), "decode feeds exactly one token"
     if paged:
         width = max(1, max(map(len, block_lists), default=0))
-        flat, slots = array.array("i"), []  # flat: the tables row after row, -1 padded to width
-        for row, (table, index) in enumerate(zip(block_lists, starts)):
-            logical_block_id, block_offset = divmod(index, block_size)  # the chain, as addressing.locate follows it
-            if logical_block_id >= len(table) or table[logical_block_id] < 0:
-                if logical_block_id >= width:
-                    raise ValueError(f"a token's logical block is beyond the block tables' width {width}")
-                raise ValueError(f"token {index} of batch row {row} maps to a -1 entry of its block table (no "
-                                 "physical block)")
-            slots.append(table[logical_block_id] * block_size + block_offset)
-            flat.extend(table)
+        # Each slot by the address chain (addressing.locate): physical block * block_size + offset. A -1 entry
+        # (no physical block) gives a negative slot and a table too short an IndexError: then the rows are
+        # followed one by one for the error naming them.
+        try:
+            slots = [table[index // block_size] * block_size + index % block_size
+                     for table, index in zip(block_lists, starts)]
+        except IndexError:
+            slots = None
+        if slots is None or (slots and min(slots) < 0):
+            _refuse_decode_rows(block_lists, starts, block_size, width)
+        flat, pad = [], [PAD_SLOT] * width  # flat: the tables row after row, -1 padded to width
+        for table in block_lists:
+            flat += table
             if len(table) < width:
-                flat.extend([PAD_SLOT] * (width - len(table)))
-        tables = torch.frombuffer(flat, dtype=torch.int32).view(b, width) if b else torch.zeros(0, 1, dtype=torch.int32)
+                flat += pad[len(table):]
+        tables = (torch.frombuffer(array.array("i", flat), dtype=torch.int32).view(b, width) if b
+                  else torch.zeros(0, 1, dtype=torch.int32))
     else:
         slots = [PAD_SLOT] * b
         tables = torch.zeros(b, 1, dtype=torch.int32)
@@ -132,6 +136,18 @@ def _decode_inputs(seqs: list[Sequence], block_size: int, device: torch.device, 
     return BatchInput(is_prefill=False, seq_ids=[s.seq_id for s in seqs], input_ids=ids, positions=positions,
                       slot_mapping=slot_mapping, block_tables=tables.to(device), context_lens=lens,
                       query_lens=[1] * b)
+
+
+def _refuse_decode_rows(block_lists: list[list[int]], starts: list[int], block_size: int, width: int) -> None:
+    """Raise the ValueError of the first decode row whose token (index starts[row]) has no physical block."""
+    for row, (table, index) in enumerate(zip(block_lists, starts)):
+        logical_block_id = index // block_size
+        if logical_block_id >= width:
+            raise ValueError(f"a token's logical block is beyond the block tables' width {width}")
+        if logical_block_id >= len(table) or table[logical_block_id] < 0:
+            raise ValueError(f"token {index} of batch row {row} maps to a -1 entry of its block table (no "
+                             "physical block)")
+    raise AssertionError("no decode row lacks its physical block")
 
 
 class PagedBackend:

@@ -120,5 +120,9 @@ def test_decode_inputs_refuse_a_token_without_a_block():
     other.block_table = [0, 5, 6]
     with pytest.raises(ValueError, match="-1 entry"):
         prepare_inputs([seq, other], 2, False, torch.device("cpu"))
+    for entry in (-1, -2):  # an entry of the table itself that names no physical block, in the second row
+        seq.block_table = [3, 1, entry]
+        with pytest.raises(ValueError, match="token 4 of batch row 1 maps to a -1 entry"):
+            prepare_inputs([other, seq], 2, False, torch.device("cpu"))
     batch = prepare_inputs([seq], 2, False, torch.device("cpu"), paged=False)
     assert batch.slot_mapping.tolist() == [-1] and batch.input_ids.tolist() == [9] and batch.positions.tolist() == [4]
