@@ -117,15 +117,18 @@ class Scheduler:
         bm = self.block_manager
         preempted, freed = [], {}
         # Make room: while some running sequence needs a block the pool cannot give, preempt the newest.
-        while sum(bm.append_needs_block(s) for s in self.running) > bm.num_free_blocks:
+        needs = bm.append_needs_blocks(self.running)
+        while sum(needs) > bm.num_free_blocks:
             victim = self.running[-1]
             freed[victim.seq_id] = self.preempt(victim)
             preempted.append(victim.seq_id)
+            needs = bm.append_needs_blocks(self.running)  # freeing may unshare a sibling's last block
         allocated = {}
-        for seq in self.running:
-            # Most steps a sequence's next token fits its own last block: nothing to take, so append_slot (which
-            # would only work out the slot again, the runner does that) is called only when a block must change.
-            if bm.append_needs_block(seq):
+        # Most steps a sequence's next token fits its own last block: nothing to take, so append_slot (which would
+        # only work out the slot again, the runner does that) is called only for the others. Asked again just
+        # before: a copy-on-write may have unshared a sibling's last block (taking a free block never makes a need).
+        for seq, need in zip(self.running, needs):
+            if need and bm.append_needs_block(seq):
                 bm.append_slot(seq)  # appends a block, or replaces a shared last one (copy-on-write)
                 allocated[seq.seq_id] = [seq.block_table[-1]]
         why = [("decode", dict(count=len(self.running)))]

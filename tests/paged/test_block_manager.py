@@ -122,3 +122,25 @@ def test_move_to_front_hands_out_exactly_the_drawn_blocks():
     bm.append_slot(seq)
     assert seq.block_table == drawn + [order[7]]
     bm.check_invariants()
+
+
+def test_append_needs_blocks_is_append_needs_block_of_each():
+    """The batch form the scheduler asks each decode step gives, row by row, what append_needs_block gives, through
+    a sequence with room in its last block, one whose last block is full, and forked children that share a partly
+    filled last block (copy-on-write needed) until one of them copies it."""
+    bm = BlockManager(12, 4)
+    room, full, parent = Sequence(0, [1] * 5), Sequence(1, [2] * 7), Sequence(2, [3] * 6)
+    for seq in (room, full, parent):
+        bm.allocate(seq)
+        seq.on_prefill_done(9)
+    bm.append_slot(full)  # full: 7 cached of 8 slots, the decode fills its last block
+    full.on_decode_done(9)
+    child = Sequence(3, [3] * 6)
+    bm.fork(parent, child)
+    child.on_prefill_done(9)
+    seqs = [room, full, parent, child]
+    want = [False, True, True, True]  # full: 8 of 8 cached; parent and child share their last block
+    assert [bm.append_needs_block(s) for s in seqs] == want and bm.append_needs_blocks(seqs) == want
+    bm.append_slot(child)  # the child copies the shared block: the parent's last block is its own again
+    assert bm.append_needs_blocks(seqs) == [bm.append_needs_block(s) for s in seqs] == [False, True, False, False]
+    assert bm.append_needs_blocks([]) == []
