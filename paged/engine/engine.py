@@ -253,7 +253,7 @@ class LLMEngine:
         seqs = sched.seqs
         chunks = [sched.num_tokens[s.seq_id] for s in seqs] if sched.num_tokens else None
         # Only a sequence fed all its uncached tokens samples; one mid-prefill (non-final chunk) samples nothing.
-        samples = [chunks is None or n == s.num_uncached_tokens for s, n in zip(seqs, chunks or seqs)]
+        samples = [True] * len(seqs) if chunks is None else [n == s.num_uncached_tokens for s, n in zip(seqs, chunks)]
         batch = self.runner.prepare(seqs, is_prefill, chunks)
         logits = self.runner.run(seqs, batch)
         # NaN or inf anywhere makes the sum NaN or inf: one reduction per step, and the row check only then (a sum

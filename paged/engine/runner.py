@@ -132,7 +132,7 @@ def _decode_inputs(seqs: list[Sequence], block_size: int, device: torch.device, 
     rows.extend(slots)
     rows.extend([i + 1 for i in starts])
     ids, positions, slot_mapping, lens = (torch.frombuffer(rows, dtype=torch.long).view(4, b) if b
-                                          else torch.zeros(4, 0, dtype=torch.long)).to(device)
+                                          else torch.zeros(4, 0, dtype=torch.long)).to(device).unbind(0)
     return BatchInput(is_prefill=False, seq_ids=[s.seq_id for s in seqs], input_ids=ids, positions=positions,
                       slot_mapping=slot_mapping, block_tables=tables.to(device), context_lens=lens,
                       query_lens=[1] * b)

@@ -38,8 +38,8 @@ def argmax_rows(logits: torch.Tensor) -> list[int]:
     A float32 / float64 CPU tensor goes through numpy (a view of the same memory, no copy): one thread, torch's CPU
     argmax took about 5x numpy's time at 32 rows of 259 and 10x at 32 rows of 32000 (torch 2.13). Other devices and
     dtypes keep torch.argmax."""
-    if logits.device.type == "cpu" and logits.dtype in (torch.float32, torch.float64):
-        return logits.detach().numpy().argmax(axis=-1).tolist()
+    if logits.is_cpu and logits.dtype in (torch.float32, torch.float64):
+        return (logits.detach() if logits.requires_grad else logits).numpy().argmax(axis=-1).tolist()
     return logits.argmax(dim=-1).tolist()
 
 
@@ -77,15 +77,19 @@ def sample_step(seqs: list[Sequence], logits: torch.Tensor, samples: list[bool])
     Greedy rows share one batched argmax; sampling rows draw one by one (each from its own generator), so a failure
     is pinned on its request (SequenceFailure; one in the batched call too: its rows are then retried one by one)."""
     tokens: list[int | None] = [None] * len(seqs)
-    greedy = [i for i, s in enumerate(samples) if s and seqs[i].params.greedy]
+    params = [seq.params for seq in seqs]
+    greedy = [i for i, (s, p) in enumerate(zip(samples, params)) if s and p.greedy]
     if greedy:
-        rows = logits if len(greedy) == len(seqs) else logits[greedy]  # all greedy: no copy of the logits
+        whole = len(greedy) == len(seqs)  # every row sampled and greedy (a greedy decode step): no copy, no loop
+        rows = logits if whole else logits[greedy]
         try:
-            picked = sample(rows, [seqs[i].params for i in greedy], [seqs[i].generator for i in greedy])
+            picked = sample(rows, params if whole else [params[i] for i in greedy], [seqs[i].generator for i in greedy])
         except Exception:
             for i in greedy:
                 sample_one(seqs[i], logits[i])
             raise
+        if whole:
+            return picked
         for i, token in zip(greedy, picked):
             tokens[i] = token
     for i, s in enumerate(samples):
