@@ -64,7 +64,7 @@ class StepCheckpoint:
         self.tables = {sid: list(t) for sid, t in bm.tables.items()}
         self.free_block_ids, self.ref_counts = bm.free_block_ids.copy(), list(bm.ref_counts)
         self.live_ids = [s.seq_id for s in live]
-        self.freed = {sid for sid in self.live_ids if sid in bm._freed}
+        self.freed = bm._freed.intersection(self.live_ids)
         self.block_hash, self.block_tokens = dict(bm.block_hash), dict(bm.block_tokens)
         self.hash_to_block, self.last_hits = dict(bm.hash_to_block), dict(bm.last_hits)
         self.pending_copies = list(bm.pending_copies)

@@ -175,9 +175,10 @@ class LLMEngine:
     # --- one step ----------------------------------------------------------------------------------------------------
     def _stop_reason(self, seq: Sequence) -> str | None:
         params: SamplingParams = seq.params
-        if not params.ignore_eos and seq.generated_token_ids[-1] in getattr(
-                self.tokenizer, "eos_token_ids", (self.tokenizer.eos_token_id,)):
-            return "eos"
+        if not params.ignore_eos:
+            eos = getattr(self.tokenizer, "eos_token_ids", None)  # every id that ends generation, else the one
+            if seq.generated_token_ids[-1] in (eos if eos is not None else (self.tokenizer.eos_token_id,)):
+                return "eos"
         if params.stop:
             text = self.tokenizer.decode(seq.generated_token_ids)
             if any(s in text for s in params.stop):
