@@ -28,6 +28,15 @@ def threads():
     torch.set_num_threads(before)
 
 
+@pytest.fixture(autouse=True)
+def fresh_plans():
+    """native_decode caches each call's plan (threads, work cut) by its shapes and dtypes: each test starts and ends
+    with none, so a plan made under a patched SECOND_THREAD_NS or plan_work never outlives the patch."""
+    native.forget_plans()
+    yield
+    native.forget_plans()
+
+
 @pytest.fixture
 def fresh_native(monkeypatch, tmp_path):
     """A native module that has loaded nothing yet and builds into an empty cache folder."""
@@ -148,6 +157,29 @@ def test_shape_and_device_errors():
         native.native_decode(query, kc.int(), vc.int(), tables, torch.tensor([5]), 1.0)
 
 
+def test_a_cached_plan_still_checks_each_call(threads):
+    """After a call has cached the plan of its shapes and dtypes, a call of the same shapes still gets its own
+    checks: a query on another device raises, a non-contiguous query is read right, a pool of another size is
+    bounds-checked against its own num_blocks, and another thread count gets a plan of its own."""
+    threads(2)
+    lens = [5, 40]
+    query, kc, vc, tables, keys, values = build(4, 2, 32, 16, lens, torch.float32)
+    ref = reference(query, keys, values, lens)
+    lens_t = torch.tensor(lens)
+    assert rel_err(native.native_decode(query, kc, vc, tables, lens_t, 1 / 32 ** 0.5), ref) < 1e-5
+    with pytest.raises(ValueError, match="CPU tensors"):
+        native.native_decode(query.to("meta"), kc, vc, tables, lens_t, 1.0)
+    strided = torch.cat([query, query], dim=-1)[..., :32]  # same shape, not contiguous
+    assert not strided.is_contiguous()
+    assert rel_err(native.native_decode(strided, kc, vc, tables, lens_t, 1 / 32 ** 0.5), ref) < 1e-5
+    small_k, small_v = kc[:int(tables.max())], vc[:int(tables.max())]  # the highest block id is now outside
+    with pytest.raises(ValueError, match="outside the pool"):
+        native.native_decode(query, small_k, small_v, tables, lens_t, 1.0)
+    threads(1)
+    assert rel_err(native.native_decode(query, kc, vc, tables, lens_t, 1 / 32 ** 0.5), ref) < 1e-5
+    assert {key[-1] for key in native._plans} == {1, 2}
+
+
 def test_no_compiler_is_a_clear_error(fresh_native, monkeypatch):
     """Without a C compiler native_available() is False and the impl raises RuntimeError saying what to install."""
     monkeypatch.setattr(native_build, "compiler", lambda: None)
@@ -261,8 +293,8 @@ def _recording_kernel(monkeypatch) -> list[tuple]:
     """Wrap the loaded C function; returns the list its (threads, head_chunks, partition_blocks) calls go to."""
     fn, calls = native._load(), []
 
-    def record(args, scale):  # args: the address of paged_decode's packed arguments
-        calls.append(tuple((ctypes.c_int64 * 4).from_address(args)[1:4]))
+    def record(args, scale):  # args: paged_decode's packed arguments (bytes)
+        calls.append(tuple(memoryview(args).cast("q")[1:4]))
         return fn(args, scale)
 
     monkeypatch.setitem(native._state, "fn", record)
@@ -361,7 +393,7 @@ def test_a_repeated_call_hands_the_kernel_the_threshold_of_its_heads(monkeypatch
     fn, seen = native._load(), []
 
     def record(args, scale):  # args[18]: the K/V bytes from which this call prefetches
-        seen.append((ctypes.c_int64 * 19).from_address(args)[18])
+        seen.append(memoryview(args).cast("q")[18])
         return fn(args, scale)
 
     monkeypatch.setitem(native._state, "fn", record)
@@ -382,7 +414,7 @@ def test_layers_taking_turns_prefetch_as_cold_and_a_repeated_call_as_warm(monkey
     fn, seen = native._load(), []
 
     def record(args, scale):  # args[18]: the K/V bytes from which this call prefetches
-        seen.append((ctypes.c_int64 * 19).from_address(args)[18])
+        seen.append(memoryview(args).cast("q")[18])
         return fn(args, scale)
 
     monkeypatch.setitem(native._state, "fn", record)
