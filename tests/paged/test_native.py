@@ -180,6 +180,37 @@ def test_a_cached_plan_still_checks_each_call(threads):
     assert {key[-1] for key in native._plans} == {1, 2}
 
 
+@pytest.mark.parametrize("dtype, tol", [(torch.float32, 1e-5), (torch.bfloat16, 1e-2), (torch.float64, 1e-12)])
+def test_decode_step_reads_each_layer_of_the_pool(threads, dtype, tol):
+    """DecodeStep (the engine's per-step native call) on a 3-layer pool, layer l holding K * 2**l and V / 2**l:
+    each layer, in any order, matches the reference of that layer's K/V, in the query's dtype, and equals
+    native_decode on that layer; a layer outside the pool, a query unlike the prepared one and a bad block id
+    raise ValueError."""
+    threads(2)
+    lens = [5, 40, 17]
+    query, kc, vc, tables, keys, values = build(8, 2, 32, 16, lens, dtype)
+    pool_k = torch.stack([kc * 2 ** layer for layer in range(3)])  # [num_layers, num_blocks, block_size, 2, 32]
+    pool_v = torch.stack([vc / 2 ** layer for layer in range(3)])
+    lens_t, scale = torch.tensor(lens), 1 / 32 ** 0.5
+    step = native.DecodeStep(query, pool_k, pool_v, tables, lens_t, scale)
+    for layer in (2, 0, 1, 1):
+        out = step(layer, query)
+        assert out.dtype == dtype and out.shape == query.shape
+        ref = reference(query, keys * 2 ** layer, values / 2 ** layer, lens)
+        assert rel_err(out, ref) < tol, layer
+        alone = native.native_decode(query, pool_k[layer], pool_v[layer], tables, lens_t, scale).to(dtype)
+        assert torch.equal(out, alone)
+    for bad in (3, -1, 1.0):
+        with pytest.raises(ValueError, match="outside"):
+            step(bad, query)
+    with pytest.raises(ValueError, match="prepared for"):
+        step(0, query[:2])
+    broken = tables.clone()
+    broken[1, 1] = kc.shape[0]
+    with pytest.raises(ValueError, match="sequence 1.*outside the pool"):
+        native.DecodeStep(query, pool_k, pool_v, broken, lens_t, scale)(0, query)
+
+
 def test_no_compiler_is_a_clear_error(fresh_native, monkeypatch):
     """Without a C compiler native_available() is False and the impl raises RuntimeError saying what to install."""
     monkeypatch.setattr(native_build, "compiler", lambda: None)
