@@ -17,7 +17,9 @@ import torch
 
 from ..addressing import PAD_SLOT, batch_slot_mapping
 from ..attention import attention, attention_sdpa, paged_attention_decode
+from ..attention_checks import check_scale
 from ..faults import Fault, FaultHook, fault_hook
+from ..kernels.native import DecodeStep
 from ..kv_cache import ContiguousKVCache, KVCachePool
 from ..sequence import Sequence
 
@@ -166,6 +168,7 @@ class PagedBackend:
         one = [i for i, n in enumerate(batch.query_lens) if n == 1] if batch.chunked else []
         self.single = one if batch.is_prefill and one else None
         self.multi = [i for i in range(len(self.lens)) if self.single is None or batch.query_lens[i] != 1]
+        self.native_step: DecodeStep | None = None  # impl "native", decode: made by the step's first layer
 
     def __call__(self, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
         """q [N, num_heads, head_dim]; k, v [N, num_kv_heads, head_dim] -> [N, num_heads, head_dim]"""
@@ -175,9 +178,7 @@ class PagedBackend:
             self.hook.write(key_cache, value_cache, k, v, self.batch.slot_mapping)
 
         if not self.batch.is_prefill:
-            return self.hook.decode(write, lambda: paged_attention_decode(
-                q, key_cache, value_cache, self.batch.block_tables, self.batch.context_lens, impl=self.impl,
-                validate=False))
+            return self.hook.decode(write, lambda: self._decode(layer, q, key_cache, value_cache))
         write()
         # Prefill: read every sequence's whole context back through its block table, one gather for the batch
         # (slots as slot_mapping gives them), then causal attention per sequence: attention_sdpa, the fast path of
@@ -192,6 +193,18 @@ class PagedBackend:
         for i, piece in zip(self.multi, self._causal(q, key_cache, value_cache)):
             out[self.batch.starts[i]:self.batch.starts[i] + self.batch.query_lens[i]] = piece
         return out
+
+    def _decode(self, layer: int, q: torch.Tensor, key_cache: torch.Tensor, value_cache: torch.Tensor) -> torch.Tensor:
+        """One layer's decode read through the block tables: q [B, num_heads, head_dim] -> the same shape."""
+        if self.impl != "native":
+            return paged_attention_decode(q, key_cache, value_cache, self.batch.block_tables,
+                                          self.batch.context_lens, impl=self.impl, validate=False)
+        # Every layer of a step reads through the same tables and lens, so the C kernel's checks and work plan
+        # are made once per step (DecodeStep); per layer it is handed only that layer's pool and queries.
+        if self.native_step is None:
+            self.native_step = DecodeStep(q, self.pool.key_cache, self.pool.value_cache, self.batch.block_tables,
+                                          self.batch.context_lens, check_scale(None, q.shape[-1]))
+        return self.native_step(layer, q)
 
     def _causal(self, q: torch.Tensor, key_cache: torch.Tensor, value_cache: torch.Tensor) -> list[torch.Tensor]:
         """Causal attention of each sequence in self.multi over its whole context (one gather for all of them)."""

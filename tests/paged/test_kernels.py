@@ -5,7 +5,6 @@ process must not change how other tests see triton)."""
 
 from __future__ import annotations
 
-import ctypes
 import json
 import os
 import subprocess
@@ -241,7 +240,7 @@ def test_bench_cold_tells_native_its_kv_left_the_caches(monkeypatch):
     fn, seen = native._load(), []
 
     def record(args, scale):  # args[18]: the K/V bytes from which this call prefetches
-        seen.append((ctypes.c_int64 * 19).from_address(args)[18])
+        seen.append(memoryview(args).cast("q")[18])
         return fn(args, scale)
 
     monkeypatch.setitem(native._state, "fn", record)

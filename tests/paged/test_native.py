@@ -28,6 +28,15 @@ def threads():
     torch.set_num_threads(before)
 
 
+@pytest.fixture(autouse=True)
+def fresh_plans():
+    """native_decode caches each call's plan (threads, work cut) by its shapes and dtypes: each test starts and ends
+    with none, so a plan made under a patched SECOND_THREAD_NS or plan_work never outlives the patch."""
+    native.forget_plans()
+    yield
+    native.forget_plans()
+
+
 @pytest.fixture
 def fresh_native(monkeypatch, tmp_path):
     """A native module that has loaded nothing yet and builds into an empty cache folder."""
@@ -148,6 +157,60 @@ def test_shape_and_device_errors():
         native.native_decode(query, kc.int(), vc.int(), tables, torch.tensor([5]), 1.0)
 
 
+def test_a_cached_plan_still_checks_each_call(threads):
+    """After a call has cached the plan of its shapes and dtypes, a call of the same shapes still gets its own
+    checks: a query on another device raises, a non-contiguous query is read right, a pool of another size is
+    bounds-checked against its own num_blocks, and another thread count gets a plan of its own."""
+    threads(2)
+    lens = [5, 40]
+    query, kc, vc, tables, keys, values = build(4, 2, 32, 16, lens, torch.float32)
+    ref = reference(query, keys, values, lens)
+    lens_t = torch.tensor(lens)
+    assert rel_err(native.native_decode(query, kc, vc, tables, lens_t, 1 / 32 ** 0.5), ref) < 1e-5
+    with pytest.raises(ValueError, match="CPU tensors"):
+        native.native_decode(query.to("meta"), kc, vc, tables, lens_t, 1.0)
+    strided = torch.cat([query, query], dim=-1)[..., :32]  # same shape, not contiguous
+    assert not strided.is_contiguous()
+    assert rel_err(native.native_decode(strided, kc, vc, tables, lens_t, 1 / 32 ** 0.5), ref) < 1e-5
+    small_k, small_v = kc[:int(tables.max())], vc[:int(tables.max())]  # the highest block id is now outside
+    with pytest.raises(ValueError, match="outside the pool"):
+        native.native_decode(query, small_k, small_v, tables, lens_t, 1.0)
+    threads(1)
+    assert rel_err(native.native_decode(query, kc, vc, tables, lens_t, 1 / 32 ** 0.5), ref) < 1e-5
+    assert {key[-1] for key in native._plans} == {1, 2}
+
+
+@pytest.mark.parametrize("dtype, tol", [(torch.float32, 1e-5), (torch.bfloat16, 1e-2), (torch.float64, 1e-12)])
+def test_decode_step_reads_each_layer_of_the_pool(threads, dtype, tol):
+    """DecodeStep (the engine's per-step native call) on a 3-layer pool, layer l holding K * 2**l and V / 2**l:
+    each layer, in any order, matches the reference of that layer's K/V, in the query's dtype, and equals
+    native_decode on that layer; a layer outside the pool, a query unlike the prepared one and a bad block id
+    raise ValueError."""
+    threads(2)
+    lens = [5, 40, 17]
+    query, kc, vc, tables, keys, values = build(8, 2, 32, 16, lens, dtype)
+    pool_k = torch.stack([kc * 2 ** layer for layer in range(3)])  # [num_layers, num_blocks, block_size, 2, 32]
+    pool_v = torch.stack([vc / 2 ** layer for layer in range(3)])
+    lens_t, scale = torch.tensor(lens), 1 / 32 ** 0.5
+    step = native.DecodeStep(query, pool_k, pool_v, tables, lens_t, scale)
+    for layer in (2, 0, 1, 1):
+        out = step(layer, query)
+        assert out.dtype == dtype and out.shape == query.shape
+        ref = reference(query, keys * 2 ** layer, values / 2 ** layer, lens)
+        assert rel_err(out, ref) < tol, layer
+        alone = native.native_decode(query, pool_k[layer], pool_v[layer], tables, lens_t, scale).to(dtype)
+        assert torch.equal(out, alone)
+    for bad in (3, -1, 1.0):
+        with pytest.raises(ValueError, match="outside"):
+            step(bad, query)
+    with pytest.raises(ValueError, match="prepared for"):
+        step(0, query[:2])
+    broken = tables.clone()
+    broken[1, 1] = kc.shape[0]
+    with pytest.raises(ValueError, match="sequence 1.*outside the pool"):
+        native.DecodeStep(query, pool_k, pool_v, broken, lens_t, scale)(0, query)
+
+
 def test_no_compiler_is_a_clear_error(fresh_native, monkeypatch):
     """Without a C compiler native_available() is False and the impl raises RuntimeError saying what to install."""
     monkeypatch.setattr(native_build, "compiler", lambda: None)
@@ -261,8 +324,8 @@ def _recording_kernel(monkeypatch) -> list[tuple]:
     """Wrap the loaded C function; returns the list its (threads, head_chunks, partition_blocks) calls go to."""
     fn, calls = native._load(), []
 
-    def record(args, scale):  # args: the address of paged_decode's packed arguments
-        calls.append(tuple((ctypes.c_int64 * 4).from_address(args)[1:4]))
+    def record(args, scale):  # args: paged_decode's packed arguments (bytes)
+        calls.append(tuple(memoryview(args).cast("q")[1:4]))
         return fn(args, scale)
 
     monkeypatch.setitem(native._state, "fn", record)
@@ -361,7 +424,7 @@ def test_a_repeated_call_hands_the_kernel_the_threshold_of_its_heads(monkeypatch
     fn, seen = native._load(), []
 
     def record(args, scale):  # args[18]: the K/V bytes from which this call prefetches
-        seen.append((ctypes.c_int64 * 19).from_address(args)[18])
+        seen.append(memoryview(args).cast("q")[18])
         return fn(args, scale)
 
     monkeypatch.setitem(native._state, "fn", record)
@@ -382,7 +445,7 @@ def test_layers_taking_turns_prefetch_as_cold_and_a_repeated_call_as_warm(monkey
     fn, seen = native._load(), []
 
     def record(args, scale):  # args[18]: the K/V bytes from which this call prefetches
-        seen.append((ctypes.c_int64 * 19).from_address(args)[18])
+        seen.append(memoryview(args).cast("q")[18])
         return fn(args, scale)
 
     monkeypatch.setitem(native._state, "fn", record)
