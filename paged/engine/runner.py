@@ -19,7 +19,7 @@ from ..addressing import PAD_SLOT, batch_slot_mapping
 from ..attention import attention, attention_sdpa, paged_attention_decode
 from ..attention_checks import check_scale
 from ..faults import Fault, FaultHook, fault_hook
-from ..kernels.native import DecodeStep
+from ..kernels.native_step import DecodeStep
 from ..kv_cache import ContiguousKVCache, KVCachePool
 from ..sequence import Sequence
 

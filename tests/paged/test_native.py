@@ -17,6 +17,7 @@ import torch
 from helpers import rel_err
 from paged.attention import contiguous_attention_decode, paged_attention_decode
 from paged.kernels import native, native_build
+from paged.kernels.native_step import DecodeStep
 from decode_cases import build, sweep_failures
 
 
@@ -192,7 +193,7 @@ def test_decode_step_reads_each_layer_of_the_pool(threads, dtype, tol):
     pool_k = torch.stack([kc * 2 ** layer for layer in range(3)])  # [num_layers, num_blocks, block_size, 2, 32]
     pool_v = torch.stack([vc / 2 ** layer for layer in range(3)])
     lens_t, scale = torch.tensor(lens), 1 / 32 ** 0.5
-    step = native.DecodeStep(query, pool_k, pool_v, tables, lens_t, scale)
+    step = DecodeStep(query, pool_k, pool_v, tables, lens_t, scale)
     for layer in (2, 0, 1, 1):
         out = step(layer, query)
         assert out.dtype == dtype and out.shape == query.shape
@@ -208,7 +209,7 @@ def test_decode_step_reads_each_layer_of_the_pool(threads, dtype, tol):
     broken = tables.clone()
     broken[1, 1] = kc.shape[0]
     with pytest.raises(ValueError, match="sequence 1.*outside the pool"):
-        native.DecodeStep(query, pool_k, pool_v, broken, lens_t, scale)(0, query)
+        DecodeStep(query, pool_k, pool_v, broken, lens_t, scale)(0, query)
 
 
 def test_no_compiler_is_a_clear_error(fresh_native, monkeypatch):
