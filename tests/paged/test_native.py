@@ -419,16 +419,23 @@ def test_prefetch_rule_is_warm_only_for_the_same_kv_as_the_last_call():
     assert 0 <= native.PREFETCH_COLD_MIN_BYTES < native.PREFETCH_WARM_MIN_BYTES < native.PREFETCH_WARM_MHA_MIN_BYTES
 
 
-def test_a_repeated_call_hands_the_kernel_the_threshold_of_its_heads(monkeypatch, threads):
-    """A call repeated on the same pool hands the kernel PREFETCH_WARM_MIN_BYTES when its heads are grouped (8/2)
-    and PREFETCH_WARM_MHA_MIN_BYTES when they are not (4/4); each result matches the reference."""
+def record_prefetch_thresholds(monkeypatch) -> list[int]:
+    """Wrap the loaded kernel so that each call's prefetch threshold (packed argument 18: the K/V bytes from which
+    it prefetches) is appended to the returned list; the kernel still runs."""
     fn, seen = native._load(), []
 
-    def record(args, scale):  # args[18]: the K/V bytes from which this call prefetches
+    def record(args, scale):
         seen.append(memoryview(args).cast("q")[18])
         return fn(args, scale)
 
     monkeypatch.setitem(native._state, "fn", record)
+    return seen
+
+
+def test_a_repeated_call_hands_the_kernel_the_threshold_of_its_heads(monkeypatch, threads):
+    """A call repeated on the same pool hands the kernel PREFETCH_WARM_MIN_BYTES when its heads are grouped (8/2)
+    and PREFETCH_WARM_MHA_MIN_BYTES when they are not (4/4); each result matches the reference."""
+    seen = record_prefetch_thresholds(monkeypatch)
     threads(1)
     lens = [37, 5]
     for num_heads, num_kv_heads, expected in ((8, 2, native.PREFETCH_WARM_MIN_BYTES),
@@ -443,13 +450,7 @@ def test_a_repeated_call_hands_the_kernel_the_threshold_of_its_heads(monkeypatch
 def test_layers_taking_turns_prefetch_as_cold_and_a_repeated_call_as_warm(monkeypatch, threads):
     """Two pools read in turn, as an engine step reads its layers, hand the kernel the cold threshold on every call;
     the same pool read again hands it the warm one. Every result (prefetching or not) matches the reference."""
-    fn, seen = native._load(), []
-
-    def record(args, scale):  # args[18]: the K/V bytes from which this call prefetches
-        seen.append(memoryview(args).cast("q")[18])
-        return fn(args, scale)
-
-    monkeypatch.setitem(native._state, "fn", record)
+    seen = record_prefetch_thresholds(monkeypatch)
     threads(1)
     lens = [37, 5, 70]
     layers = [build(4, 2, 32, 16, lens, torch.float32, seed=seed) for seed in (1, 2)]
