@@ -120,13 +120,13 @@ class BlockManager:
 
     def append_needs_block(self, seq: Sequence) -> bool:
         """The next append takes a free block: a new block, or a copy of a shared, partly filled last block."""
-        return self.needs_new_block(seq) or self.ref_counts[seq.block_table[-1]] > 1
+        return self.append_needs_blocks((seq,))[0]
 
-    def append_needs_blocks(self, seqs: list[Sequence]) -> list[bool]:
-        """append_needs_block of each of `seqs`, in one pass (the scheduler asks it of every running sequence each
-        decode step)."""
-        bs, refs = self.block_size, self.ref_counts
-        return [s.cached_token_count >= len(s.block_table) * bs or refs[s.block_table[-1]] > 1 for s in seqs]
+    def append_needs_blocks(self, seqs: list[Sequence] | tuple[Sequence, ...]) -> list[bool]:
+        """For each of `seqs`: does its next append take a free block (a new block, or a copy of a shared, partly
+        filled last block)? One pass: the scheduler asks it of every running sequence each decode step."""
+        refs = self.ref_counts
+        return [self.needs_new_block(s) or refs[s.block_table[-1]] > 1 for s in seqs]
 
     def can_append_slot(self, seq: Sequence) -> bool:
         return not self.append_needs_block(seq) or self.num_free_blocks >= 1

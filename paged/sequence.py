@@ -115,8 +115,7 @@ class Sequence:
 
     def on_decode_done(self, next_token_id: int) -> None:
         """The last generated token's K/V written (cached += 1), the next token sampled."""
-        assert self.cached_token_count == len(self.prompt_token_ids) + len(self.generated_token_ids) - 1, \
-            "decode expects exactly one uncached token"
+        assert self.cached_token_count == self.num_tokens - 1, "decode expects exactly one uncached token"
         self.cached_token_count += 1
         self.generated_token_ids.append(int(next_token_id))
 

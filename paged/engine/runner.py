@@ -105,8 +105,7 @@ def _decode_inputs(seqs: list[Sequence], block_size: int, device: torch.device, 
     starts = [seq.cached_token_count for seq in seqs]  # index of the token fed: its position
     # the token fed: the last one; decode feeds exactly one token, so it is the newest and none is cached yet
     last = [seq.generated_token_ids[-1] if seq.generated_token_ids else seq.prompt_token_ids[-1] for seq in seqs]
-    assert all(len(seq.prompt_token_ids) + len(seq.generated_token_ids) == start + 1
-               for seq, start in zip(seqs, starts)), "decode feeds exactly one token"
+    assert all(seq.num_tokens == start + 1 for seq, start in zip(seqs, starts)), "decode feeds exactly one token"
     if paged:
         width = max(1, max(map(len, block_lists), default=0))
         # Each slot by the address chain (addressing.locate): physical block * block_size + offset. A -1 entry
