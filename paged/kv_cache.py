@@ -13,6 +13,7 @@ import torch
 
 from .addressing import check_block_size
 from .checks import as_int
+from .kernels import native_ops
 
 # The most bytes one KVCachePool (or ContiguousKVCache) may hold unless told otherwise: a knob set by mistake must
 # be refused up front, not discovered as an out-of-memory error (or a machine swapping) halfway through.
@@ -164,6 +165,8 @@ def write_kv(key_cache: torch.Tensor, value_cache: torch.Tensor, key: torch.Tens
         keep = slots >= 0
         if not bool(keep.all()):
             slots, key, value = slots[keep], key[keep], value[keep]
+    if native_ops.write_rows(key_cache, value_cache, key, value, slots):  # what the loop does, in one C call
+        return
     for cache, rows in ((key_cache, key), (value_cache, value)):
         if cache.is_contiguous():  # a pool layer: as a flat [num_slots, num_kv_heads, head_dim] view, slot s is row s
             # (flatten of a contiguous tensor is always a view, so the copy lands in the cache; half the cost of

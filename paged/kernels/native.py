@@ -76,7 +76,7 @@ PREFETCH_WARM_MIN_BYTES = 8 << 20  # grouped heads (GQA, MQA)
 PREFETCH_WARM_MHA_MIN_BYTES = 32 << 20  # one query head per kv head
 
 _lock = threading.Lock()
-_state: dict[str, object] = {}  # "fn": the loaded C function, or "error": why there is none (once per process)
+_state: dict[str, object] = {}  # "fn": the loaded C function and "lib" its library, or "error": why there is none
 _last_kv = [0]  # key_cache.data_ptr() of the last call (a hint only: a race between threads just costs a prefetch)
 
 
@@ -86,10 +86,11 @@ def _load():
     with _lock:
         if "fn" not in _state and "error" not in _state:
             try:
-                fn = native_build.load_kernel()
+                lib = native_build.load_kernel()
+                fn = getattr(lib, native_build.SYMBOL)
                 fn.restype = ctypes.c_int64
                 fn.argtypes = [ctypes.c_void_p, ctypes.c_double]  # the packed arguments (see native_decode), the scale
-                _state["fn"] = fn
+                _state["fn"], _state["lib"] = fn, lib
             except (RuntimeError, OSError, ValueError, subprocess.SubprocessError) as exc:
                 # Whatever went wrong, say so once and let callers fall back (the engine picks "gather").
                 _state["error"] = str(exc) if isinstance(exc, RuntimeError) else f"impl='native': {exc!r}"

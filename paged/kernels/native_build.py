@@ -29,6 +29,8 @@ from pathlib import Path
 
 SOURCE = Path(__file__).with_name("native_decode.c")
 SYMBOL = "paged_decode_packed"  # the function the library must export (paged_decode, its arguments in one array)
+# ... and the model's small ops (native_ops.h); a library without every one of them is not used
+SYMBOLS = (SYMBOL, "paged_rms_norm", "paged_rope", "paged_write_rows")
 # Tried in order; the first that builds is used. -march=native: AVX2/FMA where the CPU has them.
 FLAG_SETS = (
     ("-O3", "-march=native", "-fopenmp", "-shared", "-fPIC"),
@@ -182,24 +184,25 @@ def _compile(cc: list[str], flags: tuple[str, ...], target: Path) -> str | None:
         _digest_path(partial).unlink(missing_ok=True)
 
 
-def _open(library: Path):
-    """dlopen `library` and look up SYMBOL. Raises RuntimeError (the handle closed again) when either fails."""
+def _open(library: Path) -> ctypes.CDLL:
+    """dlopen `library` and check that it has every function of SYMBOLS. Raises RuntimeError (the handle closed
+    again) when either fails."""
     try:
         lib = ctypes.CDLL(str(library))
     except OSError as err:
         raise RuntimeError(f"impl='native': {library} could not be loaded: {err}") from None
-    try:
-        return getattr(lib, SYMBOL)
-    except AttributeError:
+    missing = next((name for name in SYMBOLS if not hasattr(lib, name)), None)
+    if missing is not None:
         # Unload it, or the next dlopen of this path would hand back this same library.
         import _ctypes
 
         _ctypes.dlclose(lib._handle)
-        raise RuntimeError(f"impl='native': {library} has no function {SYMBOL!r}") from None
+        raise RuntimeError(f"impl='native': {library} has no function {missing!r}")
+    return lib
 
 
-def load_kernel():
-    """Build (or find built and verified) and load the C function SYMBOL. A cached library that fails the check or
+def load_kernel() -> ctypes.CDLL:
+    """Build (or find built and verified) and load the library with the C functions of SYMBOLS. A cached library that fails the check or
     fails to load is deleted and built once more. Raises RuntimeError saying why it cannot be had."""
     cc = compiler()
     if cc is None:

@@ -13,7 +13,9 @@ For inference the weights are laid out differently in memory, with the same name
 (TinyLlama.arrange_weights): column-major projections, and q/k/v as views of one fused weight, one matmul for all
 three.
 
-The module base class Direct (fast calls and attribute lookups) is in direct.py, RoPE in rope.py.
+The module base class Direct (fast calls and attribute lookups) is in direct.py, RoPE in rope.py. In CPU float32
+inference, RMSNorm (with the residual add before it) and RoPE run as C loops (paged/kernels/native_ops.py): the same
+math, without torch's per-op cost, which at decode outweighs the arithmetic. torch's ops stay the reference path.
 
 Shape legend: B batch rows, T tokens per row, N flattened tokens of one engine step, H num_heads,
 K num_kv_heads, D head_dim, C hidden_size, I intermediate_size, V vocab_size.
@@ -28,6 +30,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from paged.config import ModelConfig
+from paged.kernels import native_ops
 from paged.model.direct import Direct
 from paged.model.rope import RotaryEmbedding, apply_rope, llama3_inv_freq, rotate_half  # noqa: F401 (re-exported)
 
@@ -62,11 +65,23 @@ class RMSNorm(Direct):
         self.eps = eps
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        # F.rms_norm is x * rsqrt(mean(x²) + eps) in one fused op. In fp32 the casts are no-ops and the weight can
-        # go into the same op (the same products); otherwise the cast comes before the weight.
+        out = native_ops.rms_norm(x, self.weight, self.eps)  # CPU fp32 inference: the same math as one C loop
+        if out is not None:
+            return out
+        # F.rms_norm is x * rsqrt(mean(x²) + eps) in one call (six ops inside). In fp32 the casts are no-ops and
+        # the weight can go into the same call (the same products); otherwise the cast comes before the weight.
         if x.dtype == torch.float32 and self.weight.dtype == torch.float32:
             return F.rms_norm(x, (x.shape[-1],), self.weight, eps=self.eps)
         return self.weight * F.rms_norm(x.float(), (x.shape[-1],), eps=self.eps).to(x.dtype)
+
+    def add_forward(self, x: torch.Tensor, residual: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(x + residual, its norm): a residual add and the norm after it. x is a fresh result of the caller's
+        (an attention output): on CPU in fp32 inference the sum is written into it, in the same C loop as the norm."""
+        out = native_ops.rms_norm(x, self.weight, self.eps, residual=residual)  # x += residual, then its norm
+        if out is not None:
+            return x, out
+        total = residual + x
+        return total, self(total)
 
 
 class Attention(Direct):
@@ -133,7 +148,9 @@ class Attention(Direct):
         qk, v = qkv.narrow(-2, 0, h + kv), qkv.narrow(-2, h + kv, kv)
         if self.qk_norm:
             qk = torch.cat((self.q_norm(qk.narrow(-2, 0, h)), self.k_norm(qk.narrow(-2, h, kv))), dim=-2)
-        qk = apply_rope(qk, cos, sin)  # q and k heads rotated together: one set of RoPE ops, not two
+        # q and k heads rotated together: one set of RoPE ops, not two; in place in qkv on CPU in fp32 inference
+        rotated = native_ops.rope_(qk, cos, sin)
+        qk = apply_rope(qk, cos, sin) if rotated is None else rotated
         q, k = qk.narrow(-2, 0, h), qk.narrow(-2, h, kv)  # [..., H, D], [..., K, D]
         if backend is None:
             # Causal attention within each row; SDPA wants [B, heads, T, D]. enable_gqa maps query head h to
@@ -179,8 +196,9 @@ class DecoderLayer(Direct):
 
     def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
                 backend: AttentionBackend | None) -> torch.Tensor:
-        x = x + self.self_attn(self.input_layernorm(x), cos, sin, backend)
-        return x + self.mlp(self.post_attention_layernorm(x))
+        x, h = self.post_attention_layernorm.add_forward(self.self_attn(self.input_layernorm(x), cos, sin, backend),
+                                                         x)  # x + attn(norm(x)), and norm of that
+        return x + self.mlp(h)
 
 
 class Decoder(Direct):

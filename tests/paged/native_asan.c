@@ -1,11 +1,12 @@
-/* Memory-safety harness for paged/kernels/native_decode.c, built by tests/test_native.py with AddressSanitizer.
+/* Memory-safety harness for paged/kernels/native_decode.c (and the native_ops.h it includes), built by tests/test_native.py with AddressSanitizer.
  *
  * Every buffer the kernel gets is its own heap allocation of exactly the right size, so a read or write one
  * element outside any of them stops the program with an ASan report. Each case is also checked against a plain
  * attention written here in double, independently of the kernel. Cases cover every storage type, GQA/MQA,
  * head_dims off the vector width, block sizes 1 and odd, ragged lengths, -1 padded tables (int64 or int32), 1 and 3
  * threads, split kv heads, partitions of 1 to 3 blocks (merged by the combine step) or none, plus the refusal of an
- * out-of-pool block id and of a context_len past the table. Exit status 0 means every case passed. */
+ * out-of-pool block id and of a context_len past the table; and the model's small ops (native_ops.h, ops_cases).
+ * Exit status 0 means every case passed. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -143,6 +144,63 @@ static int run_case(int dtype, int64_t H, int64_t KVH, int64_t D, int64_t BS, in
     return bad;
 }
 
+/* native_ops.h on exact-size buffers, each result checked against a double computation here: RMSNorm (with and
+ * without the residual, cols off the 16-float lanes), RoPE on a narrow of a wider row, and the K/V write (a slot
+ * outside the pool writes nothing). Returns the number of failed checks. */
+static int ops_cases(void) {
+    int failures = 0;
+    const int64_t rows = 3, cols = 21;
+    float *x = malloc(sizeof(float) * rows * cols), *res = malloc(sizeof(float) * rows * cols);
+    float *w = malloc(sizeof(float) * cols), *out = malloc(sizeof(float) * rows * cols);
+    for (int64_t i = 0; i < rows * cols; i++) { x[i] = (float)random_value(); res[i] = (float)random_value(); }
+    for (int64_t c = 0; c < cols; c++) w[c] = (float)random_value();
+    for (int with_res = 0; with_res < 2; with_res++) {
+        double sum[3] = {0};
+        for (int64_t r = 0; r < rows; r++)
+            for (int64_t c = 0; c < cols; c++) {
+                const double v = (double)x[r * cols + c] + (with_res ? res[r * cols + c] : 0.0);
+                sum[r] += v * v;
+            }
+        const int64_t args[7] = {(int64_t)x, cols, with_res ? (int64_t)res : 0, (int64_t)w, (int64_t)out, rows, cols};
+        failures += paged_rms_norm(args, 1e-5) != 0;
+        for (int64_t r = 0; r < rows; r++)
+            for (int64_t c = 0; c < cols; c++) {
+                const double want = x[r * cols + c] / sqrt(sum[r] / cols + 1e-5) * w[c];
+                failures += fabs(out[r * cols + c] - want) > 1e-5 * (1 + fabs(want));
+            }
+    }
+    const int64_t heads = 3, wide = 5, D = 10;
+    float *q = malloc(sizeof(float) * rows * wide * D), *cs = malloc(sizeof(float) * rows * D);
+    float *sn = malloc(sizeof(float) * rows * D), *before = malloc(sizeof(float) * rows * wide * D);
+    for (int64_t i = 0; i < rows * wide * D; i++) before[i] = q[i] = (float)random_value();
+    for (int64_t i = 0; i < rows * D; i++) { cs[i] = (float)random_value(); sn[i] = (float)random_value(); }
+    const int64_t rope_args[7] = {(int64_t)q, wide * D, (int64_t)cs, (int64_t)sn, rows, heads, D};
+    failures += paged_rope(rope_args) != 0;
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t h = 0; h < wide; h++)
+            for (int64_t d = 0; d < D; d++) {
+                const int64_t at = (r * wide + h) * D;
+                const double rolled = before[at + (d + D / 2) % D];
+                const double want = h < heads ? before[at + d] * (double)cs[r * D + d] + rolled * sn[r * D + d]
+                                              : before[at + d];
+                failures += fabs(q[at + d] - want) > 1e-5 * (1 + fabs(want));
+            }
+    const int64_t slots_n = 8, row = 2 * 4; /* a pool of 8 slots of 2 kv heads x 4 dims; 3 rows written */
+    float *kc = calloc((size_t)(slots_n * row), sizeof(float)), *vc = calloc((size_t)(slots_n * row), sizeof(float));
+    int64_t *slots = malloc(sizeof(int64_t) * 3);
+    slots[0] = 7; slots[1] = 0; slots[2] = 8; /* the last one is outside the pool */
+    int64_t write_args[10] = {(int64_t)kc, (int64_t)vc, (int64_t)before, (int64_t)(before + row), 2 * row * 4,
+                              2 * row * 4, (int64_t)slots, 3, row * 4, slots_n};
+    failures += paged_write_rows(write_args) != 3;
+    for (int64_t i = 0; i < slots_n * row; i++) failures += kc[i] != 0 || vc[i] != 0;
+    write_args[7] = 2; /* the two good rows */
+    failures += paged_write_rows(write_args) != 0;
+    for (int64_t e = 0; e < row; e++)
+        failures += kc[7 * row + e] != before[e] || kc[e] != before[2 * row + e] || vc[e] != before[3 * row + e];
+    free(x); free(res); free(w); free(out); free(q); free(cs); free(sn); free(before); free(kc); free(vc); free(slots);
+    return failures;
+}
+
 int main(void) {
     /* groups of 1, 4, 6 and 3 query heads per kv head: GQA pairs, and a pair plus a single one */
     const int64_t heads[][2] = {{4, 4}, {8, 2}, {6, 1}, {6, 2}}, dims[] = {4, 8, 20, 64}, block_sizes[] = {1, 3, 16};
@@ -157,6 +215,8 @@ int main(void) {
                                          chunks, partition_blocks, (int)rand_int(2));
                     cases++;
                 }
-    printf("%d cases, %d failed\n", cases, failures);
+    const int op_failures = ops_cases();
+    failures += op_failures;
+    printf("%d cases, %d failed; model ops: %d failed checks\n", cases, failures - op_failures, op_failures);
     return failures != 0;
 }

@@ -1,0 +1,138 @@
+"""The model's small ops in C, for CPU inference: RMSNorm (optionally with the residual add before it), RoPE in place,
+and the K/V write through slot_mapping. Built into the same library as impl="native" (native_ops.h).
+
+At decode these ops handle a few thousand numbers each, and torch's cost is dispatching them: F.rms_norm is six
+ops, RoPE four, a K/V write two index_copy_ calls. Inside an engine step, whose K/V reads push torch's code out of
+the caches, each costs 10-50 us; the C loop costs 1-3 us with its Python. The math is the same (see native_ops.h),
+so every caller keeps torch's op as the reference path and takes this one only where it fits:
+- float32 tensors on the CPU (the K/V write: any dtype, copied as bytes), laid out as the function says;
+- no autograd: `torch.is_grad_enabled()` False (RMSNorm's residual sum and RoPE write into their input);
+- the library built (a C compiler, see native_build.py) and `enabled` True.
+Each function returns None where it does not fit, and the caller runs torch's ops instead.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import struct
+from typing import Iterator
+
+import torch
+
+from . import native
+
+_I64, _PTR, _F64 = ctypes.c_int64, ctypes.c_void_p, ctypes.c_double
+# Each C function takes its arguments packed in one int64 array (see the end of native_ops.h), RMSNorm's eps apart.
+_SIGNATURES = {"paged_rms_norm": [_PTR, _F64], "paged_rope": [_PTR], "paged_write_rows": [_PTR]}
+_NORM_ARGS, _ROPE_ARGS, _WRITE_ARGS = struct.Struct("7q"), struct.Struct("7q"), struct.Struct("10q")
+MAX_ROPE_HEAD_DIM = 1024  # paged_rope's scratch row
+
+_F32 = torch.float32
+_grad_enabled = torch.is_grad_enabled
+_loaded: list = []  # [dict of C functions] once loaded, [None] when the library cannot be had (asked once)
+enabled = True  # False: every function returns None (callers run torch's ops); see torch_ops()
+
+
+@contextlib.contextmanager
+def torch_ops() -> Iterator[None]:
+    """Within this block the model and write_kv run torch's ops only (for comparisons and benchmarks)."""
+    global enabled
+    before, enabled = enabled, False
+    try:
+        yield
+    finally:
+        enabled = before
+
+
+def _functions() -> dict | None:
+    """The C functions, loaded once per process; None when the library cannot be built or loaded."""
+    if not _loaded:
+        try:
+            native._load()
+            lib = native._state["lib"]
+            fns = {}
+            for name, argtypes in _SIGNATURES.items():
+                fn = getattr(lib, name)
+                fn.restype, fn.argtypes = _I64, argtypes
+                fns[name] = fn
+            _loaded.append(fns)
+        except RuntimeError:  # no compiler, a failed build: torch's ops it is (native_error() says why)
+            _loaded.append(None)
+    return _loaded[0]
+
+
+def _ready(x: torch.Tensor) -> dict | None:
+    """The C functions when `x` may go through them: enabled, float32 on the CPU, no autograd; else None."""
+    if not enabled or x.dtype is not _F32 or not x.is_cpu or _grad_enabled():
+        return None
+    return _loaded[0] if _loaded else _functions()
+
+
+def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float,
+             residual: torch.Tensor | None = None) -> torch.Tensor | None:
+    """x [..., C] contiguous -> x / rms(x) * weight [..., C] (a new tensor), as F.rms_norm in float32. With
+    `residual` (x's shape, contiguous): x += residual first, in place, and the norm is of that sum. None where it
+    does not fit. (Its checks are few and cheap on purpose: at decode this call costs ~5 us, of which the C loop
+    is ~2.)"""
+    fns = _ready(x)
+    if fns is None or not x.is_contiguous() or not x.dim():
+        return None
+    cols = x.shape[-1]
+    if (weight.dtype is not _F32 or weight.dim() != 1 or weight.shape[0] != cols or not weight.is_contiguous()
+            or not weight.is_cpu):
+        return None
+    if residual is not None and (residual.shape != x.shape or residual.dtype is not _F32
+                                 or not residual.is_contiguous() or not residual.is_cpu):
+        return None
+    out = torch.empty_like(x)
+    if cols:
+        fns["paged_rms_norm"](_NORM_ARGS.pack(x.data_ptr(), cols, 0 if residual is None else residual.data_ptr(),
+                                              weight.data_ptr(), out.data_ptr(), x.numel() // cols, cols), eps)
+    return out
+
+
+def rope_(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor | None:
+    """Rotate-half RoPE of x [N, heads, D] in place (x * cos + roll(x, D/2) * sin, as paged.model.rope.apply_rope),
+    cos and signed sin [N, 1, D] contiguous; returns x. Each row's heads must lie one after another (x may be a
+    narrow of a wider row, as the model's q|k part of q|k|v). None where it does not fit."""
+    fns = _ready(x)
+    if fns is None or x.dim() != 3:
+        return None
+    n, heads, d = x.shape
+    if (x.stride(2) != 1 or x.stride(1) != d or d % 2 or d > MAX_ROPE_HEAD_DIM
+            or any(t.shape != (n, 1, d) or t.dtype is not _F32 or not t.is_contiguous() or not t.is_cpu
+                   for t in (cos, sin))):
+        return None
+    if n and heads:
+        fns["paged_rope"](_ROPE_ARGS.pack(x.data_ptr(), x.stride(0), cos.data_ptr(), sin.data_ptr(), n, heads, d))
+    return x
+
+
+def write_rows(key_cache: torch.Tensor, value_cache: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+               slots: torch.Tensor) -> bool:
+    """key_cache.flatten(0, 1)[slots] = key, the same for value, in one C call; True when done. key, value [N,
+    num_kv_heads, head_dim] (each row contiguous, any dtype the caches have), caches contiguous [num_blocks,
+    block_size, num_kv_heads, head_dim], slots int64 [N] contiguous. False (nothing written) where it does not fit.
+    Raises ValueError, nothing written, for a slot outside the pool."""
+    if not enabled or key_cache.dtype is not key.dtype or not key_cache.is_cpu:
+        return False
+    fns = _loaded[0] if _loaded else _functions()
+    n = key.shape[0]
+    if (fns is None or key.dim() != 3 or value.shape != key.shape or value.dtype is not key.dtype
+            or value_cache.shape != key_cache.shape or value_cache.dtype is not key.dtype
+            or key_cache.dim() != 4 or key_cache.shape[2:] != key.shape[1:]
+            or not (key_cache.is_contiguous() and value_cache.is_contiguous())
+            or not (value_cache.is_cpu and key.is_cpu and value.is_cpu and slots.is_cpu)
+            or slots.dtype is not torch.int64 or slots.shape != (n,) or not slots.is_contiguous()
+            or any(t.stride(2) != 1 or t.stride(1) != t.shape[2] for t in (key, value))):
+        return False
+    size = key.element_size()
+    status = fns["paged_write_rows"](_WRITE_ARGS.pack(
+        key_cache.data_ptr(), value_cache.data_ptr(), key.data_ptr(), value.data_ptr(), key.stride(0) * size,
+        value.stride(0) * size, slots.data_ptr(), n, key.shape[1] * key.shape[2] * size,
+        key_cache.shape[0] * key_cache.shape[1]))
+    if status:
+        raise ValueError(f"slot {int(slots[status - 1])} (row {status - 1}) is outside the pool's "
+                         f"{key_cache.shape[0] * key_cache.shape[1]} slots; nothing was written")
+    return True
