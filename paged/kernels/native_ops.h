@@ -32,7 +32,7 @@ int64_t paged_rms_norm(const int64_t *a, double eps) {
 }
 
 int64_t paged_rope(const int64_t *a) {
-    return rope((float *)a[0], a[1], (const float *)a[2], (const float *)a[3], a[4], a[5], a[6]);
+    return rope((float *)a[0], a[1], (const float *)a[2], (const float *)a[3], a[4], a[5], a[6], a[7]);
 }
 
 int64_t paged_write_rows(const int64_t *a) {
@@ -72,16 +72,17 @@ PAGED_NO_CONTRACT static int64_t rms_norm(float *x, int64_t x_stride, const floa
 }
 
 /* Rotate-half RoPE in place on `rows` x `heads` vectors of head_dim floats: x = x * cos + roll(x, D/2) * sin, with
- * cos and (signed) sin [rows, head_dim] as paged/model/rope.py builds them. Row r's heads start at
- * x + r * row_stride, one after another. head_dim must be even and at most 1024. Returns 0, or 1 if it is not. */
+ * cos and (signed) sin rows of head_dim as paged/model/rope.py builds them, `trig_stride` floats from one row to
+ * the next. Row r's heads start at x + r * row_stride, one after another. head_dim must be even and at most 1024.
+ * Returns 0, or 1 if it is not. */
 PAGED_NO_CONTRACT static int64_t rope(float *x, int64_t row_stride, const float *cos, const float *sin,
-                                      int64_t rows, int64_t heads, int64_t head_dim) {
+                                      int64_t trig_stride, int64_t rows, int64_t heads, int64_t head_dim) {
     PAGED_EXACT_PRODUCTS
     if (head_dim % 2 || head_dim > 1024) return 1;
     const int64_t half = head_dim / 2;
     float rolled[1024];
     for (int64_t r = 0; r < rows; r++) {
-        const float *c = cos + r * head_dim, *s = sin + r * head_dim;
+        const float *c = cos + r * trig_stride, *s = sin + r * trig_stride;
         for (int64_t h = 0; h < heads; h++) {
             float *v = x + r * row_stride + h * head_dim;
             memcpy(rolled, v + half, sizeof(float) * (size_t)half);
@@ -115,7 +116,7 @@ int64_t paged_rms_norm(const int64_t *a, double eps) {
 }
 
 int64_t paged_rope(const int64_t *a) {
-    return rope((float *)a[0], a[1], (const float *)a[2], (const float *)a[3], a[4], a[5], a[6]);
+    return rope((float *)a[0], a[1], (const float *)a[2], (const float *)a[3], a[4], a[5], a[6], a[7]);
 }
 
 int64_t paged_write_rows(const int64_t *a) {

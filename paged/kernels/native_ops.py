@@ -25,7 +25,7 @@ from . import native
 _I64, _PTR, _F64 = ctypes.c_int64, ctypes.c_void_p, ctypes.c_double
 # Each C function takes its arguments packed in one int64 array (see the end of native_ops.h), RMSNorm's eps apart.
 _SIGNATURES = {"paged_rms_norm": [_PTR, _F64], "paged_rope": [_PTR], "paged_write_rows": [_PTR]}
-_NORM_ARGS, _ROPE_ARGS, _WRITE_ARGS = struct.Struct("7q"), struct.Struct("7q"), struct.Struct("10q")
+_NORM_ARGS, _ROPE_ARGS, _WRITE_ARGS = struct.Struct("7q"), struct.Struct("8q"), struct.Struct("10q")
 MAX_ROPE_HEAD_DIM = 1024  # paged_rope's scratch row
 
 _F32 = torch.float32
@@ -74,15 +74,15 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float,
     """x [..., C] contiguous -> x / rms(x) * weight [..., C] (a new tensor), as F.rms_norm in float32. With
     `residual` (x's shape, contiguous): x += residual first, in place, and the norm is of that sum. None where it
     does not fit. (Its checks are few and cheap on purpose: at decode this call costs ~5 us, of which the C loop
-    is ~2.)"""
+    is ~1.5.)"""
     fns = _ready(x)
-    if fns is None or not x.is_contiguous() or not x.dim():
+    shape = x.shape
+    if fns is None or not shape or not x.is_contiguous():
         return None
-    cols = x.shape[-1]
-    if (weight.dtype is not _F32 or weight.dim() != 1 or weight.shape[0] != cols or not weight.is_contiguous()
-            or not weight.is_cpu):
+    cols = shape[-1]
+    if weight.shape != shape[-1:] or weight.dtype is not _F32 or not weight.is_contiguous() or not weight.is_cpu:
         return None
-    if residual is not None and (residual.shape != x.shape or residual.dtype is not _F32
+    if residual is not None and (residual.shape != shape or residual.dtype is not _F32
                                  or not residual.is_contiguous() or not residual.is_cpu):
         return None
     out = torch.empty_like(x)
@@ -94,18 +94,24 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float,
 
 def rope_(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor | None:
     """Rotate-half RoPE of x [N, heads, D] in place (x * cos + roll(x, D/2) * sin, as paged.model.rope.apply_rope),
-    cos and signed sin [N, 1, D] contiguous; returns x. Each row's heads must lie one after another (x may be a
-    narrow of a wider row, as the model's q|k part of q|k|v). None where it does not fit."""
+    cos and signed sin [N, 1, D], each row's D values contiguous and both with the same row stride (RotaryEmbedding
+    hands views of one [N, 2, D] lookup); returns x. Each row's heads must lie one after another (x may be a narrow
+    of a wider row, as the model's q|k part of q|k|v). None where it does not fit."""
     fns = _ready(x)
     if fns is None or x.dim() != 3:
         return None
-    n, heads, d = x.shape
-    if (x.stride(2) != 1 or x.stride(1) != d or d % 2 or d > MAX_ROPE_HEAD_DIM
-            or any(t.shape != (n, 1, d) or t.dtype is not _F32 or not t.is_contiguous() or not t.is_cpu
-                   for t in (cos, sin))):
+    n, heads, d = shape = x.shape
+    rows = (n, 1, d)
+    row_stride, head_stride, step = x.stride()
+    if (step != 1 or head_stride != d or d % 2 or d > MAX_ROPE_HEAD_DIM or cos.shape != rows or sin.shape != rows
+            or cos.dtype is not _F32 or sin.dtype is not _F32 or not (cos.is_cpu and sin.is_cpu)):
+        return None
+    trig_stride, _, trig_step = cos.stride()
+    if trig_step != 1 or sin.stride() != (trig_stride, _, 1):
         return None
     if n and heads:
-        fns["paged_rope"](_ROPE_ARGS.pack(x.data_ptr(), x.stride(0), cos.data_ptr(), sin.data_ptr(), n, heads, d))
+        fns["paged_rope"](_ROPE_ARGS.pack(x.data_ptr(), row_stride, cos.data_ptr(), sin.data_ptr(), trig_stride,
+                                          *shape))
     return x
 
 
@@ -115,23 +121,26 @@ def write_rows(key_cache: torch.Tensor, value_cache: torch.Tensor, key: torch.Te
     num_kv_heads, head_dim] (each row contiguous, any dtype the caches have), caches contiguous [num_blocks,
     block_size, num_kv_heads, head_dim], slots int64 [N] contiguous. False (nothing written) where it does not fit.
     Raises ValueError, nothing written, for a slot outside the pool."""
-    if not enabled or key_cache.dtype is not key.dtype or not key_cache.is_cpu:
+    dtype = key.dtype
+    if not enabled or key_cache.dtype is not dtype or not key_cache.is_cpu:
         return False
     fns = _loaded[0] if _loaded else _functions()
-    n = key.shape[0]
-    if (fns is None or key.dim() != 3 or value.shape != key.shape or value.dtype is not key.dtype
-            or value_cache.shape != key_cache.shape or value_cache.dtype is not key.dtype
-            or key_cache.dim() != 4 or key_cache.shape[2:] != key.shape[1:]
+    shape, cache_shape = key.shape, key_cache.shape
+    if (fns is None or len(shape) != 3 or len(cache_shape) != 4 or value.shape != shape or value.dtype is not dtype
+            or value_cache.shape != cache_shape or value_cache.dtype is not dtype or cache_shape[2:] != shape[1:]
             or not (key_cache.is_contiguous() and value_cache.is_contiguous())
             or not (value_cache.is_cpu and key.is_cpu and value.is_cpu and slots.is_cpu)
-            or slots.dtype is not torch.int64 or slots.shape != (n,) or not slots.is_contiguous()
-            or any(t.stride(2) != 1 or t.stride(1) != t.shape[2] for t in (key, value))):
+            or slots.dtype is not torch.int64 or slots.shape != shape[:1] or not slots.is_contiguous()):
+        return False
+    row = shape[2]  # each row's kv heads one after another, each head's values contiguous
+    key_stride, key_head, key_step = key.stride()
+    value_stride, value_head, value_step = value.stride()
+    if key_step != 1 or value_step != 1 or key_head != row or value_head != row:
         return False
     size = key.element_size()
     status = fns["paged_write_rows"](_WRITE_ARGS.pack(
-        key_cache.data_ptr(), value_cache.data_ptr(), key.data_ptr(), value.data_ptr(), key.stride(0) * size,
-        value.stride(0) * size, slots.data_ptr(), n, key.shape[1] * key.shape[2] * size,
-        key_cache.shape[0] * key_cache.shape[1]))
+        key_cache.data_ptr(), value_cache.data_ptr(), key.data_ptr(), value.data_ptr(), key_stride * size,
+        value_stride * size, slots.data_ptr(), shape[0], shape[1] * row * size, cache_shape[0] * cache_shape[1]))
     if status:
         raise ValueError(f"slot {int(slots[status - 1])} (row {status - 1}) is outside the pool's "
                          f"{key_cache.shape[0] * key_cache.shape[1]} slots; nothing was written")

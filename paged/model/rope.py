@@ -40,7 +40,7 @@ class RotaryEmbedding(Direct):
         inv_freq = 1.0 / (config.rope_theta ** exponents)  # [D/2]
         self.inv_freq = llama3_inv_freq(inv_freq, config) if config.rope_type == "llama3" else inv_freq
         self.table_len = min(config.max_position_embeddings, self.TABLE_POSITIONS)
-        self.table: tuple[torch.Tensor, torch.Tensor] | None = None  # (cos, signed sin) [table_len, D], fp32
+        self.table: torch.Tensor | None = None  # [table_len, 2, D] fp32: each position's cos and signed sin
 
     def angles(self, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """positions [...] -> (cos, sin) [..., 1, D] in fp32, computed. sin's first half is negated: see
@@ -53,20 +53,25 @@ class RotaryEmbedding(Direct):
 
     def forward(self, positions: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
         """positions [...] -> (cos, sin), each [..., 1, D] (ready to broadcast over heads), in `dtype` (the angles
-        themselves are fp32): rows of the table when every position is in it, else computed."""
+        themselves are fp32): rows of the table when every position is in it (one lookup gives both: views of
+        its [..., 2, D] rows), else computed."""
         if self.inv_freq.device != positions.device:  # follow the inputs (model.to() does not move it)
             self.inv_freq, self.table = self.inv_freq.to(positions.device), None
         if self.table is None:
             cos, sin = self.angles(torch.arange(self.table_len, device=positions.device))
-            self.table = (cos[:, 0], sin[:, 0])
-        low, high = positions.aminmax() if positions.numel() else (-1, -1)
+            self.table = torch.cat((cos, sin), dim=-2)  # [table_len, 2, D]
+        n = positions.numel()
+        if n <= 256 and positions.is_cpu:  # a decode step's few positions: bounds in Python, no tensor ops
+            flat = positions.reshape(-1).tolist()
+            low, high = (min(flat), max(flat)) if n else (-1, -1)
+        else:
+            low, high = positions.aminmax() if n else (-1, -1)
         if not 0 <= int(low) <= int(high) < self.table_len:
             cos, sin = self.angles(positions)
         else:
-            rows = positions.reshape(-1)
-            shape = (*positions.shape, 1, self.table[0].shape[-1])
-            cos, sin = (t.index_select(0, rows).view(shape) for t in self.table)
-        return cos.to(dtype), sin.to(dtype)
+            both = self.table.index_select(0, positions.reshape(-1)).view(*positions.shape, 2, -1)
+            cos, sin = both.narrow(-2, 0, 1), both.narrow(-2, 1, 1)
+        return (cos, sin) if dtype == torch.float32 else (cos.to(dtype), sin.to(dtype))
 
 
 def rotate_half(x: torch.Tensor) -> torch.Tensor:

@@ -170,18 +170,20 @@ static int ops_cases(void) {
             }
     }
     const int64_t heads = 3, wide = 5, D = 10;
-    float *q = malloc(sizeof(float) * rows * wide * D), *cs = malloc(sizeof(float) * rows * D);
-    float *sn = malloc(sizeof(float) * rows * D), *before = malloc(sizeof(float) * rows * wide * D);
+    /* cos and sin rows interleaved in one buffer [rows, 2, D], as RotaryEmbedding's lookup hands them */
+    float *q = malloc(sizeof(float) * rows * wide * D), *trig = malloc(sizeof(float) * rows * 2 * D);
+    float *before = malloc(sizeof(float) * rows * wide * D);
     for (int64_t i = 0; i < rows * wide * D; i++) before[i] = q[i] = (float)random_value();
-    for (int64_t i = 0; i < rows * D; i++) { cs[i] = (float)random_value(); sn[i] = (float)random_value(); }
-    const int64_t rope_args[7] = {(int64_t)q, wide * D, (int64_t)cs, (int64_t)sn, rows, heads, D};
+    for (int64_t i = 0; i < rows * 2 * D; i++) trig[i] = (float)random_value();
+    const float *cs = trig, *sn = trig + D;
+    const int64_t rope_args[8] = {(int64_t)q, wide * D, (int64_t)cs, (int64_t)sn, 2 * D, rows, heads, D};
     failures += paged_rope(rope_args) != 0;
     for (int64_t r = 0; r < rows; r++)
         for (int64_t h = 0; h < wide; h++)
             for (int64_t d = 0; d < D; d++) {
                 const int64_t at = (r * wide + h) * D;
                 const double rolled = before[at + (d + D / 2) % D];
-                const double want = h < heads ? before[at + d] * (double)cs[r * D + d] + rolled * sn[r * D + d]
+                const double want = h < heads ? before[at + d] * (double)cs[r * 2 * D + d] + rolled * sn[r * 2 * D + d]
                                               : before[at + d];
                 failures += fabs(q[at + d] - want) > 1e-5 * (1 + fabs(want));
             }
@@ -197,7 +199,7 @@ static int ops_cases(void) {
     failures += paged_write_rows(write_args) != 0;
     for (int64_t e = 0; e < row; e++)
         failures += kc[7 * row + e] != before[e] || kc[e] != before[2 * row + e] || vc[e] != before[3 * row + e];
-    free(x); free(res); free(w); free(out); free(q); free(cs); free(sn); free(before); free(kc); free(vc); free(slots);
+    free(x); free(res); free(w); free(out); free(q); free(trig); free(before); free(kc); free(vc); free(slots);
     return failures;
 }
 

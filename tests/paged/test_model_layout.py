@@ -112,7 +112,7 @@ def test_rope_table_gives_the_textbook_angles_inside_and_past_it():
     inv = 1.0 / config.rope_theta ** (torch.arange(0, d, 2, dtype=torch.float64) / d)
     for positions in (torch.tensor([0, 5, 63]), torch.tensor([[3, 62], [7, 1]]), torch.tensor([2, 64, 900])):
         cos, sin = rope(positions, torch.float32)
-        assert cos.shape == (*positions.shape, 1, d) and rope.table[0].shape == (64, d)
+        assert cos.shape == (*positions.shape, 1, d) and rope.table.shape == (64, 2, d)
         angles = positions.double()[..., None, None] * torch.cat((inv, inv))
         want_sin = angles.sin()
         want_sin[..., : d // 2] *= -1

@@ -47,13 +47,18 @@ def test_rms_norm_with_residual_adds_in_place_then_norms_the_sum():
 
 
 @pytest.mark.parametrize("heads,dim", [(6, 32), (1, 2), (3, 64), (2, 10)])
-def test_rope_in_place_equals_apply_rope_exactly(heads, dim):
+@pytest.mark.parametrize("one_lookup", [False, True])
+def test_rope_in_place_equals_apply_rope_exactly(heads, dim, one_lookup):
     """x * cos + roll(x) * sin as two rounded products and a rounded sum: bit for bit torch's result, also for
-    x a narrow of a wider row (the model's q|k inside q|k|v)."""
+    x a narrow of a wider row (the model's q|k inside q|k|v), and cos/sin as views of one [N, 2, D] lookup."""
     g = torch.Generator().manual_seed(heads * dim)
     wide = torch.randn(9, heads + 2, dim, generator=g)
     x = wide.narrow(1, 0, heads)
-    cos, sin = torch.randn(9, 1, dim, generator=g), torch.randn(9, 1, dim, generator=g)
+    if one_lookup:
+        trig = torch.randn(9, 2, dim, generator=g)
+        cos, sin = trig.narrow(1, 0, 1), trig.narrow(1, 1, 1)
+    else:
+        cos, sin = torch.randn(9, 1, dim, generator=g), torch.randn(9, 1, dim, generator=g)
     expected = apply_rope(x, cos, sin)
     untouched = wide[:, heads:].clone()
     with torch.no_grad():
