@@ -6,7 +6,8 @@ contiguous [B, num_kv_heads, context_len, head_dim] tensor. Then, in one process
 
 - every impl's output is checked against `contiguous_attention_decode` (the reference) before it is timed;
 - "sdpa" is `F.scaled_dot_product_attention(enable_gqa=True)` on the contiguous copy: the ceiling to compare to;
-- impls are timed interleaved (rep 1 of each, rep 2 of each, ...) so machine noise hits them alike; medians;
+- impls are timed interleaved (rep 1 of each, rep 2 of each, ...) so machine noise hits them alike; medians,
+  of --reps reps at least and more until each impl's timed calls add up to --min-ms (a 50 us call: hundreds);
   each timed call right after an untimed call of the same impl, so none is timed on what another left in cache;
 - KV GB/s = bytes of K and V the attention must read (sum of context_lens * num_kv_heads * head_dim * 2 * itemsize)
   / time, and % of this machine's read bandwidth measured in the same run (x.sum() over a >= 256 MB tensor), probed
@@ -51,6 +52,8 @@ QUICK_GRID = dict(batch=(1, 16), context_len=(512,), num_kv_heads=(8, 2), head_d
 BANDWIDTH_MB = 256  # size of the x.sum() tensor that measures read bandwidth
 LOOP_MAX_TOKENS = 16 * 1024  # B * context_len above which the per-token loop is skipped (7-11 us per token)
 QUICK_LOOP_MAX_TOKENS = 512  # --quick: the loop only on the B=1 cases
+MIN_TIMED_MS = 300.0  # --min-ms's default: timed calls per impl and case (short calls get more reps for it)
+MAX_REPS = 401  # ... but never more reps than this
 
 
 @dataclass(frozen=True)
@@ -152,15 +155,20 @@ def _callables(data: dict, impls: list[str]) -> dict:
 
 def _time_interleaved(fns: dict, reps: int, warmup: int, device: torch.device,
                       best: dict[str, float] | None = None, settle=None,
-                      after_itself: bool = False) -> dict[str, float]:
+                      after_itself: bool = False, min_ms: float = 0.0) -> dict[str, float]:
     """Median ms per callable; each rep runs every callable once, in turn. `best`, when given, receives each
     callable's fastest rep; `settle`, when given, runs untimed before every timed call; after_itself: so does the
-    callable itself, so that each timed call starts from the caches its own last call left, not another's."""
+    callable itself, so that each timed call starts from the caches its own last call left, not another's.
+    min_ms: after `reps` reps, more (up to MAX_REPS) until every callable's timed calls add up to min_ms, so that
+    a short call's median rests on hundreds of reps rather than a handful that one burst of a neighbour's load can
+    tip (B=1 calls of 40-400 us swung 0.85-1.24x against SDPA from run to run at 9 reps)."""
     for _ in range(warmup):
         for fn in fns.values():
             fn()
     times: dict[str, list[float]] = {name: [] for name in fns}
-    for _ in range(reps):
+    rep = 0
+    while rep < reps or (rep < MAX_REPS and min(sum(ts) for ts in times.values()) < min_ms):
+        rep += 1
         for name, fn in fns.items():
             if settle is not None:
                 settle()
@@ -186,13 +194,14 @@ def default_impls(device: torch.device) -> list[str]:
 
 def bench_case(case: KernelCase, impls: list[str], device: torch.device, read_bw: float, reps: int = 5,
                warmup: int = 1, tol: float = 1e-4, loop_max_tokens: int = LOOP_MAX_TOKENS,
-               cold: bool = False, read_bw_best: float | None = None) -> CaseResult:
+               cold: bool = False, read_bw_best: float | None = None, min_ms: float = 0.0) -> CaseResult:
     """Check, then time, every impl (and sdpa) on one case. Warm (the default): each timed call of a fast impl
     follows an untimed call of the same impl, so it finds what it would find called again and again (its own K/V
     in cache), not what the impl before it left: SDPA's enable_gqa path copies K/V to every query head, and the
     next reader first pays to write those dirty lines back (native read B=16, ctx 2048, GQA 8/2, d128 at 62% of
     x.sum()'s bandwidth right after SDPA, 86% right after itself, in one run). cold: read COLD_MB before every timed
-    call instead, so each starts with clean, cold caches (as a decode step does in a model whose KV outgrows them)."""
+    call instead, so each starts with clean, cold caches (as a decode step does in a model whose KV outgrows them).
+    min_ms: see _time_interleaved (the fast impls only; the per-token loop keeps its 3 reps at most)."""
     data = make_case_data(case, device)
     kv_bytes = 2 * case.batch * case.context_len * case.num_kv_heads * case.head_dim * data["keys"].element_size()
     lens = data["context_lens"].tolist()
@@ -222,7 +231,7 @@ def bench_case(case: KernelCase, impls: list[str], device: torch.device, read_bw
         caches_flushed()
 
     settle = flush_caches if cold else None
-    ms = _time_interleaved(fast, reps, warmup, device, best, settle, after_itself=not cold)
+    ms = _time_interleaved(fast, reps, warmup, device, best, settle, after_itself=not cold, min_ms=min_ms)
     if slow:
         check(slow)
         ms.update(_time_interleaved(slow, min(reps, 3), 0, device, best, settle))
@@ -242,8 +251,8 @@ def bench_case(case: KernelCase, impls: list[str], device: torch.device, read_bw
 
 def run_kernel_bench(cases: list[KernelCase], impls: list[str] | None = None, device: str | None = None,
                      reps: int = 5, warmup: int = 1, bandwidth_mb: int = 256, loop_max_tokens: int = LOOP_MAX_TOKENS,
-                     log=None, cold: bool = False) -> KernelReport:
-    """The whole ladder; `log(text)` (optional) is called after each case; cold: see `bench_case`."""
+                     log=None, cold: bool = False, min_ms: float = 0.0) -> KernelReport:
+    """The whole ladder; `log(text)` (optional) is called after each case; cold and min_ms: see `bench_case`."""
     dev = torch.device(device) if device else default_device()
     impls = default_impls(dev) if impls is None else impls
     read_bw = read_bandwidth_gbps(dev, bandwidth_mb)
@@ -253,7 +262,7 @@ def run_kernel_bench(cases: list[KernelCase], impls: list[str] | None = None, de
     for case in cases:
         case_bw, case_bw_best = read_bandwidth_probe(dev, bandwidth_mb, reps=5)  # the load now, not at the start
         report.cases.append(bench_case(case, impls, dev, case_bw, reps, warmup, loop_max_tokens=loop_max_tokens,
-                                       cold=cold, read_bw_best=case_bw_best))
+                                       cold=cold, read_bw_best=case_bw_best, min_ms=min_ms))
         if log:
             log(format_rows([report.cases[-1]], header=len(report.cases) == 1))
     return report
@@ -265,6 +274,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--quick", action="store_true", help="a reduced grid (< 30 s): a smoke test")
     p.add_argument("--impls", default=None, help="comma-separated impls (default: all that apply)")
     p.add_argument("--reps", type=int, default=None, help="timed reps per impl (default 5, quick 3)")
+    p.add_argument("--min-ms", type=float, default=None,
+                   help=f"then more reps (up to {MAX_REPS}) until each impl's timed calls add up to this many ms "
+                        f"(default {MIN_TIMED_MS:g}, quick 0): short calls get hundreds of reps")
     p.add_argument("--device", default=None, help="cpu or cuda (default: cuda when available)")
     p.add_argument("--threads", type=int, default=None, help="torch.set_num_threads (default: leave as is)")
     p.add_argument("--cold", action="store_true", help=f"read {COLD_MB} MB before every timed call: each starts "
@@ -291,6 +303,7 @@ def main(argv: list[str] | None = None) -> int:
     log(f"threads {torch.get_num_threads()}; measuring read bandwidth, then {len(cases)} cases")
     loop_max = QUICK_LOOP_MAX_TOKENS if args.quick else LOOP_MAX_TOKENS
     report = run_kernel_bench(cases, impls, args.device, reps=reps, bandwidth_mb=BANDWIDTH_MB,
-                              loop_max_tokens=loop_max, log=log, cold=args.cold)
+                              loop_max_tokens=loop_max, log=log, cold=args.cold,
+                              min_ms=args.min_ms if args.min_ms is not None else 0.0 if args.quick else MIN_TIMED_MS)
     print(json.dumps(report.to_dict(), indent=1) if args.json else format_report(report))
     return 0 if all(r.ok for c in report.cases for r in c.results) else 1

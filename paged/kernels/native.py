@@ -157,14 +157,15 @@ def plan_work(batch: int, num_heads: int, num_kv_heads: int, max_blocks: int, bl
     Each sequence becomes the fewest items that balance: `per_seq` such that batch * per_seq is a multiple of
     `threads`, or at least 2 * threads (then a thread does at most one item more than another). Finer cuts only
     add per-item costs (measured on 2 cores, B=1: one item per thread was up to 1.2x faster than two). The cut:
-    kv-head ranges first when heads are grouped (GQA: an item keeps its groups' queries, accumulators and share of
-    each block small enough for L1) or the context is too short for two partitions; otherwise partitions of the
-    context first (vLLM's v2 decode), each at least MIN_PARTITION_TOKENS long or the combine costs more than it
-    saves. The other cut only when the first cannot give enough items. At exactly two partitions' worth (MHA, B=1,
-    512 tokens) two partitions ran 0.74-0.82x the time of two kv-head halves (2-core Xeon, 8/8 heads, d64 and d128,
-    warm, 301 interleaved reps, load 2.2-2.8; B=3: 0.93x; the tiny model's 4/4 d32: the same), likely because a
-    thread then reads whole blocks front to back (32 KiB and more here), where with half the kv heads it reads half
-    of each token's row and skips the other half, which the other core reads."""
+    partitions of the context first (vLLM's v2 decode), each at least MIN_PARTITION_TOKENS long or the combine
+    costs more than it saves; kv-head ranges only where the context is too short for two partitions, or where
+    partitions cannot give enough items. A partition's thread reads whole blocks front to back, where with half the
+    kv heads it reads half of each token's row and skips the other half, which the other core reads (and the
+    hardware prefetcher fetches for both). Measured on a 2-core Xeon (warm, 400 interleaved reps, medians), two
+    partitions against two kv-head halves: MHA 8/8, B=1 x 512 tokens, d64 and d128, 0.74-0.82x the time (B=3:
+    0.93x); grouped 8/2, B=1 x 2048, 0.67-0.69x (d64) and 0.76-0.83x (d128); B=3 x 2048 0.60-0.85x; B=3 x 512 d128
+    0.78-0.81x; B=1 x 1024 d64 0.93-0.99x. (Grouped heads used to be cut by kv heads first, to keep an item's
+    queries and accumulators small; at 8 query heads of d128 those are 4 KiB, well inside L1.)"""
     per_seq = 1
     while threads > 1 and (batch * per_seq) % threads and batch * per_seq < 2 * threads:
         per_seq += 1
@@ -176,7 +177,7 @@ def plan_work(batch: int, num_heads: int, num_kv_heads: int, max_blocks: int, bl
         blocks = max(min_blocks, -(-max_blocks // parts))
         return 0 if blocks >= max_blocks else blocks
 
-    if num_heads > num_kv_heads or max_blocks < 2 * min_blocks:
+    if max_blocks < 2 * min_blocks:
         head_chunks = min(num_kv_heads, per_seq)
         return head_chunks, (partition_blocks(-(-per_seq // head_chunks)) if head_chunks < per_seq else 0)
     blocks = partition_blocks(per_seq)

@@ -202,10 +202,10 @@ def test_bench_cold_reads_a_flush_buffer_before_every_timed_call(monkeypatch):
     calls = []
     timed = kernels._time_interleaved
 
-    def spy(fns, reps, warmup, device, best=None, settle=None, after_itself=False):
+    def spy(fns, reps, warmup, device, best=None, settle=None, after_itself=False, min_ms=0.0):
         calls.append((len(fns) * reps, settle))
         counted = None if settle is None else (lambda: calls.append("settle") or settle())
-        return timed(fns, reps, warmup, device, best, counted, after_itself)
+        return timed(fns, reps, warmup, device, best, counted, after_itself, min_ms)
 
     monkeypatch.setattr(kernels, "_time_interleaved", spy)
     case = kernels.KernelCase(1, 40, 4, 2, 16)
@@ -250,3 +250,30 @@ def test_bench_cold_tells_native_its_kv_left_the_caches(monkeypatch):
         result = kernels.bench_case(case, ["native"], torch.device("cpu"), 10.0, reps=3, warmup=0, cold=cold)
         assert all(r.ok for r in result.results)
         assert seen[-3:] == [expected] * 3  # the timed calls (the check's and warm mode's untimed calls come first)
+
+
+def test_short_calls_get_more_reps_until_min_ms_of_timed_calls(monkeypatch):
+    """After `reps` reps, _time_interleaved goes on until every callable's timed calls add up to min_ms, never past
+    MAX_REPS; min_ms 0 keeps exactly `reps`."""
+    import time as clock
+
+    from paged.bench import kernels
+
+    monkeypatch.setattr(kernels, "MAX_REPS", 7)
+    counts = {"quick": 0, "slow": 0}
+
+    def quick():
+        counts["quick"] += 1
+
+    def slow():
+        counts["slow"] += 1
+        clock.sleep(0.003)
+
+    cpu = torch.device("cpu")
+    for min_ms, expected in ((0.0, 2), (1e9, 7)):
+        counts.update(quick=0, slow=0)
+        kernels._time_interleaved({"quick": quick, "slow": slow}, 2, 0, cpu, min_ms=min_ms)
+        assert counts == {"quick": expected, "slow": expected}
+    counts.update(slow=0)
+    kernels._time_interleaved({"slow": slow}, 1, 0, cpu, min_ms=7.0)  # >= 3 ms a call: 3 reps reach 7 ms
+    assert 3 <= counts["slow"] < 7

@@ -305,16 +305,17 @@ def test_partitioned_contexts_match_the_reference(monkeypatch, threads, partitio
     (2, 8, 3, 128, 1, 3),
     (1, 8, 2, 32, 1, 2),    # 512 tokens, MHA: two partitions' worth, partitions (whole blocks per thread)
     (1, 8, 2, 31, 2, 1),    # 496 tokens: too short for two partitions, heads
-    (1, 2, 2, 128, 2, 1),   # GQA: heads first
-    (1, 2, 8, 128, 2, 4),   # ... then partitions
+    (1, 2, 2, 128, 1, 2),   # GQA too: partitions, whole rows
+    (1, 2, 8, 128, 1, 8),   # ... as many as the threads
+    (1, 2, 2, 31, 2, 1),    # GQA, too short for two partitions: heads
     (1, 1, 8, 128, 1, 8),   # MQA: one kv head, so partitions
     (1, 1, 2, 16, 1, 1),    # nothing to cut
     (1, 1, 1, 128, 1, 1),   # one thread
 ])
 def test_plan_work_gives_each_thread_equal_items(batch, num_kv_heads, threads_, max_blocks, head_chunks, parts):
-    """The fewest equal items that share evenly over the threads (block_size 16, 8 query heads): GQA and short
-    contexts cut kv heads first, MHA contexts of two partitions or more partitions of at least MIN_PARTITION_TOKENS
-    first."""
+    """The fewest equal items that share evenly over the threads (block_size 16, 8 query heads): contexts of two
+    partitions or more are cut into partitions of at least MIN_PARTITION_TOKENS first (MHA and GQA alike), shorter
+    ones by kv heads."""
     got_chunks, partition_blocks = native.plan_work(batch, 8, num_kv_heads, max_blocks, 16, threads_)
     got_parts = -(-max_blocks // partition_blocks) if partition_blocks else 1
     assert (got_chunks, got_parts) == (head_chunks, parts)
