@@ -30,7 +30,7 @@ from pathlib import Path
 SOURCE = Path(__file__).with_name("native_decode.c")
 SYMBOL = "paged_decode_packed"  # the function the library must export (paged_decode, its arguments in one array)
 # ... and the model's small ops (native_ops.h); a library without every one of them is not used
-SYMBOLS = (SYMBOL, "paged_rms_norm", "paged_rope", "paged_write_rows")
+SYMBOLS = (SYMBOL, "paged_rms_norm", "paged_rope", "paged_silu_mul", "paged_write_rows")
 # Tried in order; the first that builds is used. -march=native: AVX2/FMA where the CPU has them.
 FLAG_SETS = (
     ("-O3", "-march=native", "-fopenmp", "-shared", "-fPIC"),

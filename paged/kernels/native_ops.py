@@ -1,8 +1,9 @@
 """The model's small ops in C, for CPU inference: RMSNorm (optionally with the residual add before it), RoPE in place,
-and the K/V write through slot_mapping. Built into the same library as impl="native" (native_ops.h).
+SwiGLU's silu(gate) * up in place, and the K/V write through slot_mapping. Built into the same library as
+impl="native" (native_ops.h).
 
 At decode these ops handle a few thousand numbers each, and torch's cost is dispatching them: F.rms_norm is six
-ops, RoPE four, a K/V write two index_copy_ calls. Inside an engine step, whose K/V reads push torch's code out of
+ops, RoPE four, SwiGLU's middle two, a K/V write two index_copy_ calls. Inside an engine step, whose K/V reads push torch's code out of
 the caches, each costs 10-50 us; the C loop costs 1-3 us with its Python. The math is the same (see native_ops.h),
 so every caller keeps torch's op as the reference path and takes this one only where it fits:
 - float32 tensors on the CPU (the K/V write: any dtype, copied as bytes), laid out as the function says;
@@ -24,8 +25,10 @@ from . import native
 
 _I64, _PTR, _F64 = ctypes.c_int64, ctypes.c_void_p, ctypes.c_double
 # Each C function takes its arguments packed in one int64 array (see the end of native_ops.h), RMSNorm's eps apart.
-_SIGNATURES = {"paged_rms_norm": [_PTR, _F64], "paged_rope": [_PTR], "paged_write_rows": [_PTR]}
-_NORM_ARGS, _ROPE_ARGS, _WRITE_ARGS = struct.Struct("7q"), struct.Struct("8q"), struct.Struct("10q")
+_SIGNATURES = {"paged_rms_norm": [_PTR, _F64], "paged_rope": [_PTR], "paged_silu_mul": [_PTR],
+               "paged_write_rows": [_PTR]}
+_NORM_ARGS, _ROPE_ARGS, _SILU_ARGS, _WRITE_ARGS = (struct.Struct("7q"), struct.Struct("8q"), struct.Struct("5q"),
+                                                   struct.Struct("10q"))
 MAX_ROPE_HEAD_DIM = 1024  # paged_rope's scratch row
 
 _F32 = torch.float32
@@ -113,6 +116,22 @@ def rope_(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor
         fns["paged_rope"](_ROPE_ARGS.pack(x.data_ptr(), row_stride, cos.data_ptr(), sin.data_ptr(), trig_stride,
                                           *shape))
     return x
+
+
+def silu_mul_(gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor | None:
+    """gate = silu(gate) * up, in place (SwiGLU's middle, as F.silu(gate, inplace=True).mul_(up)); returns gate.
+    gate and up [N, I], each row contiguous, both rows the same stride apart (halves of one [N, 2I] matmul output,
+    or contiguous). None where it does not fit."""
+    fns = _ready(gate)
+    if fns is None or gate.dim() != 2 or up.shape != gate.shape or up.dtype is not _F32 or not up.is_cpu:
+        return None
+    stride, step = gate.stride()
+    if step != 1 or up.stride() != (stride, 1):
+        return None
+    rows, cols = gate.shape
+    if rows and cols:
+        fns["paged_silu_mul"](_SILU_ARGS.pack(gate.data_ptr(), up.data_ptr(), stride, rows, cols))
+    return gate
 
 
 def write_rows(key_cache: torch.Tensor, value_cache: torch.Tensor, key: torch.Tensor, value: torch.Tensor,

@@ -10,8 +10,8 @@ buffer) and returns the attention output. The same weights and math therefore ru
 any difference in the logits is the cache's fault.
 
 For inference the weights are laid out differently in memory, with the same names, shapes and values
-(TinyLlama.arrange_weights): column-major projections, and q/k/v as views of one fused weight, one matmul for all
-three.
+(TinyLlama.arrange_weights): column-major projections, q/k/v as views of one fused weight (one matmul for all
+three), and gate/up likewise.
 
 The module base class Direct (fast calls and attribute lookups) is in direct.py, RoPE in rope.py. In CPU float32
 inference, RMSNorm (with the residual add before it) and RoPE run as C loops (paged/kernels/native_ops.py): the same
@@ -54,6 +54,42 @@ class Linear(Direct, nn.Linear):
 
 class Embedding(Direct, nn.Embedding):
     """nn.Embedding (same parameters, same math), called directly."""
+
+
+Fused = tuple[torch.Tensor, torch.Tensor | None]  # (weight, bias or None) of linears laid side by side
+
+
+def fuse_linears(projs: tuple[Linear, ...]) -> tuple[Fused | None, tuple[int, ...]]:
+    """Lay linears that read the same input side by side in one tensor, for one matmul in inference: their weights
+    (and biases) concatenated, column-major (see Linear.column_major_), each parameter then a view of its part. Same
+    parameters, names and values; an optimizer step or a load_state_dict copy writes through the views. Returns
+    ((weight [sum of outs, in], bias or None), the parameters' data pointers), or (None, ()) on meta."""
+    if any(p.weight.is_meta for p in projs):
+        return None, ()
+    weight = torch.cat([p.weight.detach().t() for p in projs], dim=1).contiguous().t()
+    bias = torch.cat([p.bias.detach() for p in projs]) if projs[0].bias is not None else None
+    sizes = [p.out_features for p in projs]
+    for i, (p, part) in enumerate(zip(projs, weight.split(sizes))):
+        p.weight.data = part
+        if bias is not None:
+            p.bias.data = bias.split(sizes)[i]
+    return (weight, bias), linear_ptrs(projs)
+
+
+def linear_ptrs(projs: tuple[Linear, ...]) -> tuple[int, ...]:
+    return tuple(t.data_ptr() for p in projs for t in (p.weight, p.bias) if t is not None)
+
+
+def fused_linear(x: torch.Tensor, projs: tuple[Linear, ...], fused: Fused | None,
+                 ptrs: tuple[int, ...]) -> torch.Tensor:
+    """x [..., in] -> every proj's output side by side [..., sum of outs]: one matmul with the fused weight when no
+    gradient is needed and the parameters are still its views; otherwise (training, or a parameter was replaced
+    since: model.to(), load_state_dict(assign=True)) with their concatenation, so the fused tensor is never read
+    stale."""
+    if not torch.is_grad_enabled() and fused is not None and linear_ptrs(projs) == ptrs:
+        return F.linear(x, *fused)
+    bias = torch.cat([p.bias for p in projs]) if projs[0].bias is not None else None
+    return F.linear(x, torch.cat([p.weight for p in projs]), bias)
 
 
 class RMSNorm(Direct):
@@ -102,41 +138,19 @@ class Attention(Direct):
             self.q_norm = RMSNorm(d, config.rms_norm_eps, device)
             self.k_norm = RMSNorm(d, config.rms_norm_eps, device)
         self.qk_norm = config.qk_norm
-        self.fused_qkv: tuple[torch.Tensor, torch.Tensor | None] | None = None  # fuse_qkv_ sets it
+        self.fused_qkv: Fused | None = None  # fuse_qkv_ sets it
         self.fused_ptrs: tuple[int, ...] = ()
 
     def fuse_qkv_(self) -> None:
-        """Lay q_proj, k_proj and v_proj's weights (and biases) out side by side in one tensor, each parameter a
-        view of its part, so that inference runs one matmul for all three. Same parameters, names and values; an
-        optimizer step or a load_state_dict copy writes through the views. The fused weight is column-major (see
-        Linear.column_major_). If a parameter is later replaced (model.to(), load_state_dict(assign=True)), the
-        view is gone: `_qkv` notices and concatenates the current weights instead, so the fused tensor is never
-        read stale."""
-        projs = (self.q_proj, self.k_proj, self.v_proj)
-        if any(p.weight.is_meta for p in projs):
-            return
-        weight = torch.cat([p.weight.detach().t() for p in projs], dim=1).contiguous().t()  # [(H+2K)*D, C]
-        bias = torch.cat([p.bias.detach() for p in projs]) if self.q_proj.bias is not None else None
-        sizes = [p.out_features for p in projs]
-        for i, (p, part) in enumerate(zip(projs, weight.split(sizes))):
-            p.weight.data = part
-            if bias is not None:
-                p.bias.data = bias.split(sizes)[i]
-        self.fused_qkv = (weight, bias)
-        self.fused_ptrs = self._qkv_ptrs()
+        """q_proj, k_proj and v_proj as views of one fused weight (fuse_linears): one matmul for all three."""
+        self.fused_qkv, self.fused_ptrs = fuse_linears((self.q_proj, self.k_proj, self.v_proj))
 
     def _qkv_ptrs(self) -> tuple[int, ...]:
-        return tuple(t.data_ptr() for p in (self.q_proj, self.k_proj, self.v_proj) for t in (p.weight, p.bias)
-                     if t is not None)
+        return linear_ptrs((self.q_proj, self.k_proj, self.v_proj))
 
     def _qkv(self, x: torch.Tensor) -> torch.Tensor:
-        """x [..., C] -> q, k and v side by side [..., (H+2K)*D]: one matmul with the fused weight when no gradient
-        is needed and the parameters are still its views; otherwise (training) with their concatenation."""
-        if not torch.is_grad_enabled() and self.fused_qkv is not None and self._qkv_ptrs() == self.fused_ptrs:
-            return F.linear(x, *self.fused_qkv)
-        projs = (self.q_proj, self.k_proj, self.v_proj)
-        bias = torch.cat([p.bias for p in projs]) if self.q_proj.bias is not None else None
-        return F.linear(x, torch.cat([p.weight for p in projs]), bias)
+        """x [..., C] -> q, k and v side by side [..., (H+2K)*D] (fused_linear)."""
+        return fused_linear(x, (self.q_proj, self.k_proj, self.v_proj), self.fused_qkv, self.fused_ptrs)
 
     def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
                 backend: AttentionBackend | None) -> torch.Tensor:
@@ -173,15 +187,27 @@ class MLP(Direct):
     def __init__(self, config: ModelConfig, device: torch.device | str | None = None) -> None:
         super().__init__()
         c, i = config.hidden_size, config.intermediate_size
+        self.intermediate_size = i
         self.gate_proj = Linear(c, i, bias=False, device=device)  # weight [I, C]
         self.up_proj = Linear(c, i, bias=False, device=device)  # weight [I, C]
         self.down_proj = Linear(i, c, bias=False, device=device)  # weight [C, I]
+        self.fused_gate_up: Fused | None = None  # fuse_gate_up_ sets it
+        self.fused_ptrs: tuple[int, ...] = ()
+
+    def fuse_gate_up_(self) -> None:
+        """gate_proj and up_proj as views of one fused weight (fuse_linears): one matmul for both."""
+        self.fused_gate_up, self.fused_ptrs = fuse_linears((self.gate_proj, self.up_proj))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if torch.is_grad_enabled():  # training: autograd needs silu's input kept, so nothing in place
             return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
-        # Inference: the same ops in place, two [..., I] tensors fewer to allocate.
-        return self.down_proj(F.silu(self.gate_proj(x), inplace=True).mul_(self.up_proj(x)))
+        # Inference: gate and up from one matmul [..., 2I], then silu(gate) * up in place (one C loop on CPU in
+        # fp32, else torch's two ops), no [..., I] tensor to allocate.
+        i = self.intermediate_size
+        gate_up = fused_linear(x, (self.gate_proj, self.up_proj), self.fused_gate_up, self.fused_ptrs)
+        gate, up = gate_up.narrow(-1, 0, i), gate_up.narrow(-1, i, i)
+        act = native_ops.silu_mul_(gate, up)
+        return self.down_proj(F.silu(gate, inplace=True).mul_(up) if act is None else act)
 
 
 class DecoderLayer(Direct):
@@ -251,13 +277,15 @@ class TinyLlama(nn.Module):
 
     def arrange_weights(self) -> None:
         """Lay the weights out for fast inference, same values and names: every projection's weight column-major
-        (Linear.column_major_), q/k/v side by side (Attention.fuse_qkv_). load_model calls it again after swapping
-        a checkpoint's tensors in. A tied lm_head is left alone: its weight is the embedding table, read by rows."""
+        (Linear.column_major_), q/k/v side by side (Attention.fuse_qkv_), gate/up too (MLP.fuse_gate_up_).
+        load_model calls it again after swapping a checkpoint's tensors in. A tied lm_head is left alone: its
+        weight is the embedding table, read by rows."""
         for module in self.modules():
             if isinstance(module, Linear) and not (module is self.lm_head and self.config.tie_word_embeddings):
                 module.column_major_()
         for layer in self.model.layers:  # after the loop above, which would copy the views apart
             layer.self_attn.fuse_qkv_()
+            layer.mlp.fuse_gate_up_()
 
     @staticmethod
     def _init_weights(module: nn.Module) -> None:

@@ -145,8 +145,8 @@ static int run_case(int dtype, int64_t H, int64_t KVH, int64_t D, int64_t BS, in
 }
 
 /* native_ops.h on exact-size buffers, each result checked against a double computation here: RMSNorm (with and
- * without the residual, cols off the 16-float lanes), RoPE on a narrow of a wider row, and the K/V write (a slot
- * outside the pool writes nothing). Returns the number of failed checks. */
+ * without the residual, cols off the 16-float lanes), RoPE on a narrow of a wider row, silu(gate) * up on two
+ * halves of one buffer, and the K/V write (a slot outside the pool writes nothing). Returns the number of failed checks. */
 static int ops_cases(void) {
     int failures = 0;
     const int64_t rows = 3, cols = 21;
@@ -187,6 +187,18 @@ static int ops_cases(void) {
                                               : before[at + d];
                 failures += fabs(q[at + d] - want) > 1e-5 * (1 + fabs(want));
             }
+    /* silu(gate) * up on the two halves of one [rows, 2 * cols] buffer */
+    float *gu = malloc(sizeof(float) * rows * 2 * cols), *gu0 = malloc(sizeof(float) * rows * 2 * cols);
+    for (int64_t i = 0; i < rows * 2 * cols; i++) gu0[i] = gu[i] = (float)(4 * random_value());
+    const int64_t silu_args[5] = {(int64_t)gu, (int64_t)(gu + cols), 2 * cols, rows, cols};
+    failures += paged_silu_mul(silu_args) != 0;
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t c = 0; c < 2 * cols; c++) {
+            const double g = gu0[r * 2 * cols + c]; /* the up half (c >= cols) is left as it was */
+            const double want = c < cols ? g / (1 + exp(-g)) * gu0[r * 2 * cols + cols + c] : g;
+            failures += fabs(gu[r * 2 * cols + c] - want) > 1e-5 * (1 + fabs(want));
+        }
+    free(gu); free(gu0);
     const int64_t slots_n = 8, row = 2 * 4; /* a pool of 8 slots of 2 kv heads x 4 dims; 3 rows written */
     float *kc = calloc((size_t)(slots_n * row), sizeof(float)), *vc = calloc((size_t)(slots_n * row), sizeof(float));
     int64_t *slots = malloc(sizeof(int64_t) * 3);

@@ -8,6 +8,7 @@ from torch import nn
 
 from paged.config import ModelConfig
 from paged.model import TinyLlama, load_model
+from paged.model.llama import linear_ptrs
 
 from helpers import assert_close_scaled, assert_far_scaled
 
@@ -45,11 +46,13 @@ def _reference_logits(model: TinyLlama, ids: torch.Tensor) -> torch.Tensor:
 
 @pytest.mark.parametrize("name", sorted(CONFIGS))
 def test_layout_keeps_names_shapes_and_values(name):
-    """Weights are column-major and q/k/v are views of the fused weight, yet state_dict has transformers' names and
+    """Weights are column-major and q/k/v (and gate/up) are views of a fused weight, yet state_dict has transformers' names and
     shapes, and the logits equal those of an unfused copy."""
     model = _random(CONFIGS[name])
     attn = model.model.layers[0].self_attn
     assert attn.fused_qkv is not None and attn._qkv_ptrs() == attn.fused_ptrs
+    mlp = model.model.layers[1].mlp
+    assert mlp.fused_gate_up is not None and linear_ptrs((mlp.gate_proj, mlp.up_proj)) == mlp.fused_ptrs
     assert attn.q_proj.weight.stride()[0] == 1 and model.model.layers[0].mlp.down_proj.weight.t().is_contiguous()
     state = model.state_dict()
     cfg = model.config

@@ -67,6 +67,28 @@ def test_rope_in_place_equals_apply_rope_exactly(heads, dim, one_lookup):
     assert torch.equal(wide[:, heads:], untouched)  # nothing outside the narrow is written
 
 
+@pytest.mark.parametrize("halves", [False, True])
+def test_silu_mul_is_torchs_within_float_rounding(halves):
+    """gate = silu(gate) * up in place, on contiguous rows or on the two halves of one [N, 2I] matmul output; the
+    exp inside is the kernel's own (within 2 ulps), so a few ulps from torch's. Extremes included: +-inf and NaN
+    give torch's inf and NaN; below -87 the kernel's exp is 0 where torch's is subnormal, so silu there is 0
+    instead of a number under 1e-35."""
+    g = torch.Generator().manual_seed(3)
+    both = torch.randn(7, 2 * 37, generator=g) * 6
+    both[0, :8] = torch.tensor([0.0, 88.0, -88.0, 1e-30, -1e-30, float("inf"), float("-inf"), float("nan")])
+    gate, up = ((both.narrow(1, 0, 37), both.narrow(1, 37, 37)) if halves
+                else (both[:, :37].clone(), both[:, 37:].clone()))
+    expected = F.silu(gate.clone()) * up
+    with torch.no_grad():
+        got = native_ops.silu_mul_(gate, up)
+    assert got is gate
+    assert torch.equal(got.isnan(), expected.isnan()) and torch.equal(got.isinf(), expected.isinf())
+    normal = expected.isfinite() & (expected.abs() > 1e-30)
+    assert ulps_apart(got[normal], expected[normal]) <= 16
+    tiny = expected.isfinite() & ~normal
+    assert tiny.sum() >= 3 and float((got[tiny] - expected[tiny]).abs().max()) <= 1e-30
+
+
 def test_write_rows_is_index_copy_and_refuses_a_slot_outside_the_pool():
     g = torch.Generator().manual_seed(2)
     caches = [torch.randn(5, 4, 2, 8, generator=g) for _ in range(2)]
@@ -92,6 +114,9 @@ def test_the_ops_decline_where_they_must_not_run():
         assert native_ops.rms_norm(x, torch.ones(7), 1e-5) is None  # weight of the wrong size
         assert native_ops.rope_(torch.randn(2, 3, 5), torch.ones(2, 1, 5), torch.ones(2, 1, 5)) is None  # odd D
         assert native_ops.rope_(torch.randn(2, 3, 4)[:, :, ::2], torch.ones(2, 1, 2), torch.ones(2, 1, 2)) is None
+        wide = torch.randn(3, 10)
+        assert native_ops.silu_mul_(wide[:, :4], wide[:, 4:8].clone()) is None  # rows not the same stride apart
+        assert native_ops.silu_mul_(wide[:, ::2], wide[:, 1::2]) is None  # a row not contiguous
         with native_ops.torch_ops():
             assert native_ops.rms_norm(x, weight, 1e-5) is None
         assert native_ops.rms_norm(x, weight, 1e-5) is not None  # and on again after the block
