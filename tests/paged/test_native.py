@@ -13,10 +13,12 @@ from pathlib import Path
 
 import pytest
 import torch
+import torch.nn.functional as F
 
 from helpers import rel_err
 from paged.attention import contiguous_attention_decode, paged_attention_decode
-from paged.kernels import native, native_build
+from paged.kernels import native, native_build, native_ops
+from paged.model.rope import apply_rope
 from paged.kernels.native_step import DecodeStep
 from decode_cases import build, sweep_failures
 
@@ -95,12 +97,29 @@ def test_float64_is_computed_in_float64():
     assert out.dtype == torch.float64 and rel_err(out, reference(query, keys, values, lens)) < 1e-12
 
 
+def model_ops_match_torch(monkeypatch) -> bool:
+    """The model's C ops (native_ops), loaded from the library built now, against torch's: SwiGLU's middle on rows
+    off the vector widths (the scalar tail), RMSNorm, RoPE."""
+    monkeypatch.setattr(native_ops, "_loaded", [])  # load them from this build
+    g = torch.Generator().manual_seed(5)
+    both, x, w = torch.randn(5, 2 * 45, generator=g) * 4, torch.randn(5, 45, generator=g), torch.randn(45, generator=g)
+    gate, up = both.narrow(1, 0, 45), both.narrow(1, 45, 45)
+    qk, trig = torch.randn(5, 3, 12, generator=g), torch.randn(5, 2, 12, generator=g)
+    cos, sin = trig.narrow(1, 0, 1), trig.narrow(1, 1, 1)
+    want = (F.silu(gate) * up, F.rms_norm(x, (45,), w, eps=1e-6), apply_rope(qk, cos, sin))
+    with torch.no_grad():
+        got = (native_ops.silu_mul_(gate, up), native_ops.rms_norm(x, w, 1e-6), native_ops.rope_(qk, cos, sin))
+    return all(rel_err(a, b) < 1e-5 for a, b in zip(got, want))
+
+
 def test_plain_build_without_avx2_or_openmp(fresh_native, monkeypatch, threads):
-    """The fallback build (no -march=native, pthreads instead of OpenMP) passes the parity sweep too."""
+    """The fallback build (no -march=native, pthreads instead of OpenMP) passes the parity sweep too, and its model
+    ops (scalar loops) match torch's."""
     monkeypatch.setattr(native_build, "FLAG_SETS", (("-O3", "-pthread", "-shared", "-fPIC"),))
     threads(2)
     assert sweep_failures("native", "float32", [(8, 2), (4, 4)], [32, 20], [1, 16]) == []
     assert sweep_failures("native", "bfloat16", [(8, 2)], [32], [16]) == []
+    assert model_ops_match_torch(monkeypatch)
     assert len(list(fresh_native.glob("native_decode-*.so"))) == 1
 
 
@@ -111,6 +130,7 @@ def test_avx2_build_without_avx512(fresh_native, monkeypatch, threads):
     monkeypatch.setattr(native_build, "FLAG_SETS", (flags,))
     threads(2)
     assert sweep_failures("native", "float32", [(8, 8), (8, 4), (6, 2), (8, 2), (8, 1)], [64, 72], [1, 16]) == []
+    assert model_ops_match_torch(monkeypatch)  # SwiGLU's middle on 8-float vectors
     assert len(list(fresh_native.glob("native_decode-*.so"))) == 1
 
 
