@@ -202,8 +202,9 @@ def _open(library: Path) -> ctypes.CDLL:
 
 
 def load_kernel() -> ctypes.CDLL:
-    """Build (or find built and verified) and load the library with the C functions of SYMBOLS. A cached library that fails the check or
-    fails to load is deleted and built once more. Raises RuntimeError saying why it cannot be had."""
+    """Build (or find built and verified) and load the library with the C functions of SYMBOLS. A cached library
+    that fails the check or fails to load is deleted and built once more. Raises RuntimeError saying why it cannot
+    be had."""
     cc = compiler()
     if cc is None:
         raise RuntimeError("impl='native' needs a C compiler (cc, gcc or clang; or set $CC), e.g. "

@@ -5,7 +5,8 @@
  * a shared counter. An item walks its part of the block table one physical block at a time (native_attend.h):
  *   - while it reads rows t..t+7 of block j it asks the CPU to prefetch the same rows of block j+1 into L2 (after
  *     a sequence's last block, the next sequence's first), whose address the table already knows (the hardware
- *     prefetcher cannot guess it: logical neighbours sit anywhere in the pool). Only in calls that read at least `prefetch_min_bytes` of K/V (native.py's rule);
+ *     prefetcher cannot guess it: logical neighbours sit anywhere in the pool). Only in calls that read at least
+ *     `prefetch_min_bytes` of K/V (native.py's rule);
  *   - every K and V row is read once from memory, in place, straight out of the pool; query heads that share a kv
  *     head (GQA) are scored and accumulated in register-blocked tiles of up to 4 (native_avx2.h), so each vector
  *     is also loaded once per tile from cache;

@@ -3,8 +3,8 @@ SwiGLU's silu(gate) * up in place, and the K/V write through slot_mapping. Built
 impl="native" (native_ops.h).
 
 At decode these ops handle a few thousand numbers each, and torch's cost is dispatching them: F.rms_norm is six
-ops, RoPE four, SwiGLU's middle two, a K/V write two index_copy_ calls. Inside an engine step, whose K/V reads push torch's code out of
-the caches, each costs 10-50 us; the C loop costs 1-3 us with its Python. The math is the same (see native_ops.h),
+ops, RoPE four, SwiGLU's middle two, a K/V write two index_copy_ calls. Inside an engine step, whose K/V reads push
+torch's code out of the caches, each costs 10-50 us; the C loop costs 1-5 us with its Python. The math is the same (see native_ops.h),
 so every caller keeps torch's op as the reference path and takes this one only where it fits:
 - float32 tensors on the CPU (the K/V write: any dtype, copied as bytes), laid out as the function says;
 - no autograd: `torch.is_grad_enabled()` False (RMSNorm's residual sum and RoPE write into their input);

@@ -1,4 +1,5 @@
-/* Memory-safety harness for paged/kernels/native_decode.c (and the native_ops.h it includes), built by tests/test_native.py with AddressSanitizer.
+/* Memory-safety harness for paged/kernels/native_decode.c (and the native_ops.h it includes), built by
+ * tests/test_native.py with AddressSanitizer.
  *
  * Every buffer the kernel gets is its own heap allocation of exactly the right size, so a read or write one
  * element outside any of them stops the program with an ASan report. Each case is also checked against a plain
@@ -146,7 +147,8 @@ static int run_case(int dtype, int64_t H, int64_t KVH, int64_t D, int64_t BS, in
 
 /* native_ops.h on exact-size buffers, each result checked against a double computation here: RMSNorm (with and
  * without the residual, cols off the 16-float lanes), RoPE on a narrow of a wider row, silu(gate) * up on two
- * halves of one buffer, and the K/V write (a slot outside the pool writes nothing). Returns the number of failed checks. */
+ * halves of one buffer, and the K/V write (a slot outside the pool writes nothing). Returns the number of failed
+ * checks. */
 static int ops_cases(void) {
     int failures = 0;
     const int64_t rows = 3, cols = 21;

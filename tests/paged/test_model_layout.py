@@ -46,8 +46,8 @@ def _reference_logits(model: TinyLlama, ids: torch.Tensor) -> torch.Tensor:
 
 @pytest.mark.parametrize("name", sorted(CONFIGS))
 def test_layout_keeps_names_shapes_and_values(name):
-    """Weights are column-major and q/k/v (and gate/up) are views of a fused weight, yet state_dict has transformers' names and
-    shapes, and the logits equal those of an unfused copy."""
+    """Weights are column-major and q/k/v (and gate/up) are views of a fused weight, yet state_dict has
+    transformers' names and shapes, and the logits equal those of an unfused copy."""
     model = _random(CONFIGS[name])
     attn = model.model.layers[0].self_attn
     assert attn.fused_qkv is not None and attn._qkv_ptrs() == attn.fused_ptrs
@@ -90,14 +90,16 @@ def test_an_optimizer_step_reaches_the_fused_weight():
     assert_close_scaled(after, _reference_logits(model, ids), rel=1e-5)
 
 
-def test_a_replaced_parameter_is_not_read_stale():
-    """A parameter replaced by another tensor is no longer a view of the fused weight: the model uses the new one."""
+@pytest.mark.parametrize("part", ["self_attn.k_proj", "mlp.up_proj"])
+def test_a_replaced_parameter_is_not_read_stale(part):
+    """A parameter replaced by another tensor is no longer a view of the fused weight (q|k|v, gate|up): the model
+    uses the new one."""
     model = _random(CONFIGS["llama"])
     ids = torch.randint(0, 61, (2, 9))
     with torch.no_grad():
         before = model(ids)
-    attn = model.model.layers[1].self_attn
-    attn.k_proj.weight = nn.Parameter(torch.randn_like(attn.k_proj.weight))
+    proj = model.model.layers[1].get_submodule(part)
+    proj.weight = nn.Parameter(torch.randn_like(proj.weight))
     with torch.no_grad():
         after = model(ids)
     assert_far_scaled(after, before, rel=1e-2)
