@@ -10,8 +10,9 @@ contiguous [B, num_kv_heads, context_len, head_dim] tensor. Then, in one process
   of --reps reps at least and more until each impl's timed calls add up to --min-ms (a 50 us call: hundreds);
   each timed call right after an untimed call of the same impl, so none is timed on what another left in cache;
 - KV GB/s = bytes of K and V the attention must read (sum of context_lens * num_kv_heads * head_dim * 2 * itemsize)
-  / time, and % of this machine's read bandwidth measured in the same run (x.sum() over a >= 256 MB tensor), probed
-  again just before each case, so that a neighbour's load that comes and goes shifts both alike;
+  / time, and % of this machine's read bandwidth measured in the same run (x.sum() over a >= 256 MB tensor), timed
+  between each case's reps (once per rep of the first --reps), so that a neighbour's load that comes and goes
+  shifts both alike;
 - --cold reads COLD_MB before every timed call instead, so each impl starts from clean, cold caches (otherwise a
   small case is served from cache), and tells native's prefetch rule so (native.caches_flushed);
 - under the table, per impl: its slowest case against sdpa and its lowest % of read bandwidth (the targets), and
@@ -91,7 +92,7 @@ class CaseResult:
     case: KernelCase
     kv_bytes: int  # K and V bytes one decode call must read
     results: list[ImplResult] = field(default_factory=list)
-    read_bw_gbps: float | None = None  # the x.sum() probe just before this case, which its % bw is relative to
+    read_bw_gbps: float | None = None  # the x.sum() probe timed between this case's reps: its % bw is relative to it
     read_bw_best_gbps: float | None = None  # that probe's fastest rep, which pct_bw_best is relative to
 
 
@@ -155,13 +156,16 @@ def _callables(data: dict, impls: list[str]) -> dict:
 
 def _time_interleaved(fns: dict, reps: int, warmup: int, device: torch.device,
                       best: dict[str, float] | None = None, settle=None,
-                      after_itself: bool = False, min_ms: float = 0.0) -> dict[str, float]:
+                      after_itself: bool = False, min_ms: float = 0.0, probe=None,
+                      probe_ms: list[float] | None = None) -> dict[str, float]:
     """Median ms per callable; each rep runs every callable once, in turn. `best`, when given, receives each
     callable's fastest rep; `settle`, when given, runs untimed before every timed call; after_itself: so does the
     callable itself, so that each timed call starts from the caches its own last call left, not another's.
     min_ms: after `reps` reps, more (up to MAX_REPS) until every callable's timed calls add up to min_ms, so that
     a short call's median rests on hundreds of reps rather than a handful that one burst of a neighbour's load can
-    tip (B=1 calls of 40-400 us swung 0.85-1.24x against SDPA from run to run at 9 reps)."""
+    tip (B=1 calls of 40-400 us swung 0.85-1.24x against SDPA from run to run at 9 reps). probe: a callable timed
+    after the others in each of the first `reps` reps, its times appended to `probe_ms` (the read-bandwidth probe,
+    so that it sees the load the timed calls saw)."""
     for _ in range(warmup):
         for fn in fns.values():
             fn()
@@ -179,6 +183,12 @@ def _time_interleaved(fns: dict, reps: int, warmup: int, device: torch.device,
             fn()
             _sync(device)
             times[name].append((time.perf_counter() - t0) * 1e3)
+        if probe is not None and rep <= reps:
+            _sync(device)
+            t0 = time.perf_counter()
+            probe()
+            _sync(device)
+            probe_ms.append((time.perf_counter() - t0) * 1e3)
     if best is not None:
         best.update({name: min(ts) for name, ts in times.items()})
     return {name: statistics.median(ts) for name, ts in times.items()}
@@ -194,14 +204,18 @@ def default_impls(device: torch.device) -> list[str]:
 
 def bench_case(case: KernelCase, impls: list[str], device: torch.device, read_bw: float, reps: int = 5,
                warmup: int = 1, tol: float = 1e-4, loop_max_tokens: int = LOOP_MAX_TOKENS,
-               cold: bool = False, read_bw_best: float | None = None, min_ms: float = 0.0) -> CaseResult:
+               cold: bool = False, read_bw_best: float | None = None, min_ms: float = 0.0,
+               probe_mb: int = 0) -> CaseResult:
     """Check, then time, every impl (and sdpa) on one case. Warm (the default): each timed call of a fast impl
     follows an untimed call of the same impl, so it finds what it would find called again and again (its own K/V
     in cache), not what the impl before it left: SDPA's enable_gqa path copies K/V to every query head, and the
     next reader first pays to write those dirty lines back (native read B=16, ctx 2048, GQA 8/2, d128 at 62% of
     x.sum()'s bandwidth right after SDPA, 86% right after itself, in one run). cold: read COLD_MB before every timed
     call instead, so each starts with clean, cold caches (as a decode step does in a model whose KV outgrows them).
-    min_ms: see _time_interleaved (the fast impls only; the per-token loop keeps its 3 reps at most)."""
+    min_ms: see _time_interleaved (the fast impls only; the per-token loop keeps its 3 reps at most). probe_mb: time
+    x.sum() over that many MB once in each of the first `reps` reps, interleaved with the impls, and take `% bw`
+    against it (median and fastest) instead of read_bw / read_bw_best: a probe taken before the case missed the
+    load that came during it (per-case probes of one run spread over 10.7-24.5 GB/s)."""
     data = make_case_data(case, device)
     kv_bytes = 2 * case.batch * case.context_len * case.num_kv_heads * case.head_dim * data["keys"].element_size()
     lens = data["context_lens"].tolist()
@@ -231,7 +245,15 @@ def bench_case(case: KernelCase, impls: list[str], device: torch.device, read_bw
         caches_flushed()
 
     settle = flush_caches if cold else None
-    ms = _time_interleaved(fast, reps, warmup, device, best, settle, after_itself=not cold, min_ms=min_ms)
+    probe_x = torch.ones(probe_mb * (1 << 20) // 4, device=device) if probe_mb else None
+    probe_ms: list[float] = []
+    ms = _time_interleaved(fast, reps, warmup, device, best, settle, after_itself=not cold, min_ms=min_ms,
+                           probe=probe_x.sum if probe_mb else None, probe_ms=probe_ms)
+    if probe_ms:
+        probe_bytes = probe_x.numel() * 4
+        read_bw = result.read_bw_gbps = probe_bytes / (statistics.median(probe_ms) / 1e3) / 1e9
+        read_bw_best = result.read_bw_best_gbps = probe_bytes / (min(probe_ms) / 1e3) / 1e9
+        del probe_x
     if slow:
         check(slow)
         ms.update(_time_interleaved(slow, min(reps, 3), 0, device, best, settle))
@@ -259,10 +281,9 @@ def run_kernel_bench(cases: list[KernelCase], impls: list[str] | None = None, de
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
     report = KernelReport(str(dev), torch.get_num_threads(), read_bw, [], load, os.environ.get("OMP_WAIT_POLICY"),
                           cold)
-    for case in cases:
-        case_bw, case_bw_best = read_bandwidth_probe(dev, bandwidth_mb, reps=5)  # the load now, not at the start
-        report.cases.append(bench_case(case, impls, dev, case_bw, reps, warmup, loop_max_tokens=loop_max_tokens,
-                                       cold=cold, read_bw_best=case_bw_best, min_ms=min_ms))
+    for case in cases:  # each case probes the read bandwidth between its timed reps (bench_case's probe_mb)
+        report.cases.append(bench_case(case, impls, dev, read_bw, reps, warmup, loop_max_tokens=loop_max_tokens,
+                                       cold=cold, min_ms=min_ms, probe_mb=bandwidth_mb))
         if log:
             log(format_rows([report.cases[-1]], header=len(report.cases) == 1))
     return report

@@ -202,10 +202,10 @@ def test_bench_cold_reads_a_flush_buffer_before_every_timed_call(monkeypatch):
     calls = []
     timed = kernels._time_interleaved
 
-    def spy(fns, reps, warmup, device, best=None, settle=None, after_itself=False, min_ms=0.0):
+    def spy(fns, reps, warmup, device, best=None, settle=None, after_itself=False, **rest):
         calls.append((len(fns) * reps, settle))
         counted = None if settle is None else (lambda: calls.append("settle") or settle())
-        return timed(fns, reps, warmup, device, best, counted, after_itself, min_ms)
+        return timed(fns, reps, warmup, device, best, counted, after_itself, **rest)
 
     monkeypatch.setattr(kernels, "_time_interleaved", spy)
     case = kernels.KernelCase(1, 40, 4, 2, 16)
@@ -254,7 +254,7 @@ def test_bench_cold_tells_native_its_kv_left_the_caches(monkeypatch):
 
 def test_short_calls_get_more_reps_until_min_ms_of_timed_calls(monkeypatch):
     """After `reps` reps, _time_interleaved goes on until every callable's timed calls add up to min_ms, never past
-    MAX_REPS; min_ms 0 keeps exactly `reps`."""
+    MAX_REPS; min_ms 0 keeps exactly `reps`. A probe is timed in the first `reps` reps only."""
     import time as clock
 
     from paged.bench import kernels
@@ -272,8 +272,26 @@ def test_short_calls_get_more_reps_until_min_ms_of_timed_calls(monkeypatch):
     cpu = torch.device("cpu")
     for min_ms, expected in ((0.0, 2), (1e9, 7)):
         counts.update(quick=0, slow=0)
-        kernels._time_interleaved({"quick": quick, "slow": slow}, 2, 0, cpu, min_ms=min_ms)
+        probe_ms: list[float] = []
+        kernels._time_interleaved({"quick": quick, "slow": slow}, 2, 0, cpu, min_ms=min_ms,
+                                  probe=lambda: clock.sleep(0.001), probe_ms=probe_ms)
         assert counts == {"quick": expected, "slow": expected}
+        assert len(probe_ms) == 2 and min(probe_ms) >= 1.0  # the probe: once in each of the first `reps` reps
     counts.update(slow=0)
     kernels._time_interleaved({"slow": slow}, 1, 0, cpu, min_ms=7.0)  # >= 3 ms a call: 3 reps reach 7 ms
     assert 3 <= counts["slow"] < 7
+
+
+def test_percent_of_bandwidth_is_taken_against_the_probe_timed_between_the_reps():
+    """bench_case with probe_mb: read_bw comes from x.sum() timed between its reps, not from the value passed in,
+    and every % bw is relative to it."""
+    from paged.bench import kernels
+
+    case = kernels.KernelCase(2, 64, 4, 2, 16)
+    result = kernels.bench_case(case, ["gather"], torch.device("cpu"), 1e-9, reps=3, warmup=0, read_bw_best=1e-9,
+                                probe_mb=8)
+    assert 0.05 < result.read_bw_gbps < 1e4 and result.read_bw_best_gbps >= result.read_bw_gbps
+    for r in result.results:
+        assert r.pct_bw == pytest.approx(100 * r.gbps / result.read_bw_gbps)
+        best_gbps = result.kv_bytes / (r.ms_best / 1e3) / 1e9
+        assert r.pct_bw_best == pytest.approx(100 * best_gbps / result.read_bw_best_gbps)
