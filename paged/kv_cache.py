@@ -7,7 +7,9 @@ token order, like gpt-fast's KVCache.
 
 from __future__ import annotations
 
+import ctypes
 import math
+import sys
 
 import torch
 
@@ -49,8 +51,39 @@ def _check_bytes(what: str, shape: tuple[int, ...], dtype: torch.dtype, max_byte
     need = 2 * math.prod(shape) * torch.empty((), dtype=dtype).element_size()
     if need > max_bytes:
         size = f"{need / 2**30:.1f} GiB" if need >= 2**30 else f"{need / 2**20:.1f} MiB"
-        raise ValueError(f"{what} of shape {list(shape)} ({dtype}) would need {need:,} bytes ({size}) for K and V, more than the limit of {max_bytes:,} bytes "
+        raise ValueError(f"{what} of shape {list(shape)} ({dtype}) would need {need:,} bytes ({size}) for K and V, "
+                         f"more than the limit of {max_bytes:,} bytes "
                          f"(max_bytes, default MAX_CACHE_BYTES); make it smaller or raise max_bytes")
+
+
+HUGE_PAGE_BYTES = 2 << 20  # a pool at least this large is advised into transparent huge pages (pool_zeros)
+_MADV_HUGEPAGE = 14  # Linux's madvise advice number
+
+
+def _advise_huge_pages(t: torch.Tensor) -> bool:
+    """madvise(MADV_HUGEPAGE) over the whole 4 KiB pages inside t's memory; True when the kernel took the advice."""
+    start, end = t.data_ptr(), t.data_ptr() + t.numel() * t.element_size()
+    first, last = -(-start // 4096) * 4096, end // 4096 * 4096
+    if last <= first:
+        return False
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.madvise(ctypes.c_void_p(first), ctypes.c_size_t(last - first), _MADV_HUGEPAGE) == 0
+    except (OSError, AttributeError):  # no C library to ask, or no madvise in it
+        return False
+
+
+def pool_zeros(shape: tuple[int, ...], dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    """torch.zeros(shape) for a KV pool. On Linux, a CPU pool of HUGE_PAGE_BYTES or more is first advised into
+    2 MiB pages (madvise MADV_HUGEPAGE, taken where transparent huge pages are "madvise" or "always"), then zeroed,
+    which faults its pages in: attention reads blocks scattered over the whole pool, and with 4 KiB pages a large
+    pool misses the TLB on nearly every block (bench kernels, B=64 x 2048 tokens, 8/2 heads, 134 MB: 67-81% of the
+    read bandwidth on 4 KiB pages, 90-98% on huge pages; the shipped model's 13 MB pool: no difference). Elsewhere,
+    or when the advice is refused, plain zeros."""
+    t = torch.empty(shape, dtype=dtype, device=device)
+    if t.device.type == "cpu" and sys.platform.startswith("linux") and t.numel() * t.element_size() >= HUGE_PAGE_BYTES:
+        _advise_huge_pages(t)
+    return t.zero_()
 
 
 class KVCachePool:
@@ -74,8 +107,8 @@ class KVCachePool:
         self.num_layers, self.num_blocks, self.block_size = num_layers, num_blocks, block_size
         self.num_kv_heads, self.head_dim, self.dtype = num_kv_heads, head_dim, dtype
         self.device = device
-        self.key_cache = torch.zeros(shape, dtype=dtype, device=self.device)
-        self.value_cache = torch.zeros(shape, dtype=dtype, device=self.device)
+        self.key_cache = pool_zeros(shape, dtype, self.device)  # zeros, in huge pages where it pays
+        self.value_cache = pool_zeros(shape, dtype, self.device)
         # The per-layer views, made once: the engine asks for one layer's pair per layer per step.
         self._layers = [(self.key_cache[i], self.value_cache[i]) for i in range(num_layers)]
 

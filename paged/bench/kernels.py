@@ -44,7 +44,7 @@ import torch.nn.functional as F
 from ..addressing import blocks_needed, slot_mapping
 from ..attention import contiguous_attention_decode, paged_attention_decode
 from ..kernels.native import caches_flushed
-from ..kv_cache import default_device, write_kv
+from ..kv_cache import default_device, pool_zeros, write_kv
 from .kernel_report import (COLD_MB, COLUMNS, _sync, format_report, format_rows, read_bandwidth_gbps,  # noqa: F401
                             read_bandwidth_probe, table_rows, worst_cases)
 
@@ -130,8 +130,8 @@ def make_case_data(case: KernelCase, device: torch.device, seed: int = 0) -> dic
     keys = torch.randn(shape, generator=gen, dtype=dtype)
     values = torch.randn(shape, generator=gen, dtype=dtype)
     tables = torch.randperm(b * per_seq, generator=gen).view(b, per_seq)
-    key_cache = torch.zeros(b * per_seq, bs, case.num_kv_heads, case.head_dim, dtype=dtype, device=device)
-    value_cache = torch.zeros_like(key_cache)
+    pool_shape = (b * per_seq, bs, case.num_kv_heads, case.head_dim)
+    key_cache, value_cache = pool_zeros(pool_shape, dtype, device), pool_zeros(pool_shape, dtype, device)
     for i in range(b):
         slots = slot_mapping(tables[i], 0, n, bs, device=device)
         write_kv(key_cache, value_cache, keys[i].to(device), values[i].to(device), slots)
