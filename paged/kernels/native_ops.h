@@ -28,25 +28,6 @@
 #else
 #define PAGED_EXACT_PRODUCTS
 #define PAGED_NO_CONTRACT
-/* The three as Python calls them: their arguments in one int64 array (pointers as integers), so that ctypes
- * converts one pointer instead of 7-10 arguments (0.8 instead of 2.4 us a call, at ~15 calls a decode step). */
-int64_t paged_rms_norm(const int64_t *a, double eps) {
-    return rms_norm((float *)a[0], a[1], (const float *)a[2], (const float *)a[3], (float *)a[4], a[5], a[6], eps);
-}
-
-int64_t paged_rope(const int64_t *a) {
-    return rope((float *)a[0], a[1], (const float *)a[2], (const float *)a[3], a[4], a[5], a[6], a[7]);
-}
-
-int64_t paged_silu_mul(const int64_t *a) {
-    return silu_mul((float *)a[0], (const float *)a[1], a[2], a[3], a[4]);
-}
-
-int64_t paged_write_rows(const int64_t *a) {
-    return write_rows((char *)a[0], (char *)a[1], (const char *)a[2], (const char *)a[3], a[4], a[5],
-                      (const int64_t *)a[6], a[7], a[8], a[9]);
-}
-
 #endif
 
 /* sum of x[0..n)^2 in 16 running float sums (as a vectorised reduction keeps them), added up at the end. */
@@ -157,7 +138,7 @@ static int64_t write_rows(char *key_cache, char *value_cache, const char *key, c
     return 0;
 }
 
-/* The three as Python calls them: their arguments in one int64 array (pointers as integers), so that ctypes
+/* The four as Python calls them: their arguments in one int64 array (pointers as integers), so that ctypes
  * converts one pointer instead of 7-10 arguments (0.8 instead of 2.4 us a call, at ~15 calls a decode step). */
 int64_t paged_rms_norm(const int64_t *a, double eps) {
     return rms_norm((float *)a[0], a[1], (const float *)a[2], (const float *)a[3], (float *)a[4], a[5], a[6], eps);
