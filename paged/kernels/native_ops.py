@@ -7,7 +7,7 @@ ops, RoPE four, SwiGLU's middle two, a K/V write two index_copy_ calls. Inside a
 torch's code out of the caches, each costs 10-50 us; the C loop costs 1-5 us with its Python. The math is the same (see native_ops.h),
 so every caller keeps torch's op as the reference path and takes this one only where it fits:
 - float32 tensors on the CPU (the K/V write: any dtype, copied as bytes), laid out as the function says;
-- no autograd: `torch.is_grad_enabled()` False (RMSNorm's residual sum and RoPE write into their input);
+- no autograd: `torch.is_grad_enabled()` False (RMSNorm's residual sum, RoPE and SwiGLU write into their input);
 - the library built (a C compiler, see native_build.py) and `enabled` True.
 Each function returns None where it does not fit, and the caller runs torch's ops instead.
 """

@@ -14,8 +14,9 @@ For inference the weights are laid out differently in memory, with the same name
 three), and gate/up likewise.
 
 The module base class Direct (fast calls and attribute lookups) is in direct.py, RoPE in rope.py. In CPU float32
-inference, RMSNorm (with the residual add before it) and RoPE run as C loops (paged/kernels/native_ops.py): the same
-math, without torch's per-op cost, which at decode outweighs the arithmetic. torch's ops stay the reference path.
+inference, RMSNorm (with the residual add before it), RoPE and SwiGLU's silu(gate) * up run as C loops
+(paged/kernels/native_ops.py): the same math, without torch's per-op cost, which at decode outweighs the
+arithmetic. torch's ops stay the reference path.
 
 Shape legend: B batch rows, T tokens per row, N flattened tokens of one engine step, H num_heads,
 K num_kv_heads, D head_dim, C hidden_size, I intermediate_size, V vocab_size.
@@ -222,8 +223,8 @@ class DecoderLayer(Direct):
 
     def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
                 backend: AttentionBackend | None) -> torch.Tensor:
-        x, h = self.post_attention_layernorm.add_forward(self.self_attn(self.input_layernorm(x), cos, sin, backend),
-                                                         x)  # x + attn(norm(x)), and norm of that
+        attn = self.self_attn(self.input_layernorm(x), cos, sin, backend)
+        x, h = self.post_attention_layernorm.add_forward(attn, x)  # x + attn, and the norm of that sum
         return x + self.mlp(h)
 
 
