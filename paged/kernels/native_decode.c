@@ -38,7 +38,7 @@
 #include <string.h>
 
 #include "native_attend.h"
-#include "native_ops.h" /* the model's small ops (RMSNorm, RoPE, the K/V write): native_ops.py */
+#include "native_ops.h" /* the model's small ops (RMSNorm, RoPE, SwiGLU, the K/V write) */
 #include "native_team.h"
 
 /* begin_<T> / end_<T> / combine_<T>: an item's running state before its first block (m = -inf, l = 0, acc = 0),

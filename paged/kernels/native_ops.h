@@ -45,12 +45,12 @@ PAGED_NO_CONTRACT static float sum_of_squares(const float *x, int64_t n) {
 
 /* RMSNorm of `rows` rows of `cols` floats: out[r] = (x[r] * (1 / sqrt(mean(x[r]^2) + eps))) * weight, the order
  * F.rms_norm takes. With `residual` non-NULL, first x[r] += residual[r] (in place: x then holds the sum the next
- * residual add starts from). x rows are `x_stride` floats apart, residual and out rows `cols` apart. Returns 0. */
-PAGED_NO_CONTRACT static int64_t rms_norm(float *x, int64_t x_stride, const float *residual, const float *weight,
-                                          float *out, int64_t rows, int64_t cols, double eps) {
+ * residual add starts from). Every row `cols` floats after the last. Returns 0. */
+PAGED_NO_CONTRACT static int64_t rms_norm(float *x, const float *residual, const float *weight, float *out,
+                                          int64_t rows, int64_t cols, double eps) {
     PAGED_EXACT_PRODUCTS
     for (int64_t r = 0; r < rows; r++) {
-        float *xr = x + r * x_stride, *o = out + r * cols;
+        float *xr = x + r * cols, *o = out + r * cols;
         if (residual)
             for (int64_t c = 0; c < cols; c++) xr[c] += residual[r * cols + c];
         const float inv = 1.0f / sqrtf(sum_of_squares(xr, cols) / (float)cols + (float)eps);
@@ -141,7 +141,7 @@ static int64_t write_rows(char *key_cache, char *value_cache, const char *key, c
 /* The four as Python calls them: their arguments in one int64 array (pointers as integers), so that ctypes
  * converts one pointer instead of 7-10 arguments (0.8 instead of 2.4 us a call, at ~15 calls a decode step). */
 int64_t paged_rms_norm(const int64_t *a, double eps) {
-    return rms_norm((float *)a[0], a[1], (const float *)a[2], (const float *)a[3], (float *)a[4], a[5], a[6], eps);
+    return rms_norm((float *)a[0], (const float *)a[1], (const float *)a[2], (float *)a[3], a[4], a[5], eps);
 }
 
 int64_t paged_rope(const int64_t *a) {

@@ -4,8 +4,8 @@ impl="native" (native_ops.h).
 
 At decode these ops handle a few thousand numbers each, and torch's cost is dispatching them: F.rms_norm is six
 ops, RoPE four, SwiGLU's middle two, a K/V write two index_copy_ calls. Inside an engine step, whose K/V reads push
-torch's code out of the caches, each costs 10-50 us; the C loop costs 1-5 us with its Python. The math is the same (see native_ops.h),
-so every caller keeps torch's op as the reference path and takes this one only where it fits:
+torch's code out of the caches, each costs 10-50 us; the C loop costs 1-5 us with its Python. The math is the same
+(see native_ops.h), so every caller keeps torch's op as the reference path and takes this one only where it fits:
 - float32 tensors on the CPU (the K/V write: any dtype, copied as bytes), laid out as the function says;
 - no autograd: `torch.is_grad_enabled()` False (RMSNorm's residual sum, RoPE and SwiGLU write into their input);
 - the library built (a C compiler, see native_build.py) and `enabled` True.
@@ -27,7 +27,7 @@ _I64, _PTR, _F64 = ctypes.c_int64, ctypes.c_void_p, ctypes.c_double
 # Each C function takes its arguments packed in one int64 array (see the end of native_ops.h), RMSNorm's eps apart.
 _SIGNATURES = {"paged_rms_norm": [_PTR, _F64], "paged_rope": [_PTR], "paged_silu_mul": [_PTR],
                "paged_write_rows": [_PTR]}
-_NORM_ARGS, _ROPE_ARGS, _SILU_ARGS, _WRITE_ARGS = (struct.Struct("7q"), struct.Struct("8q"), struct.Struct("5q"),
+_NORM_ARGS, _ROPE_ARGS, _SILU_ARGS, _WRITE_ARGS = (struct.Struct("6q"), struct.Struct("8q"), struct.Struct("5q"),
                                                    struct.Struct("10q"))
 MAX_ROPE_HEAD_DIM = 1024  # paged_rope's scratch row
 
@@ -90,7 +90,7 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float,
         return None
     out = torch.empty_like(x)
     if cols:
-        fns["paged_rms_norm"](_NORM_ARGS.pack(x.data_ptr(), cols, 0 if residual is None else residual.data_ptr(),
+        fns["paged_rms_norm"](_NORM_ARGS.pack(x.data_ptr(), 0 if residual is None else residual.data_ptr(),
                                               weight.data_ptr(), out.data_ptr(), x.numel() // cols, cols), eps)
     return out
 

@@ -163,7 +163,7 @@ static int ops_cases(void) {
                 const double v = (double)x[r * cols + c] + (with_res ? res[r * cols + c] : 0.0);
                 sum[r] += v * v;
             }
-        const int64_t args[7] = {(int64_t)x, cols, with_res ? (int64_t)res : 0, (int64_t)w, (int64_t)out, rows, cols};
+        const int64_t args[6] = {(int64_t)x, with_res ? (int64_t)res : 0, (int64_t)w, (int64_t)out, rows, cols};
         failures += paged_rms_norm(args, 1e-5) != 0;
         for (int64_t r = 0; r < rows; r++)
             for (int64_t c = 0; c < cols; c++) {
