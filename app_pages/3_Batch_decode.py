@@ -148,7 +148,7 @@ def batch_view() -> None:
     written = list(event.written.values()) if event.kind == "decode" and event.ok else []
     # the pool as HTML cells (viz.pool.pool_html): a step redraws it in a few ms, a plotly grid in ~100
     pool = pool_html(num_blocks, block_size, tables, lens, highlight=written, max_width=680,
-                     words=viz_labels(ctx, PoolWords, "common.pool"))
+                     words=viz_labels(ctx, PoolWords, "common.pool"), holds=pg.holds)  # what the pool holds
     fig_col, note_col = st.columns([3, 1])
     show_cells(pool, ctx.t("pool_title", free=pg.manager.num_free_blocks, num_blocks=num_blocks), "batch.pool",
                where=fig_col)

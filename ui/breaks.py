@@ -16,6 +16,7 @@ from viz.attention import diverging_figure
 from viz.breaks import row_diff_figure
 from viz.colors import seq_label
 
+from .params import one_of, read_param
 from .widgets import notice, show_figure
 
 WRONG, WRONG_SEQ = "batch.wrong", "batch.wrong_seq"  # page 3's switch and its target (widget keys, in the URL)
@@ -93,8 +94,12 @@ def arm_wrong_slot(lesson) -> None:
     If the decode armed before has run since (or the lesson is new), the switch goes off first."""
     if _used_up(lesson):
         st.session_state[WRONG] = False
-    target = st.session_state.get(WRONG_SEQ) if st.session_state.get(WRONG) else None
     running = [s.seq_id for s in lesson.playground.running()]
+    if WRONG not in st.session_state:  # the first run of a visit: a link's wrong=1 arms the very first Decode
+        st.session_state[WRONG] = bool(read_param("wrong", one_of([0, 1]), 0))
+        if running and WRONG_SEQ not in st.session_state:
+            st.session_state[WRONG_SEQ] = read_param("wrong_seq", one_of(running), running[0])
+    target = st.session_state.get(WRONG_SEQ) if st.session_state.get(WRONG) else None
     lesson.arm_wrong_slot(target if target in running else None)
     st.session_state[ARMED] = (lesson, lesson.armed)
 

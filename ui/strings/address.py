@@ -33,7 +33,7 @@ STRINGS = {
     "help_slot": {"en": "physical_block_id * block_size + block_offset: the row in the flat pool",
                   "zh": "physical_block_id * block_size + block_offset：在展平的 pool 中的行号"},
     "pool_title": {"en": "Physical pool: {num_blocks} blocks × {block_size} slots (block id on the left)",
-                   "zh": "Physical pool：{num_blocks} 个 block × {block_size} 个 slot（左侧为 block 编号）"},
+                   "zh": "物理 pool：{num_blocks} 个 block × {block_size} 个 slot（左侧为 block 编号）"},
     "pool_notice": {
         "en": ("Token {token_index} is the outlined cell, slot {slot} inside physical block {physical_block_id}. "
                "The sequence's blocks are not adjacent, yet reading them in block_table order gives tokens "

@@ -217,7 +217,7 @@ STRINGS = {
                "decode（每个运行中的 sequence 生成一个 token）。只要有等待的 prompt 放得下，就先做 prefill。"),
     },
     "pool_title": {"en": "Physical pool: {free} of {num_blocks} blocks free (cell = sequence + token_index)",
-                   "zh": "Physical pool：{num_blocks} 个 block 中有 {free} 个空闲（格子 = sequence + token_index）"},
+                   "zh": "物理 pool：{num_blocks} 个 block 中有 {free} 个空闲（格子 = sequence + token_index）"},
     "pool_notice": {
         "en": ("Outlined cells are the slots written this step. A sequence's blocks are scattered over the pool, "
                "and a new one is taken only when its last block is full; pale cells are reserved but not written."),

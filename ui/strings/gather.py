@@ -37,7 +37,7 @@ STRINGS = {
     "all": {"en": "Gather all", "zh": "全部 gather"},
     "progress": {"en": "gathered {step} of {context_len} tokens", "zh": "已 gather {step} / {context_len} 个 token"},
     "pool_title": {"en": "Physical pool: {num_blocks} blocks; this sequence's block_table is {block_table}",
-                   "zh": "Physical pool：{num_blocks} 个 block；这个 sequence 的 block_table 为 {block_table}"},
+                   "zh": "物理 pool：{num_blocks} 个 block；这个 sequence 的 block_table 为 {block_table}"},
     "current_read": {"en": "Loop iteration {step}: token_index {token_index}",
                      "zh": "第 {step} 次循环：token_index {token_index}"},
     "press_next": {"en": "Press “Next token” to run one iteration of the loop.",
