@@ -45,8 +45,8 @@ capacity = len(block_table) * block_size  # tokens the table can address
 # The token stays where the learner (or a link) put it, even past what the table addresses: the chain then shows
 # which logical block has no entry, instead of silently moving the token.
 wanted = st.session_state.get(knobs.key("token"))
-if wanted is None:  # the first run of this visit: the link's token
-    wanted = ui.read_param("token", ui.int_in(0, MAX_TOKEN), SEED_TOKEN_INDEX)
+if wanted is None:  # the first run of this visit: the link's token, read once (the slider starts from it)
+    wanted = st.session_state[knobs.key("token")] = ui.read_param("token", ui.int_in(0, MAX_TOKEN), SEED_TOKEN_INDEX)
 top = max(capacity - 1, wanted)
 if top > 0:
     token_index = knobs.slider(ctx.t("token_label"), "token", SEED_TOKEN_INDEX, 0, top)
@@ -55,7 +55,8 @@ else:
     st.caption(ctx.t("token_only_one"))
 knobs.sync_url(ctx.lang)
 
-for twice in ui.duplicates(block_table):
+listed_twice = ui.duplicates(block_table)
+for twice in listed_twice:
     logical = [i for i, b in enumerate(block_table) if b == twice]
     st.warning(ctx.t("duplicate", block=twice, logical=", ".join(map(str, logical)),
                      first=f"{logical[0] * block_size}–{(logical[0] + 1) * block_size - 1}",
@@ -88,9 +89,10 @@ fig_col, note_col = st.columns([3, 1])
 ui.show_figure(pool, "address.pool", where=fig_col)
 if missing:
     ui.notice(ctx, ctx.t("pool_notice_missing", token_index=token_index, last_token=capacity - 1), where=note_col)
-else:
-    ui.notice(ctx, ctx.t("pool_notice", token_index=token_index, slot=address.slot,
-                         physical_block_id=address.physical_block_id), where=note_col)
+else:  # a block listed twice: reading the table in order no longer gives tokens 0, 1, 2, … (the warning above)
+    ui.notice(ctx, ctx.t("pool_notice_duplicate" if listed_twice else "pool_notice", token_index=token_index,
+                         slot=address.slot, physical_block_id=address.physical_block_id,
+                         block=", ".join(map(str, listed_twice))), where=note_col)
 
 st.subheader(ctx.t("table_heading"))
 rows = [{"token_index": a.token_index, "logical_block_id": a.logical_block_id,

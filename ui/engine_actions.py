@@ -56,9 +56,25 @@ def status_text(ctx, status: str, finish_reason: str | None) -> str:
     return f"{text} ({ctx.t(f'engine.reason_{finish_reason}')})" if finish_reason else text
 
 
+def why_values(values: dict) -> dict:
+    """A why piece's values as a page names them: a sequence by its letter (seq 2 -> "C"), a list of them "B, C"."""
+    out = dict(values)
+    if "seq" in out:
+        out["seq"] = seq_label(out["seq"])
+    if "seqs" in out:
+        out["seqs"] = ", ".join(map(seq_label, out["seqs"])) or "—"
+    return out
+
+
+def why_sep(ctx) -> str:
+    """What joins the pieces of a why: "; ", in 简体中文 "；"."""
+    return "；" if ctx.lang == "zh" else "; "
+
+
 def explain_step(ctx, why) -> str:
-    """A step's why (the scheduler's (code, values) pieces) in the page's language, joined with "; "."""
-    return "; ".join(ctx.t(f"engine.why_{code}", **values) for code, values in why)
+    """A step's why (the scheduler's (code, values) pieces) in the page's language, sequences by letter (why_values),
+    joined with why_sep."""
+    return why_sep(ctx).join(ctx.t(f"engine.why_{code}", **why_values(values)) for code, values in why)
 
 
 def engine_model(ctx: PageContext, knobs: Knobs | None = None, prefix: str | None = None):

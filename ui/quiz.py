@@ -16,7 +16,7 @@ import streamlit as st
 from lessons.quiz import Question
 from viz.colors import seq_label
 
-from .engine_actions import explain_step
+from .engine_actions import explain_step, why_sep
 from .params import one_of
 
 SCORE = "quiz.score"  # {"right": int, "asked": int}, for the whole session
@@ -84,7 +84,7 @@ def show(ctx, page: str, state_id, make: Callable[[int], Question | None], none_
             score["right"] += guess == question.answer
         if held["revealed"] is not None:
             answer = choice_text(ctx, question, question.answer)
-            why = "; ".join(piece_text(ctx, p) for p in question.why)
+            why = why_sep(ctx).join(piece_text(ctx, p) for p in question.why)
             if held["revealed"] == question.answer:
                 st.success(ctx.t("quiz.right", answer=answer) + f"  \n{why}", icon=":material/check_circle:")
             else:

@@ -42,6 +42,15 @@ STRINGS = {
                "这个 sequence 的 block 并不相邻，但按 block_table 的顺序读取，得到的仍是按顺序的 token 0, 1, 2, …。"
                "灰色 block 空闲，可以给其他 sequence 使用。把鼠标悬停在格子上可以看到完整链路。"),
     },
+    "pool_notice_duplicate": {
+        "en": ("Token {token_index} is the outlined cell, slot {slot} inside physical block {physical_block_id}. "
+               "Block {block} is in the table twice, so each of its cells is claimed by two tokens (e.g. 4/8): "
+               "reading the table in order does not give tokens 0, 1, 2, … in order, because one token's K/V "
+               "overwrite the other's. Hover a cell for its chains."),
+        "zh": ("token {token_index} 是加粗边框的格子：physical block {physical_block_id} 中的 slot {slot}。"
+               "block {block} 在表中出现了两次，所以它的每个格子都被两个 token 占用（例如 4/8）：按表的顺序读取，"
+               "得到的不再是按顺序的 token 0, 1, 2, …，因为一个 token 的 K/V 会覆盖另一个的。把鼠标悬停在格子上可以看到链路。"),
+    },
     "table_heading": {"en": "Every token → (physical block, offset)", "zh": "每个 token →（physical block，块内偏移）"},
     "table_notice": {
         "en": ("Within a block the offset counts 0 … {block_size}-1 and the slot rises by one; at a block boundary "

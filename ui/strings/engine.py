@@ -5,10 +5,10 @@ from paged.engine import WHY_ENGLISH
 # The scheduler's reasons for a step, by code (see the scheduler, paged/engine/scheduler.py): English from the scheduler itself.
 WHY_ZH = {
     "prefill": "prefill {count} 个等待中的 prompt，共 {tokens} 个 token",
-    "prefill_chunk": "seq {seq} 的 prefill 分块：第 {start}–{end} 个 token（共 {total} 个）",
+    "prefill_chunk": "{seq} 的 prefill 分块：第 {start}–{end} 个 token（共 {total} 个）",
     "stop_max_seqs": "停止：已达到 max_num_seqs {max_num_seqs}",
-    "stop_tokens": "停止：seq {seq}（{tokens} 个 token）会超过 max_num_batched_tokens {budget}",
-    "stop_blocks": "停止：seq {seq} 需要 {need} 个 block，空闲 {free} 个（watermark {watermark}）",
+    "stop_tokens": "停止：{seq}（{tokens} 个 token）会超过 max_num_batched_tokens {budget}",
+    "stop_blocks": "停止：{seq} 需要 {need} 个 block，空闲 {free} 个（watermark {watermark}）",
     "idle": "没有可运行的内容",
     "decode": "decode {count} 个运行中的 sequence，每个一个 token",
     "new_blocks": "{count} 个拿到了新 block（最后一个 block 已满或被共享）",
@@ -16,7 +16,9 @@ WHY_ZH = {
 }
 
 STRINGS = {
-    **{f"why_{code}": {"en": WHY_ENGLISH[code], "zh": WHY_ZH[code]} for code in WHY_ENGLISH},
+    # a page names a sequence by its letter (ui.engine_actions.why_values): "prefill chunk of C", not "of seq C"
+    **{f"why_{code}": {"en": WHY_ENGLISH[code].replace("seq {seq}", "{seq}"), "zh": WHY_ZH[code]}
+       for code in WHY_ENGLISH},
     "title": {"en": "4 · Engine", "zh": "4 · 推理引擎（Engine）"},
     "intro": {
         "en": ("The whole mini vLLM on the shipped tiny Llama, one step at a time: the Scheduler picks who runs "
