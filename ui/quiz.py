@@ -49,6 +49,12 @@ def piece_text(ctx, piece) -> str:
     return ctx.t(f"quiz.{key}", **values)
 
 
+def open_question(page: str) -> Question | None:
+    """The page's question while it is open (asked, not yet revealed): what the page must not show meanwhile."""
+    held = st.session_state.get(f"quiz.{page}")
+    return held["question"] if held and held["revealed"] is None else None
+
+
 def choice_text(ctx, question: Question, choice) -> str:
     if question.kind == "new_block":
         return _label(choice) if choice else ctx.t("quiz.none_choice")

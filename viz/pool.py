@@ -120,7 +120,7 @@ def _damaged(cell: Cell, held: tuple[int, int] | None, tables: Mapping[int, Sequ
 def grid_cells(num_blocks: int, block_size: int, tables: Mapping[int, Sequence[int]],
                cached_counts: Mapping[int, int], labels: Mapping[int, str] | None = None,
                token_text: Mapping[int, Sequence[str]] | None = None, words: PoolWords = PoolWords(),
-               holds: Mapping[int, tuple[int, int]] | None = None) -> list[dict]:
+               holds: Mapping[int, tuple[int, int]] | None = None, hide_tokens: bool = False) -> list[dict]:
     """What the pool grid shows in each slot, in slot order: {"slot", "owner" (first seq id holding the block, or
     None), "text" (e.g. "A5", a clash "4/8", "" when not written), "hover" (plotly hover text: lines joined by <br>,
     token text HTML-escaped; its sentences in `words`), "color", "font", "damage" (None, "wrong" or "missing")}.
@@ -130,7 +130,8 @@ def grid_cells(num_blocks: int, block_size: int, tables: Mapping[int, Sequence[i
     `holds`). Given, each cell shows what it holds: a slot holding a token its tables do not put there is "wrong"
     (labelled and coloured by the token it holds; the hover names it, where it belongs, and the token it
     destroyed), a slot the tables say holds a token but that holds nothing is "missing". None: the tables' layout
-    is taken as the pool's contents (no writes to draw, e.g. page 1)."""
+    is taken as the pool's contents (no writes to draw, e.g. page 1). hide_tokens: no cell says which token it
+    holds (text "", hover only the slot's own address): a quiz question about a token's slot is open."""
     labels = dict(labels or {})
     name = lambda s: labels.get(s, seq_label(s))  # noqa: E731
     out = []
@@ -158,6 +159,8 @@ def grid_cells(num_blocks: int, block_size: int, tables: Mapping[int, Sequence[i
             if clash:
                 lines.append(words.clash)
             hover = "<br>".join(lines)
+        if hide_tokens:
+            text, hover = "", where
         out.append({"slot": cell.slot, "owner": owner, "text": text, "hover": hover, "color": color,
                     "font": "#000000" if owner is None and bad is None else text_color(color),
                     "damage": bad and bad["damage"]})
@@ -168,7 +171,7 @@ def pool_figure(num_blocks: int, block_size: int, tables: Mapping[int, Sequence[
                 cached_counts: Mapping[int, int], highlight: Iterable[int] = (), read: Iterable[int] = (),
                 title: str = "", labels: Mapping[int, str] | None = None, max_width: int = 820,
                 min_width: int = 620, token_text: Mapping[int, Sequence[str]] | None = None,
-                words: PoolWords = PoolWords()) -> go.Figure:
+                words: PoolWords = PoolWords(), hide_tokens: bool = False) -> go.Figure:
     """The pool grid.
 
     tables: seq_id -> block_table; cached_counts: seq_id -> cached_token_count, the tokens written (cells past it in
@@ -176,7 +179,7 @@ def pool_figure(num_blocks: int, block_size: int, tables: Mapping[int, Sequence[
     read / just written). read: slots already read (a thin grey outline). labels: seq_id -> text shown in cells
     (default A, B, C…). token_text: seq_id -> the text of each of its tokens by token index (e.g.
     lessons.tokens.token_label's "␣the", "⟨BOS⟩"); a written cell's hover adds "· token '␣the'" to its chain.
-    words: the hover's sentences (PoolWords). Cells are square, at most 36 px; the figure is between min_width and max_width pixels wide.
+    words: the hover's sentences (PoolWords). hide_tokens: cells name no token (grid_cells). Cells are square, at most 36 px; the figure is between min_width and max_width pixels wide.
     Traces: "free", one per sequence (named by its label), "read", "highlight", "block ids".
     """
     labels = dict(labels or {})
@@ -190,7 +193,8 @@ def pool_figure(num_blocks: int, block_size: int, tables: Mapping[int, Sequence[
         return (block // rows) * stride + offset, block % rows
 
     groups: dict[int | None, dict[str, list]] = {}
-    for cell in grid_cells(num_blocks, block_size, tables, cached_counts, labels, token_text, words):
+    for cell in grid_cells(num_blocks, block_size, tables, cached_counts, labels, token_text, words,
+                           hide_tokens=hide_tokens):
         g = groups.setdefault(cell["owner"], {"x": [], "y": [], "text": [], "hover": [], "color": [], "font": []})
         x, y = xy(cell["slot"])
         g["x"].append(x)

@@ -51,6 +51,16 @@ STRINGS = {
                "block {block} 在表中出现了两次，所以它的每个格子都被两个 token 占用（例如 4/8）：按表的顺序读取，"
                "得到的不再是按顺序的 token 0, 1, 2, …，因为一个 token 的 K/V 会覆盖另一个的。把鼠标悬停在格子上可以看到链路。"),
     },
+    # quiz mode (?quiz=1): while a question is open, what would give its answer away waits for Reveal
+    "quiz_hidden_chain": {"en": "The chain of token {token} is hidden until you reveal your prediction: it is the "
+                                "token the question asks about. Move token_index to follow another one.",
+                          "zh": "token {token} 的链路在你揭晓预测之前是隐藏的：题目问的正是这个 token。移动 token_index "
+                                "可以查看其他 token。"},
+    "quiz_hidden_pool": {"en": "While the question is open the cells name no token (hover shows only a slot's own "
+                               "address): work the chain out, then reveal.",
+                         "zh": "题目未揭晓时，格子里不显示 token（悬停只显示 slot 自身的地址）：先自己推算链路，再揭晓。"},
+    "quiz_hidden_table": {"en": "The table of every token's slot comes back once you reveal your prediction.",
+                          "zh": "揭晓预测之后，会重新显示每个 token 所在 slot 的表格。"},
     "table_heading": {"en": "Every token → (physical block, offset)", "zh": "每个 token →（physical block，块内偏移）"},
     "table_notice": {
         "en": ("Within a block the offset counts 0 … {block_size}-1 and the slot rises by one; at a block boundary "
