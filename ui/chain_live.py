@@ -131,9 +131,11 @@ def show_chain(ctx, lesson) -> None:
                                [arrow_label(ctx, s, lambda tid: token_label(lesson.tokenizer, tid)) for s in stages],
                                selected=STAGES.index(picked)),
                title, "engine.chain_live", where=fig_col)
-    for name, source in sources(picked):
-        st.caption(ctx.t("chain.code_from", name=name))
-        st.code(source, language="python")
+    # the module's source, folded: open, it is several screens long (the scheduler's four functions)
+    with st.expander(ctx.t("chain.code_expander", module=ctx.t(f"chain.stage_{picked}"))):
+        for name, source in sources(picked):
+            st.caption(ctx.t("chain.code_from", name=name))
+            st.code(source, language="python")
 
 
 def _phase(ctx, row) -> str:

@@ -77,7 +77,8 @@ PRESENT_CELLS_CSS = """
 .paged-cells .pg-list { min-height: 36px; }
 .paged-bars { font-size: 16px; }
 .paged-bars .pb-yaxis { width: 3.4rem; }
-.paged-pool { font-size: 16px !important; --pp-cell: 44px !important; }
+.paged-pool { font-size: 16px !important;
+    --pp-cell: clamp(30px, calc(100cqw / var(--pp-span, 20) - 1px), 44px) !important; }
 .paged-pool .pp-legend { font-size: 16px; }
 .paged-pool .pc-plot { max-width: none !important; }
 """

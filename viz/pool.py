@@ -288,7 +288,9 @@ def pool_html(num_blocks: int, block_size: int, tables: Mapping[int, Sequence[in
         if any(c["damage"] == damage for c in cells):
             legend += (f'<span class="pp-key pp-mark-{damage}"><span></span>'
                        f'{html.escape(getattr(words, damage + "_key"))}</span>')
-    return (f'<div class="paged-pool" style="--pp-cell:{cell_px}px;font-size:{font_px}px">'
+    # the grid's width in cells (ids and gaps included): presenter mode sizes cells so every column fits one line
+    span = cols * (block_size + 1.3) + (cols - 1) * 0.3 + 0.5
+    return (f'<div class="paged-pool" style="--pp-cell:{cell_px}px;--pp-span:{span:.1f};font-size:{font_px}px">'
             f'<div class="pp-grid">{"".join(columns)}</div><div class="pp-legend">{legend}</div></div>')
 
 

@@ -46,6 +46,8 @@ STRINGS = {
                           "zh": "没有结束的 sequence；空闲 {free}/{num_blocks}"},
     "out_none": {"en": "—", "zh": "—"},
     # --- the state rule, one sequence ---
+    "code_expander": {"en": "The code of {module}, read from the library as it runs now",
+                      "zh": "{module} 的代码，直接读取自正在运行的库"},
     "rule_header": {"en": "The state rule, step by step", "zh": "状态规则，逐步查看"},
     "rule_pick": {"en": "Sequence", "zh": "序列"},
     "rule_caption": {
