@@ -126,7 +126,8 @@ def show_chain(ctx, lesson) -> None:
     fig_col, pick_col = st.columns([3, 1])
     picked = pick_col.radio(ctx.t("chain.pick"), STAGES, key="engine.chain_module",
                             format_func=lambda k: ctx.t(f"chain.stage_{k}"))
-    title = ctx.t("chain.title", step=len(lesson.steps)) if trace else ctx.t("chain.title_none")
+    title = (ctx.t("chain.title", step=len(lesson.steps)) if trace else
+             ctx.t("chain.title_none" if lesson.can_step() else "chain.title_nothing"))
     show_cells(chain_live_html([ctx.t(f"chain.stage_{s.key}") for s in stages], [s.active for s in stages],
                                [arrow_label(ctx, s, lambda tid: token_label(lesson.tokenizer, tid)) for s in stages],
                                selected=STAGES.index(picked)),

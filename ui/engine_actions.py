@@ -218,8 +218,8 @@ def announce_step(ctx: PageContext, bar, lesson: EngineLesson):
     """The decision box: the page's "no_step_yet", or the last step's number, phase and the scheduler's why (also
     what presenter mode says, `bar.say`). Returns the last step's paged StepTrace (None before any step)."""
     trace = lesson.last.paged if lesson.last else None
-    if trace is None:
-        said, icon = ctx.t("no_step_yet"), ":material/flag:"
+    if trace is None:  # "press Step" only where Step can run
+        said, icon = ctx.t("no_step_yet" if lesson.can_step() else "no_step_possible"), ":material/flag:"
     else:
         said, icon = ctx.t("engine.step_info", step=len(lesson.steps), phase=trace.phase,
                            reason=explain_step(ctx, trace.why)), ":material/explore:"
@@ -250,14 +250,18 @@ def add_from_form(prefix: str, max_tokens: int, temperature: float) -> None:
 
 
 # --- messages ----------------------------------------------------------------------------------------------------------
-def show_request_error(ctx: PageContext, err: RequestError) -> None:
+def show_request_error(ctx: PageContext, err: RequestError, spec: RequestSpec | None = None) -> None:
     """err_<code> / fix_<code> of ui/strings/engine.py, filled with the error's numbers (a form field by the label
-    the form shows)."""
+    the form shows); `spec`: the refused request, named first by its prompt (a refusal from a link or a scenario,
+    where several may be listed)."""
     t = ctx.t
     detail = dict(err.detail)
     if "field" in detail:
         detail["label"] = t(FIELD_LABELS.get(detail["field"], detail["field"]))
-    show_error(ctx, t(f"engine.err_{err.code}", message=str(err), **detail), t(f"engine.fix_{err.code}", **detail))
+    said = t(f"engine.err_{err.code}", message=str(err), **detail)
+    if spec is not None:
+        said = t("engine.refused_request", prompt=quoted(spec.prompt, 40), step=spec.at_step) + " " + said
+    show_error(ctx, said, t(f"engine.fix_{err.code}", **detail))
 
 
 def show_messages(ctx: PageContext, lesson: EngineLesson, label: Callable[[int], str] = seq_label) -> None:
@@ -265,8 +269,8 @@ def show_messages(ctx: PageContext, lesson: EngineLesson, label: Callable[[int],
     label: seq_id -> the name the page shows it by (a page drawing display ids passes its own)."""
     news, t = lesson.take_news(), ctx.t
     show_add_outcome(ctx, news, label)  # an add made outside the form (the form's own are shown by the form)
-    for _spec, err in lesson.rejected:
-        show_request_error(ctx, err)
+    for spec, err in lesson.rejected:
+        show_request_error(ctx, err, spec)
     if "failure" in news:
         code, message = news["failure"]
         show_error(ctx, t(f"engine.err_{code}", message=message), t(f"engine.fix_{code}"))

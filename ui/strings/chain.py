@@ -12,6 +12,8 @@ STRINGS = {
     },
     "title": {"en": "Step {step}: who did what", "zh": "第 {step} 步：谁做了什么"},
     "title_none": {"en": "Before the first step: press Step", "zh": "第一步之前：点击“单步”"},
+    "title_nothing": {"en": "No step has run, and none can: no request can be scheduled",
+                      "zh": "还没有运行任何一步，也无法运行：没有可以调度的请求"},
     "pick": {"en": "Show the code of", "zh": "查看代码"},
     "code_from": {"en": "`{name}`, read from the library's source as it runs now",
                   "zh": "`{name}`，直接读取库中正在运行的源码"},

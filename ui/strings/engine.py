@@ -174,6 +174,11 @@ STRINGS = {
     "run": {"en": "Run to end", "zh": "运行到结束"},
     "running": {"en": "Stepping both twins…", "zh": "两个孪生引擎运行中…"},
     "step_count": {"en": "**{steps}** steps run.", "zh": "已运行 **{steps}** 步。"},
+    "no_step_possible": {"en": "No step can run: no request is waiting. Add one above, or change the setting a "
+                               "refusal names; Step stays off until then.",
+                         "zh": "现在无法运行任何一步：没有等待中的请求。请在上方添加请求，或修改拒绝信息中指出的设置；在此之前“单步”不可用。"},
+    "refused_request": {"en": "Not added: the request “{prompt}” (arriving at step {step}).",
+                        "zh": "未添加：请求“{prompt}”（在第 {step} 步到达）。"},
     "no_step_yet": {"en": "No step yet: the requests wait in the queue. Press “Step”.",
                     "zh": "还没有运行任何一步：请求在队列中等待。点击“单步”。"},
     "step_info": {"en": "**Step {step} · {phase}.** Why: {reason}.", "zh": "**第 {step} 步 · {phase}。** 原因：{reason}。"},
