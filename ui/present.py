@@ -128,6 +128,19 @@ def presenter_toggle(lang: str, on: bool) -> None:
                       help=t("classroom.present_help", lang))
 
 
-def inject_css(on: bool) -> None:
+def key_names_css(lang: str) -> str:
+    """Streamlit prints a button's shortcut in English ("Space"); in another language the badge shows the key's
+    name there (classroom.key_space), laid over the English word it hides (so the badge keeps its size)."""
+    name = t("classroom.key_space", lang)
+    if name == t("classroom.key_space", "en"):
+        return ""
+    kbd = 'kbd[aria-label="Shortcut Space"]'
+    # the English glyphs are made transparent (-webkit-text-fill-color), the badge's own colour is kept for the name
+    return (f"{kbd} {{ position: relative; -webkit-text-fill-color: transparent; }}"
+            f"{kbd}::after {{ content: \"{name}\"; position: absolute; inset: 0; display: flex; align-items: center; "
+            f"justify-content: center; -webkit-text-fill-color: currentcolor; }}")
+
+
+def inject_css(on: bool, lang: str = "en") -> None:
     """This run's style sheet: the base rules, and the presenter's when on (a style-only st.html takes no space)."""
-    st.html(f"<style>{BASE_CSS}{PRESENT_CSS if on else ''}</style>")
+    st.html(f"<style>{BASE_CSS}{PRESENT_CSS if on else ''}{key_names_css(lang)}</style>")

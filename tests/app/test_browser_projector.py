@@ -38,7 +38,7 @@ def _open(page, server, path: str, lang: str) -> None:  # noqa: F811
 def test_key_figures_fit_one_screen_and_metrics_grow(server, browser, lang):  # noqa: F811
     """Every page's key figure is at most one 768 px screen tall at 1024 px in presenter mode (page 4's pool of 32
     blocks was 1020 px); a metric's value is larger than the 36 px it has outside presenter mode (the body-text rule
-    made it 20 px)."""
+    made it 20 px); in 简体中文 the play button's "Space" key badge reads 空格."""
     context = browser.new_context(viewport=SCREEN, locale="en-US")
     page = context.new_page()
     try:
@@ -54,6 +54,10 @@ def test_key_figures_fit_one_screen_and_metrics_grow(server, browser, lang):  # 
         _open(page, server, "Gather_and_attend?step=10", lang)
         sizes = page.evaluate(FONTS)
         assert len(sizes) == 4 and min(sizes) > 36, sizes
+        badge = page.evaluate("""() => { const k = document.querySelector('kbd[aria-label="Shortcut Space"]');
+            return [getComputedStyle(k, '::after').content, getComputedStyle(k).webkitTextFillColor]; }""")
+        # the play button's key badge says the key's name in the page's language (Streamlit prints "Space")
+        assert badge == (['"空格"', "rgba(0, 0, 0, 0)"] if lang == "zh" else ["none", badge[1]]), badge
     finally:
         context.close()
 
