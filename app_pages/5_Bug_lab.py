@@ -180,8 +180,10 @@ def pool_section() -> None:
     if st.session_state.get("buglab.step_fault", fault) != fault:
         st.session_state["buglab.step"] = faulty_run.first_bad_step() or 1
     st.session_state["buglab.step_fault"] = fault
-    step = knobs.slider(ctx.t("pool_step"), "step", faulty_run.first_bad_step() or 1, 0, tscenario.num_steps,
-                        help=ctx.t("pool_step_help"))
+    # one control for the pool's step: the playback bar below (Back / Next / Play, its counter), no slider beside it
+    step = min(max(knobs.state("step", faulty_run.first_bad_step() or 1, ui.int_in(0, tscenario.num_steps)), 0),
+               tscenario.num_steps)
+    knobs.set_state("step", step)
 
     def move(by: int, last: int = tscenario.num_steps) -> bool:
         """The pool step one up or down (a callback: it sets the slider before the next run draws it)."""
@@ -193,6 +195,7 @@ def pool_section() -> None:
         "buglab", step_key="buglab.next", step_label=ctx.t("next_step"), position=step, total=tscenario.num_steps,
         can_forward=step < tscenario.num_steps, can_back=step > 0, forward=lambda: move(1), back=lambda: move(-1)))
     knobs.sync_url(ctx.lang)
+    st.caption(ctx.t("pool_step_help"))
 
     shown = trun.steps[step]
     words = ui.viz_labels(ctx, BadCellWords, "w")  # w_write, w_read, …: {seq} {token} are filled by the figure

@@ -210,7 +210,6 @@ STRINGS = {
                   "zh": "每个 decode step 的 paged decode 输出相对误差"},
     "rel_y": {"en": "relative error (log)", "zh": "相对误差（对数）"},
     "decode_step": {"en": "decode step", "zh": "decode 步数"},
-    "pool_step": {"en": "Pool after step", "zh": "查看第几步之后的 pool"},
     "pool_step_help": {"en": "Step 0 is the prefill (the prompts' writes).",
                        "zh": "第 0 步是 prefill（写入 prompt）。"},
     "pool_title": {"en": "Pool after step {step}: colours = where each token belongs",
