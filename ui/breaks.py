@@ -143,9 +143,12 @@ def arm_wrong_slot(lesson) -> None:
         st.session_state[WRONG] = False
     running = [s.seq_id for s in lesson.playground.running()]
     if WRONG not in st.session_state:  # the first run of a visit: a link's wrong=1 arms the very first Decode
-        st.session_state[WRONG] = bool(read_param("wrong", one_of([0, 1]), 0))
+        kept = st.session_state.get(f"_keep.{WRONG}", False)  # as ui.params.Knobs seeds a widget: link, last visit
+        st.session_state[WRONG] = bool(read_param("wrong", one_of([0, 1]), int(kept)))
         if running and WRONG_SEQ not in st.session_state:
-            st.session_state[WRONG_SEQ] = read_param("wrong_seq", one_of(running), running[0])
+            kept_seq = st.session_state.get(f"_keep.{WRONG_SEQ}", running[0])
+            st.session_state[WRONG_SEQ] = read_param("wrong_seq", one_of(running),
+                                                     kept_seq if kept_seq in running else running[0])
     target = st.session_state.get(WRONG_SEQ) if st.session_state.get(WRONG) else None
     lesson.arm_wrong_slot(target if target in running else None)
     st.session_state[ARMED] = (lesson, lesson.armed)
