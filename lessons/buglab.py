@@ -50,10 +50,10 @@ def scenario_for(fault: Fault | str | None) -> Scenario:
 # --- the bug lab page's scenarios: the per-fault ones above, with a recall task and a block_size knob ---------------
 TASKS = ("recall", "continue")
 # The shipped model copies each of these exactly (greedy), so the reference column is always the text itself: it
-# copies random text well but stumbles on repeated phrases ("block by block") and on runs like "0 1 2 … 10".
+# copies random-looking text well but stumbles on repeated phrases ("block by block") and on runs like "0 1 2 … 10".
 # tests/lessons/test_shipped_prompts.py holds it for every prompt the app, the guide and the CLI examples use.
 RECALL_TEXTS = ("The quick brown fox jumps over the lazy dog.", "Paged KV cache: fixed-size blocks, no waste.",
-                "tokens 0-15 live in blocks 7, 2 and 9")
+                "Logical block 3 lives in physical block 17.")
 
 
 def tasks_for(tokenizer) -> tuple[str, ...]:

@@ -46,6 +46,7 @@ class DemoConfig:
     enable_prefix_caching: bool = False
     seed: int = 0  # shuffles the free list, so physical blocks come out scattered (deterministically)
     enable_chunked_prefill: bool = False  # vLLM v1: long prompts fed in chunks beside decodes (last: old links)
+    fault: str | None = None  # a paged.faults name: page 4 breaks its paged twin on purpose (lessons.engine_fault)
 
     def cache_config(self) -> CacheConfig:
         return CacheConfig(block_size=self.block_size, num_blocks=self.num_blocks, watermark=self.watermark,
@@ -161,7 +162,8 @@ class Scenario:
     requests: tuple[RequestSpec, ...] = field(default_factory=tuple)
 
 
-PROMPT_PRESETS = {  # name -> (task, text): each one the shipped model does right (tests/lessons/test_shipped_prompts.py)
+# name -> (task, text): each one the shipped model does right (tests/lessons/test_shipped_prompts.py)
+PROMPT_PRESETS = {
     "recall_fox": ("recall", "The quick brown fox jumps over the lazy dog."),
     "recall_paged": ("recall", "PagedAttention stores KV in fixed-size physical blocks."),
     "recall_code": ("recall", "x = pool[table[i // 8] * 8 + i % 8]"),
