@@ -33,7 +33,7 @@ class Scenario:
 
 # Each prompt is one the shipped model continues right (a count, two alphabets), and every fault but the subtle
 # position one changes some of them visibly (tests/lessons/test_shipped_prompts.py).
-DEFAULT = Scenario(prompts=("0 1 2 3 4 5 6 7", "abcdefghijklm", "ABCDEFGHIJ"), max_tokens=(24, 24, 24))
+DEFAULT = Scenario(prompts=("0 1 2 3 4 5 6 7", "abcdefghijklm", "ABCDEFG"), max_tokens=(24, 24, 24))
 
 SCENARIOS: dict[Fault, Scenario] = {
     # A sequence must finish while the others keep decoding, so a stale row gets reused.
