@@ -103,8 +103,8 @@ STRINGS = {
     "lab_share": {"en": "{share} of the mass", "zh": "占权重 {share}"},
     "lab_reduce": {"en": "reduce: Σ l·exp(m − M)·o / Σ l·exp(m − M)", "zh": "归约：Σ l·exp(m − M)·o / Σ l·exp(m − M)"},
     "lab_more": {"en": "… {count} more", "zh": "…… 另有 {count} 段"},
-    "lab_plan_title": {"en": "The plan: {parts} partition(s) of {size} tokens, head 0 (m, l and its share after the "
-                             "reduce)",
+    "lab_plan_title": {"en": ("The plan: {parts} partition(s) of {size} tokens, head 0 (m, l and its share after "
+                              "the reduce)"),
                        "zh": "切分方案：{parts} 段，每段 {size} 个 token，head 0（m、l 及归约后所占权重）"},
     "lab_check": {"en": "Reduce vs plain attention (float64): max relative error {err}", "zh":
                   "归约结果与普通 attention（float64）对比：最大相对误差 {err}"},
@@ -114,12 +114,13 @@ STRINGS = {
     "lab_time_note": {
         "en": ("Timed here on the CPU, best of 5, in this session: {split} ms split vs {whole} ms whole. A CPU thread "
                "works through the partitions one after another, so splitting only adds work (each partition's "
-               "bookkeeping, then the reduce). On a GPU each partition is its own thread block: with one sequence and {heads} heads the whole context keeps "
-               "{heads} blocks busy, split into {parts} partitions {blocks}, which is why vLLM splits long contexts "
-               "when sequences × heads are few."),
-        "zh": ("在本机 CPU 上计时（本会话，5 次取最好）：切分 {split} ms，不切分 {whole} ms。CPU 线程逐段依次计算，所以切分只会多做"
-               "工作（每段的记录，再加上归约）。在 GPU 上每段是一个独立的线程块：一条 sequence、{heads} 个 head 时，不切分只能让 {heads} 个线程块"
-               "工作，切成 {parts} 段则有 {blocks} 个——这就是 sequence 数 × head 数较少时 vLLM 要切分长 context 的原因。"),
+               "bookkeeping, then the reduce). On a GPU each partition is its own thread block: with one sequence "
+               "and {heads} heads the whole context keeps {heads} blocks busy, split into {parts} partitions "
+               "{blocks}, which is why vLLM splits long contexts when sequences × heads are few."),
+        "zh": ("在本机 CPU 上计时（本会话，5 次取最好）：切分 {split} ms，不切分 {whole} ms。CPU 线程逐段依次计算，"
+               "所以切分只会多做工作（每段的记录，再加上归约）。在 GPU 上每段是一个独立的线程块：一条 sequence、"
+               "{heads} 个 head 时，不切分只能让 {heads} 个线程块工作，切成 {parts} 段则有 {blocks} 个——这就是 "
+               "sequence 数 × head 数较少时 vLLM 要切分长 context 的原因。"),
     },
     "lab_bad": {"en": "The reduce does not match plain attention: {err} ≥ 1e-5.",
                 "zh": "归约结果与普通 attention 不一致：{err} ≥ 1e-5。"},
