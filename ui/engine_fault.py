@@ -30,6 +30,9 @@ def fault_picker(ctx, knobs, config: DemoConfig) -> DemoConfig:
     value = knobs.select(ctx.t(T + "pick"), "fault", NO_FAULT, list(FAULT_CHOICES), format_func=label,
                          help=ctx.t(T + "pick_help"))
     fault = parse_choice(value)
+    if fault is not None and config.enable_chunked_prefill:  # the engine injects faults with whole prompts only
+        st.warning(ctx.t(T + "needs_whole_prefill"), icon=":material/block:")
+        fault = None
     return replace(config, fault=None if fault is None else fault.value)
 
 

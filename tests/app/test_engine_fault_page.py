@@ -55,6 +55,16 @@ def test_a_bad_fault_in_the_url_is_named_and_ignored():
     assert "cosmic_ray" in " ".join(w.value for w in at.warning)
 
 
+def test_a_fault_with_chunked_prefill_is_refused_with_the_rule():
+    """The engine injects faults with whole-prompt prefill only: with chunked prefill on, the picker says so (a warning
+    naming enable_chunked_prefill), nothing is broken, and the page runs on (no error box)."""
+    at = app_test(ENGINE, "en", {"fault": "slot_off_by_one", "enable_chunked_prefill": 1, "steps": 2,
+                                 "model": "shipped"}).run()
+    no_exception(at)
+    assert at.session_state["engine.lesson"].config.fault is None and not at.error
+    assert t("engine_fault.needs_whole_prefill", "en") in [w.value for w in at.warning]
+
+
 def test_every_fault_has_a_module_and_a_label_in_both_languages():
     """The picker offers every fault of the catalogue, each mapped to a module of the chain, titled in en and zh."""
     assert set(FAULT_CHOICES[1:]) == {f.value for f in Fault} and set(BROKEN) == set(Fault)

@@ -6,6 +6,9 @@ STRINGS = {
                         "every figure below shows where the broken link leads. The run restarts from step 0.",
                   "zh": "只给 paged 引擎注入一个经典 bug；它的 contiguous 孪生保持正确，所以下面每张图都显示坏掉的环节把结果带到了"
                         "哪里。运行会从第 0 步重新开始。"},
+    "needs_whole_prefill": {"en": "Not broken: a fault is injected only with whole-prompt prefill. Switch "
+                                  "enable_chunked_prefill off to break a module.",
+                            "zh": "未注入：只有整段 prompt prefill 时才能注入 bug。关闭 enable_chunked_prefill 后才能弄坏模块。"},
     "none": {"en": "nothing broken", "zh": "不弄坏任何模块"},
     "banner": {"en": "Broken on purpose: **{title}**. Module {module}, link: {link} (lit in the chain below).",
                "zh": "故意弄坏：**{title}**。模块 {module}，环节：{link}（下方链路中已标出）。"},
