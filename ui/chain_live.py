@@ -15,6 +15,7 @@ from typing import Callable
 import streamlit as st
 
 from lessons.chain import STAGES, Stage, chain_stages, stage_sources
+from lessons.engine_fault import broken_stage
 from lessons.state_rule import state_rows, tail
 from lessons.tokens import token_label
 from viz.chain_live import chain_live_html
@@ -128,9 +129,12 @@ def show_chain(ctx, lesson) -> None:
                             format_func=lambda k: ctx.t(f"chain.stage_{k}"))
     title = (ctx.t("chain.title", step=len(lesson.steps)) if trace else
              ctx.t("chain.title_none" if lesson.can_step() else "chain.title_nothing"))
+    broken = broken_stage(lesson.config.fault)  # page 4's fault picker: the module whose link is broken
+    note = ctx.t("engine_fault.broken_mark", link=ctx.t(f"engine_fault.link_{broken[1]}")) if broken else ""
     show_cells(chain_live_html([ctx.t(f"chain.stage_{s.key}") for s in stages], [s.active for s in stages],
                                [arrow_label(ctx, s, lambda tid: token_label(lesson.tokenizer, tid)) for s in stages],
-                               selected=STAGES.index(picked)),
+                               selected=STAGES.index(picked), broken=STAGES.index(broken[0]) if broken else None,
+                               broken_note=note),
                title, "engine.chain_live", where=fig_col)
     # the module's source, folded: open, it is several screens long (the scheduler's four functions)
     with st.expander(ctx.t("chain.code_expander", module=ctx.t(f"chain.stage_{picked}"))):

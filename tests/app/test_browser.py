@@ -534,3 +534,23 @@ def test_engine_folds_its_source_and_gather_names_every_head(server, browser):
         assert len(ticks) == 3 and all(a[1] <= b[0] + 0.5 for a, b in zip(ticks, ticks[1:])), ticks
     finally:
         context.close()
+
+
+def test_guide_links_open_in_the_same_tab(server, browser):
+    """On the guide page every app link is an anchor with target=_self, and following one loads its page in the same
+    tab (the browser context still has one page)."""
+    context = browser.new_context(viewport=PROJECTORS[0], locale="en-US")
+    page = context.new_page()
+    try:
+        page.goto(f"{server}/Teaching_guide?lang=en", wait_until="domcontentloaded")
+        _check(page, "the guide")
+        anchors = page.eval_on_selector_all('[data-testid="stMain"] a[href^="/"]',
+                                            "els => els.map(e => [e.getAttribute('href'), e.getAttribute('target')])")
+        expected = guide_links((ROOT / "docs" / "teaching.md").read_text("utf-8"))
+        assert [href for href, _ in anchors] == expected and {target for _, target in anchors} == {"_self"}
+        page.click('[data-testid="stMain"] a[href^="/Batch_decode?lang=en&ops=w2"]')
+        page.wait_for_url("**/Batch_decode?**")
+        _check(page, "the page the link opened")
+        assert len(context.pages) == 1 and "ops=w2" in page.url
+    finally:
+        context.close()

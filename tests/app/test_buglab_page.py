@@ -103,9 +103,9 @@ def test_missing_model_is_an_error_with_the_fix(monkeypatch):
 
 @needs_model
 def test_marker_on_a_special_token_is_well_formed_html():
-    """Aliased blocks, recall, block_size 4, seed 0: A's faulty first token is ⟨EOS⟩. The marker shows it as text in
+    """Aliased blocks, recall, block_size 8, seed 0: A's faulty first token is ⟨EOS⟩. The marker shows it as text in
     the marker's own colour; the visible-space stand-in (␣) is applied to text only, never inside a tag."""
-    at = app_test(PAGE, params={"fault": "aliased_blocks", "task": "recall", "block_size": 4, "seed": 0}).run()
+    at = app_test(PAGE, params={"fault": "aliased_blocks", "task": "recall", "block_size": 8, "seed": 0}).run()
     ok(at)
     boxes = markers(at)
     assert boxes

@@ -63,7 +63,7 @@ def test_request_ids_may_differ_between_twins(shipped):
     """A parallel sample takes an id when its parent's prefill runs; prefix caching admits the parent earlier in the
     paged engine, so a request arriving in between gets different ids in the two twins. Requests are still matched
     by arrival order: every output (prompt and samples) pairs up."""
-    cfg = replace(SHARING_SCENARIOS["prefix"].config, num_blocks=18, watermark=0.0)
+    cfg = replace(SHARING_SCENARIOS["prefix"].config, num_blocks=15, watermark=0.0)
     specs = [RequestSpec(SHARED_PREFIX + "Q1", max_tokens=16),
              RequestSpec(SHARED_PREFIX + "Q22", temperature=1.0, seed=3, n=2, max_tokens=16, at_step=1),
              RequestSpec("1 2 3 4", "continue", max_tokens=8, at_step=4)]
