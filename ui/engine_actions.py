@@ -28,6 +28,7 @@ from viz.colors import seq_label
 from .page import PageContext
 from .params import MAX_WHOLE_CHARS, Knobs, int_in, parse_whole, quoted, read_param
 from .playback import Stepper, playback_bar
+from .safe_text import shown
 from .widgets import show_error, stop_with_error
 
 
@@ -134,7 +135,7 @@ def engine_lesson(ctx: PageContext, prefix: str, config: DemoConfig, model, toke
         elif lesson.sync(config, model, tokenizer):
             st.toast(ctx.t("engine.restarted"), icon=":material/replay:")
     except (RuntimeError, ValueError) as err:  # no engine at all (e.g. a KV pool larger than free memory)
-        stop_with_error(ctx, ctx.t("model.err_engine", message=str(err)), ctx.t("model.fix_engine"))
+        stop_with_error(ctx, ctx.t("model.err_engine", message=shown(err, paths=[])), ctx.t("model.fix_engine"))
     return lesson
 
 
@@ -241,7 +242,8 @@ def show_request_error(ctx: PageContext, err: RequestError) -> None:
     detail = dict(err.detail)
     if "field" in detail:
         detail["label"] = t(FIELD_LABELS.get(detail["field"], detail["field"]))
-    show_error(ctx, t(f"engine.err_{err.code}", message=str(err), **detail), t(f"engine.fix_{err.code}", **detail))
+    show_error(ctx, t(f"engine.err_{err.code}", message=shown(err, paths=[]), **detail),
+               t(f"engine.fix_{err.code}", **detail))
 
 
 def show_messages(ctx: PageContext, lesson: EngineLesson, label: Callable[[int], str] = seq_label) -> None:

@@ -104,6 +104,10 @@ def available_memory_bytes() -> int | None:
     return available
 
 
+class NotEnoughMemory(ValueError):
+    """A checkpoint refused because its weights do not fit in the memory free now (it may fit later)."""
+
+
 def _check_memory(found: dict[str, TensorInfo], dtype: torch.dtype, path: Path) -> None:
     """Refuse a checkpoint whose weights (as `dtype`, plus the file's copy while converting) cannot fit."""
     sizes = {"F32": 4, "F16": 2, "BF16": 2}
@@ -111,7 +115,7 @@ def _check_memory(found: dict[str, TensorInfo], dtype: torch.dtype, path: Path) 
     need = sum(t.numel * (itemsize + (sizes[t.dtype] if sizes[t.dtype] != itemsize else 0)) for t in found.values())
     available = available_memory_bytes()
     if available is not None and need > available:
-        raise ValueError(f"{path}: loading needs {need / 2**30:.1f} GiB ({sum(t.numel for t in found.values()):,} "
+        raise NotEnoughMemory(f"{path}: loading needs {need / 2**30:.1f} GiB ({sum(t.numel for t in found.values()):,} "
                          f"parameters as {str(dtype).removeprefix('torch.')}) but only {available / 2**30:.1f} GiB "
                          "of memory is available")
 
