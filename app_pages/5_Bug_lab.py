@@ -9,7 +9,7 @@ import streamlit as st
 import ui
 from ui.model_picker import LOAD_ERRORS, SHIPPED, load_error, model_label, pick_model, try_load
 from ui.playback import Stepper, playback_bar
-from ui.safe_text import shown
+from ui.safe_text import shown, shown_html
 from lessons.buglab import TASKS, model_scenario, run_fault, summarize, tasks_for
 from lessons.buglab_tensors import run_tensor_fault, tensor_scenario_for
 from lessons.tokens import TEXT, token_pieces
@@ -81,7 +81,7 @@ def render_ids(tok, ids, marked: bool = False) -> str:
         text = piece.text
         if marked and piece.kind == TEXT:
             text = text.replace(" ", "␣").replace("\n", "⏎")
-        text = html.escape(text)
+        text = shown_html(text)
         out.append(text if marked or piece.kind == TEXT else f"<span style='color:#777'>{text}</span>")
     return "".join(out)
 

@@ -17,6 +17,7 @@ markdown, so a `model_type` of "[Fix…](https://evil.example/x)" would become a
 
 from __future__ import annotations
 
+import html
 import re
 from pathlib import Path
 from typing import Iterable
@@ -53,6 +54,15 @@ def shown(text: object, max_chars: int | None = 400, paths: Iterable[Path | str]
     if max_chars is not None and len(text) > max_chars:
         text = text[:max_chars - 1] + "…"
     return _PUNCT.sub(r"\\\1", text)
+
+
+_PUNCT_NOT_HTML = re.compile(r"([\\`*_{}\[\]()#+\-.!|~$:@=^])")  # the HTML-special & < > " ' go to html.escape
+
+
+def shown_html(text: object) -> str:
+    """`text` for markdown rendered with unsafe_allow_html (inside the page's own tags): markdown characters
+    backslash-escaped, then & < > " ' as HTML entities; newlines and spaces kept (the caller's pre-wrap shows them)."""
+    return html.escape(_PUNCT_NOT_HTML.sub(r"\\\1", _CONTROL.sub("", str(text))))
 
 
 def unescaped(markdown: str) -> str:

@@ -11,7 +11,7 @@ import json
 import pytest
 
 from paged.faults import Fault
-from ui.safe_text import unescaped
+from ui.safe_text import shown_html, unescaped
 from ui.strings import t
 from viz.pool import read_pool
 
@@ -58,11 +58,11 @@ def test_bug_lab_runs_a_fault_on_the_picked_model_in_its_own_pieces(allowed):
     checked = 0
     for d in drifts:
         paged = next(p for p in run.paged if p.request_id == d.request_id)
-        prompt = html.escape(hf.decode(paged.prompt_token_ids, skip_special_tokens=True))
+        prompt = shown_html(hf.decode(paged.prompt_token_ids, skip_special_tokens=True))  # as the page escapes it
         box = next(b for b in boxes if prompt in b)  # the request's box shows its prompt in the model's text
         expected = shown_piece(hf, paged.token_ids[d.first_divergence])
         if expected is not None:
-            assert f"▶{html.escape(expected)}</mark>" in box
+            assert f"▶{shown_html(expected)}</mark>" in box
             checked += 1
     assert checked
     at.toggle(key="buglab.off_widget").set_value(True).run()

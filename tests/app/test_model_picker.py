@@ -60,8 +60,8 @@ def test_picker_lists_the_allowed_checkpoint_and_runs_it_with_its_own_tokens(all
     at.button(key="engine.step").click().run()
     no_exception(at)
     table = at.table[0].value
-    newest = table[t("engine.col_newest", "en")].tolist()
-    outputs = table[t("engine.col_output", "en")].tolist()
+    newest = [unescaped(c) for c in table[t("engine.col_newest", "en")]]  # cells are markdown: escaped text
+    outputs = [unescaped(c) for c in table[t("engine.col_output", "en")]]
     seqs, checked = at.session_state["engine.lesson"].view.seqs, 0
     for (sid, seq), cell, output in zip(sorted(seqs.items()), newest, outputs):
         expected = _expected_label(hf.convert_ids_to_tokens(seq.generated_token_ids[-1]))

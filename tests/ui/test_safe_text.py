@@ -10,7 +10,7 @@ import pytest
 from markdown_it import MarkdownIt
 
 from ui.params import quoted
-from ui.safe_text import hide_paths, shown, unescaped
+from ui.safe_text import hide_paths, shown, shown_html, unescaped
 
 GFM = MarkdownIt("gfm-like")  # tables, strikethrough, linkify (bare URLs, www., e-mail)
 
@@ -68,3 +68,14 @@ def test_control_characters_are_dropped_and_long_text_cut():
     """No control character survives; text past max_chars ends in …."""
     assert unescaped(shown("a\x00b\x1bc")) == "abc"
     assert unescaped(shown("x" * 50, max_chars=10)) == "x" * 9 + "…"
+
+
+@pytest.mark.parametrize("text", HOSTILE[:8])
+def test_foreign_text_inside_the_pages_own_html_renders_as_itself(text):
+    """shown_html(text) inside a page's <span> (st.markdown with unsafe_allow_html): no tag but the span, the text
+    itself once rendered."""
+    text = text.replace("\n", " ")
+    out = GFM.render(f"<span class='x'>{shown_html(text)}</span>").strip()
+    inner = out.removeprefix("<p><span class='x'>").removesuffix("</span></p>")
+    assert "<" not in inner, out
+    assert html.unescape(inner) == text
