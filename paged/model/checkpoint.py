@@ -23,6 +23,7 @@ WEIGHTS_NAME = "model.safetensors"
 # header of 200,000 tensors is refused from its length or its entry count, before one JSON object is built.
 MAX_HEADER_BYTES = 4 * 2**20  # a safetensors header (the safetensors library itself allows 100 MB)
 MAX_TENSORS = 16_384  # tensors in one checkpoint, all shards together
+MAX_SHARDS = 1_024  # files an index may name (Llama 3.1 405B has 191)
 MAX_JSON_BYTES = 4 * 2**20  # config.json, the shard index, generation_config.json, tokenizer_config.json
 # Floating-point weights only: quantized checkpoints (int8, fp8, ...) need kernels this project does not have.
 FLOAT_DTYPES = {"F32": 4, "F16": 2, "BF16": 2}
@@ -147,9 +148,16 @@ def checkpoint_tensors(directory: Path) -> dict[str, TensorInfo]:
     if not index_path.is_file():
         raise FileNotFoundError(f"{directory}: no {WEIGHTS_NAME} (or {INDEX_NAME}) in this directory")
     weight_map = read_json(inside(directory, INDEX_NAME)).get("weight_map")
+    if isinstance(weight_map, dict) and len(weight_map) > MAX_TENSORS:  # counted before anything is looked at
+        raise ValueError(f"{index_path}: the index lists {len(weight_map):,} tensors, more than MAX_TENSORS "
+                         f"({MAX_TENSORS:,})")
     if not isinstance(weight_map, dict) or not all(isinstance(v, str) for v in weight_map.values()):
         raise ValueError(f"{index_path}: malformed index (weight_map must map tensor names to file names)")
-    shards = {shard: inside(directory, shard) for shard in sorted(set(weight_map.values()))}
+    names = set(weight_map.values())
+    if len(names) > MAX_SHARDS:  # before resolving a single path
+        raise ValueError(f"{index_path}: the index names {len(names):,} shard files, more than MAX_SHARDS "
+                         f"({MAX_SHARDS:,})")
+    shards = {shard: inside(directory, shard) for shard in sorted(names)}
     tensors: dict[str, TensorInfo] = {}
     for shard, shard_path in shards.items():
         if not shard_path.is_file():

@@ -67,6 +67,13 @@ def zero_size_tensors(directory, count: int, escaped: bool = False):
     edit_config(directory, num_hidden_layers=count // 10)
 
 
+def index_of(directory, tensors: int, shards: int):
+    """A sharded checkpoint's index naming `tensors` tensors spread over `shards` files (none of which exist)."""
+    (directory / "model.safetensors").unlink()
+    weight_map = {f"model.layers.{i}.w": f"s{i % shards}.safetensors" for i in range(tensors)}
+    (directory / "model.safetensors.index.json").write_text(json.dumps({"weight_map": weight_map}))
+
+
 CASES = {
     "200k_zero_size_tensors": (lambda d: zero_size_tensors(d, 200_000), "header of"),
     "20k_zero_size_tensors": (lambda d: zero_size_tensors(d, 20_000), "MAX_TENSORS"),
@@ -85,6 +92,8 @@ CASES = {
     "index_of_5mb": (lambda d: ((d / "model.safetensors").unlink(),
                                 sparse(d / "model.safetensors.index.json", 5 * 2**20, b'{"weight_map": {')),
                      "bytes"),
+    "index_of_50k_tensors": (lambda d: index_of(d, 50_000, 10), "MAX_TENSORS"),
+    "index_of_5k_shards": (lambda d: index_of(d, 5_000, 5_000), "MAX_SHARDS"),
     "tokenizer_json_100mb": (lambda d: sparse(d / "tokenizer.json", 100 * 2**20, b"{"), "bytes"),
 }
 
@@ -121,3 +130,28 @@ def test_the_tiny_model_still_loads_under_the_same_bounds(model_dir):
     reference = TinyLlama(TINY)
     for name, tensor in reference.state_dict().items():
         assert torch.equal(model.state_dict()[name], tensor), name
+
+
+JSON_VALUES = [None, True, 0, -1, 1.5, 10**400, "llama", "", [], ["llama"], [1, 2], {}, {"rope_type": "llama3"},
+               {"a": []}, "sliding_attention", ["sliding_attention"], 2**27]
+FIELDS = ["model_type", "hidden_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads", "head_dim",
+          "vocab_size", "hidden_act", "mlp_bias", "use_sliding_window", "layer_types", "rope_parameters",
+          "rope_scaling", "rope_theta", "tie_word_embeddings", "bos_token_id", "eos_token_id", "rms_norm_eps",
+          "attention_bias", "max_position_embeddings"]
+
+
+@pytest.mark.parametrize("field", FIELDS)
+def test_any_json_value_in_a_config_field_is_a_config_or_a_value_error(tmp_path, field):
+    """Every JSON type in each field config.json's reader looks at: a ModelConfig holding a valid config, or a
+    ValueError (never a TypeError or OverflowError a page would show as a traceback)."""
+    from paged.model.hf_config import config_from_hf_dict
+
+    base = {"model_type": "llama", "vocab_size": 61, "hidden_size": 32, "intermediate_size": 48,
+            "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2}
+    for value in JSON_VALUES:
+        raw = {**base, field: value}
+        try:
+            config = config_from_hf_dict(raw, tmp_path / "config.json")
+        except ValueError:
+            continue
+        assert isinstance(config, ModelConfig) and config.num_attention_heads % config.num_key_value_heads == 0
