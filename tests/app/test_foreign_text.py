@@ -43,3 +43,22 @@ def test_a_links_model_type_is_shown_as_text_without_server_paths(hostile_folder
         assert "srv-secret" not in text and str(hostile_folder.parent) not in text, text
     rendered = html.unescape(GFM.render(" ".join(box.value for box in at.error)))
     assert EVIL in rendered and "The model **x**_y_ could not be loaded" in rendered, rendered
+
+
+def test_a_failed_load_is_not_redone_on_each_visit(hostile_folder, monkeypatch):
+    """Three visits of `?model=` naming the refused folder (three sessions) call the loader once: the failure is
+    remembered for that folder's version, and each visit still shows the error box."""
+    import ui.model_picker as picker
+
+    calls = []
+    real = picker.load_model
+
+    def counting(path, **kw):
+        calls.append(path)
+        return real(path, **kw)
+    monkeypatch.setattr(picker, "load_model", counting)
+    for _ in range(3):
+        at = app_test(ENGINE, params={"model": hostile_folder.name}).run()
+        no_exception(at)
+        assert any("could not be loaded" in box.value for box in at.error)
+    assert calls == [hostile_folder]
