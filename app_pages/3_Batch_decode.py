@@ -9,7 +9,7 @@ from lessons.quiz import batch_question
 from ui.breaks import arm_wrong_slot, wrong_slot_controls
 from ui.playback import Stepper, playback_bar
 from ui.widgets import show_cells, viz_labels
-from lessons.batch import MAX_OPS, MAX_PROMPT_LEN, OP_PATTERN, BatchConfig, BatchLesson
+from lessons.batch import MAX_PROMPT_LEN, BatchConfig, BatchLesson, ops_in_link
 from paged.attention import tolerance
 from viz.colors import seq_label
 from viz.mapping import MappingLabels, mapping_html
@@ -31,7 +31,8 @@ with st.sidebar:
     ui.device_badge(ctx, dtype)
 
 # the operation log: from the URL on the first visit of the session, then from the lesson in session_state
-url_ops = [op for op in ui.read_param("ops", ui.text_max(5 * MAX_OPS), "").split(",") if OP_PATTERN.match(op)]
+# A malformed entry (?ops=d,d,zz) is named in the link box with the ops used instead, as every link value is.
+url_ops = [op for op in ui.read_param("ops", ops_in_link, "").split(",") if op]
 if num_heads % num_kv_heads:
     knobs.sync_url(ctx.lang, ops=",".join(url_ops))
     ui.stop_with_error(ctx, ctx.t("gather.err_gqa", num_heads=num_heads, num_kv_heads=num_kv_heads),

@@ -141,7 +141,8 @@ def engine_view() -> None:
              ctx.t("col_newest"): newest.get(r.seq_id, ""),
              ctx.t("col_prompt"): r.prompt, ctx.t("col_output"): r.text} for r in demo.rows()]
     if rows:
-        ui.state_table(rows, key="engine.text", prose=(ctx.t("col_prompt"), ctx.t("col_output")))
+        ui.state_table(rows, key="engine.text", prose=(ctx.t("col_prompt"), ctx.t("col_output")),
+                       foreign=(ctx.t("col_newest"), ctx.t("col_prompt"), ctx.t("col_output")))
     else:
         st.info(ctx.t("no_requests"))
 

@@ -123,7 +123,8 @@ def sharing_view() -> None:
              ctx.t("engine.col_prompt"): r.prompt, ctx.t("engine.col_output"): r.text}
             for r in demo.rows()]
     if rows:
-        ui.state_table(rows, key="sharing.text", prose=(ctx.t("engine.col_prompt"), ctx.t("engine.col_output")))
+        ui.state_table(rows, key="sharing.text", prose=(ctx.t("engine.col_prompt"), ctx.t("engine.col_output")),
+                       foreign=(ctx.t("engine.col_newest"), ctx.t("engine.col_prompt"), ctx.t("engine.col_output")))
     worst, agree = demo.twin_summary()
     if demo.steps:
         ok, tolerance = agree, demo.twin_tolerance()

@@ -205,12 +205,19 @@ def validate_block_table(block_table: SequenceT[int] | torch.Tensor, num_blocks:
         seen[physical_block_id] = logical_block_id
 
 
+MAX_ADDRESS_TABLE_LEN = 1 << 16  # address_table builds one Python object per token: a table to show, not a context
+
+
 def address_table(block_table: SequenceT[int] | torch.Tensor, context_len: int, block_size: int) -> list[Address]:
-    """The whole token -> (physical block, offset) table for tokens [0, context_len)."""
+    """The whole token -> (physical block, offset) table for tokens [0, context_len). Raises ValueError for a
+    context_len past MAX_ADDRESS_TABLE_LEN (65,536 tokens) or anything locate refuses."""
     table = _as_list(block_table)
     context_len = as_int(context_len, "context_len", 0)
     if context_len > MAX_CONTEXT_LEN:
         raise ValueError(f"context_len {context_len} is past MAX_CONTEXT_LEN ({MAX_CONTEXT_LEN} tokens)")
+    if context_len > MAX_ADDRESS_TABLE_LEN:
+        raise ValueError(f"context_len {context_len} is past MAX_ADDRESS_TABLE_LEN ({MAX_ADDRESS_TABLE_LEN} tokens): "
+                         "address_table lists every token; use slot_mapping for a long context")
     return [locate(i, table, block_size) for i in range(context_len)]
 
 

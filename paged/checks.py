@@ -47,7 +47,10 @@ def as_float(value: Any, name: str, lo: float | None = None, hi: float | None = 
     strings and anything else are refused with a ValueError naming `name` and the rule."""
     if _is_bool(value) or not isinstance(value, numbers.Real):
         raise ValueError(f"{name} must be a number, got {value!r} ({type(value).__name__})")
-    number = float(value)
+    try:
+        number = float(value)
+    except OverflowError:  # an int past float's range, e.g. 10**400
+        raise ValueError(f"{name} must be a finite number, got one too large for a float") from None
     if not math.isfinite(number):
         raise ValueError(f"{name} must be a finite number, got {number!r}")
     below = lo is not None and (number <= lo if lo_open else number < lo)

@@ -28,6 +28,7 @@ from viz.colors import seq_label
 from .page import PageContext
 from .params import MAX_WHOLE_CHARS, Knobs, int_in, parse_whole, quoted, read_param
 from .playback import Stepper, playback_bar
+from .safe_text import shown
 from .widgets import show_error, stop_with_error
 
 
@@ -150,7 +151,7 @@ def engine_lesson(ctx: PageContext, prefix: str, config: DemoConfig, model, toke
         elif lesson.sync(config, model, tokenizer):
             st.toast(ctx.t("engine.restarted"), icon=":material/replay:")
     except (RuntimeError, ValueError) as err:  # no engine at all (e.g. a KV pool larger than free memory)
-        stop_with_error(ctx, ctx.t("model.err_engine", message=str(err)), ctx.t("model.fix_engine"))
+        stop_with_error(ctx, ctx.t("model.err_engine", message=shown(err, paths=[])), ctx.t("model.fix_engine"))
     return lesson
 
 
@@ -258,7 +259,7 @@ def show_request_error(ctx: PageContext, err: RequestError, spec: RequestSpec | 
     detail = dict(err.detail)
     if "field" in detail:
         detail["label"] = t(FIELD_LABELS.get(detail["field"], detail["field"]))
-    said = t(f"engine.err_{err.code}", message=str(err), **detail)
+    said = t(f"engine.err_{err.code}", message=shown(err, paths=[]), **detail)
     if spec is not None:
         said = t("engine.refused_request", prompt=quoted(spec.prompt, 40), step=spec.at_step) + " " + said
     show_error(ctx, said, t(f"engine.fix_{err.code}", **detail))
