@@ -1,29 +1,31 @@
 """The Block Manager: where each sequence's KV goes.
 
-It owns the free list of physical blocks and every sequence's block table:
-allocate blocks for a prompt (prefill), append one slot per decode step (a new block only when the last one is
-full), and return blocks to the free list when a sequence finishes. Reference counts let blocks be shared later
-(forked tables); a block returns to the free list only when its count drops to zero.
+It owns the free queue of physical blocks and every sequence's block table: allocate blocks for a prompt (prefill),
+append one slot per decode step (a new block only when the last one is full), and return blocks to the free queue
+when a sequence finishes. Reference counts let blocks be shared; a block is free only when its count is zero.
+
+Which free block is taken next, when a full block is hashed, and what eviction drops follow vLLM 0.32's v1
+`KVCacheManager` / `BlockPool` exactly (paged.prefix_cache says each rule and why): with the pool's shuffle off,
+our block b is vLLM's block b + 1 (vLLM keeps block 0 as a reserved null block) and every step agrees.
 
 Sharing:
-- Prefix caching: a full block is identified by a chained hash of (parent block's hash, its token ids), so equal
-  hashes mean equal prefixes. A new prompt reuses cached full blocks (token ids compared, so a hash collision can
-  never hand out the wrong K/V). Freed blocks keep their hash on the free list (least recently freed at the head)
-  and lose it only when reused for something else. A prompt that hits in full still computes its last block, so
-  at least one token runs through the model and a shared block is never written.
-- Forking (parallel sampling): children share the parent's blocks (ref counts up); appending into a shared,
-  partly filled last block first copies it (copy-on-write), recorded in `pending_copies` for the engine to carry out.
+- Prefix caching: a full block is indexed by a chained hash of its prefix (paged.prefix_cache). A new prompt reuses
+  cached full blocks; a prompt that hits in full still computes its last block, so at least one token runs through
+  the model and a shared block is never written.
+- Forking (parallel sampling): children share the parent's blocks (ref counts up); appending into a shared, partly
+  filled last block first copies it (copy-on-write), recorded in `pending_copies` for the engine to carry out.
+  (vLLM v1 runs parallel samples as separate requests sharing through the prefix cache; fork is ours.)
 """
 
 from __future__ import annotations
 
 import random
-from collections import deque
 from typing import Iterable, Mapping
 
 from .addressing import blocks_needed, slot_of
 from .checks import as_bool, as_float, as_int
 from .config import MAX_BLOCK_SIZE, MAX_NUM_BLOCKS
+from .prefix_cache import FreeBlockQueue, PrefixCache
 from .sequence import Sequence
 
 
@@ -39,10 +41,11 @@ def first_owners(tables: Mapping[int, Iterable[int]], num_blocks: int) -> list[i
 
 
 class BlockManager:
-    """Free list + reference counts over `num_blocks` physical blocks of `block_size` slots.
+    """Free queue + reference counts over `num_blocks` physical blocks of `block_size` slots.
 
     watermark: fraction of the pool `can_allocate` keeps free for running sequences' decode slots.
-    seed: shuffle the free list (deterministically) so demos show scattered physical blocks.
+    seed: shuffle the free queue (deterministically) so demos show scattered physical blocks; None keeps 0, 1, 2, …
+    (vLLM's order).
     Raises ValueError for num_blocks outside [1, MAX_NUM_BLOCKS], block_size outside [1, MAX_BLOCK_SIZE], a
     watermark outside [0, 1), or a float / bool where an integer is meant.
     """
@@ -61,19 +64,26 @@ class BlockManager:
         order = list(range(num_blocks))
         if seed is not None:
             random.Random(seed).shuffle(order)
-        self.free_block_ids: deque[int] = deque(order)
+        self.free_block_ids = FreeBlockQueue.fromkeys(order)  # head = next block taken
         self.ref_counts = [0] * num_blocks
         self.tables: dict[int, list[int]] = {}  # seq_id -> its block table (the same list object as seq.block_table)
         self._freed: set[int] = set()
         self.enable_prefix_caching = enable_prefix_caching
-        self.block_hash: dict[int, int] = {}  # block -> hash of the full prefix ending with it
-        self.block_tokens: dict[int, tuple[int, ...]] = {}  # block -> its token ids (collision check)
-        self.hash_to_block: dict[int, int] = {}
+        self.cache = PrefixCache()  # the prefix-cache index (empty while prefix caching is off)
         self.pending_copies: list[tuple[int, int]] = []  # copy-on-write (src, dst) the engine must carry out
         # seq_id -> per logical block: prefix-cache hit at allocation; for the sequences holding blocks (free drops it)
         self.last_hits: dict[int, list[bool]] = {}
 
     # --- queries ---------------------------------------------------------------------------------------------
+    @property
+    def block_hash(self) -> dict[int, int]:
+        """block -> the hash it is filed under in the prefix cache (cached blocks only)."""
+        return self.cache.block_hash
+
+    @property
+    def block_tokens(self) -> dict[int, tuple[int, ...]]:
+        return self.cache.block_tokens
+
     @property
     def num_free_blocks(self) -> int:
         return len(self.free_block_ids)
@@ -85,17 +95,7 @@ class BlockManager:
     def _prefix_hits(self, token_ids: list[int]) -> list[int]:
         """Cached blocks matching the prompt's leading full blocks, stopping before the block holding its last
         token (that one is always computed)."""
-        hits, parent, bs = [], None, self.block_size
-        if not self.enable_prefix_caching:
-            return hits
-        for i in range((len(token_ids) - 1) // bs):
-            tokens = tuple(token_ids[i * bs:(i + 1) * bs])
-            parent = hash((parent, tokens))
-            block = self.hash_to_block.get(parent)
-            if block is None or self.block_tokens.get(block) != tokens:
-                break
-            hits.append(block)
-        return hits
+        return self.cache.hits(token_ids, self.block_size) if self.enable_prefix_caching else []
 
     def _tokens_to_cover(self, seq: Sequence, num_hits: int, max_new_tokens: int | None) -> int:
         """Tokens the first allocation covers: all of them, or (chunked prefill) the hits plus max_new_tokens."""
@@ -128,6 +128,11 @@ class BlockManager:
         refs = self.ref_counts
         return [self.needs_new_block(s) or refs[s.block_table[-1]] > 1 for s in seqs]
 
+    def fills_block(self, seq: Sequence) -> bool:
+        """With prefix caching: this decode step writes the last slot of seq's block, so append_slot hashes it now
+        (rule 4 in paged.prefix_cache). The scheduler calls append_slot for these even when no block is taken."""
+        return self.enable_prefix_caching and (seq.cached_token_count + 1) % self.block_size == 0
+
     def can_append_slot(self, seq: Sequence) -> bool:
         return not self.append_needs_block(seq) or self.num_free_blocks >= 1
 
@@ -146,30 +151,23 @@ class BlockManager:
 
     # --- mutations -------------------------------------------------------------------------------------------
     def _take(self) -> int:
-        """Take the block at the head of the free list for new contents; a cached block reused this way loses its
+        """Take the block at the head of the free queue for new contents; a cached block reused this way loses its
         hash (eviction)."""
-        block_id = self.free_block_ids.popleft()
-        assert self.ref_counts[block_id] == 0, f"block {block_id} on the free list with ref count != 0"
+        block_id = self.free_block_ids.take()
+        assert self.ref_counts[block_id] == 0, f"block {block_id} on the free queue with ref count != 0"
         self.ref_counts[block_id] = 1
-        old = self.block_hash.pop(block_id, None)
-        if old is not None:
-            del self.hash_to_block[old]
-            del self.block_tokens[block_id]
+        self.cache.evict(block_id)
         return block_id
 
-    def _register(self, block: int, parent: int | None, tokens: tuple[int, ...]) -> int:
-        """Index a full block under its chained hash (the first block with a given prefix keeps the entry)."""
-        h = hash((parent, tokens))
-        if h not in self.hash_to_block:
-            self.hash_to_block[h] = block
-            self.block_hash[block] = h
-            self.block_tokens[block] = tokens
-        return h
+    def _file(self, seq: Sequence, num_tokens: int) -> None:
+        """Prefix caching: index seq's full blocks among its first num_tokens tokens (rule 4)."""
+        if self.enable_prefix_caching:
+            self.cache.file(seq.block_table, seq.token_ids, self.block_size, min(num_tokens, seq.num_tokens))
 
     def move_to_front(self, block_ids: list[int]) -> None:
-        """Teaching demos that draw specific tables: put these free physical blocks at the head of the free list, in
+        """Teaching demos that draw specific tables: put these free physical blocks at the head of the free queue, in
         this order, so the next blocks taken (by allocate, without prefix-cache hits, then append_slot) are exactly
-        them; the rest of the free list keeps its order.
+        them; the rest of the free queue keeps its order.
 
         Raises ValueError (nothing changed) unless block_ids is a list of integer ids of free blocks, none twice.
         """
@@ -178,17 +176,15 @@ class BlockManager:
         ids = [as_int(b, "block id", 0, self.num_blocks - 1) for b in block_ids]
         if len(set(ids)) != len(ids):
             raise ValueError(f"block_ids {ids} list a physical block twice")
-        free = set(self.free_block_ids)
-        taken = [b for b in ids if b not in free]
+        taken = [b for b in ids if b not in self.free_block_ids]
         if taken:
             raise ValueError(f"physical block(s) {taken} are not free (pool has blocks 0..{self.num_blocks - 1})")
-        for b in ids:
-            self.free_block_ids.remove(b)
-        self.free_block_ids.extendleft(reversed(ids))
+        self.free_block_ids.put_front(ids)
 
     def allocate(self, seq: Sequence, max_new_tokens: int | None = None) -> list[int]:
         """Give `seq` blocks for all its tokens (the prompt at first prefill; prompt + generated after a
-        preemption): prefix-cache hits first, then fresh blocks from the head of the free list.
+        preemption): prefix-cache hits first, then fresh blocks from the head of the free queue; the full
+        blocks it writes are hashed now.
         max_new_tokens (chunked prefill): cover only the prefix-cache hits plus that many tokens;
         `ensure_capacity` grows the table for later chunks.
 
@@ -200,9 +196,9 @@ class BlockManager:
             raise ValueError(f"sequence {seq.seq_id} needs {blocks_needed(seq.num_tokens, self.block_size)} blocks "
                              f"but only {self.num_free_blocks} of {self.num_blocks} are free")
         hits = self._prefix_hits(seq.token_ids)
-        for block in hits:  # shared: one more reference (off the free list if nobody held it)
+        for block in hits:  # shared: one more reference (off the free queue if nobody held it: a touch)
             if self.ref_counts[block] == 0:
-                self.free_block_ids.remove(block)
+                del self.free_block_ids[block]
             self.ref_counts[block] += 1
         covered = self._tokens_to_cover(seq, len(hits), max_new_tokens)
         table = hits + [self._take() for _ in range(blocks_needed(covered, self.block_size) - len(hits))]
@@ -212,10 +208,7 @@ class BlockManager:
         self.last_hits[seq.seq_id] = [i < len(hits) for i in range(len(table))]
         if hits:
             seq.cached_token_count = len(hits) * self.block_size  # their K/V are already written
-        if self.enable_prefix_caching:
-            parent, bs, tokens = None, self.block_size, seq.token_ids
-            for i in range(min(len(tokens), len(table) * bs) // bs):  # index every full block written this step
-                parent = self._register(table[i], parent, tuple(tokens[i * bs:(i + 1) * bs]))
+        self._file(seq, covered)  # every full block written by the end of this step
         return table
 
     def fork(self, parent: Sequence, child: Sequence) -> list[int]:
@@ -233,21 +226,21 @@ class BlockManager:
 
     def append_slot(self, seq: Sequence) -> int:
         """The slot where seq's next token (index cached_token_count) is written; takes a new block from the free
-        list only when the last block is full. Raises ValueError if seq holds no blocks or the pool is full."""
+        queue only when the last block is full; with prefix caching, hashes the block this token fills.
+        Raises ValueError if seq holds no blocks or the pool is full."""
         if not seq.block_table or seq.seq_id not in self.tables:
             raise ValueError(f"sequence {seq.seq_id} holds no blocks: allocate (prefill) before append_slot")
         if self.append_needs_block(seq) and not self.free_block_ids:
             raise ValueError(f"no free block for sequence {seq.seq_id}'s token {seq.cached_token_count}: "
                              "the pool is full (the scheduler should preempt)")
         if self.needs_new_block(seq):
-            if self.enable_prefix_caching:  # the last block just filled up: index it for future prompts
-                self._index_full_blocks(seq)
             seq.block_table.append(self._take())
         elif self.ref_counts[seq.block_table[-1]] > 1:  # copy-on-write: never write into a shared block
             shared = seq.block_table[-1]
             self.ref_counts[shared] -= 1
             seq.block_table[-1] = self._take()
             self.pending_copies.append((shared, seq.block_table[-1]))
+        self._file(seq, seq.cached_token_count + 1)
         return slot_of(seq.cached_token_count, seq.block_table, self.block_size)
 
     def blocks_to_grow(self, seq: Sequence, num_tokens: int) -> int:
@@ -268,36 +261,30 @@ class BlockManager:
                 * self.block_size), "a sequence mid-prefill never shares a partly filled last block"
         taken = [self._take() for _ in range(grow)]
         seq.block_table.extend(taken)
-        if self.enable_prefix_caching:
-            parent, bs, tokens = None, self.block_size, seq.token_ids
-            for i in range(min(len(tokens), num_tokens) // bs):
-                parent = self._register(seq.block_table[i], parent, tuple(tokens[i * bs:(i + 1) * bs]))
+        self._file(seq, num_tokens)
         return taken
-
-    def _index_full_blocks(self, seq: Sequence) -> None:
-        parent, bs, tokens = None, self.block_size, seq.token_ids
-        for i in range(min(len(seq.block_table), seq.cached_token_count // bs)):
-            parent = self._register(seq.block_table[i], parent, tuple(tokens[i * bs:(i + 1) * bs]))
 
     def num_shared_saved(self) -> int:
         """Blocks that sharing saves right now: references held minus distinct blocks in use."""
         return sum(self.ref_counts) - sum(1 for c in self.ref_counts if c > 0)
 
     def free(self, seq: Sequence) -> list[int]:
-        """Drop seq's references; blocks whose count reaches 0 return to the free list. Returns those blocks.
-        Raises ValueError on a double free or a sequence this manager never allocated."""
+        """Drop seq's references, last block first (rule 3); a block whose count reaches 0 goes to the head of the
+        free queue when it has no hash, to its tail when it is cached (rules 1, 2). Returns those blocks, in that
+        order. Raises ValueError on a double free or a sequence this manager never allocated."""
         if seq.seq_id not in self.tables:
             if seq.seq_id in self._freed:
                 raise ValueError(f"double free: sequence {seq.seq_id}'s blocks were already freed")
             raise ValueError(f"free of unknown sequence {seq.seq_id}: this block manager never allocated it")
         table = self.tables.pop(seq.seq_id)
         released = []
-        for block in reversed(table):  # last blocks first, so the most recently used are reused last
+        for block in reversed(table):
             self.ref_counts[block] -= 1
             assert self.ref_counts[block] >= 0, f"block {block} ref count went negative"
             if self.ref_counts[block] == 0:
-                self.free_block_ids.append(block)
                 released.append(block)
+        self.free_block_ids.put_front([b for b in released if b not in self.cache.block_hash])
+        self.free_block_ids.put_back([b for b in released if b in self.cache.block_hash])
         seq.block_table = []
         self._freed.add(seq.seq_id)
         self.last_hits.pop(seq.seq_id, None)  # kept only while the sequence holds blocks: bounded by the pool
@@ -310,9 +297,6 @@ class BlockManager:
             for block in table:
                 counts[block] += 1
         assert counts == self.ref_counts, "ref counts differ from the number of tables holding each block"
-        free = set(self.free_block_ids)
-        assert len(free) == len(self.free_block_ids), "a block is on the free list twice"
-        assert all((b in free) == (counts[b] == 0) for b in range(self.num_blocks)), "free list != blocks with ref 0"
-        for h, block in self.hash_to_block.items():
-            assert self.block_hash.get(block) == h, f"hash index entry for block {block} is stale"
-        assert set(self.block_hash) == set(self.block_tokens), "block hashes and token records disagree"
+        free = self.free_block_ids
+        assert all((b in free) == (counts[b] == 0) for b in range(self.num_blocks)), "free queue != blocks with ref 0"
+        self.cache.check()

@@ -131,6 +131,8 @@ class Scheduler:
             if need and bm.append_needs_block(seq):
                 bm.append_slot(seq)  # appends a block, or replaces a shared last one (copy-on-write)
                 allocated[seq.seq_id] = [seq.block_table[-1]]
+            elif bm.fills_block(seq):  # prefix caching: this step fills seq's block: hash it now (as vLLM v1)
+                bm.append_slot(seq)
         why = [("decode", dict(count=len(self.running)))]
         if allocated:
             why.append(("new_blocks", dict(count=len(allocated))))
