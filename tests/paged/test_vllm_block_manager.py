@@ -102,7 +102,8 @@ def run_ops(pair: Pair, rng: random.Random, num_ops: int, chunked: bool) -> dict
         ok = True
         if kind in ("add", "follow"):
             if kind == "follow" and pair.finished:
-                prompt = rng.choice(pair.finished).token_ids + [rng.randrange(1, 50) for _ in range(rng.randrange(1, 2 * bs))]
+                turn = [rng.randrange(1, 50) for _ in range(rng.randrange(1, 2 * bs))]
+                prompt = rng.choice(pair.finished).token_ids + turn  # a multi-turn follow-up
             else:
                 prompt = rng.choice(bases) + [rng.randrange(1, 50) for _ in range(rng.randrange(0, 2 * bs))]
             seq = Sequence(pair.next_id, prompt)
