@@ -24,7 +24,8 @@ def vllm_greedy(model_dir: str | Path, prompts: list[list[int]], max_tokens: int
                 timeout_s: float = 600) -> dict:
     """Greedy token ids from vLLM for each prompt (a list of token ids), ignoring EOS: {"tokens": [[...], ...],
     "seconds": generate's wall time, "version": vLLM's, "preemptions": how often its scheduler preempted}.
-    num_blocks: its KV pool less the null block (None: vLLM sizes it); a small pool makes vLLM preempt as ours does. Raises ValueError for a block size not a multiple of 32."""
+    num_blocks: its KV pool less the null block (None: vLLM sizes it); a small pool makes vLLM preempt as ours does.
+    Raises ValueError for a block size not a multiple of 32."""
     if block_size % 32:
         raise ValueError(f"vLLM's CPU attention needs a block_size that is a multiple of 32, got {block_size}")
     job = dict(model=str(model_dir), prompts=[list(map(int, p)) for p in prompts], max_tokens=int(max_tokens),
