@@ -4,17 +4,12 @@ It owns the free queue of physical blocks and every sequence's block table: allo
 append one slot per decode step (a new block only when the last one is full), and return blocks to the free queue
 when a sequence finishes. Reference counts let blocks be shared; a block is free only when its count is zero.
 
-Which free block is taken next, when a full block is hashed, and what eviction drops follow vLLM 0.32's v1
-`KVCacheManager` / `BlockPool` exactly (paged.prefix_cache says each rule and why): with the pool's shuffle off,
-our block b is vLLM's block b + 1 (vLLM keeps block 0 as a reserved null block) and every step agrees.
-
-Sharing:
-- Prefix caching: a full block is indexed by a chained hash of its prefix (paged.prefix_cache). A new prompt reuses
-  cached full blocks; a prompt that hits in full still computes its last block, so at least one token runs through
-  the model and a shared block is never written.
-- Forking (parallel sampling): children share the parent's blocks (ref counts up); appending into a shared, partly
-  filled last block first copies it (copy-on-write), recorded in `pending_copies` for the engine to carry out.
-  (vLLM v1 runs parallel samples as separate requests sharing through the prefix cache; fork is ours.)
+Which free block is taken next, when a full block is hashed and what eviction drops follow vLLM 0.32's v1
+`KVCacheManager` exactly (paged.prefix_cache gives each rule and why; with the shuffle off our block b is vLLM's
+b + 1, its block 0 being a reserved null block). Prefix caching: a new prompt reuses cached full blocks, but always
+computes its last block, so a token runs through the model and a shared block is never written. Forking (parallel
+sampling; ours, vLLM v1 has none): children share the parent's blocks; appending into a shared, partly filled last
+block first copies it (copy-on-write), recorded in `pending_copies` for the engine to carry out.
 """
 
 from __future__ import annotations
@@ -44,8 +39,7 @@ class BlockManager:
     """Free queue + reference counts over `num_blocks` physical blocks of `block_size` slots.
 
     watermark: fraction of the pool `can_allocate` keeps free for running sequences' decode slots.
-    seed: shuffle the free queue (deterministically) so demos show scattered physical blocks; None keeps 0, 1, 2, …
-    (vLLM's order).
+    seed: shuffle the free queue (deterministically) so demos show scattered blocks; None keeps vLLM's 0, 1, 2, …
     Raises ValueError for num_blocks outside [1, MAX_NUM_BLOCKS], block_size outside [1, MAX_BLOCK_SIZE], a
     watermark outside [0, 1), or a float / bool where an integer is meant.
     """
@@ -71,26 +65,15 @@ class BlockManager:
         self.enable_prefix_caching = enable_prefix_caching
         self.cache = PrefixCache()  # the prefix-cache index (empty while prefix caching is off)
         self.pending_copies: list[tuple[int, int]] = []  # copy-on-write (src, dst) the engine must carry out
-        # seq_id -> per logical block: prefix-cache hit at allocation; for the sequences holding blocks (free drops it)
-        self.last_hits: dict[int, list[bool]] = {}
+        self.last_hits: dict[int, list[bool]] = {}  # seq_id -> per logical block: a prefix-cache hit? (while held)
 
     # --- queries ---------------------------------------------------------------------------------------------
-    @property
-    def block_hash(self) -> dict[int, int]:
-        """block -> the hash it is filed under in the prefix cache (cached blocks only)."""
-        return self.cache.block_hash
-
-    @property
-    def block_tokens(self) -> dict[int, tuple[int, ...]]:
-        return self.cache.block_tokens
+    block_hash = property(lambda self: self.cache.block_hash, doc="cached block -> the hash it is filed under")
+    block_tokens = property(lambda self: self.cache.block_tokens, doc="cached block -> its token ids")
 
     @property
     def num_free_blocks(self) -> int:
         return len(self.free_block_ids)
-
-    @property
-    def num_used_blocks(self) -> int:
-        return self.num_blocks - len(self.free_block_ids)
 
     def _prefix_hits(self, token_ids: list[int]) -> list[int]:
         """Cached blocks matching the prompt's leading full blocks, stopping before the block holding its last
@@ -129,25 +112,20 @@ class BlockManager:
         return [self.needs_new_block(s) or refs[s.block_table[-1]] > 1 for s in seqs]
 
     def fills_block(self, seq: Sequence) -> bool:
-        """With prefix caching: this decode step writes the last slot of seq's block, so append_slot hashes it now
-        (rule 4 in paged.prefix_cache). The scheduler calls append_slot for these even when no block is taken."""
+        """Prefix caching: this decode step fills seq's last block, so the scheduler calls append_slot to hash it."""
         return self.enable_prefix_caching and (seq.cached_token_count + 1) % self.block_size == 0
 
-    def can_append_slot(self, seq: Sequence) -> bool:
-        return not self.append_needs_block(seq) or self.num_free_blocks >= 1
-
     def ownership(self) -> list[int | None]:
-        """physical block -> owning seq id (the first owner if shared), or None when free. Built on demand: a UI
-        reads it from EngineView.ownership, never from the engine's step."""
+        """physical block -> owning seq id (the first owner if shared), or None when free (built on demand)."""
         return first_owners(self.tables, self.num_blocks)
 
     def block_owners(self) -> list[tuple[int, ...]]:
         """physical block -> every seq id whose table holds it (empty when free)."""
-        owners: list[list[int]] = [[] for _ in range(self.num_blocks)]
+        owners: list[tuple[int, ...]] = [()] * self.num_blocks
         for seq_id, table in self.tables.items():
             for block in table:
-                owners[block].append(seq_id)
-        return [tuple(o) for o in owners]
+                owners[block] += (seq_id,)
+        return owners
 
     # --- mutations -------------------------------------------------------------------------------------------
     def _take(self) -> int:
@@ -165,31 +143,17 @@ class BlockManager:
             self.cache.file(seq.block_table, seq.token_ids, self.block_size, min(num_tokens, seq.num_tokens))
 
     def move_to_front(self, block_ids: list[int]) -> None:
-        """Teaching demos that draw specific tables: put these free physical blocks at the head of the free queue, in
-        this order, so the next blocks taken (by allocate, without prefix-cache hits, then append_slot) are exactly
-        them; the rest of the free queue keeps its order.
-
-        Raises ValueError (nothing changed) unless block_ids is a list of integer ids of free blocks, none twice.
-        """
-        if isinstance(block_ids, (str, bytes)) or not hasattr(block_ids, "__iter__"):
-            raise ValueError(f"block_ids must be a list of physical block ids, got {block_ids!r}")
-        ids = [as_int(b, "block id", 0, self.num_blocks - 1) for b in block_ids]
-        if len(set(ids)) != len(ids):
-            raise ValueError(f"block_ids {ids} list a physical block twice")
-        taken = [b for b in ids if b not in self.free_block_ids]
-        if taken:
-            raise ValueError(f"physical block(s) {taken} are not free (pool has blocks 0..{self.num_blocks - 1})")
-        self.free_block_ids.put_front(ids)
+        """Teaching demos that draw specific tables: put these free blocks at the head of the free queue, in order,
+        so the next blocks taken (allocate without hits, then append_slot) are exactly them. Raises ValueError
+        (nothing changed) unless block_ids is a list of integer ids of free blocks, none twice."""
+        self.free_block_ids.move_to_front(block_ids, self.num_blocks)
 
     def allocate(self, seq: Sequence, max_new_tokens: int | None = None) -> list[int]:
         """Give `seq` blocks for all its tokens (the prompt at first prefill; prompt + generated after a
-        preemption): prefix-cache hits first, then fresh blocks from the head of the free queue; the full
-        blocks it writes are hashed now.
-        max_new_tokens (chunked prefill): cover only the prefix-cache hits plus that many tokens;
-        `ensure_capacity` grows the table for later chunks.
-
-        Raises ValueError (nothing changed) if seq already holds blocks or the pool lacks free blocks.
-        """
+        preemption): prefix-cache hits first, then fresh blocks from the head of the free queue; the full blocks it
+        writes are hashed now. max_new_tokens (chunked prefill): cover only the hits plus that many tokens
+        (`ensure_capacity` grows the table for later chunks). Raises ValueError (nothing changed) if seq already
+        holds blocks or the pool lacks free blocks."""
         if seq.block_table or seq.seq_id in self.tables:
             raise ValueError(f"sequence {seq.seq_id} already holds blocks {seq.block_table}; free it first")
         if self._blocks_to_take(seq, max_new_tokens) > self.num_free_blocks:
@@ -202,8 +166,7 @@ class BlockManager:
             self.ref_counts[block] += 1
         covered = self._tokens_to_cover(seq, len(hits), max_new_tokens)
         table = hits + [self._take() for _ in range(blocks_needed(covered, self.block_size) - len(hits))]
-        seq.block_table = table
-        self.tables[seq.seq_id] = table
+        seq.block_table = self.tables[seq.seq_id] = table
         self._freed.discard(seq.seq_id)
         self.last_hits[seq.seq_id] = [i < len(hits) for i in range(len(table))]
         if hits:
@@ -220,7 +183,7 @@ class BlockManager:
         child.block_table = list(parent.block_table)
         for block in child.block_table:
             self.ref_counts[block] += 1
-        self.tables[child.seq_id] = child.block_table
+        self.tables[child.seq_id] = child.block_table  # the same list object, as allocate's
         self._freed.discard(child.seq_id)
         return child.block_table
 
@@ -259,14 +222,13 @@ class BlockManager:
                              f"{self.num_free_blocks} free (the scheduler should preempt)")
         assert (self.ref_counts[seq.block_table[-1]] == 1 or seq.cached_token_count == len(seq.block_table)
                 * self.block_size), "a sequence mid-prefill never shares a partly filled last block"
-        taken = [self._take() for _ in range(grow)]
-        seq.block_table.extend(taken)
+        seq.block_table.extend(taken := [self._take() for _ in range(grow)])
         self._file(seq, num_tokens)
         return taken
 
     def num_shared_saved(self) -> int:
         """Blocks that sharing saves right now: references held minus distinct blocks in use."""
-        return sum(self.ref_counts) - sum(1 for c in self.ref_counts if c > 0)
+        return sum(self.ref_counts) - sum(c > 0 for c in self.ref_counts)
 
     def free(self, seq: Sequence) -> list[int]:
         """Drop seq's references, last block first (rule 3); a block whose count reaches 0 goes to the head of the
@@ -283,19 +245,15 @@ class BlockManager:
             assert self.ref_counts[block] >= 0, f"block {block} ref count went negative"
             if self.ref_counts[block] == 0:
                 released.append(block)
-        self.free_block_ids.put_front([b for b in released if b not in self.cache.block_hash])
-        self.free_block_ids.put_back([b for b in released if b in self.cache.block_hash])
+        self.free_block_ids.release(released, self.cache.block_hash)
         seq.block_table = []
         self._freed.add(seq.seq_id)
-        self.last_hits.pop(seq.seq_id, None)  # kept only while the sequence holds blocks: bounded by the pool
+        self.last_hits.pop(seq.seq_id, None)  # kept only while it holds blocks: bounded by the pool
         return released
 
     def check_invariants(self) -> None:
         """Assert the bookkeeping is consistent (used by tests and the app's self-check)."""
-        counts = [0] * self.num_blocks
-        for table in self.tables.values():
-            for block in table:
-                counts[block] += 1
+        counts = [len(o) for o in self.block_owners()]
         assert counts == self.ref_counts, "ref counts differ from the number of tables holding each block"
         free = self.free_block_ids
         assert all((b in free) == (counts[b] == 0) for b in range(self.num_blocks)), "free queue != blocks with ref 0"

@@ -29,6 +29,8 @@ from __future__ import annotations
 from collections import OrderedDict
 from typing import Iterable
 
+from .checks import as_int
+
 
 class FreeBlockQueue(OrderedDict):
     """Free physical block ids, head first: the head is the next block taken (rule 1-3 above decide where a freed
@@ -48,6 +50,26 @@ class FreeBlockQueue(OrderedDict):
         """Put blocks at the tail, in order."""
         for block in blocks:
             self[block] = None
+
+    def release(self, blocks: list[int], cached: Iterable[int]) -> None:
+        """Blocks just freed (a request's, last block first: rule 3): those without a hash to the head (rule 1),
+        the cached ones to the tail (rule 2), each group keeping its order."""
+        cached = set(cached) if not isinstance(cached, (set, dict)) else cached
+        self.put_front([b for b in blocks if b not in cached])
+        self.put_back([b for b in blocks if b in cached])
+
+    def move_to_front(self, block_ids: list[int], num_blocks: int) -> None:
+        """Put these free blocks at the head, in this order (BlockManager.move_to_front: teaching demos). Raises
+        ValueError (nothing changed) unless block_ids is a list of integer ids of free blocks, none twice."""
+        if isinstance(block_ids, (str, bytes)) or not hasattr(block_ids, "__iter__"):
+            raise ValueError(f"block_ids must be a list of physical block ids, got {block_ids!r}")
+        ids = [as_int(b, "block id", 0, num_blocks - 1) for b in block_ids]
+        if len(set(ids)) != len(ids):
+            raise ValueError(f"block_ids {ids} list a physical block twice")
+        taken = [b for b in ids if b not in self]
+        if taken:
+            raise ValueError(f"physical block(s) {taken} are not free (pool has blocks 0..{num_blocks - 1})")
+        self.put_front(ids)
 
     def copy(self) -> FreeBlockQueue:
         return FreeBlockQueue(self)
