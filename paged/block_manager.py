@@ -14,13 +14,12 @@ block first copies it (copy-on-write), recorded in `pending_copies` for the engi
 
 from __future__ import annotations
 
-import random
 from typing import Iterable, Mapping
 
 from .addressing import blocks_needed, slot_of
 from .checks import as_bool, as_float, as_int
 from .config import MAX_BLOCK_SIZE, MAX_NUM_BLOCKS
-from .prefix_cache import FreeBlockQueue, PrefixCache
+from .prefix_cache import FreeBlockQueue, PrefixCache, initial_order
 from .sequence import Sequence
 
 
@@ -55,10 +54,7 @@ class BlockManager:
         enable_prefix_caching = as_bool(enable_prefix_caching, "enable_prefix_caching")
         self.num_blocks, self.block_size, self.watermark = num_blocks, block_size, watermark
         self.watermark_blocks = int(watermark * num_blocks)
-        order = list(range(num_blocks))
-        if seed is not None:
-            random.Random(seed).shuffle(order)
-        self.free_block_ids = FreeBlockQueue.fromkeys(order)  # head = next block taken
+        self.free_block_ids = FreeBlockQueue.fromkeys(initial_order(num_blocks, seed))  # head = next block taken
         self.ref_counts = [0] * num_blocks
         self.tables: dict[int, list[int]] = {}  # seq_id -> its block table (the same list object as seq.block_table)
         self._freed: set[int] = set()

@@ -26,10 +26,20 @@ either end): the same order vLLM keeps in a doubly linked list.
 
 from __future__ import annotations
 
+import random
 from collections import OrderedDict
 from typing import Iterable
 
 from .checks import as_int
+
+
+def initial_order(num_blocks: int, seed: int | None) -> list[int]:
+    """The free queue of a new pool: 0, 1, 2, … (vLLM's order), or shuffled by `seed` (demos show scattered blocks;
+    the policy never looks at ids, so a shuffled pool is vLLM's pool with its blocks renamed)."""
+    order = list(range(num_blocks))
+    if seed is not None:
+        random.Random(seed).shuffle(order)
+    return order
 
 
 class FreeBlockQueue(OrderedDict):

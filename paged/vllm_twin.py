@@ -1,8 +1,9 @@
 """The real vLLM's block manager, driven like ours: vLLM 0.32's own v1 `KVCacheManager` (vllm.v1.core), no model.
 
 `VllmKVCache` owns a KVCacheManager over num_blocks + 1 blocks (vLLM keeps block 0 as its reserved null block) and
-speaks in our block ids (vLLM's block b is our block b - 1), so its tables, free blocks and prefix-cache hits can
-be put next to a `BlockManager`'s, operation for operation. vLLM is an optional extra (requirements-vllm.txt):
+speaks in our block ids (vLLM's block b is our block order[b - 1]: b - 1 for an unshuffled pool; a shuffled one is
+the same pool with its blocks renamed), so its tables, free blocks and prefix-cache hits can be put next to a
+`BlockManager`'s, operation for operation. vLLM is an optional extra (requirements-vllm.txt):
 it is imported only when a VllmKVCache is built; `vllm_available()` says whether that can work.
 """
 
@@ -10,6 +11,8 @@ from __future__ import annotations
 
 import importlib.util
 from functools import lru_cache
+
+from .prefix_cache import initial_order
 
 VLLM_VERSION = "0.32.0"  # the version whose policies paged.block_manager mirrors (requirements-vllm.txt pins it)
 INSTALL_HINT = "bash scripts/install_vllm.sh"  # the optional extra (requirements-vllm.txt), into the active venv
@@ -39,8 +42,9 @@ class VllmKVCache:
     `grow` return False, changing nothing, when vLLM refuses (too few free blocks). Raises ImportError without vLLM.
     """
 
-    def __init__(self, num_blocks: int, block_size: int, enable_prefix_caching: bool,
+    def __init__(self, num_blocks: int, block_size: int, enable_prefix_caching: bool, seed: int | None = None,
                  max_model_len: int = 1 << 20) -> None:
+        """seed: the BlockManager's shuffle seed, so vLLM's block ids are named as ours (paged.prefix_cache)."""
         import torch
         from vllm.v1.core.kv_cache_manager import KVCacheManager
         from vllm.v1.kv_cache_interface import FullAttentionSpec, KVCacheConfig, KVCacheGroupSpec
@@ -51,9 +55,11 @@ class VllmKVCache:
         self.manager = KVCacheManager(config, max_model_len=max_model_len, scheduler_block_size=block_size,
                                       hash_block_size=block_size, enable_caching=enable_prefix_caching)
         self.num_blocks, self.block_size = num_blocks, block_size
+        self.names = initial_order(num_blocks, seed)  # vLLM block b -> our id names[b - 1]
         self.requests: dict[int, object] = {}  # seq id -> vllm.v1.request.Request
         self.hits: dict[int, int] = {}  # seq id -> prefix-cache hits (blocks) at its last admission
         self._pending: dict[int, int] = {}  # seq id -> tokens scheduled this step, not yet `done`
+        self.running: set[int] = set()  # seq ids holding blocks
 
     # --- what a page or a test compares --------------------------------------------------------------------------
     @property
@@ -64,15 +70,15 @@ class VllmKVCache:
         """seq's block table in our ids ([] when it holds none)."""
         if seq_id not in self.requests:
             return []
-        return [b - 1 for b in self.manager.get_block_ids(str(seq_id))[0]]
+        return [self.names[b - 1] for b in self.manager.get_block_ids(str(seq_id))[0]]
 
     def free_queue(self) -> list[int]:
         """The free blocks in the order vLLM will take them (our ids)."""
-        return [b.block_id - 1 for b in self.manager.block_pool.free_block_queue.get_all_free_blocks()]
+        return [self.names[b.block_id - 1] for b in self.manager.block_pool.free_block_queue.get_all_free_blocks()]
 
     def cached_blocks(self) -> set[int]:
         """Blocks that hold a prefix-cache hash (our ids)."""
-        return {b.block_id - 1 for b in self.manager.block_pool.blocks if b.block_hash is not None}
+        return {self.names[b.block_id - 1] for b in self.manager.block_pool.blocks if b.block_hash is not None}
 
     # --- one step's calls ----------------------------------------------------------------------------------------
     def admit(self, seq_id: int, token_ids: list[int], num_new_tokens: int | None = None) -> bool:
@@ -94,6 +100,7 @@ class VllmKVCache:
         self.requests[seq_id], self.hits[seq_id] = req, num_hit_tokens // self.block_size
         req.num_computed_tokens, req.status = num_hit_tokens, RequestStatus.RUNNING
         self._pending[seq_id] = n
+        self.running.add(seq_id)
         return True
 
     def grow(self, seq_id: int, num_new_tokens: int = 1) -> bool:
@@ -119,6 +126,7 @@ class VllmKVCache:
         self.manager.free(req)
         req.num_computed_tokens, req.status = 0, RequestStatus.PREEMPTED
         self._pending.pop(seq_id, None)
+        self.running.discard(seq_id)
 
     def free(self, seq_id: int) -> None:
         """The request finished: its blocks go back (tail first; cached ones stay findable until evicted)."""
@@ -126,3 +134,4 @@ class VllmKVCache:
         self.manager.free(req)
         self.hits.pop(seq_id, None)
         self._pending.pop(seq_id, None)
+        self.running.discard(seq_id)
