@@ -14,13 +14,14 @@ from .widgets import state_table
 
 
 def show_vllm_side(ctx: PageContext, lesson, label: Callable[[int], str], page: str) -> None:
-    """The header, then: without vLLM one install line; else the verdict and the last step's tables side by side.
+    """The header and the rules we mirror, then: without vLLM one install line; else the verdict and the last
+    step's tables side by side.
     The replay lives in st.session_state["<page>.vllm_side"] (per user) and replays only new steps."""
     st.subheader(ctx.t("vllm.header"))
+    st.caption(ctx.t("vllm.caption", version=VLLM_VERSION))  # the rules we mirror, with or without vLLM here
     if not vllm_available():
         st.caption(ctx.t("vllm.missing", hint=INSTALL_HINT))
         return
-    st.caption(ctx.t("vllm.caption", version=VLLM_VERSION))
     key = f"{page}.vllm_side"
     try:
         side = st.session_state[key] = VllmSide.follow(st.session_state.get(key), lesson)

@@ -51,12 +51,17 @@ def test_engine_page_tiny_pool_is_identical_with_preemptions():
 
 
 def test_without_vllm_one_line_says_how_to_install(monkeypatch):
-    """With vLLM not importable (simulated), page 6 shows the install line and nothing else of the column."""
+    """With vLLM not importable (simulated), page 6 still says which vLLM version it mirrors and why, then the
+    install line, and drives nothing."""
     import ui.vllm_side
 
     monkeypatch.setattr(ui.vllm_side, "vllm_available", lambda: False)
     at = run_steps(app_test(SHARING).run(), "sharing", 1)
     from paged.vllm_twin import INSTALL_HINT
 
-    assert t("vllm.missing", "en", hint=INSTALL_HINT) in [c.value for c in at.caption]
+    from lessons.vllm_side import VLLM_VERSION
+
+    captions = [c.value for c in at.caption]
+    assert t("vllm.missing", "en", hint=INSTALL_HINT) in captions
+    assert t("vllm.caption", "en", version=VLLM_VERSION) in captions
     assert "sharing.vllm_side" not in at.session_state

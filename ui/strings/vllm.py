@@ -3,17 +3,18 @@
 STRINGS = {
     "header": {"en": "The real vLLM, side by side", "zh": "真正的 vLLM，并排对照"},
     "caption": {
-        "en": ("The same steps fed to vLLM {version}'s own `KVCacheManager` (vllm.v1.core), block for block: our "
-               "Block Manager follows its rules. Which free block is taken next: a freed block without a hash is "
-               "reused first (nobody can hit it), cached blocks wait at the tail and the least recently used is "
-               "evicted first, a request's blocks are freed last block first (its most specific blocks go first); a "
-               "full block is hashed as soon as the step writing its last token is scheduled. vLLM keeps block 0 as a "
-               "reserved null block, so its block b is our block b − 1 (a shuffled pool renames them)."),
-        "zh": ("把同样的每一步交给 vLLM {version} 自己的 `KVCacheManager`（vllm.v1.core），逐个 block 对照：我们的 "
-               "Block Manager 遵循它的规则。下一个取哪个空闲 block：没有哈希的已释放 block 最先复用（没人能命中它），"
-               "已缓存的 block 排在队尾，最久未用的最先被驱逐；一个请求的 block 从最后一个开始释放（最具体的 block 先走）；"
-               "写入某个 block 最后一个 token 的那一步一被调度，这个满 block 就立即计算哈希。vLLM 把 block 0 留作保留的"
-               "空 block，所以它的 block b 就是我们的 block b − 1（打乱的 pool 只是给它们换了名字）。"),
+        "en": ("Our Block Manager follows vLLM {version}'s v1 `KVCacheManager` (vllm.v1.core), and here the same "
+               "steps are fed to vLLM's own, block for block. Which free block is taken next: a freed block without "
+               "a hash is reused first (nobody can hit it), cached blocks wait at the tail and the least recently "
+               "used is evicted first; a request's blocks are freed last block first (its most specific blocks go "
+               "first); a full block is hashed as soon as the step writing its last token is scheduled. vLLM keeps "
+               "block 0 as a reserved null block, so its block b is our block b − 1 (a shuffled pool renames them)."),
+        "zh": ("我们的 Block Manager 遵循 vLLM {version} v1 的 `KVCacheManager`（vllm.v1.core）的规则；这里把同样的"
+               "每一步交给 vLLM 自己的实现，逐个 block 对照。下一个取哪个空闲 block：没有哈希的已释放 block 最先复用"
+               "（没人能命中它），已缓存的 block 排在队尾，最久未用的最先被驱逐；一个请求的 block 从最后一个开始释放"
+               "（最具体的 block 先走）；写入某个 block 最后一个 token 的那一步一被调度，这个满 block 就立即计算哈希。"
+               "vLLM 把 block 0 留作保留的空 block，所以它的 block b 就是我们的 block b − 1（打乱的 pool 只是给它们"
+               "换了名字）。"),
     },
     "missing": {"en": "Install the real vLLM to see its own block tables here: `{hint}` (the optional extra, "
                       "requirements-vllm.txt).",
