@@ -26,10 +26,20 @@ def vllm_greedy(model_dir: str | Path, prompts: list[list[int]], max_tokens: int
     "seconds": generate's wall time, "version": vLLM's, "preemptions": how often its scheduler preempted}.
     num_blocks: its KV pool less the null block (None: vLLM sizes it); a small pool makes vLLM preempt as ours does.
     Raises ValueError for a block size not a multiple of 32."""
+    done = vllm_runs(model_dir, [prompts], max_tokens, 1, block_size, num_blocks, max_num_seqs, threads, timeout_s)
+    return dict(done, tokens=done["runs"][0]["tokens"], seconds=done["runs"][0]["seconds"][0])
+
+
+def vllm_runs(model_dir: str | Path, batches: list[list[list[int]]], max_tokens: int, reps: int = 1,
+              block_size: int = 32, num_blocks: int | None = None, max_num_seqs: int = 32, threads: int = 1,
+              timeout_s: float = 900) -> dict:
+    """vllm_greedy for several batches on one vLLM start, each generated `reps` times (after one warm-up):
+    {"runs": [{"tokens": [[...]], "seconds": [per rep]}, ...], "version", "preemptions"}."""
     if block_size % 32:
         raise ValueError(f"vLLM's CPU attention needs a block_size that is a multiple of 32, got {block_size}")
-    job = dict(model=str(model_dir), prompts=[list(map(int, p)) for p in prompts], max_tokens=int(max_tokens),
-               block_size=block_size, num_blocks=num_blocks, max_num_seqs=max_num_seqs)
+    job = dict(model=str(model_dir), batches=[[list(map(int, p)) for p in b] for b in batches],
+               max_tokens=int(max_tokens), reps=int(reps), block_size=block_size, num_blocks=num_blocks,
+               max_num_seqs=max_num_seqs)
     env = dict(os.environ, VLLM_ENABLE_V1_MULTIPROCESSING="0", OMP_NUM_THREADS=str(threads),
                VLLM_CPU_OMP_THREADS_BIND="nobind", VLLM_LOGGING_LEVEL="WARNING", TOKENIZERS_PARALLELISM="false")
     done = subprocess.run([sys.executable, "-m", "paged.bench.vllm_llm"], input=json.dumps(job), env=env,
@@ -54,14 +64,19 @@ def _main() -> None:
               skip_tokenizer_init=True, max_num_seqs=job["max_num_seqs"], seed=0,
               gpu_memory_utilization=0.05, kv_cache_memory_bytes=64 << 20, **extra)  # CPU: host memory it may take
     params = SamplingParams(temperature=0.0, max_tokens=job["max_tokens"], ignore_eos=True, detokenize=False)
-    prompts = [TokensPrompt(prompt_token_ids=p) for p in job["prompts"]]
     preempted = _count_preemptions(llm)
-    start = time.perf_counter()
-    outs = llm.generate(prompts, params, use_tqdm=False)
-    seconds = time.perf_counter() - start
-    tokens = [list(o.outputs[0].token_ids) for o in outs]
-    print(MARK + json.dumps(dict(tokens=tokens, seconds=seconds, version=vllm.__version__,
-                                 preemptions=preempted[0] if preempted else None)), flush=True)
+    llm.generate([TokensPrompt(prompt_token_ids=job["batches"][0][0])], params, use_tqdm=False)  # warm-up
+    runs = []
+    for batch in job["batches"]:
+        prompts = [TokensPrompt(prompt_token_ids=p) for p in batch]
+        seconds = []
+        for _ in range(job["reps"]):
+            start = time.perf_counter()
+            outs = llm.generate(prompts, params, use_tqdm=False)
+            seconds.append(time.perf_counter() - start)
+        runs.append(dict(tokens=[list(o.outputs[0].token_ids) for o in outs], seconds=seconds))
+    print(MARK + json.dumps(dict(runs=runs, version=vllm.__version__, preemptions=preempted[0] if preempted else None)),
+          flush=True)
 
 
 def _count_preemptions(llm) -> list[int] | None:
