@@ -3,6 +3,7 @@
 import streamlit as st
 
 import ui
+from ui.vllm_side import show_vllm_side
 import ui.quiz
 from lessons.quiz import next_step_question
 from lessons.tokens import token_label
@@ -176,6 +177,7 @@ def engine_view() -> None:
         fig_col.info(ctx.t("twins_none"))
     ui.notice(ctx, ctx.t("twins_notice"), where=note_col)
 
+    show_vllm_side(ctx, demo, seq_label, "engine")  # vLLM's own KVCacheManager, same steps
     ui.export_button(ctx, demo.trace, "engine_trace.json", key="engine.export")
 
 

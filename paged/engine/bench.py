@@ -258,6 +258,9 @@ def main(argv: list[str] | None = None) -> int:
             if "hf_tok_s" not in rows[0]:
                 print("HF column: " + ("skipped (--no-hf)" if args.no_hf else "transformers is not installed"))
             print(format_table(rows))
+            if not own:  # the shipped model on vLLM's own engine too, when vLLM is installed
+                print_vllm_column(rows, tokenizer, model.config.vocab_size, None, max_tokens, args.reps, args.threads,
+                                  _prompts)
         if served:
             print(f"\nmixed: max_tokens {MIN_NEW if max_tokens >= MIN_NEW else 1}…{max_tokens}, prompts of different lengths; queue: 2 x batch such "
                   "requests, at most batch at once. tok/s = tokens requested / time (HF runs each static batch to "
@@ -273,6 +276,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 from .workloads import MIN_NEW, WORKLOADS, bench_workload, format_workloads  # noqa: E402  (imports this module)
+from ..bench.vllm_column import print_vllm_column  # noqa: E402  (the vLLM column, when vLLM is installed)
 
 
 if __name__ == "__main__":

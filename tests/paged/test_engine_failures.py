@@ -29,7 +29,7 @@ def state(engine):
                   s.preemptions, s.n) for sid, s in engine.sequences.items()}
     return dict(waiting=[s.seq_id for s in sched.waiting], running=[s.seq_id for s in sched.running], seqs=seqs,
                 tables={k: list(v) for k, v in bm.tables.items()}, refs=list(bm.ref_counts),
-                free=list(bm.free_block_ids), hashes=dict(bm.block_hash), index=dict(bm.hash_to_block),
+                free=list(bm.free_block_ids), hashes=dict(bm.block_hash), index={h: list(b) for h, b in bm.cache.hash_blocks.items()},
                 step=engine.step_count, ids=engine._next_id)
 
 
