@@ -42,7 +42,7 @@ FAULTS: dict[Fault, FaultInfo] = {
         "The newest token's K/V are written, but context_len still counts only the older tokens.",
         "context_len",
         "Each decode step ignores the token it is processing: the model loses its most recent input.",
-        "paged == contiguous engine parity (tests/paged/test_engine.py)"),
+        "paged == contiguous engine parity (tests/paged/engine/test_engine.py)"),
     Fault.SLOT_OFF_BY_ONE: FaultInfo(
         "slot_mapping off by one",
         "Every token's K/V are written one slot past the slot its address says.",
@@ -68,7 +68,7 @@ FAULTS: dict[Fault, FaultInfo] = {
         "Decode feeds the newest token at position num_tokens instead of num_tokens - 1.",
         "positions (RoPE)",
         "The cache is addressed correctly but the rotary embedding sees the wrong position: subtle drift.",
-        "tests/paged/test_engine.py::test_state_rule_and_decode_positions and engine parity"),
+        "tests/paged/engine/test_engine.py::test_state_rule_and_decode_positions and engine parity"),
     Fault.PAD_NOT_SKIPPED: FaultInfo(
         "padding slot −1 not skipped",
         "Batches are padded (as CUDA graphs do) with slot −1, and the write does not skip it: −1 wraps around to "

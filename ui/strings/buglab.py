@@ -9,27 +9,27 @@ _ZH = {
         what="最新 token 的 K/V 还没写入就被算作已缓存，于是 attention 读取它的 slot 时，里面还是旧数据。",
         where="写入 slot ↔ context_len（状态规则）",
         symptom="每个 decode step 都对垃圾数据（全零，或已释放 sequence 的残留）做 attention，而不是最新的 key。",
-        caught_by="tests/test_attention.py::test_early_increment_reads_unwritten_slot_and_is_caught，以及 engine 的 "
+        caught_by="tests/paged/test_attention.py::test_early_increment_reads_unwritten_slot_and_is_caught，以及 engine 的 "
                   "paged == contiguous 一致性测试"),
     Fault.LATE_INCREMENT: dict(
         title="cached_token_count 加 1 太晚",
         what="最新 token 的 K/V 已经写入，但 context_len 仍然只计入之前的 token。",
         where="context_len",
         symptom="每个 decode step 都忽略了正在处理的 token：模型丢掉了最新的输入。",
-        caught_by="engine 的 paged == contiguous 一致性测试（tests/paged/test_engine.py）"),
+        caught_by="engine 的 paged == contiguous 一致性测试（tests/paged/engine/test_engine.py）"),
     Fault.SLOT_OFF_BY_ONE: dict(
         title="slot_mapping 差一",
         what="每个 token 的 K/V 都被写到比它的地址所指位置靠后一个的 slot。",
         where="block_offset → slot（写入端）",
         symptom="读出的是前一个 token 的 K/V；写在 block 最后一个 slot 之后的数据会溢出到下一个 physical block，"
                 "而那个 block 可能属于另一个 sequence。",
-        caught_by="tests/test_kv_cache.py::test_write_kv_lands_where_locate_reads 以及 engine 一致性测试"),
+        caught_by="tests/paged/test_kv_cache.py::test_write_kv_lands_where_locate_reads 以及 engine 一致性测试"),
     Fault.BLOCK_SIZE_MISMATCH: dict(
         title="写入端和读取端的 block_size 不一致",
         what="写入端计算 slot 时用的 block size 只有读取端的一半。",
         where="logical_block_id / block_offset（写入端）",
         symptom="token 落在错误的 offset 和错误的 block 里；读回的历史是乱的。",
-        caught_by="tests/test_addressing.py::test_slot_mapping_equals_locate 以及 engine 一致性测试"),
+        caught_by="tests/paged/test_addressing.py::test_slot_mapping_equals_locate 以及 engine 一致性测试"),
     Fault.USE_AFTER_FREE: dict(
         title="释放后使用（use after free）：过期的 block table",
         what="当另一个 sequence 接手 batch 中的某一行时，runner 仍保留这一行旧的 block table；于是一个 sequence "
@@ -42,19 +42,19 @@ _ZH = {
         what="decode 时把最新 token 放在 position num_tokens，而不是 num_tokens - 1。",
         where="positions（RoPE）",
         symptom="cache 的寻址完全正确，但旋转位置编码（RoPE）看到了错误的位置：轻微的漂移。",
-        caught_by="tests/paged/test_engine.py::test_state_rule_and_decode_positions 以及 engine 一致性测试"),
+        caught_by="tests/paged/engine/test_engine.py::test_state_rule_and_decode_positions 以及 engine 一致性测试"),
     Fault.PAD_NOT_SKIPPED: dict(
         title="padding 的 slot −1 没有被跳过",
         what="batch 用 slot −1 填充（CUDA graph 就会这样做），而写入时没有跳过它：−1 绕回到 pool 的最后一个 slot。",
         where="slot_mapping（padding）",
         symptom="拥有 pool 最后一个 physical block 的 sequence，会在它的最后一个 slot 里发现别人的 key。",
-        caught_by="tests/test_kv_cache.py::test_write_kv_skips_padding_slots"),
+        caught_by="tests/paged/test_kv_cache.py::test_write_kv_skips_padding_slots"),
     Fault.ALIASED_BLOCKS: dict(
         title="两个 logical block 指向同一个 physical block",
         what="logical block 1 被映射到与 logical block 0 相同的 physical block。",
         where="block_table",
         symptom="两个 logical block 的 token 互相覆盖；读第一个 block 的历史时，读到的是第二个 block 的内容。",
-        caught_by="tests/test_addressing.py 中的 validate_block_table（“appears twice”）"),
+        caught_by="tests/paged/test_addressing.py 中的 validate_block_table（“appears twice”）"),
 }
 
 # What to notice, per fault: where to look on this page.

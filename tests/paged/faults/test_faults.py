@@ -168,7 +168,7 @@ def test_no_fault_apply_checks_the_tables_and_a_fault_does_not():
 
 
 def runner_source_tree(source: str | None = None) -> ast.AST:
-    path = Path(__file__).resolve().parents[2] / "paged" / "engine" / "runner.py"
+    path = Path(__file__).resolve().parents[3] / "paged" / "engine" / "runner.py"
     return ast.parse(path.read_text() if source is None else source)
 
 

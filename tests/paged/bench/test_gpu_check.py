@@ -17,7 +17,7 @@ from paged.bench import gpu_check
 from paged.bench.gpu_verdicts import format_summary, verdicts
 from paged.kernels import triton_available
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 BLOCKED = ("streamlit", "plotly", "transformers", "hypothesis", "pytest")
 
 # Loaded by the child through PYTHONPATH: any import of a blocked package (or one of its submodules) raises

@@ -22,7 +22,7 @@ from paged.attention import contiguous_attention_decode, paged_attention_decode
 from paged.kernels import native, native_build
 from decode_cases import build
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 QUICK_FLAGS = (("-O1", "-pthread", "-shared", "-fPIC"),)
 
 
