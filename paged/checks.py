@@ -65,6 +65,25 @@ def as_bool(value: Any, name: str) -> bool:
     raise ValueError(f"{name} must be True or False, got {value!r} ({type(value).__name__})")
 
 
+def as_int_list(block_table: Any, name: str = "block_table") -> list[int]:
+    """The entries of a block table (a sequence of ints, or an integer tensor, flattened) as Python ints; raises
+    ValueError for anything else (floats would silently truncate: [1.9] is not block 1). A list of plain ints is
+    returned as it is (callers only read it)."""
+    if type(block_table) is list and all(type(x) is int for x in block_table):
+        return block_table
+    if isinstance(block_table, torch.Tensor):
+        if block_table.dtype == torch.bool or block_table.is_floating_point() or block_table.is_complex():
+            raise ValueError(f"{name} must hold integers, got a {block_table.dtype} tensor")
+        return [int(x) for x in block_table.reshape(-1).tolist()]
+    if isinstance(block_table, (str, bytes)):
+        raise ValueError(f"{name} must be a sequence of integers, got {block_table!r}")
+    try:
+        items = list(block_table)
+    except TypeError:
+        raise ValueError(f"{name} must be a sequence of integers, got {block_table!r}") from None
+    return [as_int(x, f"{name}[{i}]") for i, x in enumerate(items)]
+
+
 def as_token_ids(token_ids: Iterable[Any], name: str = "token ids", vocab_size: int | None = None) -> list[int]:
     """A list of token ids as Python ints, each >= 0 (and < vocab_size when given).
 

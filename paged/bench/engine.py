@@ -20,7 +20,7 @@ import random
 import torch
 
 from ..addressing import blocks_needed
-from ..attention import default_attn_impl
+from ..kernels import default_attn_impl
 from ..config import CacheConfig, ModelConfig, SamplingParams, SchedulerConfig
 from ..engine import LLMEngine
 from ..engine.admission import prompt_token_ids

@@ -17,6 +17,7 @@ class Fault(str, enum.Enum):
     POSITION_OFF_BY_ONE = "position_off_by_one"
     PAD_NOT_SKIPPED = "pad_not_skipped"
     ALIASED_BLOCKS = "aliased_blocks"
+    STALE_SLOT_MAPPING = "stale_slot_mapping"
 
 
 @dataclass(frozen=True)
@@ -82,6 +83,15 @@ FAULTS: dict[Fault, FaultInfo] = {
         "block_table",
         "Tokens of the two logical blocks overwrite each other; the first block's history reads back the second's.",
         "validate_block_table ('appears twice') in tests/paged/test_addressing.py"),
+    Fault.STALE_SLOT_MAPPING: FaultInfo(
+        "a stale slot_mapping replayed",
+        "The buffer the write reads its slots from is refreshed only when the number of tokens changes, as a "
+        "replayed CUDA graph's static input must be refreshed by hand: a decode step of the same batch size "
+        "writes at the previous step's slots.",
+        "slot_mapping (write side, across steps)",
+        "From a batch's second decode step on, each new token's K/V overwrite the previous token's, and the "
+        "newest slot keeps stale data: every step the history loses a token.",
+        "paged == contiguous engine parity (tests/paged/engine/test_engine.py)"),
 }
 
 

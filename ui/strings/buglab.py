@@ -55,6 +55,14 @@ _ZH = {
         where="block_table",
         symptom="两个 logical block 的 token 互相覆盖；读第一个 block 的历史时，读到的是第二个 block 的内容。",
         caught_by="tests/paged/test_addressing.py 中的 validate_block_table（“appears twice”）"),
+    Fault.STALE_SLOT_MAPPING: dict(
+        title="重放了过期的 slot_mapping",
+        what="写入端读取 slot 的缓冲区只在 token 数量变化时才刷新（就像重放 CUDA graph 时，它的静态输入必须手动刷新）："
+             "batch 大小不变的 decode step 会写到上一步的 slot。",
+        where="slot_mapping（写入端，跨 step）",
+        symptom="从一个 batch 的第二个 decode step 开始，每个新 token 的 K/V 都覆盖了前一个 token 的 K/V，而最新的 slot "
+                "里还是旧数据：每一步历史都丢掉一个 token。",
+        caught_by="engine 的 paged == contiguous 一致性测试（tests/paged/engine/test_engine.py）"),
 }
 
 # What to notice, per fault: where to look on this page.
@@ -101,6 +109,12 @@ _NOTICE = {
         "read of the first block returns the second's K/V.",
         "logical block 0 和 1 共用一个 physical block：prefill 时 token 4–7 覆盖了 token 0–3，之后每次读第一个 "
         "block 都得到第二个 block 的 K/V。"),
+    Fault.STALE_SLOT_MAPPING: (
+        "The first decode step is right; from the second on, every write lands in the cell the previous step wrote "
+        "(black squares on each sequence's newest tokens), and the newest token's own slot is read while it still "
+        "holds stale data.",
+        "第一个 decode step 是对的；从第二步开始，每次写入都落在上一步写过的格子里（每个 sequence 最新的 token 上有黑色方框），"
+        "而最新 token 自己的 slot 被读取时，里面还是旧数据。"),
 }
 
 _FIELDS = ("title", "what", "where", "symptom", "caught_by")
@@ -108,12 +122,12 @@ _FIELDS = ("title", "what", "where", "symptom", "caught_by")
 STRINGS = {
     "title": {"en": "5 · Bug lab", "zh": "5 · Bug 实验室"},
     "intro": {
-        "en": ("Eight classic paged-KV-cache bugs. None of them crashes: the output just drifts. Pick one, and the "
-               "same prompts run twice, through a paged engine with the bug and through a correct contiguous twin, "
-               "step by step. Then the same bug is acted out on random tensors, where you can see which cells of "
-               "the pool it damages."),
-        "zh": ("八个经典的 paged KV cache bug。它们都不会让程序崩溃：输出只是悄悄地漂移。选择一个 bug，同样的 prompt "
-               "会运行两次：一次经过带这个 bug 的 paged engine，一次经过正确的连续 cache 对照组，逐步比较。然后在随机"
+        "en": (f"{len(Fault)} classic paged-KV-cache bugs. None of them crashes: the output just drifts. Pick one, "
+               "and the same prompts run twice, through a paged engine with the bug and through a correct "
+               "contiguous twin, step by step. Then the same bug is acted out on random tensors, where you can see "
+               "which cells of the pool it damages."),
+        "zh": (f"{len(Fault)} 个经典的 paged KV cache bug。它们都不会让程序崩溃：输出只是悄悄地漂移。选择一个 bug，"
+               "同样的 prompt 会运行两次：一次经过带这个 bug 的 paged engine，一次经过正确的连续 cache 对照组，逐步比较。然后在随机"
                "张量上重演同一个 bug，看看它破坏了 pool 中的哪些格子。"),
     },
     "fault": {"en": "Fault", "zh": "Bug"},

@@ -16,7 +16,8 @@ import torch
 
 from decode_cases import DTYPES, TOL, build, case_error, ragged_lens, sweep_failures  # noqa: F401
 from helpers import rel_err
-from paged.attention import Workspace, contiguous_attention_decode, paged_attention_decode
+from paged.attention import contiguous_attention_decode, paged_attention_decode
+from paged.kernels.workspace import Workspace
 from paged.kernels import fused, triton_available
 
 REPO = Path(__file__).resolve().parents[3]
@@ -85,7 +86,7 @@ def test_fused_matches_gather_on_a_bigger_batch():
 
 def test_triton_missing_raises_clear_error(monkeypatch):
     """Without the triton package, impl='triton' raises RuntimeError saying what to install."""
-    import paged.kernels as kernels
+    import paged.kernels.registry as kernels
 
     monkeypatch.setattr(kernels, "triton_available", lambda: False)
     query, kc, vc, tables, _, _ = build(2, 2, 16, 4, [5], torch.float32)
