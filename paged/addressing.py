@@ -233,3 +233,17 @@ def batch_slot_mapping(block_tables: torch.Tensor, rows: torch.Tensor, token_ind
         raise ValueError(f"token {int(token_index[k])} of batch row {int(rows[k])} maps to a -1 entry of its block "
                          "table (no physical block)")
     return physical_block_id * block_size + token_index % block_size
+
+
+def decode_slots(tables: list[list[int]], token_index: list[int], block_size: int) -> list[int]:
+    """`batch_slot_mapping` for one token per sequence (a decode step), in plain ints: the slot of token
+    token_index[b] of the sequence whose table is tables[b]. A token without its physical block raises the
+    ValueError of batch_slot_mapping, naming its row."""
+    try:
+        slots = [table[i // block_size] * block_size + i % block_size for table, i in zip(tables, token_index)]
+    except IndexError:  # a logical block past its table
+        slots = [-1]
+    if slots and min(slots) < 0:  # (a -1 entry gives a negative slot)
+        batch_slot_mapping(block_tables(tables), torch.arange(len(tables)), torch.tensor(token_index), block_size)
+        raise AssertionError("batch_slot_mapping found no row without its physical block")
+    return slots

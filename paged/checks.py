@@ -27,14 +27,17 @@ def as_int(value: Any, name: str, lo: int | None = None, hi: int | None = None) 
     included: an integer is meant, so a float is a mistake upstream), strings or arrays (a one-element tensor too).
     Raises ValueError naming `name` and the rule: "<name> must be an integer >= <lo>, got <value>" and the like.
     """
-    if _is_bool(value):
+    if type(value) is int:  # a plain int (not a bool: type() is exact) needs no conversion
+        number = value
+    elif _is_bool(value):
         raise ValueError(f"{name} must be an integer, got the bool {value!r}")
-    if getattr(value, "ndim", 0) != 0:
+    elif getattr(value, "ndim", 0) != 0:
         raise ValueError(f"{name} must be one integer, got an array of shape {tuple(value.shape)}")
-    try:
-        number = operator.index(value)
-    except (TypeError, RuntimeError, ValueError):  # torch raises RuntimeError for some tensors
-        raise ValueError(f"{name} must be an integer, got {value!r} ({type(value).__name__})") from None
+    else:
+        try:
+            number = operator.index(value)
+        except (TypeError, RuntimeError, ValueError):  # torch raises RuntimeError for some tensors
+            raise ValueError(f"{name} must be an integer, got {value!r} ({type(value).__name__})") from None
     if lo is not None and number < lo or hi is not None and number > hi:
         rule = (f">= {lo}" if hi is None else f"<= {hi}" if lo is None else f"in [{lo}, {hi}]")
         raise ValueError(f"{name} must be an integer {rule}, got {number}")

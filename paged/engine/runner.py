@@ -14,7 +14,7 @@ from functools import cached_property
 
 import torch
 
-from ..addressing import PAD_SLOT, batch_slot_mapping, block_tables
+from ..addressing import PAD_SLOT, batch_slot_mapping, block_tables, decode_slots
 from ..attention import attention, paged_attention_decode, paged_attention_prefill
 from ..attention_checks import check_scale
 from ..faults import Fault, FaultHook, fault_hook
@@ -60,23 +60,26 @@ def prepare_inputs(seqs: list[Sequence], block_size: int, is_prefill: bool, devi
     starts = [seq.cached_token_count for seq in seqs]
     ends = [seq.num_tokens for seq in seqs] if num_tokens is None else [a + n for a, n in zip(starts, num_tokens)]
     query_lens = [end - start for start, end in zip(starts, ends)]
-    assert all(0 < n and end <= seq.num_tokens for seq, n, end in zip(seqs, query_lens, ends)), "nothing (or too much) to feed"
+    assert all(0 < n and end <= seq.num_tokens for seq, n, end in zip(seqs, query_lens, ends)), "nothing to feed"
     assert is_prefill or all(n == 1 for n in query_lens), "decode feeds exactly one token per sequence"
     ids = [t for seq, start, end in zip(seqs, starts, ends)
            for t in ((seq.last_token_id,) if end - start == 1 == seq.num_tokens - start else seq.token_ids[start:end])]
-    lens = torch.tensor(query_lens, dtype=torch.long)
-    rows = torch.repeat_interleave(torch.arange(len(seqs)), lens)  # [N] batch row of each fed token
-    first = torch.cumsum(lens, 0) - lens  # [B] where each sequence's tokens start in the batch
-    positions = torch.tensor(starts, dtype=torch.long)[rows] + torch.arange(len(ids)) - first[rows]  # token index
-    if paged:
-        tables = block_tables([seq.block_table for seq in seqs])  # [B, max_blocks] int32, -1 padded
-        slots = batch_slot_mapping(tables, rows, positions, block_size)  # [N] int64
+    tables = [seq.block_table for seq in seqs]
+    padded = block_tables(tables) if paged else torch.zeros(len(seqs), 1, dtype=torch.int32)  # [B, max_blocks]
+    if all(n == 1 for n in query_lens):  # a decode step: one token per sequence, its slot in plain ints
+        positions = torch.tensor(starts, dtype=torch.long)
+        slots = torch.tensor(decode_slots(tables, starts, block_size) if paged else [PAD_SLOT] * len(seqs),
+                             dtype=torch.long)
     else:
-        tables = torch.zeros(len(seqs), 1, dtype=torch.int32)
-        slots = torch.full((len(ids),), PAD_SLOT, dtype=torch.long)
+        lens = torch.tensor(query_lens, dtype=torch.long)
+        rows = torch.repeat_interleave(torch.arange(len(seqs)), lens)  # [N] batch row of each fed token
+        first = torch.cumsum(lens, 0) - lens  # [B] where each sequence's tokens start in the batch
+        positions = torch.tensor(starts, dtype=torch.long)[rows] + torch.arange(len(ids)) - first[rows]  # index
+        slots = (batch_slot_mapping(padded, rows, positions, block_size) if paged
+                 else torch.full((len(ids),), PAD_SLOT, dtype=torch.long))  # [N] int64
     return BatchInput(is_prefill=is_prefill, seq_ids=[s.seq_id for s in seqs],
                       input_ids=torch.tensor(ids, dtype=torch.long, device=device), positions=positions.to(device),
-                      slot_mapping=slots.to(device), block_tables=tables.to(device),
+                      slot_mapping=slots.to(device), block_tables=padded.to(device),
                       context_lens=torch.tensor(ends, dtype=torch.long, device=device), query_lens=query_lens,
                       chunked=num_tokens is not None)
 
