@@ -157,11 +157,13 @@ def _decode_gather(query, key_cache, value_cache, block_tables, context_lens, sc
         tables = torch.cat([tables, tables[:, -1:].expand(batch, used - tables.shape[1])], dim=1)
     in_use = torch.arange(used, device=query.device)[None, :] * block_size < context_lens[:, None]  # [B, used]
     tables = torch.where(in_use, tables[:, :used], 0)  # past a sequence's own blocks: block 0, masked anyway
-    shape = (batch, used * block_size, num_kv_heads, head_dim)
-    keys = key_cache[tables].reshape(shape)[:, :max_ctx].transpose(1, 2)  # [B, num_kv_heads, max_ctx, head_dim]
-    values = value_cache[tables].reshape(shape)[:, :max_ctx].transpose(1, 2)
+    shape, blocks = (batch, used * block_size, num_kv_heads, head_dim), tables.reshape(-1)
+    # whole blocks, each one row of the pool viewed as [num_blocks, block_size * num_kv_heads * head_dim]
+    keys = key_cache.reshape(key_cache.shape[0], -1).index_select(0, blocks).view(shape)[:, :max_ctx]
+    values = value_cache.reshape(value_cache.shape[0], -1).index_select(0, blocks).view(shape)[:, :max_ctx]
     valid = torch.arange(max_ctx, device=query.device)[None, :] < context_lens[:, None]  # [B, max_ctx]
-    out = F.scaled_dot_product_attention(query.unsqueeze(2), keys, values, attn_mask=valid[:, None, None, :],
+    out = F.scaled_dot_product_attention(query.unsqueeze(2), keys.transpose(1, 2), values.transpose(1, 2),
+                                         attn_mask=None if bool(valid.all()) else valid[:, None, None, :],
                                          scale=scale, enable_gqa=query.shape[1] != num_kv_heads)
     return out.squeeze(2)
 
@@ -184,15 +186,19 @@ def paged_attention_decode(query: torch.Tensor, key_cache: torch.Tensor, value_c
     fn = decode_impl(impl)
     if validate:
         block_tables, context_lens = check_decode_inputs(query, key_cache, value_cache, block_tables, context_lens)
-    else:  # unchecked; lists (the bug lab's) become tensors on the cache's device
-        if not isinstance(block_tables, torch.Tensor):
-            block_tables = pad_block_tables(block_tables)
-        block_tables = block_tables.to(key_cache.device)
-        context_lens = torch.as_tensor(context_lens, device=key_cache.device).long()
+    else:  # unchecked; lists (the bug lab's) or tensors elsewhere become tensors on the cache's device
+        device = key_cache.device
+        if not isinstance(block_tables, torch.Tensor) or block_tables.device != device:
+            block_tables = (block_tables if isinstance(block_tables, torch.Tensor)
+                            else pad_block_tables(block_tables)).to(device)
+        if not isinstance(context_lens, torch.Tensor) or context_lens.dtype != torch.long or \
+                context_lens.device != device:
+            context_lens = torch.as_tensor(context_lens, device=device).long()
     scale = check_scale(scale, query.shape[-1])
     if query.shape[0] == 0:  # nothing to attend: the same empty answer whichever impl was asked for
         return query.new_empty(query.shape)
-    return fn(query, key_cache, value_cache, block_tables, context_lens, scale).to(query.dtype)
+    out = fn(query, key_cache, value_cache, block_tables, context_lens, scale)
+    return out if out.dtype == query.dtype else out.to(query.dtype)
 
 
 def paged_attention_prefill(query: torch.Tensor, key_cache: torch.Tensor, value_cache: torch.Tensor, block_tables,
