@@ -53,9 +53,8 @@ def blocks_needed(num_tokens: int, block_size: int) -> int:
 
 
 def blocks_needed_tensor(num_tokens: torch.Tensor, block_size: int) -> torch.Tensor:
-    """blocks_needed for each entry of an integer tensor (any shape; same shape, dtype and device back). Raises
-    ValueError unless num_tokens is an integer tensor and block_size an integer >= 1; the entries are not checked
-    (that would sync a GPU): a caller passes validated lengths >= 0."""
+    """blocks_needed of each entry of an integer tensor (same shape, dtype and device). Raises ValueError unless
+    num_tokens is an integer tensor and block_size an integer >= 1; entries unchecked (that would sync a GPU)."""
     block_size = check_block_size(block_size)
     if not isinstance(num_tokens, torch.Tensor) or num_tokens.is_floating_point() or num_tokens.is_complex() \
             or num_tokens.dtype == torch.bool:
@@ -102,29 +101,21 @@ def _chain(token_index: int, block_table: SequenceT[int] | torch.Tensor, block_s
 
 
 def locate(token_index: int, block_table: SequenceT[int] | torch.Tensor, block_size: int) -> Address:
-    """Follow the address chain for one token.
-
-    Raises ValueError if block_size < 1, token_index < 0, either is not an integer, the table holds a non-integer,
-    the token's logical block is beyond the table, or the table entry there is negative (-1: nothing allocated).
-    """
+    """Follow the address chain for one token. Raises ValueError unless block_size >= 1 and token_index >= 0 are
+    integers, the table holds integers, and its entry for the token's logical block exists and is >= 0."""
     return Address(*_chain(token_index, block_table, block_size))
 
 
 def slot_of(token_index: int, block_table: SequenceT[int] | torch.Tensor, block_size: int) -> int:
-    """`locate(token_index, block_table, block_size).slot` (same checks, same errors) without building the
-    Address: the BlockManager asks it once per sequence per step."""
+    """`locate(...).slot` (same checks, same errors) without building the Address (the BlockManager's)."""
     return _chain(token_index, block_table, block_size)[4]
 
 
 def slot_mapping(block_table: SequenceT[int] | torch.Tensor, start: int, end: int, block_size: int,
                  device: torch.device | str | None = None) -> torch.Tensor:
-    """Slots for tokens [start, end) of one sequence: a LongTensor [end - start].
-
-    Vectorised form of `locate(...).slot` for each token, so writers and readers share one definition.
-    Raises ValueError unless start, end and block_size are integers with 0 <= start <= end <= MAX_CONTEXT_LEN,
-    the table (integers)
-    covers token end - 1, and every entry those tokens use is >= 0 with its slots within int64.
-    """
+    """Slots for tokens [start, end) of one sequence: a LongTensor [end - start], `locate(...).slot` of each token.
+    Raises ValueError unless 0 <= start <= end <= MAX_CONTEXT_LEN and block_size >= 1 are integers, the table (of
+    integers) covers token end - 1, and every entry those tokens use is >= 0 with its slots within int64."""
     block_size = check_block_size(block_size)
     start, end = as_int(start, "start"), as_int(end, "end")
     if not 0 <= start <= end:
@@ -150,15 +141,10 @@ def slot_mapping(block_table: SequenceT[int] | torch.Tensor, start: int, end: in
 
 def validate_block_table(block_table: SequenceT[int] | torch.Tensor, num_blocks: int, block_size: int,
                          context_len: int, distinct: bool = True) -> None:
-    """The shared boundary check for one sequence's block table.
-
-    Rules (each broken rule raises ValueError naming the value):
-    block_size, num_blocks, context_len and every entry are integers (not bools or floats);
-    block_size >= 1; num_blocks >= 1; 1 <= context_len <= MAX_CONTEXT_LEN; the table has at least ceil(context_len / block_size)
-    entries; every entry of that used part is in [0, num_blocks) (so no -1 inside it); no physical block appears
-    twice in the used part (two logical blocks would overwrite each other; distinct=False lifts this rule for a
-    reader that only has to stay inside the pool). Entries past the used part may be -1 or anything else.
-    """
+    """The shared boundary check for one sequence's block table; each broken rule raises ValueError naming the value.
+    Every size and entry is an integer; block_size, num_blocks >= 1; 1 <= context_len <= MAX_CONTEXT_LEN; the
+    used part (the first blocks_needed(context_len) entries) exists, lies in [0, num_blocks) and repeats no block
+    (two logical blocks would overwrite each other; distinct=False lifts this for a reader). Past it: anything."""
     block_size = check_block_size(block_size)
     num_blocks = as_int(num_blocks, "num_blocks", 1)
     context_len = as_int(context_len, "context_len", 1)

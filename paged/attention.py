@@ -63,7 +63,7 @@ def gather_kv(key_cache: torch.Tensor, value_cache: torch.Tensor, block_table,
     return _gather(key_cache, value_cache, block_table, context_len)
 
 
-# --- attention: the math PagedAttention leaves unchanged ---------------------------------------------------------------
+# --- attention: the math PagedAttention leaves unchanged --------------------------------------------------------------
 def causal_mask(q_len: int, context_len: int, device: torch.device | str | None = None) -> torch.Tensor:
     """bool [q_len, context_len], True where a query may see a key. The q_len queries are the context's last tokens
     (a prompt chunk after cached ones, or a whole prompt): query i is token context_len - q_len + i and sees keys
@@ -175,14 +175,11 @@ register_decode_impl("gather", _decode_gather)
 def paged_attention_decode(query: torch.Tensor, key_cache: torch.Tensor, value_cache: torch.Tensor, block_tables,
                            context_lens, scale: float | None = None, impl: str = "gather",
                            validate: bool = True) -> torch.Tensor:
-    """Decode attention for a batch, reading each sequence's history through its block table.
-
-    query [B, num_heads, head_dim]; block_tables int [B, max_blocks] padded with -1 (or a list of lists);
-    context_lens int [B], each >= 1. Returns [B, num_heads, head_dim] in the query's dtype (B = 0: empty).
-    impl: "loop" (the seed's per-token loop), "gather" (vectorised), or a kernel of paged/kernels ("fused",
-    "native", "triton"). Raises ValueError for an unknown impl, a bad scale and (validate=True) every rule of
-    `check_decode_inputs`; validate=False (the engine's calls) skips them.
-    """
+    """Decode attention for a batch, reading each sequence's history through its block table. query [B, num_heads,
+    head_dim]; block_tables int [B, max_blocks], -1 padded (or a list of lists); context_lens int [B], each >= 1.
+    Returns [B, num_heads, head_dim] in the query's dtype. impl: "loop" (the seed's loop), "gather" (vectorised) or a
+    kernel of paged/kernels ("fused", "native", "triton"). Raises ValueError for an unknown impl, a bad scale and
+    (validate=True) every rule of `check_decode_inputs`; validate=False (the engine's calls) skips them."""
     fn = decode_impl(impl)
     if validate:
         block_tables, context_lens = check_decode_inputs(query, key_cache, value_cache, block_tables, context_lens)
@@ -205,15 +202,11 @@ def paged_attention_prefill(query: torch.Tensor, key_cache: torch.Tensor, value_
                             context_lens, query_lens, scale: float | None = None, impl: str = "gather",
                             validate: bool = True) -> torch.Tensor:
     """Prefill attention for a batch: sequence b's query_lens[b] newest tokens (its rows of query, back to back)
-    attend causally to its first context_lens[b] tokens, read through its block table. A whole prompt, a chunk after
-    cached tokens and a one-token decode beside them are all the same call.
-
-    query [N, num_heads, head_dim], N = sum(query_lens); block_tables, context_lens as paged_attention_decode;
-    query_lens [B] ints, 1 <= query_lens[b] <= context_lens[b]. Returns [N, num_heads, head_dim], query's dtype.
-    impl "loop": gather_kv_loop then `attention`, per sequence; any other impl: every token's slot through
-    slot_mapping, then `attention_sdpa`. Raises ValueError for an unknown impl and (validate=True) every rule of
-    `check_prefill_inputs`; validate=False (the engine's calls): block tables and lengths as lists of ints.
-    """
+    attend causally to its first context_lens[b] tokens, read through its block table (a whole prompt, a chunk
+    after cached tokens and a one-token decode alike). query [N, num_heads, head_dim], N = sum(query_lens);
+    1 <= query_lens[b] <= context_lens[b]. Returns [N, num_heads, head_dim] in the query's dtype. impl "loop":
+    gather_kv_loop then `attention`; any other: slot_mapping then `attention_sdpa`. Raises ValueError for an unknown
+    impl and (validate=True) `check_prefill_inputs`'s rules; validate=False: tables and lengths as lists of ints."""
     decode_impl(impl)  # an unknown impl is refused before anything runs
     if validate:
         block_tables, context_lens, query_lens = check_prefill_inputs(query, key_cache, value_cache, block_tables,

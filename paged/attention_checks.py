@@ -199,14 +199,17 @@ def check_prefill_inputs(query: torch.Tensor, key_cache: torch.Tensor, value_cac
     return tables.tolist(), lens, qlens
 
 
-def check_cache_alloc(sizes: dict, dtype, device, what: str, max_bytes: int) -> tuple[tuple[int, ...], torch.dtype, torch.device]:
+def check_cache_alloc(sizes: dict, dtype, device, what: str,
+                      max_bytes: int) -> tuple[tuple[int, ...], torch.dtype, torch.device]:
     """(shape, dtype, device) of K (and V) after the boundary checks: every size an integer >= 1, a floating dtype, a
     device torch knows, K + V within max_bytes. Raises ValueError naming the bad value."""
     shape = tuple(as_int(n, name, 1) for name, n in sizes.items())
     if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
         raise ValueError(f"dtype must be a floating-point torch dtype (e.g. torch.float32), got {dtype!r}")
     try:
-        device = torch.device("cuda" if torch.cuda.is_available() else "cpu") if device is None else torch.device(device)
+        if device is None:  # the default: cuda when available, else cpu
+            device = "cuda" if torch.cuda.is_available() else "cpu"
+        device = torch.device(device)
     except (RuntimeError, TypeError, ValueError):
         raise ValueError(f"device must name a torch device such as 'cpu' or 'cuda', got {device!r}") from None
     need = 2 * math.prod(shape) * torch.empty((), dtype=dtype).element_size()

@@ -213,7 +213,8 @@ class ModelRunner:
     def run(self, seqs: list[Sequence], batch: BatchInput) -> torch.Tensor:
         """Run the model; returns the logits of each sequence's last fed token: [B, vocab]."""
         if self.pool is not None:
-            backend = PagedBackend(self.pool, batch, self.attn_impl, self.hook, write_kv_fast if self.fast else write_kv)
+            write = write_kv_fast if self.fast else write_kv
+            backend = PagedBackend(self.pool, batch, self.attn_impl, self.hook, write)
         else:
             backend = ContiguousBackend([self._contiguous_cache(s) for s in seqs], batch)
         last = None  # decode feeds one token per sequence: every row is a last token
