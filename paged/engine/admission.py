@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import torch
 
-from ..addressing import blocks_needed
+from ..addressing import blocks_needed, logical_address
 from ..block_manager import BlockManager
 from ..checks import as_token_ids
 from ..config import MAX_NUM_BLOCKS, CacheConfig, ModelConfig, SamplingParams, SchedulerConfig
@@ -96,8 +96,9 @@ def check_fits(num_prompt_tokens: int, params: SamplingParams, model_config: Mod
             tokens=total, need=need, usable=usable, min_blocks=smallest_pool(need, bm.num_blocks, bm.watermark),
             fit_tokens=usable * bm.block_size)
     if params.n > 1:
-        shared = num_prompt_tokens // bm.block_size  # full prompt blocks every sample shares
-        own = blocks_needed(num_prompt_tokens % bm.block_size + params.max_tokens, bm.block_size)
+        # the prompt's full blocks every sample shares, and the tokens of its last, partial one each sample copies
+        shared, partial = logical_address(num_prompt_tokens, bm.block_size)
+        own = blocks_needed(partial + params.max_tokens, bm.block_size)
         # The largest n that fits, by arithmetic (n may be astronomically large: never scan up to it).
         n_fit = max(1, min(params.n - 1, scheduler_config.max_num_seqs, (usable - shared) // own))
         if params.n > scheduler_config.max_num_seqs or shared + params.n * own > usable:

@@ -17,8 +17,9 @@ from dataclasses import dataclass
 
 from ..addressing import blocks_needed
 from ..config import CacheConfig, SamplingParams, SchedulerConfig
-from .admission import prompt_token_ids
-from .engine import LLMEngine
+from ..engine import LLMEngine
+from ..engine.admission import prompt_token_ids
+from .hf import CLOCKS, _sync, run_hf
 
 WORKLOADS = {"mixed": 1, "queue": 2}  # name -> requests per batch slot
 MIN_NEW, MAX_NEW = 16, 128
@@ -47,10 +48,8 @@ def mixed_requests(count: int, seed: int = 0, max_new: int = MAX_NEW) -> list[Re
 
 def run_engine(model, tokenizer, requests: list[Request], batch: int, block_size: int, attn_impl: str | None,
                clock: str = "wall") -> tuple[float, list[list[int]]]:
-    """Seconds (of `clock`, see bench.CLOCKS) for the paged engine to serve every request, at most `batch`
+    """Seconds (of `clock`, see hf.CLOCKS) for the paged engine to serve every request, at most `batch`
     at once (the next waiting one is admitted as soon as one finishes), and each request's tokens."""
-    from .bench import CLOCKS, _sync
-
     longest = max(len(r.prompt) for r in requests) + max(r.max_tokens for r in requests)
     # room for every request that may run at once at its longest: no preemption. Not one slot per request of the
     # whole queue: a pool twice that size cost ~10% more time at batch 32 (a longer free list to checkpoint each
@@ -74,8 +73,6 @@ def run_hf_batches(hf, tokenizer, requests: list[Request], batch: int,
                    clock: str = "wall") -> tuple[float, list[list[int]]]:
     """Seconds for transformers' `generate` to serve the requests `batch` at a time, in order, each static batch
     running to its longest max_tokens; and each request's tokens cut to its own max_tokens."""
-    from .bench import run_hf
-
     vocab = hf.config.vocab_size
     total, tokens = 0.0, []
     for at in range(0, len(requests), batch):

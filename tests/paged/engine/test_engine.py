@@ -90,7 +90,7 @@ def test_every_decode_impl_matches_in_the_engine(tiny, impl):
 def test_default_impl_on_cpu(monkeypatch):
     """On CPU the engine picks the C kernel when it can be built, and falls back to gather when it cannot."""
     from paged import kernels
-    from paged.attention import default_attn_impl
+    from paged.kernels import default_attn_impl
 
     if os.environ.get("CI"):  # CI installs a C compiler: the kernel must build there
         assert kernels.native_available()

@@ -260,7 +260,7 @@ def test_shipped_model_loads_fast():
     code = ("import time; from paged.model import load_model; from paged.config import ModelConfig; "
             "t = time.perf_counter(); m, tok = load_model(); dt = time.perf_counter() - t; "
             "assert m.config == ModelConfig() and not m.training and tok.eos_token_id == 257; print(dt)")
-    root = Path(__file__).resolve().parents[2]
+    root = Path(__file__).resolve().parents[3]
     result = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
     assert float(result.stdout) < 1.0

@@ -142,7 +142,7 @@ def test_hf_column_tokens_equal_transformers_greedy(tmp_path):
     """bench_engine's HF column: the engine's tokens and the padded HF batch's tokens both equal transformers' own
     greedy generate, run here prompt by prompt (no padding) on the model saved to disk and read back."""
     transformers = pytest.importorskip("transformers")
-    from paged.engine.bench import _prompts, bench_engine, format_table
+    from paged.bench.engine import _prompts, bench_engine, format_table
     from paged.model import ByteTokenizer, save_model
 
     model, tokenizer = _decisive_tiny_llama(), ByteTokenizer()
@@ -167,7 +167,7 @@ def test_hf_column_tokens_equal_transformers_greedy(tmp_path):
 def test_hf_disagreement_is_shown_and_fails_the_run(monkeypatch, capsys):
     """When HF's tokens differ from the engine's, the table says ✗ with the count and the exit status is 1."""
     pytest.importorskip("transformers")
-    from paged.engine import bench as engine_bench
+    from paged.bench import engine as engine_bench
 
     real = engine_bench.run_hf
 
@@ -181,9 +181,9 @@ def test_hf_disagreement_is_shown_and_fails_the_run(monkeypatch, capsys):
     assert "✗ 1/2" in out and "load average" in out
 
 
-# --- the server-like workloads (paged.engine.workloads) ------------------------------------------------------------
+# --- the server-like workloads (paged.bench.workloads) ------------------------------------------------------------
 def test_mixed_requests_are_seeded_and_within_their_ranges():
-    from paged.engine.workloads import MIN_NEW, PROMPT_CHARS, mixed_requests
+    from paged.bench.workloads import MIN_NEW, PROMPT_CHARS, mixed_requests
 
     reqs = mixed_requests(50, seed=3)
     assert reqs == mixed_requests(50, seed=3) and reqs != mixed_requests(50, seed=4)
@@ -201,7 +201,8 @@ def test_queue_workload_pool_holds_the_running_requests_without_preemption(monke
     request gets its max_tokens, and the tokens equal the contiguous twin's."""
     from paged.addressing import blocks_needed
     from paged.config import SamplingParams
-    from paged.engine import LLMEngine, workloads
+    from paged.bench import workloads
+    from paged.engine import LLMEngine
     from helpers import tiny_model
 
     model, tok = tiny_model()
@@ -236,8 +237,8 @@ def test_queue_workload_agrees_with_transformers_request_by_request(tmp_path):
     own greedy generate run on that request alone (no padding, exactly its max_tokens), and so do the first
     max_tokens tokens of the static batches; useful tokens are the ones requested."""
     transformers = pytest.importorskip("transformers")
-    from paged.engine.bench import hf_twin
-    from paged.engine.workloads import bench_workload, format_workloads, mixed_requests
+    from paged.bench.engine import hf_twin
+    from paged.bench.workloads import bench_workload, format_workloads, mixed_requests
     from paged.model import ByteTokenizer, save_model
 
     model, tokenizer = _decisive_tiny_llama(), ByteTokenizer()
@@ -261,8 +262,8 @@ def test_queue_workload_agrees_with_transformers_request_by_request(tmp_path):
 def test_workload_disagreement_fails_the_run(monkeypatch, capsys):
     """A request whose tokens differ from HF's is counted, shown as ✗ and makes the exit status 1."""
     pytest.importorskip("transformers")
-    from paged.engine import bench as engine_bench
-    from paged.engine import workloads
+    from paged.bench import engine as engine_bench
+    from paged.bench import workloads
 
     real = workloads.run_hf_batches
 

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from paged.addressing import validate_block_table
 from paged.config import SamplingParams
-from paged.addressing import check_block_tables
+from paged.kernels.tables import check_block_tables
 from paged.engine.runner import prepare_inputs
 from paged.engine.sampler import make_generator, sample
 from paged.sequence import Sequence
@@ -129,10 +129,10 @@ def test_argmax_rows_takes_the_first_maximum(rows):
 
 
 def test_prefill_attention_is_one_causal_call_per_sequence(monkeypatch):
-    """The paged prefill path has no causal mask of its own: each sequence's chunk goes through
-    paged.attention.attention_sdpa(causal=True) (the reference's fast path, see test_attention_sdpa), per layer,
-    with its whole context read back."""
-    import paged.engine.runner as runner
+    """The paged prefill path (paged_attention_prefill) has no causal mask of its own: each sequence's chunk goes
+    through paged.attention.attention_sdpa(causal=True) (the reference's one-SDPA-call form, see
+    test_attention_sdpa), per layer, with its whole context read back."""
+    import paged.attention as runner
     from paged.config import SamplingParams as Params
 
     engine = _tiny_engine()
@@ -147,7 +147,7 @@ def test_prefill_attention_is_one_causal_call_per_sequence(monkeypatch):
     for prompt in ("abc", "hello!"):
         engine.add_request(prompt, Params(max_tokens=2, ignore_eos=True))
     engine.step()  # one prefill of both prompts (BOS + bytes: 4 and 7 tokens), one layer
-    assert calls == [(4, 4, {"causal": True}), (7, 7, {"causal": True})]
+    assert calls == [(4, 4, {"scale": None, "causal": True}), (7, 7, {"scale": None, "causal": True})]
 
 
 # --- what a step does not do: UI-only text, copies of finished requests ----------------------------------------------
@@ -197,9 +197,9 @@ def test_a_step_checkpoint_does_not_grow_with_finished_requests():
     assert len(engine.block_manager.last_hits) == 0  # finished sequences' prefix hits were dropped with their blocks
 
 
-def test_a_mixed_step_batches_its_decodes(monkeypatch):
-    """Chunked prefill: in a step where running sequences decode beside a new prompt, the decodes share one
-    paged_attention_decode call (per layer) and only the prompt goes through causal attention; the logits equal
+def test_a_mixed_step_is_one_prefill_call_with_its_decodes_as_one_token_chunks(monkeypatch):
+    """Chunked prefill: in a step where running sequences decode beside a new prompt, each layer makes one
+    paged_attention_prefill call, the decodes in it as one-token chunks (query_lens [1, 1, 16]); the logits equal
     the contiguous twin's."""
     import paged.engine.runner as runner
     from paged.config import SamplingParams as Params
@@ -210,17 +210,16 @@ def test_a_mixed_step_batches_its_decodes(monkeypatch):
             engine.add_request(prompt, Params(max_tokens=4, ignore_eos=True))
         engine.step()  # both prompts
     calls = []
-    real_decode, real_attention = runner.paged_attention_decode, runner.attention_sdpa
-    monkeypatch.setattr(runner, "paged_attention_decode",
-                        lambda q, *a, **kw: calls.append(("decode", q.shape[0])) or real_decode(q, *a, **kw))
-    monkeypatch.setattr(runner, "attention_sdpa",
-                        lambda q, *a, **kw: calls.append(("causal", q.shape[0])) or real_attention(q, *a, **kw))
+    real_prefill = runner.paged_attention_prefill
+    monkeypatch.setattr(runner, "paged_attention_prefill",
+                        lambda q, kc, vc, tables, lens, qlens, **kw: calls.append(list(qlens))
+                        or real_prefill(q, kc, vc, tables, lens, qlens, **kw))
     traces = []
     for engine in engines:
         engine.add_request("a longer prompt", Params(max_tokens=2, ignore_eos=True))
         traces.append(engine.step())
     assert traces[0].phase == "mixed" and [len(s.tokens_in) for s in traces[0].seqs] == [1, 1, 16]
-    assert calls[:2] == [("decode", 2), ("causal", 16)]  # the paged engine's one layer
+    assert calls == [[1, 1, 16]]  # the paged engine's one layer
     for sid in (0, 1, 2):
         want = engines[1].last_logits[sid]
         assert torch.allclose(engines[0].last_logits[sid], want, rtol=1e-5, atol=1e-5 * float(want.abs().max()))
@@ -252,12 +251,13 @@ def test_the_engine_writes_without_searching_for_pads(monkeypatch):
     """Without a fault the hook tells write_kv there are no -1 slots (pads=False, no per-layer search); a faulty
     hook keeps the search. write_kv(pads=False) writes what pads=True writes, and a -1 it is told is absent
     still raises when validated."""
+    import paged.engine.runner as runner
     import paged.faults.hooks as hooks
     from paged.kv_cache import write_kv
 
     seen = []
-    real = hooks.write_kv
-    monkeypatch.setattr(hooks, "write_kv", lambda *a, **kw: seen.append(kw.get("pads", True)) or real(*a, **kw))
+    real = runner.write_kv  # what the runner hands the hook with a reference impl ("gather")
+    monkeypatch.setattr(runner, "write_kv", lambda *a, **kw: seen.append(kw.get("pads", True)) or real(*a, **kw))
     engine = _tiny_engine()
     engine.add_request("abc", SamplingParams(max_tokens=3, ignore_eos=True))
     engine.step()

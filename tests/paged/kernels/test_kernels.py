@@ -16,10 +16,11 @@ import torch
 
 from decode_cases import DTYPES, TOL, build, case_error, ragged_lens, sweep_failures  # noqa: F401
 from helpers import rel_err
-from paged.attention import Workspace, contiguous_attention_decode, paged_attention_decode
+from paged.attention import contiguous_attention_decode, paged_attention_decode
+from paged.kernels.workspace import Workspace
 from paged.kernels import fused, triton_available
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 HEADS = [(8, 8), (8, 2), (8, 1)]
 HEAD_DIMS = [32, 64, 80, 128]
 BLOCK_SIZES = [1, 4, 16, 32]
@@ -85,7 +86,7 @@ def test_fused_matches_gather_on_a_bigger_batch():
 
 def test_triton_missing_raises_clear_error(monkeypatch):
     """Without the triton package, impl='triton' raises RuntimeError saying what to install."""
-    import paged.kernels as kernels
+    import paged.kernels.registry as kernels
 
     monkeypatch.setattr(kernels, "triton_available", lambda: False)
     query, kc, vc, tables, _, _ = build(2, 2, 16, 4, [5], torch.float32)
@@ -100,7 +101,7 @@ TRITON_SWEEP = """
 import json, sys
 sys.path[:0] = [{repo!r}, {tests!r}, {here!r}]
 import torch
-from test_kernels import sweep_failures
+from decode_cases import sweep_failures
 torch.set_num_threads(1)
 bad = []
 bad += sweep_failures("triton", "float32", [(8, 2)], [32, 80], [4, 16], lambda bs: [1, bs, bs + 1, 54])
@@ -115,7 +116,7 @@ TRITON_ERRORS = """
 import sys
 sys.path[:0] = [{repo!r}, {tests!r}, {here!r}]
 import torch
-from test_kernels import build
+from decode_cases import build
 from paged.attention import paged_attention_decode
 for block_size in (3, 4):
     q, kc, vc, tables, _, _ = build(2, 2, 16, block_size, [5], torch.float32)
@@ -131,7 +132,7 @@ def _run(script: str, interpret: bool) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     if interpret:
         env["TRITON_INTERPRET"] = "1"
-    code = script.format(repo=str(REPO), tests=str(REPO / "tests"), here=str(Path(__file__).parent))
+    code = script.format(repo=str(REPO), tests=str(REPO / "tests"), here=str(Path(__file__).parents[1]))
     return subprocess.run([sys.executable, "-c", code], env=env, cwd=REPO, capture_output=True, text=True,
                           timeout=300)
 

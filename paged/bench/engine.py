@@ -13,20 +13,21 @@ lengths; "queue": twice as many requests as the batch holds), charged by the tok
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import os
 import random
-import time
 
 import torch
 
 from ..addressing import blocks_needed
-from ..attention import default_attn_impl
+from ..kernels import default_attn_impl
 from ..config import CacheConfig, ModelConfig, SamplingParams, SchedulerConfig
+from ..engine import LLMEngine
+from ..engine.admission import prompt_token_ids
 from ..kv_cache import default_device
-from .admission import prompt_token_ids
-from .engine import LLMEngine
+from .hf import CLOCKS, _sync, hf_available, hf_twin, run_hf
+from .vllm_column import print_vllm_column  # the vLLM column, when vLLM is installed
+from .workloads import MIN_NEW, WORKLOADS, bench_workload, format_workloads
 
 
 # SmolLM2-135M's shape (a LlamaForCausalLM): 134.5 M parameters, embeddings tied. Random weights decode random
@@ -57,11 +58,6 @@ def _prompts(batch: int, seed: int = 0) -> list[str]:
 
 
 # "wall": elapsed time (what a user waits; the only honest clock on a GPU, which runs asynchronously). "cpu": CPU
-# seconds of this process, all its threads: on a shared CPU machine, where other work steals the cores, it moves far
-# less from run to run than wall time does, and it is what the work costs.
-CLOCKS = {"wall": time.perf_counter, "cpu": time.process_time}
-
-
 def run_once(model, tokenizer, layout: str, prompts: list[str], max_tokens: int, block_size: int,
              attn_impl: str | None, clock: str = "wall") -> tuple[float, list[list[int]]]:
     """Seconds (of `clock`, see CLOCKS) to generate every prompt to max_tokens (greedy), and the tokens (for a
@@ -79,59 +75,6 @@ def run_once(model, tokenizer, layout: str, prompts: list[str], max_tokens: int,
     outs = engine.generate(prompts, SamplingParams(max_tokens=max_tokens, ignore_eos=True))
     _sync(device)
     return CLOCKS[clock]() - t0, [o.token_ids for o in outs]
-
-
-def _sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
-
-def hf_available() -> bool:
-    """True when transformers can be imported (the HF column is then measured)."""
-    try:  # absent, broken, or blocked (as the GPU image check does): no HF column
-        if importlib.util.find_spec("transformers") is None:
-            return False
-        import transformers  # noqa: F401
-    except ImportError:
-        return False
-    return True
-
-
-def hf_twin(model):
-    """transformers' own CausalLM class for model.config (Llama / Qwen2 / Qwen3), holding `model`'s weights (the
-    parameter names are the same), on its device, in its dtype, eval mode, SDPA attention."""
-    import transformers
-
-    from ..model.hf_config import config_to_hf_dict
-
-    raw = config_to_hf_dict(model.config)
-    config = transformers.AutoConfig.for_model(raw.pop("model_type"), **raw)
-    config._attn_implementation = "sdpa"
-    param = next(model.parameters())
-    hf = transformers.AutoModelForCausalLM.from_config(config, dtype=param.dtype).to(param.device).eval()
-    hf.load_state_dict(model.state_dict(), strict=True)
-    hf.generation_config.eos_token_id = None  # generate every requested token, as ignore_eos does in the engine
-    return hf
-
-
-def run_hf(hf, token_ids: list[list[int]], max_tokens: int, clock: str = "wall") -> tuple[float, list[list[int]]]:
-    """Seconds (of `clock`) for transformers' greedy `generate` (static batch, its own cache) to add max_tokens
-    tokens to every prompt (left-padded, with an attention mask), and the new tokens of each prompt."""
-    device = next(hf.parameters()).device
-    width = max(len(ids) for ids in token_ids)
-    inputs = torch.zeros(len(token_ids), width, dtype=torch.long)
-    mask = torch.zeros(len(token_ids), width, dtype=torch.long)
-    for row, ids in enumerate(token_ids):
-        inputs[row, width - len(ids):] = torch.tensor(ids)
-        mask[row, width - len(ids):] = 1
-    inputs, mask = inputs.to(device), mask.to(device)
-    _sync(device)
-    t0 = CLOCKS[clock]()
-    with torch.inference_mode():
-        out = hf.generate(inputs, attention_mask=mask, max_new_tokens=max_tokens, min_new_tokens=0,
-                          do_sample=False, pad_token_id=0)
-    _sync(device)
-    return CLOCKS[clock]() - t0, out[:, width:].tolist()
 
 
 def bench_engine(batches=(1, 8, 32), max_tokens: int = 128, block_size: int = 16, reps: int = 3,
@@ -273,10 +216,6 @@ def main(argv: list[str] | None = None) -> int:
     ok = (all(r["identical"] and r.get("hf_same", r["batch"]) == r["batch"] for r in rows)
           and all(r["hf_same"] == r["requests"] for r in served))
     return 0 if ok else 1
-
-
-from .workloads import MIN_NEW, WORKLOADS, bench_workload, format_workloads  # noqa: E402  (imports this module)
-from ..bench.vllm_column import print_vllm_column  # noqa: E402  (the vLLM column, when vLLM is installed)
 
 
 if __name__ == "__main__":

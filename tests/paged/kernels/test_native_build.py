@@ -22,7 +22,7 @@ from paged.attention import contiguous_attention_decode, paged_attention_decode
 from paged.kernels import native, native_build
 from decode_cases import build
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 QUICK_FLAGS = (("-O1", "-pthread", "-shared", "-fPIC"),)
 
 
@@ -128,7 +128,7 @@ def test_created_cache_folder_is_private(cache, monkeypatch):
 
 TRUNCATED = """
 import sys
-sys.path[:0] = [{repo!r}, {tests!r}, {tests!r} + "/paged"]
+sys.path[:0] = [{repo!r}, {tests!r}, {tests!r} + "/paged", {tests!r} + "/paged/kernels"]
 import torch
 from paged.kernels import native, native_build
 native_build.FLAG_SETS = {flags!r}
@@ -197,7 +197,7 @@ def test_build_without_the_symbol_is_a_clear_error(cache, tmp_path, monkeypatch)
 def test_hanging_compiler_times_out(cache, tmp_path, monkeypatch, hangs_on):
     """A compiler that never finishes is killed (with what it started) after COMPILE_TIMEOUT_S; native is then
     unavailable with a clear message and the engine's default falls back to 'gather'."""
-    from paged.attention import default_attn_impl
+    from paged.kernels import default_attn_impl
 
     pid_file = tmp_path / "sleeper.pid"
     fake = tmp_path / "fake-cc"

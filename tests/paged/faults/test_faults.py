@@ -147,9 +147,23 @@ def test_apply_changes_only_the_faults_links(fault):
     expected_changes = {Fault.SLOT_OFF_BY_ONE: {"slot_mapping"}, Fault.BLOCK_SIZE_MISMATCH: {"slot_mapping"},
                         Fault.ALIASED_BLOCKS: {"slot_mapping", "block_tables"}, Fault.USE_AFTER_FREE: set(),
                         Fault.LATE_INCREMENT: {"context_lens"}, Fault.POSITION_OFF_BY_ONE: {"positions"},
-                        Fault.EARLY_INCREMENT: set(), Fault.PAD_NOT_SKIPPED: set()}
+                        Fault.EARLY_INCREMENT: set(), Fault.PAD_NOT_SKIPPED: set(),
+                        Fault.STALE_SLOT_MAPPING: set()}  # (a first write: nothing to replay yet)
     assert changed == expected_changes[fault]
     assert out.slot_mapping.tolist() == hook.write_slots(torch.tensor(right), TABLES, rows, tokens).tolist()
+
+
+def test_a_stale_slot_mapping_replays_the_last_write_of_the_same_size():
+    """STALE_SLOT_MAPPING: a write of as many tokens as the last one lands at the last one's slots (the next
+    decode step overwrites the previous token); a write of another size refreshes the slots."""
+    hook = fault_hook(Fault.STALE_SLOT_MAPPING, BS, NUM_SLOTS)
+    rows, tokens = batch_tokens([(10, 11), (6, 7), (1, 2)])
+    first = hook.write_slots(torch.tensor(chain_slots(TABLES, [(10, 11), (6, 7), (1, 2)])), TABLES, rows, tokens)
+    nxt = torch.tensor(chain_slots(TABLES, [(11, 12), (7, 8), (2, 3)]))  # the next decode step's right slots
+    assert not torch.equal(first, nxt)
+    assert torch.equal(hook.write_slots(nxt, TABLES, rows, tokens + 1), first)  # replayed: the bug
+    two = torch.tensor(chain_slots(TABLES[:2], [(11, 12), (7, 8)]))
+    assert torch.equal(hook.write_slots(two, TABLES[:2], rows[:2], tokens[:2] + 1), two)  # another size: refreshed
 
 
 def test_no_fault_apply_checks_the_tables_and_a_fault_does_not():
@@ -168,7 +182,7 @@ def test_no_fault_apply_checks_the_tables_and_a_fault_does_not():
 
 
 def runner_source_tree(source: str | None = None) -> ast.AST:
-    path = Path(__file__).resolve().parents[2] / "paged" / "engine" / "runner.py"
+    path = Path(__file__).resolve().parents[3] / "paged" / "engine" / "runner.py"
     return ast.parse(path.read_text() if source is None else source)
 
 

@@ -17,7 +17,7 @@ from paged.bench import gpu_check
 from paged.bench.gpu_verdicts import format_summary, verdicts
 from paged.kernels import triton_available
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 BLOCKED = ("streamlit", "plotly", "transformers", "hypothesis", "pytest")
 
 # Loaded by the child through PYTHONPATH: any import of a blocked package (or one of its submodules) raises
@@ -168,7 +168,7 @@ def test_gpu_targets_are_met_or_missed_from_the_numbers():
 def test_engine_bench_times_between_device_syncs(monkeypatch):
     """bench engine brackets each timed generate with a device sync (CUDA runs asynchronously), on the model's
     device; the sync is a no-op on the CPU and torch.cuda.synchronize on CUDA."""
-    from paged.engine import bench
+    from paged.bench import engine as bench
     from paged.model import load_model
 
     calls = []
@@ -191,7 +191,7 @@ def test_engine_bench_times_between_device_syncs(monkeypatch):
 
 def test_engine_bench_device_option(capsys):
     """`bench engine --device cpu --json` runs there; --device cuda without a GPU is a usage error."""
-    from paged.engine import bench
+    from paged.bench import engine as bench
 
     assert bench.main(["--device", "cpu", "--batches", "1", "--max-tokens", "2", "--reps", "1", "--workloads", "same",
                        "--json"]) == 0

@@ -266,7 +266,7 @@ def test_kernel_stays_inside_its_buffers_under_address_sanitizer(tmp_path, threa
     build = subprocess.run([*cc, "-O1", "-g", "-march=native", *isa, threads_flag, *defines,
                             "-fsanitize=address,undefined",
                             "-fno-sanitize-recover=undefined", "-fno-omit-frame-pointer", "-o", str(exe),
-                            str(Path(__file__).with_name("native_asan.c")), "-lm"], capture_output=True, text=True)
+                            str(Path(__file__).parents[1] / "native_asan.c"), "-lm"], capture_output=True, text=True)
     assert build.returncode == 0, build.stderr
     run = subprocess.run([str(exe)], capture_output=True, text=True, timeout=120,
                          env={**os.environ, "ASAN_OPTIONS": "detect_leaks=1"})
