@@ -23,6 +23,18 @@ def validate_figures(monkeypatch):
     monkeypatch.setenv("PAGED_VALIDATE_FIGURES", "1")
 
 
+@pytest.fixture(autouse=True)
+def _environment_restored():
+    """Each test gets the environment it started with: vLLM's platform setup (building a VllmConfig) writes
+    LD_PRELOAD and VLLM_* variables into os.environ, which would leak into every later test's subprocesses (an
+    AddressSanitizer build refuses to start under a foreign LD_PRELOAD)."""
+    saved = dict(os.environ)
+    yield
+    if os.environ != saved:
+        os.environ.clear()
+        os.environ.update(saved)
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
     """In CI (CI=true) every dependency is installed, so a skipped test means something is missing: fail it."""
