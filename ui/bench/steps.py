@@ -8,7 +8,7 @@ For "Next token" on page 2 and "Decode step" on page 3 it reports, as medians ov
 and the paged/ compute alone (no Streamlit, no figures): building the gather scene and attending, and one
 batch-decode step with its paged-vs-contiguous check.
 
-`browser` starts `streamlit run app.py` and Debian's chromium (ui.browser), opens pages 2-6 at default settings and
+`browser` starts `streamlit run app.py` and Debian's chromium (ui.bench.chromium), opens pages 2-6 at default settings and
 clicks each page's step button N times: p50 / p95 of click -> app idle (the script state back to notRunning), and
 the server's CPU time per rerun (utime + stime from /proc/<pid>/stat, before and after the clicks).
 """
@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 from typing import Callable
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 WRAPPER = """\
 import runpy, sys, time
 sys.path.insert(0, {root!r})
@@ -95,7 +95,7 @@ def time_compute(repeat: int) -> dict[str, float]:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] == ["load"]:  # a whole class on one server, over the websocket (its own options)
-        from .bench_load import main as load_main
+        from .load import main as load_main
         return load_main(argv[1:])
     parser = argparse.ArgumentParser(prog="python -m ui.bench", description=__doc__.splitlines()[0])
     parser.add_argument("what", nargs="?", choices=["server", "browser"], default="server",
@@ -108,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
     if str(ROOT) not in sys.path:
         sys.path.insert(0, str(ROOT))
     if args.what == "browser":
-        from .bench_browser import main as browser_main
+        from .browser import main as browser_main
         pages = [p for p in args.pages.split(",") if p]
         return browser_main(args.clicks or 20, args.json, pages, **({"busy_metric": True} if args.busy else {}))
     args.clicks = args.clicks or 7
