@@ -1,6 +1,9 @@
-"""The app's entry point (`streamlit run app.py`): the navigation (ui.nav) with page names in the session's
-language and every page at its usual URL path; it runs the chosen page from app_pages/."""
+"""The app's entry point (`streamlit run app.py`): beyond PAGED_MAX_SESSIONS learners a "server full" page
+(ui.capacity), else the navigation (ui.nav) with page names in the session's language and every page at its usual
+URL path; it runs the chosen page from app_pages/."""
 
 from ui import nav
+from ui.capacity import admit_or_stop
 
+admit_or_stop()
 nav.run()

@@ -52,3 +52,14 @@ def rewound(lesson, target: int):
         return None
     fresh.news, fresh._load = dict(lesson.news), None
     return fresh
+
+
+def forked(lesson):
+    """A copy of `lesson` for another session: its own live state and checkpoint store (lessons.rewind.fork),
+    sharing with `lesson` only what never changes (model, tokenizer, recorded steps, the kept copies)."""
+    import copy
+
+    store = lesson._rewind
+    memo = {id(o): o for o in _shared(lesson)}
+    memo[id(store)] = store.fork()
+    return copy.deepcopy(lesson, memo)

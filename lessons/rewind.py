@@ -13,8 +13,9 @@ holds that for random Back / step / add sequences).
 
 A copy shares what never changes once made (the model, the tokenizer, each recorded step: `shared`) with the lesson
 instead of copying it, so a checkpoint holds only the live state (for the engine page ~1.3 MB, mostly the two KV
-caches). The copies are bounded by bytes: past `budget_bytes` every other one is dropped and the spacing doubles, so
-a session's checkpoints never outgrow the budget, at the price of a few more replayed steps.
+caches). The copies are bounded by bytes: past `budget_bytes` the oldest are thinned first (the newest RECENT stay
+`every` apart), so a session's checkpoints never outgrow the budget, at the price of more replayed steps for a Back
+far into the past.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import torch
 
 EVERY = 16                 # steps between two checkpoints (Back replays at most EVERY - 1 steps, until thinned)
 BUDGET_BYTES = 24 << 20    # a session's checkpoints of one lesson hold at most about this many tensor bytes
+RECENT = 12                # the newest copies, never thinned while older ones can be
 
 
 def tensor_bytes(obj, skip: Iterable[int] = ()) -> int:
@@ -62,6 +64,15 @@ class Checkpoints:
             raise ValueError(f"every must be >= 1 and budget_bytes >= 0, got {every}, {budget_bytes}")
         self.shared, self.every, self.budget_bytes = shared, every, budget_bytes
         self._copies: dict[int, tuple[object, tuple, int]] = {}  # position -> (copy, its log, its tensor bytes)
+        self._sources: tuple[Checkpoints, ...] = (self,)  # stores the kept copies point at (a fork's parent too)
+
+    def fork(self) -> "Checkpoints":
+        """A store of its own for another lesson, starting with this one's copies (shared: they are only ever
+        copied from, never changed): what one store gains or drops later, the other does not see."""
+        other = Checkpoints(self.shared, self.every, self.budget_bytes)
+        other._copies = dict(self._copies)
+        other._sources = self._sources + (other,)
+        return other
 
     def __deepcopy__(self, memo):  # a lesson's copies share its store (never copy a store into itself)
         return self
@@ -79,7 +90,7 @@ class Checkpoints:
 
     def _memo(self, lesson) -> dict[int, object]:
         memo = {id(o): o for o in self.shared(lesson)}
-        memo[id(self)] = self
+        memo.update((id(source), self) for source in self._sources)  # a copy made from here belongs to this store
         return memo
 
     def save(self, position: int, lesson, log) -> bool:
@@ -98,12 +109,23 @@ class Checkpoints:
         return True
 
     def _thin(self) -> None:
+        """Past the budget, drop copies oldest first, sparsest-kept last: the newest RECENT stay EVERY apart (Back
+        near the present, the usual case, replays at most every - 1 steps); older ones thin to every 4th, 16th, …
+        position (a long way back replays more)."""
         while self._copies and self.nbytes > self.budget_bytes:
-            self.every *= 2
-            for position in [p for p in self._copies if p % self.every]:
-                del self._copies[position]
-            if self.every > 1 << 20:  # one copy alone is over the budget: keep none
-                self._copies.clear()
+            positions = sorted(self._copies)
+            older = positions[:-RECENT]
+            drop = positions[0]
+            stride = self.every * 4
+            while older and stride <= older[-1]:
+                sparse = [p for p in older if p % stride]
+                if sparse:
+                    drop = sparse[0]
+                    break
+                stride *= 4
+            else:
+                drop = older[0] if older else positions[0]
+            del self._copies[drop]
 
     def best(self, target: int, fits: Callable[[object, tuple, int], bool]):
         """(position, a fresh copy) of the newest checkpoint at or before `target` for which

@@ -31,16 +31,21 @@ def test_checkpoints_keep_every_kth_and_a_fresh_copy_each_time():
     assert store.best(8, lambda copy, log, p: p < 6)[0] == 3 and store.best(2, lambda *a: True) is None
 
 
-def test_checkpoints_thin_out_past_their_budget():
-    """Copies of 4 KiB tensors under a 12 KiB budget: never more than 3 kept, the spacing doubling as it thins, and
-    each kept copy's bytes counted once however many views share its storage."""
+def test_checkpoints_thin_out_past_their_budget_oldest_first():
+    """Copies of 4 KiB tensors (every 2nd position) under a budget of 16: never more than 16 kept; the newest
+    RECENT stay 2 apart, the older ones are sparser (at multiples of 8 or more); each copy's bytes are counted once
+    however many views share its storage."""
+    from lessons.rewind import RECENT
+
     big = torch.zeros(1024)  # 4 KiB
     assert tensor_bytes({"a": big, "b": big[:10], "c": [big.view(32, 32)]}) == 4096
-    store = Checkpoints(every=1, budget_bytes=3 * 4096)
-    for position in range(1, 40):
+    store = Checkpoints(every=2, budget_bytes=16 * 4096)
+    for position in range(1, 400):
         store.save(position, {"t": big.clone()}, log=())
-        assert store.nbytes <= 3 * 4096
-    assert len(store) <= 3 and store.every > 1 and all(p % store.every == 0 for p in store.positions)
+        assert store.nbytes <= 16 * 4096
+    kept = store.positions
+    assert len(kept) == 16 and kept[-RECENT:] == list(range(398 - 2 * (RECENT - 1), 399, 2))
+    assert all(p % 8 == 0 for p in kept[:-RECENT]) and kept[0] < 200
 
 
 # --- batch decode ---------------------------------------------------------------------------------------------------

@@ -1,0 +1,63 @@
+"""`python -m ui.bench history`: what Back, one step and opening a share link cost early and late in a long session
+(engine page, shipped model, default config), server side without Streamlit: the lesson's own work behind each.
+
+    back      EngineLesson.back() at step N (from the newest checkpoint, lessons.rewind)
+    step      one EngineLesson.forward() at step N
+    link      EngineLesson.start(config, requests, N): what opening a `steps=N` link replays
+    full      a replay from step 0 to N - 1 (what Back cost before checkpoints), for comparison
+Medians over `repeat` tries, in ms, at each N of `at` (default 10 and 600).
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+
+STAGGER = 75  # steps between the long requests' arrivals: the engine still has work at step 600
+
+
+def long_session_specs():
+    """Eight 128-token requests arriving every STAGGER steps: a session that is still stepping at step 600."""
+    from lessons.engine_requests import RequestSpec
+
+    return [RequestSpec("the quick brown fox jumps " * 2, max_tokens=128, at_step=STAGGER * i) for i in range(8)]
+
+
+def _ms(fn) -> float:
+    start = time.perf_counter()
+    fn()
+    return (time.perf_counter() - start) * 1000
+
+
+def time_history(at=(10, 600), repeat: int = 5) -> dict[str, dict[str, float]]:
+    """{"step_N": {"back_ms", "step_ms", "link_ms", "full_ms", "checkpoints", "checkpoint_mb"}} for each N in `at`."""
+    from lessons.engine import EngineLesson
+    from lessons.engine_requests import DemoConfig
+    from paged.model.io import load_model
+
+    model, tok = load_model(None)
+    config, specs = DemoConfig(), long_session_specs()
+    out = {}
+    for n in at:
+        lesson = EngineLesson.replay(config, specs, n, model, tok)
+        if len(lesson.steps) != n:
+            raise RuntimeError(f"the long session stopped at step {len(lesson.steps)}, before {n}")
+        back, step = [], []
+        for _ in range(repeat):
+            back.append(_ms(lesson.back))
+            lesson.forward()  # back to step n (and its checkpoint, if n is a multiple of the spacing)
+            step.append(_ms(lesson.forward))
+            lesson.back()
+        link = [_ms(lambda: EngineLesson.start(config, specs, n, model, tok)) for _ in range(max(1, repeat // 2))]
+        full = _ms(lambda: EngineLesson.replay(config, specs, n - 1, model, tok))
+        out[f"step_{n}"] = {"back_ms": statistics.median(back), "step_ms": statistics.median(step),
+                            "link_ms": statistics.median(link), "full_ms": full,
+                            "checkpoints": len(lesson._rewind), "checkpoint_mb": lesson._rewind.nbytes / 2**20}
+    return out
+
+
+def print_history(results: dict[str, dict[str, float]]) -> None:
+    print("engine page, one long session (lesson work only, medians)")
+    for name, r in results.items():
+        print(f"  {name:<9} back {r['back_ms']:7.1f} ms   step {r['step_ms']:6.1f} ms   link {r['link_ms']:7.1f} ms   "
+              f"(replay from 0: {r['full_ms']:7.1f} ms; {r['checkpoints']} checkpoints, {r['checkpoint_mb']:.1f} MB)")
