@@ -42,12 +42,17 @@ def _admitted() -> _Admitted:
 
 
 def _connected_ids() -> set[str] | None:
-    """Ids of the sessions with a browser connected now; None without a Streamlit runtime."""
+    """Ids of the sessions with a browser connected now; None without a Streamlit runtime that can say (AppTest's
+    stands-in runtime cannot)."""
     from streamlit import runtime
 
     if not runtime.exists():
         return None
-    return {info.session.id for info in runtime.get_instance()._session_mgr.list_active_sessions()}
+    manager = getattr(runtime.get_instance(), "_session_mgr", None)
+    active = getattr(manager, "list_active_sessions", None)
+    if not callable(active):
+        return None
+    return {info.session.id for info in active()}
 
 
 def _this_session() -> str | None:

@@ -3,7 +3,8 @@
 
     back      EngineLesson.back() at step N (from the newest checkpoint, lessons.rewind)
     step      one EngineLesson.forward() at step N
-    link      EngineLesson.start(config, requests, N): what opening a `steps=N` link replays
+    link      EngineLesson.start(config, requests, N): what opening a `steps=N` link replays (the first visit)
+    link_kept opening the same link again in another session (ui.links: a fork of the process's kept replay)
     full      a replay from step 0 to N - 1 (what Back cost before checkpoints), for comparison
 Medians over `repeat` tries, in ms, at each N of `at` (default 10 and 600).
 """
@@ -30,7 +31,8 @@ def _ms(fn) -> float:
 
 
 def time_history(at=(10, 600), repeat: int = 5) -> dict[str, dict[str, float]]:
-    """{"step_N": {"back_ms", "step_ms", "link_ms", "full_ms", "checkpoints", "checkpoint_mb"}} for each N in `at`."""
+    """{"step_N": {"back_ms", "step_ms", "link_ms", "link_kept_ms", "full_ms", "checkpoints", "checkpoint_mb"}} for
+    each N in `at` (ms medians; MB of the checkpoints' tensors)."""
     from lessons.engine import EngineLesson
     from lessons.engine_requests import DemoConfig
     from paged.model.io import load_model
@@ -50,8 +52,13 @@ def time_history(at=(10, 600), repeat: int = 5) -> dict[str, dict[str, float]]:
             lesson.back()
         link = [_ms(lambda: EngineLesson.start(config, specs, n, model, tok)) for _ in range(max(1, repeat // 2))]
         full = _ms(lambda: EngineLesson.replay(config, specs, n - 1, model, tok))
+        from ui.links import open_link
+
+        open_link(config, specs, n, model, tok)  # the first visit keeps it (when long enough to be kept)
+        kept = [_ms(lambda: open_link(config, specs, n, model, tok)) for _ in range(repeat)]
         out[f"step_{n}"] = {"back_ms": statistics.median(back), "step_ms": statistics.median(step),
-                            "link_ms": statistics.median(link), "full_ms": full,
+                            "link_ms": statistics.median(link), "link_kept_ms": statistics.median(kept),
+                            "full_ms": full,
                             "checkpoints": len(lesson._rewind), "checkpoint_mb": lesson._rewind.nbytes / 2**20}
     return out
 
@@ -59,5 +66,6 @@ def time_history(at=(10, 600), repeat: int = 5) -> dict[str, dict[str, float]]:
 def print_history(results: dict[str, dict[str, float]]) -> None:
     print("engine page, one long session (lesson work only, medians)")
     for name, r in results.items():
-        print(f"  {name:<9} back {r['back_ms']:7.1f} ms   step {r['step_ms']:6.1f} ms   link {r['link_ms']:7.1f} ms   "
-              f"(replay from 0: {r['full_ms']:7.1f} ms; {r['checkpoints']} checkpoints, {r['checkpoint_mb']:.1f} MB)")
+        print(f"  {name:<9} back {r['back_ms']:7.1f} ms   step {r['step_ms']:6.1f} ms   link {r['link_ms']:7.1f} ms "
+              f"(again {r['link_kept_ms']:6.1f} ms)   replay from 0 {r['full_ms']:7.1f} ms   "
+              f"{r['checkpoints']} checkpoints, {r['checkpoint_mb']:.1f} MB")
