@@ -8,8 +8,9 @@ st.cache_resource (a few links, the newest), and each session gets its own copy 
 
 A replay from step 0 is the costliest thing one visit can ask for (MAX_LINK_STEPS steps, ui.params). Replays hold
 one process-wide lock while they run, so five links opened at once queue behind each other instead of sharing the
-CPU five ways with every other learner's clicks; and a long one sleeps a little between its steps (YIELD_EVERY),
-leaving the interpreter to the other sessions' runs.
+CPU five ways with every other learner's clicks; and a replay sleeps PACE times as long as each step took, so it
+holds the interpreter (the GIL) in short bursts with gaps in which the other sessions' runs go on: a long link opens
+more slowly (its first visitor waits ~3x the replay), nobody else's click does.
 """
 
 from __future__ import annotations
@@ -24,8 +25,7 @@ from lessons.engine_rewind import forked
 
 CACHED_LINKS = 4        # finished link replays kept for the process
 CACHE_FROM_STEPS = 32   # shorter links replay in a few ms: not worth keeping
-YIELD_EVERY = 8         # a link replay sleeps YIELD_S after this many steps (the GIL goes to other sessions' runs)
-YIELD_S = 0.005
+PACE = 2.0              # a link replay sleeps this many times each step's time (it runs a third of the time at most)
 
 
 @st.cache_resource(show_spinner=False)
@@ -36,16 +36,16 @@ def _replay_lock() -> threading.Lock:
 
 def _replayed(config, specs, steps: int, model, tokenizer) -> EngineLesson:
     """`EngineLesson.start(config, specs, steps, …)`, under the process's replay lock and paced: the same requests
-    from step 0 and the same steps one by one (what `start` does), with a short sleep every YIELD_EVERY steps. A
-    failing step is left to `start` itself, which reports it as it always does."""
+    from step 0 and the same steps one by one (what `start` does), each followed by a sleep of PACE times its
+    duration. A failing step is left to `start` itself, which reports it as it always does."""
     with _replay_lock():
         lesson = EngineLesson.start(config, list(specs), 0, model, tokenizer)
         try:
-            for done in range(1, steps + 1):
+            for _ in range(steps):
+                began = time.perf_counter()
                 if lesson.step() is None:
                     break
-                if done % YIELD_EVERY == 0:
-                    time.sleep(YIELD_S)
+                time.sleep(PACE * (time.perf_counter() - began))
         except (RuntimeError, ValueError):
             lesson = EngineLesson.start(config, list(specs), steps, model, tokenizer)
     return lesson

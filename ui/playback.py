@@ -33,13 +33,16 @@ that does not carry its own token (sent before the page knew of it), everything 
 shows is what the URL names (the knobs), never the old log replayed on top of it.
 
 Bounded work. One value runs at most MAX_PER_MESSAGE new actions (the rest are counted as applied and dropped): a
-hand-made value of 128 Backs costs what 16 do.
+hand-made value of 128 Backs costs what 16 do. Past the first FREE_ACTIONS of a value, each action is followed by a
+sleep of PACE times its duration: a burst no hand makes holds the interpreter only a third of the time, and the other
+learners' runs go on in the gaps.
 """
 
 from __future__ import annotations
 
 import secrets
 import threading
+import time
 from dataclasses import dataclass, field
 from typing import Callable, Collection, Mapping
 
@@ -54,6 +57,7 @@ MAX_LOG = 128                               # actions the ledger keeps (far more
 APPLIED_KEY = "_ledger_applied"             # nonce of a browser page -> last action applied from its log
 SESSION_KEY = "_ledger_session"             # this server session's random token (see "No replayed clicks")
 MAX_PER_MESSAGE = 16                        # new actions one ledger value may run (ten quick clicks are ten)
+FREE_ACTIONS, PACE = 4, 2.0                 # actions of one value run unpaced; later ones sleep PACE x their time
 SHORTCUTS = {"step": "ArrowRight", "back": "ArrowLeft", "play": "Space"}
 LOCK_KEY = "_playback_lock"  # one per session: a new run's callbacks wait for an interrupted run's to finish
 WHOLE_PAGE_KEY = "_playback_whole_page"  # set when the ledger ran an extra button: the next run draws the whole page
@@ -230,12 +234,26 @@ def _act(prefix: str, action: str) -> None:
         st.session_state[WHOLE_PAGE_KEY] = True
 
 
+def paced(do: Callable[[str], None], free: int = FREE_ACTIONS, pace: float = PACE) -> Callable[[str], None]:
+    """`do`, which after its first `free` calls sleeps `pace` times each call's duration (see "Bounded work")."""
+    calls = 0
+
+    def run(action: str) -> None:
+        nonlocal calls
+        began = time.perf_counter()
+        do(action)
+        calls += 1
+        if calls > free:
+            time.sleep(pace * (time.perf_counter() - began))
+    return run
+
+
 def _on_ledger(prefix: str) -> None:
     with _session_lock():
         value = (st.session_state.get(f"{prefix}.ledger") or {}).get("log")
         stepper: Stepper | None = st.session_state.get(f"_stepper.{prefix}")
-        apply_log(value, st.session_state.setdefault(APPLIED_KEY, {}), lambda action: _act(prefix, action), prefix,
-                  stepper.extra if stepper is not None else (), session=st.session_state.get(SESSION_KEY))
+        apply_log(value, st.session_state.setdefault(APPLIED_KEY, {}), paced(lambda action: _act(prefix, action)),
+                  prefix, stepper.extra if stepper is not None else (), session=st.session_state.get(SESSION_KEY))
 
 
 def _whole_page_if_asked() -> None:

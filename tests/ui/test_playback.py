@@ -3,6 +3,7 @@ browser's values arrive (repeated, cut short, from another page, malformed), and
 
 from __future__ import annotations
 
+import pytest
 import streamlit as st
 from hypothesis import given, strategies as hs
 
@@ -169,3 +170,20 @@ def test_one_value_runs_at_most_max_per_message_actions():
     assert apply(value("tab", log), applied, ran.append, "p") == MAX_PER_MESSAGE < MAX_LOG
     assert apply(value("tab", log), applied, ran.append, "p") == 0
     assert len(ran) == MAX_PER_MESSAGE and applied == {"tab": MAX_LOG}
+
+
+def test_actions_past_the_free_ones_are_paced(monkeypatch):
+    """paced(): the first FREE calls run back to back; each later one is followed by a sleep of PACE x its own time
+    (the clock is the test's: every call takes 10 ms)."""
+    clock, slept, ran = [0.0], [], []
+    monkeypatch.setattr(playback.time, "perf_counter", lambda: clock[0])
+    monkeypatch.setattr(playback.time, "sleep", slept.append)
+
+    def do(action: str) -> None:
+        ran.append(action)
+        clock[0] += 0.010
+
+    run = playback.paced(do, free=2, pace=2.0)
+    for action in ("step", "back", "step", "back"):
+        run(action)
+    assert ran == ["step", "back", "step", "back"] and slept == [pytest.approx(0.02), pytest.approx(0.02)]

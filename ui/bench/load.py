@@ -80,17 +80,20 @@ def free_port() -> int:
 
 
 @contextmanager
-def streamlit_server(options: dict[str, str] | None = None, timeout_s: float = 90.0) -> Iterator[Server]:
+def streamlit_server(options: dict[str, str] | None = None, timeout_s: float = 90.0, port: int | None = None,
+                     env: dict[str, str] | None = None) -> Iterator[Server]:
     """`streamlit run app.py` on a free loopback port, healthy when yielded, terminated (then killed) on exit.
     `options` are extra config options (e.g. {"runner.postScriptGC": "false"}) given as --name value.
+    `port`: a given loopback port (default: a free one); `env`: extra environment variables for the server.
     RuntimeError with the server's log tail if it does not answer /_stcore/health within `timeout_s`."""
-    port = free_port()
+    port = port or free_port()
     extra = [arg for name, value in (options or {}).items() for arg in (f"--{name}", value)]
     with tempfile.TemporaryFile() as log:
         proc = subprocess.Popen(
             [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true",
              "--server.port", str(port), "--server.address", "127.0.0.1", *extra],
-            cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+            cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            env={**os.environ, **(env or {})})
         try:
             deadline = time.monotonic() + timeout_s
             while True:

@@ -100,6 +100,9 @@ def main(argv: list[str] | None = None) -> int:
     if argv[:1] == ["load"]:  # a whole class on one server, over the websocket (its own options)
         from .load import main as load_main
         return load_main(argv[1:])
+    if argv[:1] == ["attack"]:  # one victim, quiet and while one attacker does its worst (its own options)
+        from .attack import main as attack_main
+        return attack_main(argv[1:])
     parser = argparse.ArgumentParser(prog="python -m ui.bench", description=__doc__.splitlines()[0])
     parser.add_argument("what", nargs="?", choices=["server", "browser", "history"], default="server",
                         help="server: script time through AppTest, then history (default); browser: click -> idle "
