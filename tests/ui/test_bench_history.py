@@ -23,7 +23,7 @@ def test_cli_history_subcommand_is_known(monkeypatch, capsys):
     """`python -m ui.bench history` runs only the history part and prints its table."""
     import ui.bench.history as history
 
-    monkeypatch.setattr(history, "time_history", lambda: {"step_1": {"back_ms": 1.0, "step_ms": 2.0, "link_ms": 3.0,
-                                                                     "link_kept_ms": 1.0, "full_ms": 4.0, "checkpoints": 0,
-                                                                     "checkpoint_mb": 0.0}})
+    row = {"back_ms": 1.0, "step_ms": 2.0, "link_ms": 3.0, "link_kept_ms": 1.0, "full_ms": 4.0, "checkpoints": 0,
+           "checkpoint_mb": 0.0}
+    monkeypatch.setattr(history, "time_history", lambda: {"step_1": row})
     assert main(["history"]) == 0 and "step_1" in capsys.readouterr().out

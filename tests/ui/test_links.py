@@ -37,7 +37,8 @@ def test_two_sessions_share_one_replay_and_stay_apart(tiny, monkeypatch):
     links._kept.clear()
     starts = []
     real = EngineLesson.start.__func__
-    monkeypatch.setattr(EngineLesson, "start", classmethod(lambda cls, *a, **k: starts.append(a[2]) or real(cls, *a, **k)))
+    counted = classmethod(lambda cls, *a, **k: starts.append(a[2]) or real(cls, *a, **k))
+    monkeypatch.setattr(EngineLesson, "start", counted)
     a = links.open_link(config, SPECS, 40, model, tok)
     b = links.open_link(config, SPECS, 40, model, tok)
     assert starts == [0], "the link was replayed more than once (or not step by step)"
