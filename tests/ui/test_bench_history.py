@@ -26,4 +26,6 @@ def test_cli_history_subcommand_is_known(monkeypatch, capsys):
     row = {"back_ms": 1.0, "step_ms": 2.0, "link_ms": 3.0, "link_kept_ms": 1.0, "full_ms": 4.0, "checkpoints": 0,
            "checkpoint_mb": 0.0}
     monkeypatch.setattr(history, "time_history", lambda: {"step_1": row})
-    assert main(["history"]) == 0 and "step_1" in capsys.readouterr().out
+    monkeypatch.setattr(history, "time_page_history", lambda: {"page_step_1": {"first_open_ms": 5.0, "open_ms": 1.0,
+                                                                               "step_ms": 1.0, "back_ms": 1.0}})
+    assert main(["history"]) == 0 and "page_step_1" in capsys.readouterr().out

@@ -121,18 +121,23 @@ def main(argv: list[str] | None = None) -> int:
     args.clicks = args.clicks or 7
     from ui.page import configure_torch
 
-    from .history import print_history, time_history
+    from .history import print_history, print_page_history, time_history, time_page_history
 
     configure_torch()  # what every page does first
     if args.what == "history":
-        history = time_history()
-        print(json.dumps({"history": history}, indent=2)) if args.json else print_history(history)
+        history, page_history = time_history(), time_page_history()
+        if args.json:
+            print(json.dumps({"history": history, "page_history": page_history}, indent=2))
+        else:
+            print_history(history)
+            print_page_history(page_history)
         return 0
     pages = {page: time_page(page, max(1, args.clicks)) for page in STEPS}
     compute = time_compute(max(3, args.clicks))
-    history = time_history()
+    history, page_history = time_history(), time_page_history()
     if args.json:
-        print(json.dumps({"pages": pages, "compute": compute, "history": history}, indent=2))
+        print(json.dumps({"pages": pages, "compute": compute, "history": history, "page_history": page_history},
+                         indent=2))
         return 0
     print(f"server time of one step at default sizes (median of {args.clicks} clicks)")
     for page, t in pages.items():
@@ -142,6 +147,7 @@ def main(argv: list[str] | None = None) -> int:
     for name, ms in compute.items():
         print(f"  {name:<28} {ms:6.2f} ms")
     print_history(history)
+    print_page_history(page_history)
     return 0
 
 
