@@ -61,3 +61,15 @@ def test_a_short_link_is_replayed_directly_and_equals_start(tiny):
     config = DemoConfig(block_size=4, num_blocks=40)
     got = links.open_link(config, SPECS, 7, model, tok)
     assert _state(got) == _state(EngineLesson.start(config, SPECS, 7, model, tok)) and len(got.steps) == 7
+
+
+def test_a_long_link_replay_is_paced_after_its_first_steps(tiny, monkeypatch):
+    """A 40-step link sleeps after each step past the first CACHE_FROM_STEPS (PACE x the step's time), never
+    before: 8 sleeps, each positive; the state is still start()'s."""
+    model, tok = tiny
+    slept = []
+    monkeypatch.setattr(links.time, "sleep", slept.append)
+    config = DemoConfig(block_size=4, num_blocks=40)
+    got = links._replayed(config, SPECS, 40, model, tok)
+    assert len(slept) == 40 - links.CACHE_FROM_STEPS and all(s > 0 for s in slept)
+    assert _state(got) == _state(EngineLesson.start(config, SPECS, 40, model, tok))
