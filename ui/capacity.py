@@ -5,18 +5,28 @@ A session is admitted on its first run when fewer than the limit are admitted an
 admitted for its life (a rerun or a page change never shows it the full page). Who is connected comes from
 Streamlit's runtime; where there is none (AppTest, bare `python`), nobody is refused. The admitted ids are kept in
 one process-wide set behind a lock (st.cache_resource): the only state shared across sessions, and it holds ids only.
+
+A new session's first run (imports, a lesson built, every figure drawn: the costliest run a tab makes) goes through
+`first_run_paced`: one at a time in the process, and the next newcomer waits NEW_SESSION_PACE times as long as the
+last one took, so forty tabs opened at once leave the learners already in a third of the time free of them (a class
+joining at once waits ~1.5x the sum of its first runs).
 """
 
 from __future__ import annotations
 
 import os
 import threading
+import time
+from contextlib import contextmanager
+from typing import Iterator
 
 import streamlit as st
 
 DEFAULT_MAX_SESSIONS = 40  # ~40 MB each at step 600 of the engine page (checkpoints included): ~1.6 GB in all
 ENV = "PAGED_MAX_SESSIONS"
 ADMITTED_KEY = "_capacity_admitted"
+FIRST_RUN_KEY = "_capacity_first_run_done"
+NEW_SESSION_PACE = 0.5  # after a new session's first run, the next newcomer waits this many times its duration
 
 
 def max_sessions() -> int:
@@ -39,6 +49,40 @@ class _Admitted:
 @st.cache_resource(show_spinner=False)
 def _admitted() -> _Admitted:
     return _Admitted()
+
+
+class _Gate:
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.free_at = 0.0  # time.monotonic() before which no newcomer's first run starts
+
+
+@st.cache_resource(show_spinner=False)
+def _gate() -> _Gate:
+    return _Gate()
+
+
+def _wait(seconds: float) -> None:
+    if seconds > 0:
+        time.sleep(seconds)
+
+
+@contextmanager
+def first_run_paced() -> Iterator[None]:
+    """Around a run of the app: a new session's first run waits its turn (module docstring); every later run, and
+    every run without a real Streamlit runtime (AppTest), goes straight on."""
+    if st.session_state.get(FIRST_RUN_KEY) or _connected_ids() is None:
+        yield
+        return
+    gate = _gate()
+    with gate.lock:
+        _wait(gate.free_at - time.monotonic())
+        began = time.monotonic()
+        try:
+            yield
+        finally:
+            st.session_state[FIRST_RUN_KEY] = True
+            gate.free_at = time.monotonic() + NEW_SESSION_PACE * (time.monotonic() - began)
 
 
 def _connected_ids() -> set[str] | None:

@@ -55,3 +55,20 @@ def test_a_bad_limit_is_named_not_ignored(monkeypatch, raw):
     monkeypatch.setenv("PAGED_MAX_SESSIONS", raw)
     at = app_test(APP).run()
     assert not at.exception and "PAGED_MAX_SESSIONS" in at.error[0].value and repr(raw) in at.error[0].value
+
+
+def test_new_sessions_first_runs_wait_their_turn(two_taken, monkeypatch):
+    """With a real runtime (faked), a newcomer's first run waits until the gate is free (the last first run's time
+    x NEW_SESSION_PACE after it ended), and moves the gate on; its later runs do not wait."""
+    two_taken.discard("other-a")
+    two_taken.discard("other-b")
+    slept = []
+    monkeypatch.setattr(capacity, "_wait", slept.append)
+    capacity._gate.clear()
+    capacity._gate().free_at = capacity.time.monotonic() + 30.0  # a newcomer just finished a long first run
+    at = app_test(APP).run()
+    assert not at.exception and len(slept) == 1 and 29.0 < slept[0] <= 30.0
+    assert capacity._gate().free_at > capacity.time.monotonic()  # this first run pushed the gate on
+    at.run()
+    assert len(slept) == 1, "a later run came to the gate"
+    capacity._gate.clear()
