@@ -8,8 +8,9 @@ one process-wide set behind a lock (st.cache_resource): the only state shared ac
 
 A new session's first run (imports, a lesson built, every figure drawn: the costliest run a tab makes) goes through
 `first_run_paced`: one at a time in the process, and the next newcomer waits NEW_SESSION_PACE times as long as the
-last one took, so forty tabs opened at once leave the learners already in a third of the time free of them (a class
-joining at once waits ~1.5x the sum of its first runs).
+last one took, so forty tabs opened at once leave the learners already in half of the time free of them (a class
+joining at once waits ~2x the sum of its first runs). Measured with `python -m ui.bench attack --attack sessions`, a
+victim's p95 still rises 3-6x while 45 tabs open (p50 ~1.2-2x): a first run is one long burst of Python.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ DEFAULT_MAX_SESSIONS = 40  # ~40 MB each at step 600 of the engine page (checkpo
 ENV = "PAGED_MAX_SESSIONS"
 ADMITTED_KEY = "_capacity_admitted"
 FIRST_RUN_KEY = "_capacity_first_run_done"
-NEW_SESSION_PACE = 0.5  # after a new session's first run, the next newcomer waits this many times its duration
+NEW_SESSION_PACE = 1.0  # after a new session's first run, the next newcomer waits this many times its duration
 
 
 def max_sessions() -> int:
