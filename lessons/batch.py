@@ -22,6 +22,7 @@ from dataclasses import asdict, dataclass, field
 
 from paged.addressing import blocks_needed, locate
 from .playground import DecodeCheck, Playground
+from .rewind import Checkpoints
 from .address import SEED_BATCH, dtype_of
 
 OP_PATTERN = re.compile(r"^(d|f\d{1,3}|a\d{1,4}|w\d{1,3})$")
@@ -120,6 +121,7 @@ class BatchLesson:
         self.armed: int | None = None  # arm_wrong_slot: the next "d" becomes "w<armed>"
         self.last_event = start
         self.checks: list[DecodeCheck] = self.playground.check()
+        self._rewind = Checkpoints()  # copies every few ops, shared with this lesson's Backs (lessons.rewind)
 
     # --- operations -----------------------------------------------------------------------------------------
     def arm_wrong_slot(self, seq_id: int | None) -> None:
@@ -147,6 +149,8 @@ class BatchLesson:
             self.ops.append(op)
             self.checks = self.playground.check()
         self.last_event = event
+        if event.ok:
+            self._rewind.save(len(self.ops), self, self.ops)
         return event
 
     def add(self, prompt_len: int) -> Event:
@@ -237,9 +241,19 @@ class BatchLesson:
         return demo, min(len(ops), MAX_OPS)
 
     def without_last(self) -> "BatchLesson":
-        """"Back": a fresh demo with every logged operation but the last, replayed from the start, so it is exactly
-        the state the page had before that operation (the seeded draws replay in the same order)."""
-        demo, _ = BatchLesson.replay(self.config, self.ops[:-1], self.device)
+        """"Back": the demo with every logged operation but the last, exactly the state the page had before that
+        operation (the seeded draws replay in the same order): the newest checkpoint of this log at or before it
+        (lessons.rewind), the few ops after it replayed; from the start when there is none."""
+        ops = self.ops[:-1]
+        found = self._rewind.best(len(ops), lambda _, log, at: list(log) == ops[:at])
+        if found is None:
+            at, demo = 0, BatchLesson(self.config, self.device)
+            demo._rewind = self._rewind
+        else:
+            at, demo = found
+        for op in ops[at:]:
+            if not demo.apply(op).ok:  # as `replay`: the first op that fails ends it
+                break
         return demo
 
     def tables(self) -> dict[int, list[int]]:

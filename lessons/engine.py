@@ -39,6 +39,7 @@ from paged.engine.view import EngineView, engine_view
 from .engine_views import Allocation, EngineReadings, Snapshot, step_export, table_changes  # noqa: F401 (pages)
 from .engine_checks import ENGINE_CODES, check_form, refusal
 from .engine_requests import MAX_REQUESTS, MAX_STEPS, DemoConfig, RequestError, RequestSpec
+from .engine_rewind import engine_checkpoints, rewound
 
 
 class EngineLesson(EngineReadings):
@@ -66,6 +67,7 @@ class EngineLesson(EngineReadings):
         self._token_labels: dict[int, str] = {}  # token id -> its label (token_texts), for this lesson's tokenizer
         self._load: list[RequestSpec] | None = None  # requests to replay from step 0 at the next sync (load / reset)
         self.news: dict[str, object] = {}  # what the page says once: "added", "add_error", "failure" (take_news)
+        self._rewind = engine_checkpoints()  # copies every few steps, so Back replays only a few (engine_rewind)
         self._snapshot()
 
     @property
@@ -150,6 +152,7 @@ class EngineLesson(EngineReadings):
         self._pending_at = [i for s, i in waiting if s.at_step > len(self.steps)]
         for spec, logged_at in arrived:
             self._arrive(spec, logged_at)
+        self._rewind.save(len(self.steps), self, self.log)
         return step
 
     def run_to_end(self) -> int:
@@ -215,10 +218,16 @@ class EngineLesson(EngineReadings):
         self._guarded(self.run_to_end)
 
     def back(self) -> bool:
-        """The same requests replayed to one step fewer: exactly the state the page had then. False at step 0."""
+        """The same requests replayed to one step fewer: exactly the state the page had then, from the newest
+        checkpoint that fits (lessons.engine_rewind), else from step 0. False at step 0."""
         if not self.steps:
             return False
-        self._rebuild(self.all_specs(), len(self.steps) - 1)
+        fresh = rewound(self, len(self.steps) - 1)
+        if fresh is None:
+            self._rebuild(self.all_specs(), len(self.steps) - 1)
+        else:
+            vars(self).clear()
+            vars(self).update(vars(fresh))
         return True
 
     def load(self, specs: list[RequestSpec]) -> None:

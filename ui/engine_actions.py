@@ -21,12 +21,13 @@ from typing import Callable, Mapping, Sequence
 import streamlit as st
 
 from lessons.engine import EngineLesson
-from lessons.engine_requests import (BOUNDS, MAX_STEPS, DemoConfig, RequestError, RequestSpec, Scenario,
+from lessons.engine_requests import (BOUNDS, DemoConfig, RequestError, RequestSpec, Scenario,
                                      decode_requests)
 from viz.colors import seq_label
 
 from .page import PageContext
-from .params import MAX_WHOLE_CHARS, Knobs, int_in, parse_whole, quoted, read_param
+from .links import open_link
+from .params import MAX_LINK_STEPS, MAX_WHOLE_CHARS, Knobs, int_in, parse_whole, quoted, read_param
 from .playback import Stepper, playback_bar
 from .safe_text import shown
 from .widgets import show_error, stop_with_error
@@ -146,8 +147,8 @@ def engine_lesson(ctx: PageContext, prefix: str, config: DemoConfig, model, toke
                 url_text = read_param("reqs", lambda text: text if decode_requests(text) is not None else None, "")
                 url_specs = decode_requests(url_text) if url_text else None
                 specs = url_specs if url_specs is not None else default_specs
-                steps = read_param("steps", int_in(0, MAX_STEPS), 0)
-            lesson = state[lesson_key(prefix)] = EngineLesson.start(config, specs, steps, model, tokenizer)
+                steps = read_param("steps", int_in(0, MAX_LINK_STEPS), 0)
+            lesson = state[lesson_key(prefix)] = open_link(config, specs, steps, model, tokenizer)
         elif lesson.sync(config, model, tokenizer):
             st.toast(ctx.t("engine.restarted"), icon=":material/replay:")
     except (RuntimeError, ValueError) as err:  # no engine at all (e.g. a KV pool larger than free memory)

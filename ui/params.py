@@ -20,6 +20,7 @@ Parser = Callable[[str], Any]  # returns the parsed value, or None when the text
 
 # --- parsers: str -> value | None ---------------------------------------------------------------------------------
 MAX_PARAM_CHARS = 10_000  # a URL value longer than this is ignored before any parser sees it
+MAX_LINK_STEPS = 300  # a link's steps= (pages 4, 6) is clamped here, with a note: one visit replays at most this many
 _INT_TEXT = re.compile(r"[+-]?[0-9]{1,18}")  # ASCII digits only: int() would also take "١٢" or "1_000"
 _FLOAT_TEXT = re.compile(r"[+-]?(?:[0-9]{1,18}(?:\.[0-9]{0,18})?|\.[0-9]{1,18})(?:[eE][+-]?[0-9]{1,3})?")
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")  # control characters (tab and newlines kept)

@@ -22,11 +22,27 @@ A page's other buttons that must not be lost either (pages 4 and 6: Add, pressed
 the bar as `Stepper.extra`: the ledger logs their clicks the same way, under the button's key, and runs each once.
 Playing goes on. Such a button may sit outside the step fragment (the Add form does): after running it, the bar
 reruns the whole page, as the button's own click would have.
+
+No replayed clicks. The log lives in the browser page, and a page outlives its server session (the server restarted,
+the replica behind the proxy died, the session outlived the disconnect timeout): the tab reconnects to a fresh session
+that has applied nothing, and the log it sends holds every click made for the old one. So each session has a random
+token, sent to the script with the bar's data; when the script meets a token it has not seen, it notes the log's
+seq at that moment as the session's `base`, and sends (token, base) with every value. A session that meets a page's
+nonce for the first time counts everything up to `base` as applied (made for another session) — and, for a value
+that does not carry its own token (sent before the page knew of it), everything in the log. The state a fresh session
+shows is what the URL names (the knobs), never the old log replayed on top of it.
+
+Bounded work. One value runs at most MAX_PER_MESSAGE new actions (the rest are counted as applied and dropped): a
+hand-made value of 128 Backs costs what 16 do. Past the first FREE_ACTIONS of a value, each action is followed by a
+sleep of PACE times its duration: a burst no hand makes holds the interpreter only a third of the time, and the other
+learners' runs go on in the gaps.
 """
 
 from __future__ import annotations
 
+import secrets
 import threading
+import time
 from dataclasses import dataclass, field
 from typing import Callable, Collection, Mapping
 
@@ -39,6 +55,9 @@ SPEEDS = ("0.5", "1", "2", "4")             # steps per second (strings: they ro
 ACTIONS = ("step", "back", "play", "tick")  # what the ledger may log
 MAX_LOG = 128                               # actions the ledger keeps (far more than clicks during one run)
 APPLIED_KEY = "_ledger_applied"             # nonce of a browser page -> last action applied from its log
+SESSION_KEY = "_ledger_session"             # this server session's random token (see "No replayed clicks")
+MAX_PER_MESSAGE = 16                        # new actions one ledger value may run (ten quick clicks are ten)
+FREE_ACTIONS, PACE = 4, 2.0                 # actions of one value run unpaced; later ones sleep PACE x their time
 SHORTCUTS = {"step": "ArrowRight", "back": "ArrowLeft", "play": "Space"}
 LOCK_KEY = "_playback_lock"  # one per session: a new run's callbacks wait for an interrupted run's to finish
 WHOLE_PAGE_KEY = "_playback_whole_page"  # set when the ledger ran an extra button: the next run draws the whole page
@@ -51,13 +70,13 @@ export default function (component) {
   if (!L) {
     L = w.__pagedLedger = { nonce: Math.random().toString(36).slice(2) + Date.now().toString(36), seq: 0,
                             log: [], buttons: {}, keys: {}, send: null, playing: false, interval: 1000,
-                            lastTick: 0, ateSpace: false, page: '' };
+                            lastTick: 0, ateSpace: false, page: '', session: null, base: 0 };
     const push = (action) => {
       if (!L.send) return;
       L.seq += 1;
       L.log.push([L.seq, action, L.page]);
       if (L.log.length > %(max_log)d) L.log.shift();
-      L.send({ nonce: L.nonce, seq: L.seq, log: L.log.slice() });
+      L.send({ nonce: L.nonce, seq: L.seq, log: L.log.slice(), session: L.session, base: L.base });
     };
     const buttonOf = (action) => {
       const cls = Object.keys(L.buttons).find((c) => L.buttons[c] === action);
@@ -109,6 +128,7 @@ export default function (component) {
     }, 25);
   }
   L.buttons = data.buttons; L.keys = data.keys; L.interval = data.interval_ms; L.page = data.page;
+  if (data.session !== L.session) { L.session = data.session; L.base = L.seq; }  // logged so far: another session
   if (data.playing && !L.playing) L.lastTick = performance.now();
   L.playing = !!data.playing;
   const send = (value) => setStateValue('log', value);
@@ -136,24 +156,44 @@ class Stepper:
     extra: Mapping[str, Callable[[], object]] = field(default_factory=dict)  # button key -> its action (Add)
 
 
+def _seq(entry) -> int | None:
+    """The seq of a well-formed log entry [seq, action, page] (a positive int, not a bool), else None."""
+    if isinstance(entry, list) and len(entry) == 3 and isinstance(entry[0], int) and not isinstance(entry[0], bool):
+        return entry[0]
+    return None
+
+
 def apply_log(value, applied: dict[str, int], do: Callable[[str], None], page: str,
-              extra: Collection[str] = ()) -> int:
-    """Run, in order, each action of a ledger value {"nonce", "seq", "log": [[seq, action, page], …]} that is newer
-    than applied[nonce] and was logged on `page`; record the newest seen. An action is one of ACTIONS or of `extra`
-    (the keys of the page's other logged buttons). Anything malformed (it comes from the browser) is skipped, and so
-    is an action logged on another page (clicked just before leaving it). Returns the number of actions run."""
+              extra: Collection[str] = (), session: str | None = None) -> int:
+    """Run, in order, each action of a ledger value {"nonce", "seq", "log": [[seq, action, page], …], "session",
+    "base"} that is newer than applied[nonce] and was logged on `page`; record the newest seen. An action is one of
+    ACTIONS or of `extra` (the keys of the page's other logged buttons). A nonce met for the first time starts at the
+    value's `base` when the value carries this session's token `session`, else at the newest seq of its log: a
+    fresh session never replays clicks made for another (module docstring). At most MAX_PER_MESSAGE actions run;
+    newer ones in the same value are recorded as applied and dropped. Anything malformed (it comes from the browser)
+    is skipped, and so is an action logged on another page (clicked just before leaving it). Returns the number of
+    actions run."""
     if not isinstance(value, dict) or not isinstance(value.get("nonce"), str) or len(value["nonce"]) > 64:
         return 0
     log = value.get("log")
     if not isinstance(log, list):
         return 0
+    log = log[-MAX_LOG:]
     nonce, ran = value["nonce"], 0
-    for entry in log[-MAX_LOG:]:
-        if not (isinstance(entry, list) and len(entry) == 3 and isinstance(entry[0], int)
-                and not isinstance(entry[0], bool) and entry[0] > applied.get(nonce, 0)):
+    if nonce not in applied:
+        base = value.get("base")
+        if (session is not None and value.get("session") == session and isinstance(base, int)
+                and not isinstance(base, bool)):
+            applied[nonce] = max(0, base)
+        else:
+            applied[nonce] = max([s for s in map(_seq, log) if s is not None], default=0)
+    for entry in log:
+        seq = _seq(entry)
+        if seq is None or seq <= applied[nonce]:
             continue
-        applied[nonce] = entry[0]  # recorded before the action runs: an action is never run twice
-        if (entry[1] in ACTIONS or isinstance(entry[1], str) and entry[1] in extra) and entry[2] == page:
+        applied[nonce] = seq  # recorded before the action runs: an action is never run twice
+        if (entry[1] in ACTIONS or isinstance(entry[1], str) and entry[1] in extra) and entry[2] == page \
+                and ran < MAX_PER_MESSAGE:
             do(entry[1])
             ran += 1
     return ran
@@ -194,12 +234,26 @@ def _act(prefix: str, action: str) -> None:
         st.session_state[WHOLE_PAGE_KEY] = True
 
 
+def paced(do: Callable[[str], None], free: int = FREE_ACTIONS, pace: float = PACE) -> Callable[[str], None]:
+    """`do`, which after its first `free` calls sleeps `pace` times each call's duration (see "Bounded work")."""
+    calls = 0
+
+    def run(action: str) -> None:
+        nonlocal calls
+        began = time.perf_counter()
+        do(action)
+        calls += 1
+        if calls > free:
+            time.sleep(pace * (time.perf_counter() - began))
+    return run
+
+
 def _on_ledger(prefix: str) -> None:
     with _session_lock():
         value = (st.session_state.get(f"{prefix}.ledger") or {}).get("log")
         stepper: Stepper | None = st.session_state.get(f"_stepper.{prefix}")
-        apply_log(value, st.session_state.setdefault(APPLIED_KEY, {}), lambda action: _act(prefix, action), prefix,
-                  stepper.extra if stepper is not None else ())
+        apply_log(value, st.session_state.setdefault(APPLIED_KEY, {}), paced(lambda action: _act(prefix, action)),
+                  prefix, stepper.extra if stepper is not None else (), session=st.session_state.get(SESSION_KEY))
 
 
 def _whole_page_if_asked() -> None:
@@ -238,6 +292,7 @@ def playback_bar(ctx: PageContext, knobs: Knobs, stepper: Stepper) -> Bar:
     p, t = stepper.prefix, ctx.t
     _whole_page_if_asked()
     st.session_state.setdefault(LOCK_KEY, threading.RLock())  # made by a run, before any callback can need it
+    session = st.session_state.setdefault(SESSION_KEY, secrets.token_hex(8))
     st.session_state[f"_stepper.{p}"] = stepper  # the callbacks of the next run act with it
     playing = bool(knobs.state("play", 0, lambda text: {"0": 0, "1": 1}.get(str(text).strip())))
     if playing and not stepper.can_forward:
@@ -269,5 +324,5 @@ def playback_bar(ctx: PageContext, knobs: Knobs, stepper: Stepper) -> Bar:
             data={"buttons": {_css_class(f"{p}.back"): "back", _css_class(stepper.step_key): "step",
                               _css_class(f"{p}.play_pause"): "play", **{_css_class(k): k for k in stepper.extra}},
                   "keys": {"ArrowRight": "step", "ArrowLeft": "back", " ": "play"},
-                  "playing": playing, "interval_ms": int(1000 / float(speed)), "page": p})
+                  "playing": playing, "interval_ms": int(1000 / float(speed)), "page": p, "session": session})
     return Bar(row, line, ctx.present)

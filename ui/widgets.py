@@ -56,17 +56,16 @@ def notice(ctx: PageContext, text: str, where=None) -> None:
 
 
 def export_button(ctx: PageContext, trace, file_name: str, key: str | None = None, where=None) -> None:
-    """Download `trace` as pretty JSON (no rerun on click). `trace` is a dict, or a function returning one: then
-    the JSON is made only when the button is pressed, so a long session's trace costs nothing per rerun."""
-    if callable(trace):
-        make = trace
+    """Download `trace` as pretty JSON. `trace` is a dict, or a function returning one: then the JSON is made only
+    when the button is pressed, so a long session's trace costs nothing per rerun. The file travels to the browser
+    inside the page's own messages and is saved from there (ui.export), never as a server media file that another
+    session's run may clean up before the browser fetches it."""
+    from .export import save_button
 
-        def data() -> str:
-            return json.dumps(make(), indent=2, ensure_ascii=False, default=str)
-    else:
-        data = json.dumps(trace, indent=2, ensure_ascii=False, default=str)
-    (where or st).download_button(ctx.t("common.export"), data, file_name=file_name, mime="application/json",
-                                  key=key, on_click="ignore", icon=":material/download:")
+    def text() -> str:
+        return json.dumps(trace() if callable(trace) else trace, indent=2, ensure_ascii=False, default=str)
+
+    save_button(ctx.t("common.export"), text, file_name, key=key or f"export.{file_name}", where=where)
 
 
 class _Spec(go.Figure):

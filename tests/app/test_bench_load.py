@@ -1,4 +1,4 @@
-"""The load benchmark (ui.bench_load, ui.bench_ws) against a real `streamlit run` server: its websocket client
+"""The load benchmark (ui.bench.load, ui.bench.ws) against a real `streamlit run` server: its websocket client
 really steps a page, each session keeps its own state, every click is answered, and the numbers it reports are
 sane. One server for the module; the cheap page 3 (no model) keeps it short."""
 
@@ -11,8 +11,8 @@ from urllib.parse import parse_qs
 
 import pytest
 
-from ui.bench_load import PAGES, Server, main, measure, percentile, step, streamlit_server
-from ui.bench_ws import WsSession
+from ui.bench.load import PAGES, Server, main, measure, percentile, step, streamlit_server
+from ui.bench.ws import WsSession
 
 
 @pytest.fixture(scope="module")

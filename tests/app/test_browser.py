@@ -1,5 +1,5 @@
 """The app in a real browser: one `streamlit run app.py` server and one headless Chromium for the module
-(ui.browser). Screenshots go to artifacts/screenshots/.
+(ui.bench.chromium). Screenshots go to artifacts/screenshots/.
 
 - every page in both languages, reached through the sidebar at its URL path, renders, and its first step works
 - a lesson from the teacher's guide at a projector's 1024x768 and 1280x720 in presenter mode, in both languages,
@@ -25,7 +25,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
-from ui.browser import BrowserUnavailable, app_server, chromium, key_selector, wait_idle
+from ui.bench.chromium import BrowserUnavailable, app_server, chromium, key_selector, wait_idle
 from ui.nav import PAGES, guide_links
 
 from .app_util import ROOT

@@ -54,7 +54,7 @@ def test_loads_in_both_languages_and_waits_for_run(lang, counted_runs):
     metrics = {m.label: m.value for m in at.metric}
     assert float(metrics[t("fast.m_waste_paged", lang)].rstrip("%")) < \
         float(metrics[t("fast.m_waste_max", lang)].rstrip("%"))
-    assert at.get("download_button")
+    assert at.button(key="fast.export")
 
 
 def test_run_checks_every_rung_and_is_kept_for_the_session(counted_runs):

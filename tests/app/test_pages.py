@@ -174,7 +174,7 @@ def test_batch_decode_steps_finish_and_add():
     at.button(key="batch.add").click().run()
     ok(at)
     assert demo.cached_token_counts()[3] == 7 and at.query_params["ops"] == "d,d,f1,a7"
-    assert at.get("download_button")[0].proto.label == t("common.export", "en")
+    assert at.button(key="batch.export").label == t("common.export", "en")
 
 
 def test_full_pool_gives_a_friendly_message():

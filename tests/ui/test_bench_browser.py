@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import os
 
-from ui.bench_browser import PAGES, percentile
-from ui.browser import cpu_seconds, key_selector
+from ui.bench.browser import PAGES, percentile
+from ui.bench.chromium import cpu_seconds, key_selector
 from ui.nav import PAGES as NAV
 
 
@@ -33,5 +33,5 @@ def test_cli_browser_subcommand_is_known(monkeypatch, capsys):
     from ui import bench
 
     seen = {}
-    monkeypatch.setattr("ui.bench_browser.main", lambda clicks, as_json, pages=(): seen.update(clicks=clicks) or 0)
+    monkeypatch.setattr("ui.bench.browser.main", lambda clicks, as_json, pages=(): seen.update(clicks=clicks) or 0)
     assert bench.main(["browser", "--clicks", "3"]) == 0 and seen == {"clicks": 3}

@@ -3,27 +3,36 @@ browser's values arrive (repeated, cut short, from another page, malformed), and
 
 from __future__ import annotations
 
+import pytest
 import streamlit as st
 from hypothesis import given, strategies as hs
 
 import ui.playback as playback
-from ui.playback import MAX_LOG, WHOLE_PAGE_KEY, Stepper, act, apply_log
+from ui.playback import MAX_LOG, MAX_PER_MESSAGE, SESSION_KEY, WHOLE_PAGE_KEY, Stepper, act, apply_log
+
+SESSION = "s1"  # the server session the tests' values were made for
 
 
-def value(nonce: str, entries: list[tuple[int, str, str]]) -> dict:
-    return {"nonce": nonce, "seq": entries[-1][0] if entries else 0, "log": [list(e) for e in entries]}
+def value(nonce: str, entries: list[tuple[int, str, str]], session: str | None = SESSION, base: int = 0) -> dict:
+    """A ledger value as the browser sends it: made after the page met `session` with `base` clicks logged."""
+    return {"nonce": nonce, "seq": entries[-1][0] if entries else 0, "log": [list(e) for e in entries],
+            "session": session, "base": base}
+
+
+def apply(v, applied, do, page, extra=()) -> int:
+    return apply_log(v, applied, do, page, extra, session=SESSION)
 
 
 def test_each_action_runs_once_in_order_across_repeated_and_growing_values():
     applied, ran = {}, []
     log = [(1, "step", "p"), (2, "step", "p"), (3, "back", "p")]
-    assert apply_log(value("n1", log[:2]), applied, ran.append, "p") == 2
-    assert apply_log(value("n1", log[:2]), applied, ran.append, "p") == 0  # the same value again: nothing
-    assert apply_log(value("n1", log), applied, ran.append, "p") == 1
+    assert apply(value("n1", log[:2]), applied, ran.append, "p") == 2
+    assert apply(value("n1", log[:2]), applied, ran.append, "p") == 0  # the same value again: nothing
+    assert apply(value("n1", log), applied, ran.append, "p") == 1
     assert ran == ["step", "step", "back"] and applied == {"n1": 3}
 
 
-@given(hs.lists(hs.sampled_from(["step", "back", "play", "tick"]), max_size=40), hs.data())
+@given(hs.lists(hs.sampled_from(["step", "back", "play", "tick"]), max_size=MAX_PER_MESSAGE), hs.data())
 def test_any_sequence_of_deliveries_runs_every_action_exactly_once(actions, data):
     """Whatever subset of intermediate values reaches the server (runs cut short), as long as the newest one does,
     the actions run are exactly the ones logged, in order."""
@@ -31,11 +40,11 @@ def test_any_sequence_of_deliveries_runs_every_action_exactly_once(actions, data
     cuts = sorted(set(data.draw(hs.lists(hs.integers(0, len(entries)), max_size=6)))) + [len(entries)]
     applied, ran = {}, []
     for cut in cuts:
-        apply_log(value("n", entries[:cut][-MAX_LOG:]), applied, ran.append, "p")
+        apply(value("n", entries[:cut][-MAX_LOG:]), applied, ran.append, "p")
     assert ran == actions
 
 
-@given(hs.lists(hs.sampled_from(["step", "back", "play", "tick", "p.add"]), max_size=40), hs.data())
+@given(hs.lists(hs.sampled_from(["step", "back", "play", "tick", "p.add"]), max_size=MAX_PER_MESSAGE), hs.data())
 def test_a_logged_add_runs_exactly_once_however_the_values_arrive(actions, data):
     """A page's extra button (Add, key "p.add") is logged like a step: whatever values are cut short or arrive twice,
     each Add and each step runs exactly once, in the order clicked."""
@@ -43,7 +52,7 @@ def test_a_logged_add_runs_exactly_once_however_the_values_arrive(actions, data)
     cuts = sorted(data.draw(hs.lists(hs.integers(0, len(entries)), max_size=8))) + [len(entries), len(entries)]
     applied, ran = {}, []
     for cut in cuts:
-        apply_log(value("n", entries[:cut][-MAX_LOG:]), applied, ran.append, "p", extra=("p.add",))
+        apply(value("n", entries[:cut][-MAX_LOG:]), applied, ran.append, "p", extra=("p.add",))
     assert ran == actions
 
 
@@ -51,18 +60,18 @@ def test_an_extra_action_runs_only_where_the_page_has_that_button():
     """An action named after a button the page did not give the ledger (another page's Add, junk) is skipped."""
     applied, ran = {}, []
     log = [(1, "q.add", "p"), (2, "p.add", "p"), (3, "p.reset", "p"), (4, ["p.add"], "p"), (5, "p.add", "q")]
-    apply_log(value("n", log), applied, ran.append, "p", extra=("p.add",))
+    apply(value("n", log), applied, ran.append, "p", extra=("p.add",))
     assert ran == ["p.add"]
 
 
 def test_other_pages_other_tabs_and_junk_are_skipped():
     applied, ran = {}, []
-    apply_log(value("a", [(1, "step", "gather"), (2, "step", "batch")]), applied, ran.append, "batch")
-    apply_log(value("b", [(1, "back", "batch")]), applied, ran.append, "batch")  # another tab: its own numbering
+    apply(value("a", [(1, "step", "gather"), (2, "step", "batch")]), applied, ran.append, "batch")
+    apply(value("b", [(1, "back", "batch")]), applied, ran.append, "batch")  # another tab: its own numbering
     for junk in (None, "x", {"nonce": 3}, {"nonce": "c", "log": "x"}, {"nonce": "c", "log": [[1, "rm -rf", "batch"],
                                                                                             ["1", "step", "batch"],
                                                                                             [True, "step", "batch"]]}):
-        apply_log(junk, applied, ran.append, "batch")
+        apply(junk, applied, ran.append, "batch")
     assert ran == ["step", "back"]
 
 
@@ -107,6 +116,7 @@ def test_an_add_while_playing_is_applied_once_and_playing_goes_on():
     st.session_state["_stepper.t"] = Stepper("t", "t.next", "Next", 0, True, False, forward=lambda: page.move(1),
                                              back=lambda: page.move(-1), extra={"t.add": lambda: added.append(1)})
     st.session_state["t.play"] = 1
+    st.session_state[SESSION_KEY] = SESSION
     st.session_state.pop(WHOLE_PAGE_KEY, None)
     log = value("tab", [(1, "tick", "t"), (2, "t.add", "t"), (3, "tick", "t")])
     for _ in range(3):  # the same newest value, delivered again by later runs
@@ -114,3 +124,66 @@ def test_an_add_while_playing_is_applied_once_and_playing_goes_on():
         playback._on_ledger("t")
     assert added == [1] and st.session_state["t.n"] == 2 and st.session_state["t.play"] == 1
     assert st.session_state.pop(WHOLE_PAGE_KEY) is True
+
+
+# --- a reconnect never replays; one value's work is bounded ----------------------------------------------------------
+def test_a_fresh_session_runs_only_the_clicks_made_after_the_page_met_it():
+    """The tab logged 5 clicks for an old session; it met this session with 5 logged (base 5) and then 1 more click:
+    exactly that one runs, on the first value this session sees and on every later one."""
+    applied, ran = {}, []
+    old = [(i, "step", "p") for i in range(1, 6)]
+    assert apply(value("tab", old + [(6, "back", "p")], base=5), applied, ran.append, "p") == 1
+    assert apply(value("tab", old + [(6, "back", "p"), (7, "step", "p")], base=5), applied, ran.append, "p") == 1
+    assert ran == ["back", "step"]
+
+
+def test_clicks_made_after_the_page_met_the_session_in_one_value_all_run():
+    """Three quick clicks after the page met this session (base 2), arriving in one value: all three run, in order."""
+    applied, ran = {}, []
+    log = [(1, "step", "p"), (2, "step", "p"), (3, "back", "p"), (4, "play", "p"), (5, "step", "p")]
+    assert apply(value("tab", log, base=2), applied, ran.append, "p") == 3 and ran == ["back", "play", "step"]
+
+
+def test_a_value_made_for_another_session_replays_nothing():
+    """A value carrying another session's token (or none: sent before the page knew of this session, e.g. the
+    reconnect's first run) counts its whole log as applied; the next click, made for this session, runs alone."""
+    for stale in (value("tab", [(1, "step", "p"), (2, "step", "p")], session="old"),
+                  value("tab", [(1, "step", "p"), (2, "step", "p")], session=None),
+                  {"nonce": "tab", "seq": 2, "log": [[1, "step", "p"], [2, "step", "p"]]}):
+        applied, ran = {}, []
+        assert apply(stale, applied, ran.append, "p") == 0 and applied == {"tab": 2}
+        apply(value("tab", [(1, "step", "p"), (2, "step", "p"), (3, "back", "p")], base=2), applied, ran.append, "p")
+        assert ran == ["back"]
+
+
+def test_a_session_without_a_token_never_trusts_a_base():
+    """apply_log called without this session's token (session=None) trusts no base: a first value replays nothing."""
+    applied, ran = {}, []
+    assert apply_log(value("tab", [(1, "step", "p")], session=None), applied, ran.append, "p") == 0 and ran == []
+
+
+def test_one_value_runs_at_most_max_per_message_actions():
+    """A hand-made value of MAX_LOG new Backs runs MAX_PER_MESSAGE of them (the first, in order); the rest count as
+    applied, so the same value sent again runs nothing."""
+    applied, ran = {}, []
+    log = [(i, "back", "p") for i in range(1, MAX_LOG + 1)]
+    assert apply(value("tab", log), applied, ran.append, "p") == MAX_PER_MESSAGE < MAX_LOG
+    assert apply(value("tab", log), applied, ran.append, "p") == 0
+    assert len(ran) == MAX_PER_MESSAGE and applied == {"tab": MAX_LOG}
+
+
+def test_actions_past_the_free_ones_are_paced(monkeypatch):
+    """paced(): the first FREE calls run back to back; each later one is followed by a sleep of PACE x its own time
+    (the clock is the test's: every call takes 10 ms)."""
+    clock, slept, ran = [0.0], [], []
+    monkeypatch.setattr(playback.time, "perf_counter", lambda: clock[0])
+    monkeypatch.setattr(playback.time, "sleep", slept.append)
+
+    def do(action: str) -> None:
+        ran.append(action)
+        clock[0] += 0.010
+
+    run = playback.paced(do, free=2, pace=2.0)
+    for action in ("step", "back", "step", "back"):
+        run(action)
+    assert ran == ["step", "back", "step", "back"] and slept == [pytest.approx(0.02), pytest.approx(0.02)]

@@ -1,9 +1,9 @@
 """A whole class on one server: N learners step a page every few seconds; what does the server spend?
 
-    python -m ui.bench_load --pages batch,engine --sessions 1,10,30 --seconds 20 [--period 2] [--json]
+    python -m ui.bench load --pages batch,engine --sessions 1,10,30 --seconds 20 [--period 2] [--json]
 
 Starts `streamlit run app.py` on a free loopback port (the app's .streamlit/config.toml applies) and drives it from
-this one asyncio process over the websocket protocol, as browsers would (ui.bench_ws), so no browser shares the
+this one asyncio process over the websocket protocol, as browsers would (ui.bench.ws), so no browser shares the
 CPUs with the server. For each page and N: N sessions open the page (one at a time, not timed), then each clicks
 the page's step button every `period` s with a random phase for `seconds` s; a session whose previous click has
 not finished clicks as soon as it has ("late"). Reported per page and N:
@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 MAX_SESSIONS = 200
 
@@ -80,17 +80,20 @@ def free_port() -> int:
 
 
 @contextmanager
-def streamlit_server(options: dict[str, str] | None = None, timeout_s: float = 90.0) -> Iterator[Server]:
+def streamlit_server(options: dict[str, str] | None = None, timeout_s: float = 90.0, port: int | None = None,
+                     env: dict[str, str] | None = None) -> Iterator[Server]:
     """`streamlit run app.py` on a free loopback port, healthy when yielded, terminated (then killed) on exit.
     `options` are extra config options (e.g. {"runner.postScriptGC": "false"}) given as --name value.
+    `port`: a given loopback port (default: a free one); `env`: extra environment variables for the server.
     RuntimeError with the server's log tail if it does not answer /_stcore/health within `timeout_s`."""
-    port = free_port()
+    port = port or free_port()
     extra = [arg for name, value in (options or {}).items() for arg in (f"--{name}", value)]
     with tempfile.TemporaryFile() as log:
         proc = subprocess.Popen(
             [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true",
              "--server.port", str(port), "--server.address", "127.0.0.1", *extra],
-            cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+            cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            env={**os.environ, **(env or {})})
         try:
             deadline = time.monotonic() + timeout_s
             while True:
@@ -173,7 +176,7 @@ async def _learner(session, spec: StepSpec, first: float, end: float, period: fl
 async def measure(server: Server, name: str, sessions: int, seconds: float, period: float = 2.0,
                   seed: int = 0) -> dict:
     """N learners on one page (see the module docstring); returns the numbers as a JSON-ready dict."""
-    from .bench_ws import WsSession
+    from .ws import WsSession
 
     if name not in PAGES:
         raise ValueError(f"page must be one of {sorted(PAGES)}, got {name!r}")
@@ -215,7 +218,7 @@ async def measure(server: Server, name: str, sessions: int, seconds: float, peri
 
 async def warm_up(server: Server, name: str) -> None:
     """First imports, model load and first figures of a page, in a session of its own (not measured)."""
-    from .bench_ws import WsSession
+    from .ws import WsSession
 
     s = WsSession(server.url, PAGES[name].page, "lang=en")
     try:
@@ -252,7 +255,7 @@ def _csv(text: str, kind) -> list:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m ui.bench_load", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m ui.bench load", description=__doc__.splitlines()[0])
     parser.add_argument("--pages", default="batch,engine,buglab,sharing", help=f"comma-separated: {','.join(PAGES)}")
     parser.add_argument("--sessions", default="1,10,20,30", help="comma-separated numbers of learners")
     parser.add_argument("--seconds", type=float, default=20.0, help="clicking time per measurement")

@@ -8,8 +8,11 @@ For "Next token" on page 2 and "Decode step" on page 3 it reports, as medians ov
 and the paged/ compute alone (no Streamlit, no figures): building the gather scene and attending, and one
 batch-decode step with its paged-vs-contiguous check.
 
-`browser` starts `streamlit run app.py` and Debian's chromium (ui.browser), opens pages 2-6 at default settings and
-clicks each page's step button N times: p50 / p95 of click -> app idle (the script state back to notRunning), and
+After them, the history costs (ui.bench.history): Back, one step and opening a share link at step 10 and at step
+600 of one long engine session, with the replay from step 0 they used to cost (`python -m ui.bench history` alone).
+
+`browser` starts `streamlit run app.py` and Debian's chromium (ui.bench.chromium), opens pages 2-6 at default settings
+and clicks each page's step button N times: p50 / p95 of click -> app idle (the script state back to notRunning), and
 the server's CPU time per rerun (utime + stime from /proc/<pid>/stat, before and after the clicks).
 """
 
@@ -24,7 +27,7 @@ import time
 from pathlib import Path
 from typing import Callable
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 WRAPPER = """\
 import runpy, sys, time
 sys.path.insert(0, {root!r})
@@ -95,11 +98,15 @@ def time_compute(repeat: int) -> dict[str, float]:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] == ["load"]:  # a whole class on one server, over the websocket (its own options)
-        from .bench_load import main as load_main
+        from .load import main as load_main
         return load_main(argv[1:])
+    if argv[:1] == ["attack"]:  # one victim, quiet and while one attacker does its worst (its own options)
+        from .attack import main as attack_main
+        return attack_main(argv[1:])
     parser = argparse.ArgumentParser(prog="python -m ui.bench", description=__doc__.splitlines()[0])
-    parser.add_argument("what", nargs="?", choices=["server", "browser"], default="server",
-                        help="server: script time through AppTest (default); browser: click -> idle in chromium")
+    parser.add_argument("what", nargs="?", choices=["server", "browser", "history"], default="server",
+                        help="server: script time through AppTest, then history (default); browser: click -> idle "
+                             "in chromium; history: Back / step / link at step 10 and 600 only")
     parser.add_argument("--clicks", type=int, default=None, help="timed clicks per page (7 server, 20 browser)")
     parser.add_argument("--json", action="store_true", help="print the numbers as JSON")
     parser.add_argument("--pages", default="", help="browser: comma-separated URL paths (default: pages 2-6)")
@@ -108,17 +115,29 @@ def main(argv: list[str] | None = None) -> int:
     if str(ROOT) not in sys.path:
         sys.path.insert(0, str(ROOT))
     if args.what == "browser":
-        from .bench_browser import main as browser_main
+        from .browser import main as browser_main
         pages = [p for p in args.pages.split(",") if p]
         return browser_main(args.clicks or 20, args.json, pages, **({"busy_metric": True} if args.busy else {}))
     args.clicks = args.clicks or 7
     from ui.page import configure_torch
 
+    from .history import print_history, print_page_history, time_history, time_page_history
+
     configure_torch()  # what every page does first
+    if args.what == "history":
+        history, page_history = time_history(), time_page_history()
+        if args.json:
+            print(json.dumps({"history": history, "page_history": page_history}, indent=2))
+        else:
+            print_history(history)
+            print_page_history(page_history)
+        return 0
     pages = {page: time_page(page, max(1, args.clicks)) for page in STEPS}
     compute = time_compute(max(3, args.clicks))
+    history, page_history = time_history(), time_page_history()
     if args.json:
-        print(json.dumps({"pages": pages, "compute": compute}, indent=2))
+        print(json.dumps({"pages": pages, "compute": compute, "history": history, "page_history": page_history},
+                         indent=2))
         return 0
     print(f"server time of one step at default sizes (median of {args.clicks} clicks)")
     for page, t in pages.items():
@@ -127,6 +146,8 @@ def main(argv: list[str] | None = None) -> int:
     print("paged compute alone")
     for name, ms in compute.items():
         print(f"  {name:<28} {ms:6.2f} ms")
+    print_history(history)
+    print_page_history(page_history)
     return 0
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import statistics
 
-from .browser import BrowserUnavailable, app_server, chromium, cpu_seconds, key_selector, timed_click, wait_idle
+from .chromium import BrowserUnavailable, app_server, chromium, cpu_seconds, key_selector, timed_click, wait_idle
 
 PAGES = {  # URL path -> (step button key, button that starts over (None: Back until it is disabled), clicks per cycle)
     "Gather_and_attend": ("gather.next", "gather.reset", 8),

@@ -1,0 +1,31 @@
+"""`python -m ui.bench history` (ui.bench.history): it measures Back, a step and a link at each step asked for, and
+late in a long session Back starts from a checkpoint (its cost no longer a replay from step 0)."""
+
+from __future__ import annotations
+
+from ui.bench import main
+from ui.bench.history import long_session_specs, time_history
+
+
+def test_history_measures_each_step_and_back_uses_checkpoints():
+    """At steps 5 and 40 every cost is measured (positive), checkpoints exist only at 40, and at 40 Back costs less
+    than the replay from step 0 it replaced (both measured in this run)."""
+    results = time_history(at=(5, 40), repeat=1)
+    assert set(results) == {"step_5", "step_40"}
+    for r in results.values():
+        assert all(r[k] > 0 for k in ("back_ms", "step_ms", "link_ms", "link_kept_ms", "full_ms"))
+    assert results["step_5"]["checkpoints"] == 0 < results["step_40"]["checkpoints"]
+    assert results["step_40"]["back_ms"] < results["step_40"]["full_ms"]
+    assert [s.at_step for s in long_session_specs()] == sorted(s.at_step for s in long_session_specs())
+
+
+def test_cli_history_subcommand_is_known(monkeypatch, capsys):
+    """`python -m ui.bench history` runs only the history part and prints its table."""
+    import ui.bench.history as history
+
+    row = {"back_ms": 1.0, "step_ms": 2.0, "link_ms": 3.0, "link_kept_ms": 1.0, "full_ms": 4.0, "checkpoints": 0,
+           "checkpoint_mb": 0.0}
+    monkeypatch.setattr(history, "time_history", lambda: {"step_1": row})
+    monkeypatch.setattr(history, "time_page_history", lambda: {"page_step_1": {"first_open_ms": 5.0, "open_ms": 1.0,
+                                                                               "step_ms": 1.0, "back_ms": 1.0}})
+    assert main(["history"]) == 0 and "page_step_1" in capsys.readouterr().out

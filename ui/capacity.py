@@ -1,0 +1,145 @@
+"""How many learners one server holds: beyond PAGED_MAX_SESSIONS sessions at once, a new one gets a clear "server
+full" page (both languages, a Try again button) instead of the app, so the learners already in keep quick clicks.
+
+A session is admitted on its first run when fewer than the limit are admitted and still connected, and stays
+admitted for its life (a rerun or a page change never shows it the full page). Who is connected comes from
+Streamlit's runtime; where there is none (AppTest, bare `python`), nobody is refused. The admitted ids are kept in
+one process-wide set behind a lock (st.cache_resource): the only state shared across sessions, and it holds ids only.
+
+A new session's first run (imports, a lesson built, every figure drawn: the costliest run a tab makes) goes through
+`first_run_paced`: one at a time in the process, and the next newcomer waits NEW_SESSION_PACE times as long as the
+last one took, so forty tabs opened at once leave the learners already in half of the time free of them (a class
+joining at once waits ~2x the sum of its first runs). Measured with `python -m ui.bench attack --attack sessions`, a
+victim's p95 still rises 3-6x while 45 tabs open (p50 ~1.2-2x): a first run is one long burst of Python.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from contextlib import contextmanager
+from typing import Iterator
+
+import streamlit as st
+
+DEFAULT_MAX_SESSIONS = 40  # ~40 MB each at step 600 of the engine page (checkpoints included): ~1.6 GB in all
+ENV = "PAGED_MAX_SESSIONS"
+ADMITTED_KEY = "_capacity_admitted"
+FIRST_RUN_KEY = "_capacity_first_run_done"
+NEW_SESSION_PACE = 1.0  # after a new session's first run, the next newcomer waits this many times its duration
+
+
+def max_sessions() -> int:
+    """PAGED_MAX_SESSIONS (a whole number >= 1), else DEFAULT_MAX_SESSIONS. ValueError naming the bad value and the
+    rule when it is set to anything else (the operator's typo must not silently lift the limit)."""
+    raw = os.environ.get(ENV, "").strip()
+    if not raw:
+        return DEFAULT_MAX_SESSIONS
+    if not raw.isascii() or not raw.isdigit() or int(raw) < 1:
+        raise ValueError(f"{ENV}={raw!r}: it must be a whole number of sessions, at least 1")
+    return int(raw)
+
+
+class _Admitted:
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.ids: set[str] = set()
+
+
+@st.cache_resource(show_spinner=False)
+def _admitted() -> _Admitted:
+    return _Admitted()
+
+
+class _Gate:
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.free_at = 0.0  # time.monotonic() before which no newcomer's first run starts
+
+
+@st.cache_resource(show_spinner=False)
+def _gate() -> _Gate:
+    return _Gate()
+
+
+def _wait(seconds: float) -> None:
+    if seconds > 0:
+        time.sleep(seconds)
+
+
+@contextmanager
+def first_run_paced() -> Iterator[None]:
+    """Around a run of the app: a new session's first run waits its turn (module docstring); every later run, and
+    every run without a real Streamlit runtime (AppTest), goes straight on."""
+    if st.session_state.get(FIRST_RUN_KEY) or _connected_ids() is None:
+        yield
+        return
+    gate = _gate()
+    with gate.lock:
+        _wait(gate.free_at - time.monotonic())
+        began = time.monotonic()
+        try:
+            yield
+        finally:
+            st.session_state[FIRST_RUN_KEY] = True
+            gate.free_at = time.monotonic() + NEW_SESSION_PACE * (time.monotonic() - began)
+
+
+def _connected_ids() -> set[str] | None:
+    """Ids of the sessions with a browser connected now; None without a Streamlit runtime that can say (AppTest's
+    stands-in runtime cannot)."""
+    from streamlit import runtime
+
+    if not runtime.exists():
+        return None
+    manager = getattr(runtime.get_instance(), "_session_mgr", None)
+    active = getattr(manager, "list_active_sessions", None)
+    if not callable(active):
+        return None
+    return {info.session.id for info in active()}
+
+
+def _this_session() -> str | None:
+    from streamlit.runtime.scriptrunner import get_script_run_ctx
+
+    ctx = get_script_run_ctx()
+    return ctx.session_id if ctx is not None else None
+
+
+def admit(limit: int) -> bool:
+    """Whether this session may use the app (module docstring)."""
+    if st.session_state.get(ADMITTED_KEY):
+        return True
+    connected, me = _connected_ids(), _this_session()
+    if connected is None or me is None:
+        return True
+    store = _admitted()
+    with store.lock:
+        store.ids &= connected  # gone ones free their place
+        if me not in store.ids and len(store.ids) >= limit:
+            return False
+        store.ids.add(me)
+    st.session_state[ADMITTED_KEY] = True
+    return True
+
+
+def admit_or_stop() -> None:
+    """Call first in app.py: the app for an admitted session, else the "server full" page and the run stops."""
+    from .page import current_lang
+    from .strings import t
+
+    try:
+        limit = max_sessions()
+    except ValueError as err:  # the operator's setting, named: the app does not start around it
+        st.error(str(err), icon=":material/error:")
+        st.stop()
+    if admit(limit):
+        return
+    lang = current_lang()
+    st.set_page_config(page_title=t("capacity.title", lang), page_icon=":material/group_off:")
+    st.title(t("capacity.title", lang))
+    st.info(t("capacity.text", lang, max_sessions=limit), icon=":material/group_off:")
+    st.button(t("capacity.retry", lang), icon=":material/refresh:", key="capacity.retry")
+    st.caption(t("capacity.operator", lang, default=DEFAULT_MAX_SESSIONS))
+    st.stop()
