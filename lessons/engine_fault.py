@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from paged.engine.twins import RTOL
-from paged.faults import Fault, as_fault, fault_hook
+from paged.faults import FAULTS, Fault, as_fault, fault_hook
 
 from .chain import attention_tables
 from .state_rule import state_rows
@@ -26,18 +26,8 @@ NO_FAULT = "none"
 FAULT_CHOICES = (NO_FAULT, *(f.value for f in Fault))  # the picker's options (also the URL's ?fault=)
 
 # The module of the chain (lessons.chain.STAGES) that hands on the broken value, and that value's name (a page's
-# strings key "link_<name>"). The runner builds slot_mapping, block_tables, context_lens and positions;
-# PagedAttention orders the write and the read, and writes the padding rows.
-BROKEN: dict[Fault, tuple[str, str]] = {
-    Fault.EARLY_INCREMENT: ("paged_attention", "read_before_write"),
-    Fault.LATE_INCREMENT: ("model_runner", "context_lens"),
-    Fault.SLOT_OFF_BY_ONE: ("model_runner", "slot_mapping"),
-    Fault.BLOCK_SIZE_MISMATCH: ("model_runner", "slot_mapping"),
-    Fault.USE_AFTER_FREE: ("model_runner", "block_tables"),
-    Fault.POSITION_OFF_BY_ONE: ("model_runner", "positions"),
-    Fault.PAD_NOT_SKIPPED: ("paged_attention", "pad_written"),
-    Fault.ALIASED_BLOCKS: ("model_runner", "block_tables"),
-}
+# strings key "link_<name>"), as the fault catalogue records them: a new fault needs nothing here.
+BROKEN: dict[Fault, tuple[str, str]] = {fault: (info.stage, info.link) for fault, info in FAULTS.items()}
 
 
 def parse_choice(value: str) -> Fault | None:

@@ -17,7 +17,7 @@ from paged.faults import Fault
 # the rule each fault breaks, as rule_checks names it (None: not visible in the step's inputs, only in the output)
 FLAG = {Fault.EARLY_INCREMENT: "unwritten", Fault.LATE_INCREMENT: "read_short", Fault.SLOT_OFF_BY_ONE: "slot",
         Fault.BLOCK_SIZE_MISMATCH: "slot", Fault.ALIASED_BLOCKS: "slot", Fault.POSITION_OFF_BY_ONE: "position",
-        Fault.USE_AFTER_FREE: None, Fault.PAD_NOT_SKIPPED: None}
+        Fault.USE_AFTER_FREE: None, Fault.PAD_NOT_SKIPPED: None, Fault.STALE_SLOT_MAPPING: "slot"}
 
 
 # a use after free shows once a sequence with a wide table finishes while narrower ones run on (as in the bug lab)
