@@ -137,6 +137,17 @@ def check_decode_inputs(query: torch.Tensor, key_cache: torch.Tensor, value_cach
     return tables.to(device=key_cache.device, dtype=torch.int32), lens.to(key_cache.device)
 
 
+def decode_tensors(block_tables, context_lens, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    """paged_attention_decode(validate=False)'s inputs, unchecked, as tensors on `device`: block_tables (a tensor, or
+    lists padded with -1) and context_lens int64. Tensors already right are passed through as they are."""
+    if not isinstance(block_tables, torch.Tensor) or block_tables.device != device:
+        block_tables = (block_tables if isinstance(block_tables, torch.Tensor)
+                        else pad_block_tables(block_tables)).to(device)
+    if not isinstance(context_lens, torch.Tensor) or context_lens.dtype != torch.long or context_lens.device != device:
+        context_lens = torch.as_tensor(context_lens, device=device).long()
+    return block_tables, context_lens
+
+
 def check_write(key_cache: torch.Tensor, value_cache: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
                 slot_mapping: torch.Tensor, pads: bool = True) -> None:
     """The boundary checks of `write_kv` (ValueError naming the bad value); nothing is written. pads=False: the
