@@ -19,9 +19,9 @@ from typing import Sequence as SequenceT
 
 import torch
 
-from .checks import (INT64_MAX, MAX_ADDRESS_TABLE_LEN, MAX_CONTEXT_LEN, as_int,  # noqa: F401 (re-exported)
-                     check_address_table, check_batch_slots, check_locate, check_pad_block_tables,
-                     check_slot_mapping, validate_block_table)
+from .checks import INT64_MAX, MAX_ADDRESS_TABLE_LEN, MAX_CONTEXT_LEN  # noqa: F401 (re-exported)
+from .checks import (as_int, check_address_table, check_batch_slots, check_block_table, check_int_tensor, check_locate,
+                     check_pad_block_tables, check_slot_table, check_span, check_table_sizes)
 
 PAD_SLOT = -1  # "no slot, skip": padding in slot_mapping and in padded block tables
 
@@ -46,6 +46,13 @@ def blocks_needed(num_tokens: int, block_size: int) -> int:
     """How many blocks hold `num_tokens` tokens (ceil division). Raises ValueError unless both are integers,
     num_tokens >= 0 and block_size >= 1."""
     return -(-as_int(num_tokens, "num_tokens", 0) // check_block_size(block_size))
+
+
+def blocks_needed_tensor(num_tokens: torch.Tensor, block_size: int) -> torch.Tensor:
+    """blocks_needed of each entry of an integer tensor (same shape, dtype and device). Raises ValueError unless
+    num_tokens is an integer tensor and block_size an integer >= 1."""
+    block_size = check_block_size(block_size)
+    return -(-check_int_tensor(num_tokens, "num_tokens") // block_size)
 
 
 def logical_address(token_index: int, block_size: int) -> tuple[int, int]:
@@ -74,14 +81,26 @@ def slot_mapping(block_table: SequenceT[int] | torch.Tensor, start: int, end: in
     """Slots for tokens [start, end) of one sequence: a LongTensor [end - start], `locate(...).slot` of each token.
     Raises ValueError unless 0 <= start <= end <= MAX_CONTEXT_LEN and block_size >= 1 are integers, the table (of
     integers) covers token end - 1, and every entry those tokens use is >= 0 with its slots within int64."""
-    table, start, end, block_size = check_slot_mapping(block_table, start, end, block_size)
+    start, end, block_size = check_span(start, end, block_size)
+    used = blocks_needed(end, block_size)
+    table = check_slot_table(block_table, start, end, used, block_size)
     if end == start:
         return torch.zeros(0, dtype=torch.long, device=device)
     first = start // block_size
-    physical = torch.tensor(table[first:blocks_needed(end, block_size)], dtype=torch.long)
+    physical = torch.tensor(table[first:used], dtype=torch.long)
     token_index = torch.arange(start, end, dtype=torch.long)
     slots = physical[token_index // block_size - first] * block_size + token_index % block_size
     return slots.to(device) if device is not None else slots
+
+
+def validate_block_table(block_table: SequenceT[int] | torch.Tensor, num_blocks: int, block_size: int,
+                         context_len: int, distinct: bool = True) -> None:
+    """The shared boundary check of one sequence's block table: ValueError unless the sizes are integers >= 1,
+    context_len <= MAX_CONTEXT_LEN, and the used part (its first blocks_needed(context_len) entries) exists, lies in
+    [0, num_blocks) and repeats no block (they would overwrite each other; distinct=False lifts this for a reader)."""
+    num_blocks, block_size, context_len = check_table_sizes(num_blocks, block_size, context_len)
+    used = blocks_needed(context_len, block_size)
+    check_block_table(block_table, num_blocks, block_size, context_len, used, distinct)
 
 
 def address_table(block_table: SequenceT[int] | torch.Tensor, context_len: int, block_size: int) -> list[Address]:

@@ -16,10 +16,9 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from .addressing import slot_mapping, validate_block_table
-from .attention_checks import (check_attention_inputs, check_cache, check_decode_inputs, check_prefill_inputs,
-                               check_scale, decode_tensors)
-from .checks import as_int
+from .addressing import slot_mapping
+from .attention_checks import (check_attention_inputs, check_decode_inputs, check_gather, check_mask_lens,
+                               check_prefill_inputs, check_scale, decode_tensors)
 from .kernels.registry import DECODE_IMPLS, decode_impl, register_decode_impl  # noqa: F401 (re-exported)
 
 
@@ -55,9 +54,7 @@ def gather_kv(key_cache: torch.Tensor, value_cache: torch.Tensor, block_table,
     """`gather_kv_loop` without the Python loop (slot_mapping gives every token's slot). Raises ValueError unless
     the caches are [num_blocks, block_size, num_kv_heads, head_dim], context_len >= 1 and the table's used entries
     lie in [0, num_blocks) (a block may appear twice: the bug lab reads aliased tables on purpose)."""
-    check_cache(key_cache, value_cache)
-    context_len = as_int(context_len, "context_len", 1)
-    validate_block_table(block_table, key_cache.shape[0], key_cache.shape[1], context_len, distinct=False)
+    context_len = check_gather(key_cache, value_cache, block_table, context_len)
     return _gather(key_cache, value_cache, block_table, context_len)
 
 
@@ -65,9 +62,7 @@ def gather_kv(key_cache: torch.Tensor, value_cache: torch.Tensor, block_table,
 def causal_mask(q_len: int, context_len: int, device: torch.device | str | None = None) -> torch.Tensor:
     """bool [q_len, context_len], True where a query may see a key: the queries are the context's last q_len tokens,
     query i sees keys 0 … context_len - q_len + i. Raises ValueError unless 0 <= q_len <= context_len."""
-    q_len, context_len = as_int(q_len, "q_len", 0), as_int(context_len, "context_len", 0)
-    if q_len > context_len:
-        raise ValueError(f"q_len ({q_len}) cannot exceed context_len ({context_len})")
+    q_len, context_len = check_mask_lens(q_len, context_len)
     return (torch.arange(context_len, device=device)[None, :]
             <= torch.arange(q_len, device=device)[:, None] + (context_len - q_len))
 

@@ -132,16 +132,27 @@ MAX_CONTEXT_LEN = 1 << 24
 MAX_ADDRESS_TABLE_LEN = 1 << 16  # address_table builds one Python object per token: a table to show, not a context
 
 
-def _used_part(block_table, num_tokens: int, block_size: int, what: str) -> tuple[list[int], int]:
-    """The table's entries as ints and how many of them tokens [0, num_tokens) use (blocks_needed). `what` names
-    num_tokens in the errors: ValueError if num_tokens > MAX_CONTEXT_LEN or the table has fewer entries."""
-    if num_tokens > MAX_CONTEXT_LEN:
-        raise ValueError(f"{what} is past MAX_CONTEXT_LEN ({MAX_CONTEXT_LEN} tokens)")
+def _used_part(block_table, used: int, block_size: int, what: str) -> list[int]:
+    """The table's entries as ints; ValueError if it has fewer than `used` (`what` names the tokens to cover)."""
     table = as_int_list(block_table)
-    used = -(-num_tokens // block_size)
     if used > len(table):
         raise ValueError(f"{what} needs {used} blocks of {block_size}, but the block table has only {len(table)}")
-    return table, used
+    return table
+
+
+def _tokens(num_tokens: int, what: str) -> int:
+    """num_tokens, unless it is past MAX_CONTEXT_LEN (ValueError naming `what`)."""
+    if num_tokens > MAX_CONTEXT_LEN:
+        raise ValueError(f"{what} is past MAX_CONTEXT_LEN ({MAX_CONTEXT_LEN} tokens)")
+    return num_tokens
+
+
+def check_int_tensor(values, name: str) -> torch.Tensor:
+    """`values` if it is an integer torch tensor (entries unchecked: that would sync a GPU); ValueError otherwise."""
+    if not isinstance(values, torch.Tensor) or values.is_floating_point() or values.is_complex() \
+            or values.dtype == torch.bool:
+        raise ValueError(f"{name} must be an integer tensor, got {values!r}")
+    return values
 
 
 def check_locate(token_index, block_table, block_size) -> tuple[int, list[int], int]:
@@ -161,37 +172,46 @@ def check_locate(token_index, block_table, block_size) -> tuple[int, list[int], 
     return token_index, table, block_size
 
 
-def check_slot_mapping(block_table, start, end, block_size) -> tuple[list[int], int, int, int]:
-    """`slot_mapping`'s rules; returns (table as ints, start, end, block_size). ValueError unless 0 <= start <= end
-    <= MAX_CONTEXT_LEN and block_size >= 1 are integers and the table's entries for those tokens exist, are >= 0
-    and keep their slots within int64."""
+def check_span(start, end, block_size) -> tuple[int, int, int]:
+    """`slot_mapping`'s scalars: (start, end, block_size) as ints; ValueError unless 0 <= start <= end <=
+    MAX_CONTEXT_LEN and block_size >= 1."""
     block_size = as_int(block_size, "block_size", 1)
     start, end = as_int(start, "start"), as_int(end, "end")
     if not 0 <= start <= end:
         raise ValueError(f"need 0 <= start <= end, got start={start}, end={end}")
-    table, used = _used_part(block_table, end, block_size, f"end = {end}")
+    return start, _tokens(end, f"end = {end}"), block_size
+
+
+def check_slot_table(block_table, start: int, end: int, used: int, block_size: int) -> list[int]:
+    """`slot_mapping`'s table, as ints: ValueError unless it has `used` entries (blocks_needed(end)) and each one
+    tokens [start, end) use is >= 0 with its slots within int64."""
+    table = _used_part(block_table, used, block_size, f"end = {end}")
     for logical_block_id in range(start // block_size, used if end > start else 0):
         physical_block_id = table[logical_block_id]
         if physical_block_id < 0:
             token = max(start, logical_block_id * block_size)
             raise ValueError(f"token {token} maps to block_table[{logical_block_id}] = {physical_block_id} "
                              "(-1: no physical block)")
-        if physical_block_id > (INT64_MAX - (block_size - 1)) // block_size:  # its last slot must fit
+        if (physical_block_id + 1) * block_size - 1 > INT64_MAX:  # its last slot must fit
             raise ValueError(f"block_table[{logical_block_id}] = {physical_block_id}: its slots "
                              f"(physical_block_id * {block_size} + block_offset) do not fit in int64")
-    return table, start, end, block_size
+    return table
 
 
-def validate_block_table(block_table, num_blocks: int, block_size: int, context_len: int,
-                         distinct: bool = True) -> None:
-    """The shared boundary check for one sequence's block table; each broken rule raises ValueError naming the value.
-    Every size and entry is an integer; block_size, num_blocks >= 1; 1 <= context_len <= MAX_CONTEXT_LEN; the
-    used part (the first blocks_needed(context_len) entries) exists, lies in [0, num_blocks) and repeats no block
-    (two logical blocks would overwrite each other; distinct=False lifts this for a reader). Past it: anything."""
+def check_table_sizes(num_blocks, block_size, context_len) -> tuple[int, int, int]:
+    """`validate_block_table`'s scalars: (num_blocks, block_size, context_len) as ints; ValueError unless
+    num_blocks, block_size >= 1 and 1 <= context_len <= MAX_CONTEXT_LEN."""
     block_size = as_int(block_size, "block_size", 1)
     num_blocks = as_int(num_blocks, "num_blocks", 1)
     context_len = as_int(context_len, "context_len", 1)
-    table, used = _used_part(block_table, context_len, block_size, f"context_len {context_len}")
+    return num_blocks, block_size, _tokens(context_len, f"context_len {context_len}")
+
+
+def check_block_table(block_table, num_blocks: int, block_size: int, context_len: int, used: int,
+                      distinct: bool) -> None:
+    """`validate_block_table`'s table rules: the first `used` entries (blocks_needed(context_len)) exist, lie in
+    [0, num_blocks) and (distinct) repeat no block. ValueError naming the entry."""
+    table = _used_part(block_table, used, block_size, f"context_len {context_len}")
     seen: dict[int, int] = {}
     for logical_block_id, physical_block_id in enumerate(table[:used]):
         if physical_block_id == -1:  # PAD_SLOT
@@ -210,9 +230,7 @@ def check_address_table(block_table, context_len) -> tuple[list[int], int]:
     """`address_table`'s own rules; returns (table as ints, context_len). ValueError for a context_len that is no
     integer >= 0 or is past MAX_CONTEXT_LEN or MAX_ADDRESS_TABLE_LEN."""
     table = as_int_list(block_table)
-    context_len = as_int(context_len, "context_len", 0)
-    if context_len > MAX_CONTEXT_LEN:
-        raise ValueError(f"context_len {context_len} is past MAX_CONTEXT_LEN ({MAX_CONTEXT_LEN} tokens)")
+    context_len = _tokens(as_int(context_len, "context_len", 0), f"context_len {context_len}")
     if context_len > MAX_ADDRESS_TABLE_LEN:
         raise ValueError(f"context_len {context_len} is past MAX_ADDRESS_TABLE_LEN ({MAX_ADDRESS_TABLE_LEN} tokens): "
                          "address_table lists every token; use slot_mapping for a long context")

@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass, field
 
 import torch
 
-from ..addressing import check_block_size, slot_mapping
+from ..addressing import blocks_needed_tensor, slot_mapping
 from ..attention import contiguous_attention_decode
 from .kernels import KernelCase, _time_interleaved, make_case_data
 
@@ -53,16 +53,6 @@ class ExternalRung:
 
 
 # --- the page tables the outside kernels want, from ours -----------------------------------------------------------
-def blocks_needed_tensor(num_tokens: torch.Tensor, block_size: int) -> torch.Tensor:
-    """paged.addressing.blocks_needed of each entry of an integer tensor (same shape, dtype and device). Raises
-    ValueError unless num_tokens is an integer tensor and block_size an integer >= 1; entries unchecked (no sync)."""
-    block_size = check_block_size(block_size)
-    if not isinstance(num_tokens, torch.Tensor) or num_tokens.is_floating_point() or num_tokens.is_complex() \
-            or num_tokens.dtype == torch.bool:
-        raise ValueError(f"num_tokens must be an integer tensor, got {num_tokens!r}")
-    return -(-num_tokens // block_size)
-
-
 def flashinfer_page_table(block_tables, context_lens, block_size: int
                           ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Our padded block tables [B, max_blocks] and context_lens [B] as FlashInfer's CSR page table (int32):

@@ -183,6 +183,22 @@ def test_logical_address_is_the_first_two_links():
 
 
 
+def test_blocks_needed_tensor_is_ceil_division_per_entry():
+    """Each entry is ceil(n / block_size), computed here with math.ceil; shape and dtype kept; a float tensor or a
+    block_size of 0 is refused."""
+    import math
+
+    from paged.addressing import blocks_needed_tensor
+
+    lens = torch.tensor([[0, 1, 15], [16, 17, 1000]], dtype=torch.int32)
+    got = blocks_needed_tensor(lens, 16)
+    assert got.dtype == torch.int32 and got.tolist() == [[math.ceil(n / 16) for n in row] for row in lens.tolist()]
+    with pytest.raises(ValueError, match="integer tensor"):
+        blocks_needed_tensor(torch.tensor([1.0]), 16)
+    with pytest.raises(ValueError, match="block_size"):
+        blocks_needed_tensor(lens, 0)
+
+
 def test_slot_of_is_locate_slot():
     """slot_of gives locate's slot for every token of a scattered table, and refuses what locate refuses with the
     same message."""

@@ -103,19 +103,3 @@ def test_a_refusing_kernel_is_reported_and_a_correct_one_is_timed(monkeypatch):
     assert fa.code == "refused" and "divisible by 256" in fa.reason and fa.ms is None
     assert fi.ran and not fi.ok and fi.rel_err > 0.1 and fi.ms is None
     assert flex.ran and flex.ok and flex.rel_err < 1e-5 and flex.ms > 0 and flex.x_sdpa > 0
-
-
-def test_blocks_needed_tensor_is_ceil_division_per_entry():
-    """Each entry is ceil(n / block_size), computed here with math.ceil; shape and dtype kept; a float tensor or a
-    block_size of 0 is refused."""
-    import math
-
-    from paged.bench.external import blocks_needed_tensor
-
-    lens = torch.tensor([[0, 1, 15], [16, 17, 1000]], dtype=torch.int32)
-    got = blocks_needed_tensor(lens, 16)
-    assert got.dtype == torch.int32 and got.tolist() == [[math.ceil(n / 16) for n in row] for row in lens.tolist()]
-    with pytest.raises(ValueError, match="integer tensor"):
-        blocks_needed_tensor(torch.tensor([1.0]), 16)
-    with pytest.raises(ValueError, match="block_size"):
-        blocks_needed_tensor(lens, 0)
