@@ -39,6 +39,22 @@ def check_cache(key_cache: torch.Tensor, value_cache: torch.Tensor) -> None:
         raise ValueError(f"device mismatch: key_cache on {key_cache.device}, value_cache on {value_cache.device}")
 
 
+def check_gather(key_cache: torch.Tensor, value_cache: torch.Tensor, block_table, context_len) -> int:
+    """gather_kv's rules (`check_cache`, then validate_block_table with distinct=False); returns context_len."""
+    check_cache(key_cache, value_cache)
+    context_len = as_int(context_len, "context_len", 1)
+    validate_block_table(block_table, key_cache.shape[0], key_cache.shape[1], context_len, distinct=False)
+    return context_len
+
+
+def check_mask_lens(q_len, context_len) -> tuple[int, int]:
+    """causal_mask's rules: (q_len, context_len) as ints, ValueError unless 0 <= q_len <= context_len."""
+    q_len, context_len = as_int(q_len, "q_len", 0), as_int(context_len, "context_len", 0)
+    if q_len > context_len:
+        raise ValueError(f"q_len ({q_len}) cannot exceed context_len ({context_len})")
+    return q_len, context_len
+
+
 def check_scale(scale, head_dim: int) -> float:
     """The softmax scale to use: 1 / sqrt(head_dim) for None, else `scale` as a float. Raises ValueError unless it
     is a real number (not a bool) that is finite and > 0."""
@@ -137,6 +153,17 @@ def check_decode_inputs(query: torch.Tensor, key_cache: torch.Tensor, value_cach
     return tables.to(device=key_cache.device, dtype=torch.int32), lens.to(key_cache.device)
 
 
+def decode_tensors(block_tables, context_lens, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    """paged_attention_decode(validate=False)'s inputs, unchecked, as tensors on `device`: block_tables (a tensor, or
+    lists padded with -1) and context_lens int64. Tensors already right are passed through as they are."""
+    if not isinstance(block_tables, torch.Tensor) or block_tables.device != device:
+        block_tables = (block_tables if isinstance(block_tables, torch.Tensor)
+                        else pad_block_tables(block_tables)).to(device)
+    if not isinstance(context_lens, torch.Tensor) or context_lens.dtype != torch.long or context_lens.device != device:
+        context_lens = torch.as_tensor(context_lens, device=device).long()
+    return block_tables, context_lens
+
+
 def check_write(key_cache: torch.Tensor, value_cache: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
                 slot_mapping: torch.Tensor, pads: bool = True) -> None:
     """The boundary checks of `write_kv` (ValueError naming the bad value); nothing is written. pads=False: the
@@ -218,6 +245,14 @@ def check_cache_alloc(sizes: dict, dtype, device, what: str,
                          f"for K and V, more than the limit of {max_bytes:,} bytes (max_bytes, default "
                          "MAX_CACHE_BYTES); make it smaller or raise max_bytes")
     return shape, dtype, device
+
+
+def check_layer(layer, num_layers: int) -> int:
+    """ContiguousKVCache's layer index as an int; ValueError unless it is an integer in [0, num_layers)."""
+    layer = as_int(layer, "layer")
+    if not 0 <= layer < num_layers:
+        raise ValueError(f"layer {layer} is outside [0, {num_layers})")
+    return layer
 
 
 def check_positions(input_pos, key, value, kv_shape: tuple[int, ...], device: torch.device) -> torch.Tensor:

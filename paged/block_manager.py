@@ -4,54 +4,32 @@ It owns the free queue of physical blocks and every sequence's block table: allo
 append one slot per decode step (a new block only when the last one is full), and return blocks to the free queue
 when a sequence finishes. Reference counts let blocks be shared; a block is free only when its count is zero.
 
-Which free block is taken next, when a full block is hashed and what eviction drops follow vLLM 0.32's v1
-`KVCacheManager` exactly (paged.prefix_cache gives each rule and why; with the shuffle off our block b is vLLM's
-b + 1, its block 0 being a reserved null block). Prefix caching: a new prompt reuses cached full blocks, but always
-computes its last block, so a token runs through the model and a shared block is never written. Forking (parallel
-sampling; ours, vLLM v1 has none): children share the parent's blocks; appending into a shared, partly filled last
-block first copies it (copy-on-write), recorded in `pending_copies` for the engine to carry out.
+The free queue's order, hashing and eviction follow vLLM 0.32's v1 `KVCacheManager` (paged/prefix_cache.py gives
+each rule; with the shuffle off our block b is vLLM's b + 1). Prefix caching reuses cached full blocks but always
+computes a prompt's last block, so a shared block is never written. Forking (parallel sampling; vLLM v1 has none):
+children share the parent's blocks; appending into a shared, partly filled last block copies it first
+(copy-on-write), recorded in `pending_copies` for the engine to carry out. Views (ownership): block_views.py.
 """
 
 from __future__ import annotations
 
-from typing import Iterable, Mapping
-
 from .addressing import blocks_needed, slot_of
-from .checks import as_bool, as_float, as_int
-from .config import MAX_BLOCK_SIZE, MAX_NUM_BLOCKS
+from .block_views import BlockViews
+from .config import check_block_manager
 from .prefix_cache import FreeBlockQueue, PrefixCache, initial_order
 from .sequence import Sequence
 
 
-def first_owners(tables: Mapping[int, Iterable[int]], num_blocks: int) -> list[int | None]:
-    """physical block -> the first seq id (in the tables' order: allocation order) whose table holds it, or None
-    when no table does. tables: seq_id -> block table."""
-    owners: list[int | None] = [None] * num_blocks
-    for seq_id, table in tables.items():
-        for block in table:
-            if owners[block] is None:
-                owners[block] = seq_id
-    return owners
-
-
-class BlockManager:
-    """Free queue + reference counts over `num_blocks` physical blocks of `block_size` slots.
-
-    watermark: fraction of the pool `can_allocate` keeps free for running sequences' decode slots.
-    seed: shuffle the free queue (deterministically) so demos show scattered blocks; None keeps vLLM's 0, 1, 2, …
-    Raises ValueError for num_blocks outside [1, MAX_NUM_BLOCKS], block_size outside [1, MAX_BLOCK_SIZE], a
-    watermark outside [0, 1), or a float / bool where an integer is meant.
-    """
+class BlockManager(BlockViews):
+    """Free queue + reference counts over `num_blocks` physical blocks of `block_size` slots. watermark: the
+    fraction of the pool `can_allocate` keeps free for decode slots; seed: shuffle the free queue (deterministically)
+    so demos show scattered blocks, None keeps vLLM's 0, 1, 2, … Raises ValueError for num_blocks outside [1,
+    MAX_NUM_BLOCKS], block_size outside [1, MAX_BLOCK_SIZE], a watermark outside [0, 1), or a non-integer size."""
 
     def __init__(self, num_blocks: int, block_size: int, watermark: float = 0.01, seed: int | None = None,
                  enable_prefix_caching: bool = False) -> None:
-        num_blocks = as_int(num_blocks, "num_blocks", 1, MAX_NUM_BLOCKS)
-        block_size = as_int(block_size, "block_size", 1, MAX_BLOCK_SIZE)
-        watermark = as_float(watermark, "watermark", 0.0)
-        if watermark >= 1.0:
-            raise ValueError(f"watermark must be in [0, 1), got {watermark!r}")
-        seed = None if seed is None else as_int(seed, "seed")
-        enable_prefix_caching = as_bool(enable_prefix_caching, "enable_prefix_caching")
+        num_blocks, block_size, watermark, seed, enable_prefix_caching = check_block_manager(
+            num_blocks, block_size, watermark, seed, enable_prefix_caching)
         self.num_blocks, self.block_size, self.watermark = num_blocks, block_size, watermark
         self.watermark_blocks = int(watermark * num_blocks)
         self.free_block_ids = FreeBlockQueue.fromkeys(initial_order(num_blocks, seed))  # head = next block taken
@@ -64,9 +42,6 @@ class BlockManager:
         self.last_hits: dict[int, list[bool]] = {}  # seq_id -> per logical block: a prefix-cache hit? (while held)
 
     # --- queries ---------------------------------------------------------------------------------------------
-    block_hash = property(lambda self: self.cache.block_hash, doc="cached block -> the hash it is filed under")
-    block_tokens = property(lambda self: self.cache.block_tokens, doc="cached block -> its token ids")
-
     @property
     def num_free_blocks(self) -> int:
         return len(self.free_block_ids)
@@ -111,18 +86,6 @@ class BlockManager:
         """Prefix caching: this decode step fills seq's last block, so the scheduler calls append_slot to hash it."""
         return self.enable_prefix_caching and (seq.cached_token_count + 1) % self.block_size == 0
 
-    def ownership(self) -> list[int | None]:
-        """physical block -> owning seq id (the first owner if shared), or None when free (built on demand)."""
-        return first_owners(self.tables, self.num_blocks)
-
-    def block_owners(self) -> list[tuple[int, ...]]:
-        """physical block -> every seq id whose table holds it (empty when free)."""
-        owners: list[tuple[int, ...]] = [()] * self.num_blocks
-        for seq_id, table in self.tables.items():
-            for block in table:
-                owners[block] += (seq_id,)
-        return owners
-
     # --- mutations -------------------------------------------------------------------------------------------
     def _take(self) -> int:
         """Take the block at the head of the free queue for new contents; a cached block reused this way loses its
@@ -145,11 +108,10 @@ class BlockManager:
         self.free_block_ids.move_to_front(block_ids, self.num_blocks)
 
     def allocate(self, seq: Sequence, max_new_tokens: int | None = None) -> list[int]:
-        """Give `seq` blocks for all its tokens (the prompt at first prefill; prompt + generated after a
-        preemption): prefix-cache hits first, then fresh blocks from the head of the free queue; the full blocks it
-        writes are hashed now. max_new_tokens (chunked prefill): cover only the hits plus that many tokens
-        (`ensure_capacity` grows the table for later chunks). Raises ValueError (nothing changed) if seq already
-        holds blocks or the pool lacks free blocks."""
+        """Give `seq` blocks for all its tokens (prompt, + generated after a preemption): prefix-cache hits first,
+        then fresh blocks from the head of the free queue; the full blocks it writes are hashed now. max_new_tokens
+        (chunked prefill): only the hits plus that many tokens (`ensure_capacity` grows the table later).
+        Raises ValueError (nothing changed) if seq already holds blocks or the pool lacks free blocks."""
         if seq.block_table or seq.seq_id in self.tables:
             raise ValueError(f"sequence {seq.seq_id} already holds blocks {seq.block_table}; free it first")
         if self._blocks_to_take(seq, max_new_tokens) > self.num_free_blocks:
@@ -222,10 +184,6 @@ class BlockManager:
         self._file(seq, num_tokens)
         return taken
 
-    def num_shared_saved(self) -> int:
-        """Blocks that sharing saves right now: references held minus distinct blocks in use."""
-        return sum(self.ref_counts) - sum(c > 0 for c in self.ref_counts)
-
     def free(self, seq: Sequence) -> list[int]:
         """Drop seq's references, last block first (rule 3); a block whose count reaches 0 goes to the head of the
         free queue when it has no hash, to its tail when it is cached (rules 1, 2). Returns those blocks, in that
@@ -246,11 +204,3 @@ class BlockManager:
         self._freed.add(seq.seq_id)
         self.last_hits.pop(seq.seq_id, None)  # kept only while it holds blocks: bounded by the pool
         return released
-
-    def check_invariants(self) -> None:
-        """Assert the bookkeeping is consistent (used by tests and the app's self-check)."""
-        counts = [len(o) for o in self.block_owners()]
-        assert counts == self.ref_counts, "ref counts differ from the number of tables holding each block"
-        free = self.free_block_ids
-        assert all((b in free) == (counts[b] == 0) for b in range(self.num_blocks)), "free queue != blocks with ref 0"
-        self.cache.check()

@@ -25,6 +25,17 @@ def _require(cond: bool, message: str) -> None:
         raise ValueError(message)
 
 
+def check_block_manager(num_blocks, block_size, watermark, seed, enable_prefix_caching) -> tuple:
+    """BlockManager's arguments as (int, int, float, int | None, bool); ValueError for num_blocks outside [1,
+    MAX_NUM_BLOCKS], block_size outside [1, MAX_BLOCK_SIZE], a watermark outside [0, 1), or a non-integer size."""
+    num_blocks = as_int(num_blocks, "num_blocks", 1, MAX_NUM_BLOCKS)
+    block_size = as_int(block_size, "block_size", 1, MAX_BLOCK_SIZE)
+    watermark = as_float(watermark, "watermark", 0.0)
+    _require(watermark < 1.0, f"watermark must be in [0, 1), got {watermark!r}")
+    seed = None if seed is None else as_int(seed, "seed")
+    return num_blocks, block_size, watermark, seed, as_bool(enable_prefix_caching, "enable_prefix_caching")
+
+
 @dataclass(frozen=True)
 class CacheConfig:
     """Shape of the physical KV cache pool.

@@ -13,7 +13,7 @@ from typing import Callable
 import torch
 
 from .addressing import check_block_size
-from .attention_checks import check_cache_alloc, check_positions, check_write
+from .attention_checks import check_cache_alloc, check_layer, check_positions, check_write
 from .checks import as_int
 
 # The most bytes one KVCachePool (or ContiguousKVCache) may hold unless told otherwise: a knob set by mistake must
@@ -28,10 +28,8 @@ def default_device() -> torch.device:
 
 class KVCachePool:
     """The physical KV cache: key_cache / value_cache [num_layers, num_blocks, block_size, num_kv_heads, head_dim],
-    zero-initialised by `zeros` (the engine's fast path hands paged.kernels.kv_fast.pool_zeros: huge pages).
-
-    Raises ValueError (before allocating anything) unless every size is an integer >= 1, dtype is a floating-point
-    dtype, device names a device, and K + V fit in max_bytes."""
+    made by `zeros` (the engine's fast path: kernels.kv_fast.pool_zeros). Raises ValueError (nothing allocated)
+    unless every size is an integer >= 1, dtype is floating-point, device names a device and K + V fit max_bytes."""
 
     def __init__(self, num_layers: int, num_blocks: int, block_size: int, num_kv_heads: int, head_dim: int,
                  dtype: torch.dtype = torch.float32, device: torch.device | str | None = None,
@@ -72,10 +70,8 @@ def write_kv(key_cache: torch.Tensor, value_cache: torch.Tensor, key: torch.Tens
     key_cache, value_cache: [num_blocks, block_size, num_kv_heads, head_dim] (modified in place)
     key, value:             [num_tokens, num_kv_heads, head_dim]
     slot_mapping:           [num_tokens] int; slot = physical_block_id * block_size + block_offset; -1 is skipped.
-    Raises ValueError (nothing written) on mismatched shapes, dtypes, devices, slots outside the pool or a slot
-    given twice (attention_checks.check_write). validate=False skips the checks (the engine, the bug lab).
-    pads=False: the caller knows no slot is -1, so none is looked for (with validate=True a -1 then raises).
-    """
+    Raises ValueError (nothing written) for any rule of attention_checks.check_write; validate=False skips them (the
+    engine, the bug lab). pads=False: the caller knows no slot is -1, so none is looked for."""
     if validate:
         check_write(key_cache, value_cache, key, value, slot_mapping, pads)
     slots = slot_mapping.long()
@@ -90,12 +86,9 @@ def write_kv(key_cache: torch.Tensor, value_cache: torch.Tensor, key: torch.Tens
 
 
 class ContiguousKVCache:
-    """The reference: one sequence's K/V for every layer, stored in token order.
-
-    keys / values: [num_layers, capacity, num_kv_heads, head_dim]; token i of layer l is simply keys[l, i].
-    Grows by doubling, so no max length has to be guessed up front. Raises ValueError unless the sizes and capacity
-    are integers >= 1, dtype is floating-point and the cache fits in max_bytes (checked again whenever it grows).
-    """
+    """The reference: one sequence's K/V for every layer in token order, keys / values [num_layers, capacity,
+    num_kv_heads, head_dim] (token i of layer l is keys[l, i]), grown by doubling. Raises ValueError unless the sizes
+    are integers >= 1, dtype is floating-point and the cache fits in max_bytes (checked again whenever it grows)."""
 
     def __init__(self, num_layers: int, num_kv_heads: int, head_dim: int, dtype: torch.dtype = torch.float32,
                  device: torch.device | str | None = None, capacity: int = 16,
@@ -121,19 +114,12 @@ class ContiguousKVCache:
             new[:, : old.shape[1]] = old
             setattr(self, name, new)
 
-    def _layer(self, layer) -> int:
-        layer = as_int(layer, "layer")
-        if not 0 <= layer < len(self.lengths):
-            raise ValueError(f"layer {layer} is outside [0, {len(self.lengths)})")
-        return layer
-
     def update(self, layer: int, input_pos: torch.Tensor, key: torch.Tensor,
                value: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Write key/value [n, num_kv_heads, head_dim] at token positions input_pos [n] of `layer`; return that
-        layer's keys, values [length, num_kv_heads, head_dim] up to the furthest token written.
-        Raises ValueError (nothing written) for a bad layer, non-integer, negative or repeated positions, shapes
-        that do not match the cache, or growth past max_bytes."""
-        layer = self._layer(layer)
+        layer's keys, values [length, num_kv_heads, head_dim]. Raises ValueError (nothing written) for a bad layer,
+        growth past max_bytes or any rule of attention_checks.check_positions."""
+        layer = check_layer(layer, len(self.lengths))
         pos = check_positions(input_pos, key, value, self.keys.shape[2:], self.keys.device)  # [n] int64
         end = int(pos.max()) + 1 if pos.numel() else self.lengths[layer]
         self._grow(end)
@@ -144,7 +130,7 @@ class ContiguousKVCache:
 
     def get(self, layer: int) -> tuple[torch.Tensor, torch.Tensor]:
         """keys, values of `layer` in token order: [length, num_kv_heads, head_dim] views."""
-        layer = self._layer(layer)
+        layer = check_layer(layer, len(self.lengths))
         n = self.lengths[layer]
         return self.keys[layer, :n], self.values[layer, :n]
 

@@ -51,8 +51,7 @@ class Sequence:
     n: int = 1
 
     def __post_init__(self) -> None:
-        """Raises ValueError unless seq_id is an integer >= 0 and prompt_token_ids a non-empty list of integer ids
-        >= 0 (a str, bools or floats are refused; the engine also checks ids against the vocabulary)."""
+        """Raises ValueError unless seq_id >= 0 and prompt_token_ids a non-empty list of ids >= 0 (integers)."""
         self.seq_id = as_int(self.seq_id, "seq_id", 0)
         self.prompt_token_ids = as_token_ids(self.prompt_token_ids, f"sequence {self.seq_id}: prompt_token_ids")
         if not self.prompt_token_ids:

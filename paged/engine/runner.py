@@ -14,13 +14,14 @@ from functools import cached_property
 
 import torch
 
-from ..addressing import PAD_SLOT, batch_slot_mapping, block_tables, decode_slots
+from ..addressing import PAD_SLOT, batch_slot_mapping, block_tables
 from ..attention import attention, paged_attention_decode, paged_attention_prefill
 from ..attention_checks import check_scale
 from ..faults import Fault, FaultHook, fault_hook
 from ..kernels import REFERENCE_IMPLS
 from ..kernels.kv_fast import pool_zeros, write_kv_fast
 from ..kernels.native_step import DecodeStep
+from ..kernels.tables import decode_slots
 from ..kv_cache import ContiguousKVCache, KVCachePool, write_kv
 from ..sequence import Sequence
 

@@ -1,7 +1,8 @@
 """Faster implementations behind the reference path's signatures: the decode kernels and their registry
-(registry.py: "fused", "native", "triton"), the K/V write in C and the pool in huge pages (kv_fast.py), the model's
-small ops in C (native_ops.py), the engine's once-per-step native plan (native_step.py), reusable buffers
-(workspace.py) and the one-pass block-table check (tables.py). Nothing here imports paged.attention."""
+(registry.py: "gather" in gather.py, "fused", "native", "triton"), the K/V write in C and the pool in huge pages
+(kv_fast.py), the model's small ops in C (native_ops.py), the engine's once-per-step native plan (native_step.py),
+reusable buffers (workspace.py) and the engine's per-step tables in plain ints (tables.py). Nothing here imports
+paged.attention."""
 
 from __future__ import annotations
 

@@ -1,7 +1,8 @@
 """The impl registry: every name `paged_attention_decode(impl=...)` and `LLMEngine(attn_impl=...)` accept, and the
 decode function behind it, fn(query, key_cache, value_cache, block_tables, context_lens, scale).
 
-paged/attention.py registers its own two ("loop", "gather": the reference path); the faster kernels are here:
+paged/attention.py registers "loop" (the seed's per-token loop); the batched forms are here:
+- "gather": the reference's gather-then-attend, the whole batch in one index_select into reused buffers (gather.py).
 - "fused":  tiled online-softmax decode in plain PyTorch (fused.py); runs anywhere.
 - "native": the same algorithm as a C kernel (native.py), built with the system's C compiler on the first call;
   CPU only. Without a compiler the call raises RuntimeError saying so.
@@ -17,10 +18,11 @@ from typing import Callable
 import torch
 
 from .fused import fused_decode
+from .gather import gather_decode
 from .native import native_decode
 
 DecodeImpl = Callable[..., torch.Tensor]
-REFERENCE_IMPLS = ("loop", "gather")  # paged/attention.py's: any other impl is a fast path of this folder
+REFERENCE_IMPLS = ("loop", "gather")  # the article's gather-then-attend: with them the engine takes no fast path
 
 
 def triton_available() -> bool:
@@ -39,8 +41,8 @@ def _triton_decode(query: torch.Tensor, key_cache: torch.Tensor, value_cache: to
     return triton_decode(query, key_cache, value_cache, block_tables, context_lens, scale)
 
 
-# In the ladder's order, slowest first. The reference impls are filled in by paged/attention.py when it is imported.
-DECODE_IMPLS: dict[str, DecodeImpl | None] = {"loop": None, "gather": None, "fused": fused_decode,
+# In the ladder's order, slowest first. "loop" is filled in by paged/attention.py when it is imported.
+DECODE_IMPLS: dict[str, DecodeImpl | None] = {"loop": None, "gather": gather_decode, "fused": fused_decode,
                                               "native": native_decode, "triton": _triton_decode}
 
 

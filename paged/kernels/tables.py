@@ -1,12 +1,14 @@
-"""The engine's one-pass block-table check: `validate_block_table`'s rules for a whole batch, in pure Python over
-the BlockManager's lists (a set, a min and a max per row, no tensor ops), because it runs every step. Any row it
-doubts goes to `validate_block_table` itself for the error, so both refuse exactly the same tables."""
+"""The engine's per-step table work in plain ints over the BlockManager's lists (no tensor ops), because it runs
+every step: a decode step's slots (`decode_slots`, paged.addressing.batch_slot_mapping's rule) and the one-pass
+block-table check (`check_block_tables`, validate_block_table's rules). Whatever they doubt goes to the addressing
+function itself for the error, so both refuse exactly the same inputs."""
 
 from __future__ import annotations
 
 import torch
 
-from ..addressing import MAX_CONTEXT_LEN, blocks_needed, check_block_size, validate_block_table
+from ..addressing import (MAX_CONTEXT_LEN, batch_slot_mapping, block_tables, blocks_needed, check_block_size,
+                          validate_block_table)
 
 
 def check_block_tables(block_tables: torch.Tensor, context_lens: torch.Tensor, num_blocks: int, block_size: int,
@@ -34,3 +36,17 @@ def check_block_tables(block_tables: torch.Tensor, context_lens: torch.Tensor, n
         validate_block_table(table, num_blocks, block_size, n)
         raise ValueError(f"batch row {row}: block table {table} does not cover context_len {n} with distinct "
                          f"blocks in [0, {num_blocks}) within the batch's width {width}")
+
+
+def decode_slots(tables: list[list[int]], token_index: list[int], block_size: int) -> list[int]:
+    """`batch_slot_mapping` for one token per sequence (a decode step), in plain ints: the slot of token
+    token_index[b] of the sequence whose table is tables[b]. A token without its physical block raises the
+    ValueError of batch_slot_mapping, naming its row."""
+    try:
+        slots = [table[i // block_size] * block_size + i % block_size for table, i in zip(tables, token_index)]
+    except IndexError:  # a logical block past its table
+        slots = [-1]
+    if slots and min(slots) < 0:  # (a -1 entry gives a negative slot)
+        batch_slot_mapping(block_tables(tables), torch.arange(len(tables)), torch.tensor(token_index), block_size)
+        raise AssertionError("batch_slot_mapping found no row without its physical block")
+    return slots

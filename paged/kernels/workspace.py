@@ -1,5 +1,5 @@
-"""Per-thread reusable buffers for the fast kernels (fused's tiles): a large fresh buffer each call spends most of its
-time in page faults. The one workspace cache of the library; the reference path in paged/attention.py needs none."""
+"""Per-thread reusable buffers for the kernels (gather's K/V, fused's tiles): a large fresh buffer each call spends
+most of its time in page faults. The one workspace cache of the library; paged/attention.py needs none."""
 
 from __future__ import annotations
 
