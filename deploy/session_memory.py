@@ -2,8 +2,8 @@
 
     python deploy/session_memory.py --page engine --sessions 20 --steps 5 [--port 8621]
 
-Starts `streamlit run app.py` (ui.bench_load.streamlit_server), opens 2 sessions on the page over the websocket
-protocol (ui.bench_ws, as a browser would) to warm it up (imports, caches, the model), reads VmRSS, opens K more
+Starts `streamlit run app.py` (ui.bench.load.streamlit_server), opens 2 sessions on the page over the websocket
+protocol (ui.bench.ws, as a browser would) to warm it up (imports, caches, the model), reads VmRSS, opens K more
 sessions, each loading the page and clicking its step button `--steps` times, keeps them all connected, reads
 VmRSS again and prints (after - before) / K. The server is stopped at the end.
 """
@@ -17,8 +17,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import ui.bench_load as bench_load  # noqa: E402
-from ui.bench_ws import WsSession  # noqa: E402
+import ui.bench.load as bench_load  # noqa: E402
+from ui.bench.ws import WsSession  # noqa: E402
 
 
 def rss_bytes(pid: int) -> int:

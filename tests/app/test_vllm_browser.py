@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from ui.browser import BrowserUnavailable, app_server, chromium, key_selector, wait_idle
+from ui.bench.chromium import BrowserUnavailable, app_server, chromium, key_selector, wait_idle
 from ui.strings import t
 
 from vllm_util import need_vllm
