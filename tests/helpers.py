@@ -10,6 +10,7 @@ A real cache mistake moves logits by ~1e-1, so rel = 1e-5 still catches it by fo
 from __future__ import annotations
 
 import random
+import socket
 
 import torch
 
@@ -98,3 +99,22 @@ def tiny_model(hidden_size: int = 64, num_hidden_layers: int = 2, num_attention_
                       num_attention_heads=num_attention_heads, num_key_value_heads=num_key_value_heads,
                       max_position_embeddings=256)
     return TinyLlama(cfg).eval(), ByteTokenizer()
+
+
+def free_port_block(n: int) -> int:
+    """A port P such that P .. P + n are all free on 127.0.0.1 (checked by binding each)."""
+    for _ in range(50):
+        base = random.randint(20000, 60000 - n)
+        socks = []
+        try:
+            for p in range(base, base + n + 1):
+                s = socket.socket()
+                socks.append(s)
+                s.bind(("127.0.0.1", p))
+            return base
+        except OSError:
+            continue
+        finally:
+            for s in socks:
+                s.close()
+    raise RuntimeError("no block of free ports found")

@@ -3,12 +3,32 @@
 from __future__ import annotations
 
 import importlib.util
+import os
 from pathlib import Path
 
 import pytest
 import torch
 
 from .app_util import APP, PAGES_DIR, ROOT, TIMEOUT, app_test, page_files  # noqa: F401  (old imports keep working)
+
+
+def skip_or_fail(reason: str) -> None:
+    """Skip for a missing browser, unless PAGED_REQUIRE_BROWSER=1 (CI) makes it a failure."""
+    if os.environ.get("PAGED_REQUIRE_BROWSER") == "1":
+        pytest.fail(f"PAGED_REQUIRE_BROWSER=1 but {reason}")
+    pytest.skip(reason)
+
+
+@pytest.fixture(scope="module")
+def browser():
+    """One headless Debian chromium (playwright) per test module."""
+    from ui.bench.chromium import BrowserUnavailable, chromium
+
+    try:
+        with chromium() as b:
+            yield b
+    except BrowserUnavailable as err:
+        skip_or_fail(str(err))
 
 
 @pytest.fixture(scope="module", autouse=True)

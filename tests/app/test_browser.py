@@ -19,13 +19,12 @@ failure.
 from __future__ import annotations
 
 import json
-import os
 import re
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
-from ui.bench.chromium import BrowserUnavailable, app_server, chromium, key_selector, wait_idle
+from ui.bench.chromium import app_server, key_selector, wait_idle
 from ui.nav import PAGES, guide_links
 
 from .app_util import ROOT
@@ -38,12 +37,6 @@ MAIN_BUTTON = ('[data-testid="stMain"] [data-testid^="stBaseButton"]:not([disabl
 PROJECTORS = ({"width": 1024, "height": 768}, {"width": 1280, "height": 720})
 
 
-def _skip_or_fail(reason: str) -> None:
-    if os.environ.get("PAGED_REQUIRE_BROWSER") == "1":
-        pytest.fail(f"PAGED_REQUIRE_BROWSER=1 but {reason}")
-    pytest.skip(reason)
-
-
 @pytest.fixture(scope="module")
 def server():
     """`streamlit run app.py` on a free port (log in artifacts/ when that folder exists)."""
@@ -53,15 +46,6 @@ def server():
             yield srv.base
     except RuntimeError as err:
         pytest.fail(str(err))
-
-
-@pytest.fixture(scope="module")
-def browser():
-    try:
-        with chromium() as b:
-            yield b
-    except BrowserUnavailable as err:
-        _skip_or_fail(str(err))
 
 
 def _check(page, what: str) -> None:

@@ -9,10 +9,8 @@ Every process started here is stopped in a finally (deploy/stop.sh, by the pid f
 from __future__ import annotations
 
 import os
-import random
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -20,6 +18,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from helpers import free_port_block
 
 ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = "/usr/bin/chromium"
@@ -41,25 +40,6 @@ def _skip_or_fail(reason: str) -> None:
     if os.environ.get("PAGED_REQUIRE_BROWSER") == "1":
         pytest.fail(f"PAGED_REQUIRE_BROWSER=1 but {reason}")
     pytest.skip(reason)
-
-
-def _free_port_block(n: int) -> int:
-    """A port P such that P .. P + n are all free on 127.0.0.1 (checked by binding each)."""
-    for _ in range(50):
-        base = random.randint(20000, 60000 - n)
-        try:
-            socks = []
-            for p in range(base, base + n + 1):
-                s = socket.socket()
-                socks.append(s)
-                s.bind(("127.0.0.1", p))
-            return base
-        except OSError:
-            continue
-        finally:
-            for s in socks:
-                s.close()
-    raise RuntimeError("no block of free ports found")
 
 
 def _get(url: str, cookie: str | None = None) -> tuple[str, list[str]]:
@@ -92,7 +72,7 @@ def deployment(tmp_path):
     """deploy/run.sh 2 PORT RUN_DIR; yields (base URL, RUN_DIR); deploy/stop.sh RUN_DIR afterwards, always."""
     if not os.access(NGINX, os.X_OK):
         _skip_or_fail(f"nginx is not installed (looked for {NGINX}; apt-get install nginx)")
-    port = _free_port_block(2)
+    port = free_port_block(2)
     run_dir = tmp_path / "run"
     env = {**os.environ, "PYTHON": sys.executable, "NGINX_BIN": NGINX, "HEALTH_TIMEOUT": "90"}
     try:

@@ -7,7 +7,6 @@ processes run.sh started (matching start time), never a pid that was reused, wha
 from __future__ import annotations
 
 import os
-import random
 import signal
 import socket
 import subprocess
@@ -15,30 +14,12 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers import free_port_block
 
 ROOT = Path(__file__).resolve().parents[2]
 FAKES = Path(__file__).resolve().parent / "fakes"
 RUN, STOP = ROOT / "deploy" / "run.sh", ROOT / "deploy" / "stop.sh"
 GUARD_S = 120  # a hang guard only: every case here ends in a few seconds; HEALTH_TIMEOUT is set far above it
-
-
-def free_port_block(n: int) -> int:
-    """A port P such that P .. P + n are all free on 127.0.0.1 (checked by binding each)."""
-    for _ in range(50):
-        base = random.randint(20000, 60000 - n)
-        socks = []
-        try:
-            for p in range(base, base + n + 1):
-                s = socket.socket()
-                socks.append(s)
-                s.bind(("127.0.0.1", p))
-            return base
-        except OSError:
-            continue
-        finally:
-            for s in socks:
-                s.close()
-    raise RuntimeError("no block of free ports found")
 
 
 @pytest.fixture
