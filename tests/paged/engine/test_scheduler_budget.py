@@ -146,3 +146,63 @@ def test_max_num_seqs_is_reached_not_passed(tiny):
     assert (t1.phase, sorted(t1.scheduled)) == ("decode", ids[:3])  # all three finish here (max_tokens 2)
     t2 = eng.step()
     assert (t2.phase, t2.scheduled) == ("prefill", [ids[3]])
+
+
+def run_workload(tiny, w):
+    """Run workload `w` (see workloads) to the end; returns its traces."""
+    chunked, budget, max_num_seqs, max_tokens, lengths, block_size, num_blocks, late = w
+    eng = make_engine(tiny, budget, max_num_seqs, num_blocks, block_size, chunked)
+    params = SamplingParams(max_tokens=max_tokens, ignore_eos=True)
+    early = len(lengths) - late
+    for i, n in enumerate(lengths[:early]):
+        eng.add_request(prompt(n, i), params)
+    traces = [eng.step(), eng.step()]
+    for i, n in enumerate(lengths[early:]):
+        eng.add_request(prompt(n, early + i), params)
+    while eng.has_unfinished():
+        traces.append(eng.step())
+        assert len(traces) < 2000, "the workload did not finish"
+    return traces
+
+
+@settings(max_examples=40, deadline=None)
+@given(w=workloads())
+def test_every_step_tells_what_it_did(tiny, w):
+    """Each step's why holds the numbers its trace shows (the whole prompts fed and their tokens, the decodes, the
+    running sequences that took a block, the preempted ones); blocks_allocated holds exactly the blocks a running
+    sequence's table gained, blocks_freed of a preempted one its whole table; the phase follows what was fed."""
+    chunked = w[0]
+    for t in run_workload(tiny, w):
+        before, after = t.block_tables_before, t.block_tables_after
+        why = {}
+        for code, values in t.why:
+            why.setdefault(code, []).append(values)
+        if not t.seqs:
+            assert (t.phase, t.reason, t.blocks_allocated) == ("idle", "nothing to run", {})
+            continue
+        gained = {s: [b for b in after[s] if b not in before.get(s, [])] for s in after}
+        kept = {s: b for s, b in t.blocks_allocated.items() if s in after}  # finished ones left the tables
+        assert kept == {s: b for s, b in gained.items() if b}, f"step {t.step}: {t.blocks_allocated}"
+        assert set(t.blocks_allocated) <= set(t.scheduled)
+        grown = sum(1 for s in t.blocks_allocated if s in before)
+        assert why.get("new_blocks", []) == ([{"count": grown}] if grown else [])
+        assert why.get("preempted", []) == ([{"seqs": t.preempted}] if t.preempted else [])
+        for s in t.preempted:
+            assert sorted(t.blocks_freed[s]) == sorted(before[s]) and s in t.waiting
+        fed_one = [s for s in t.seqs if len(s.tokens_in) == 1 and s.positions[0] > 0 and s.seq_id in before]
+        decodes = [s for s in fed_one if s.token_out is not None and s.positions[0] == s.cached_token_count - 1
+                   and s.generated_len >= 2]
+        whole = [s for s in t.seqs if s.seq_id not in before and s.positions[0] == 0 and s.token_out is not None]
+        if not chunked:
+            assert t.phase in ("prefill", "decode")
+            if t.phase == "decode":
+                assert why["decode"] == [{"count": len(t.seqs)}] and len(decodes) == len(t.seqs)
+            else:
+                assert why["prefill"] == [{"count": len(t.seqs), "tokens": fed(t)}] and "decode" not in why
+            continue
+        assert why.get("decode", []) == ([{"count": len(decodes)}] if decodes else [])
+        assert why.get("prefill", []) == ([{"count": len(whole), "tokens": sum(len(s.tokens_in) for s in whole)}]
+                                          if whole else [])
+        assert len(why.get("prefill_chunk", [])) == len(t.seqs) - len(decodes) - len(whole)
+        phase = "decode" if len(decodes) == len(t.seqs) else "prefill" if not decodes else "mixed"
+        assert t.phase == phase, f"step {t.step}: {t.reason}"
