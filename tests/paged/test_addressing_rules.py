@@ -5,7 +5,8 @@ the entry and the rule."""
 import pytest
 import torch
 
-from paged.addressing import (MAX_CONTEXT_LEN, address_table, batch_slot_mapping, blocks_needed_tensor, locate,
+from paged.addressing import (MAX_CONTEXT_LEN, address_table, batch_slot_mapping, blocks_needed_tensor,
+                              check_block_tables, locate,
                               logical_address, pad_block_tables, slot_mapping, validate_block_table)
 
 INT64_MAX = 2**63 - 1
@@ -133,3 +134,24 @@ def test_batch_slot_mapping_names_the_token_without_a_block():
                                          r"physical block\)"):
         batch_slot_mapping(tables, rows, index, 2)
     assert batch_slot_mapping(tables, rows[:2], index[:2], 2).tolist() == [1, 5]
+
+
+def test_a_block_table_that_is_not_a_sequence_of_integers_is_named():
+    """A string or a bare number given as a block table is refused, naming block_table."""
+    for bad in ("ab", 5):
+        with pytest.raises(ValueError, match="block_table must be a sequence of integers"):
+            locate(0, bad, 4)
+
+
+def test_check_block_tables_rules_at_their_edges():
+    """The batch check accepts a row of exactly MAX_CONTEXT_LEN tokens, refuses block id num_blocks (the pool is
+    [0, num_blocks)), a table wider than the batch's width (naming the row) and disagreeing batch sizes."""
+    block_size = 2**16
+    table = list(range(MAX_CONTEXT_LEN // block_size))
+    check_block_tables(torch.tensor([table]), torch.tensor([MAX_CONTEXT_LEN]), len(table), block_size, [table])
+    with pytest.raises(ValueError, match=r"outside the pool \[0, 4\)"):
+        check_block_tables(torch.tensor([[4]]), torch.tensor([1]), 4, 4, [[4]])
+    with pytest.raises(ValueError, match=r"batch row 0: block table \[0, 1\] does not cover context_len 1"):
+        check_block_tables(torch.tensor([[0]]), torch.tensor([1]), 4, 4, [[0, 1]])
+    with pytest.raises(ValueError, match="2 block-table rows, 1 context_lens and 2 tables: one of each per sequence"):
+        check_block_tables(torch.tensor([[0], [1]]), torch.tensor([1]), 4, 4, [[0], [1]])
