@@ -8,7 +8,7 @@ import pytest
 from paged.block_manager import BlockManager
 from paged.config import CacheConfig, SamplingParams, SchedulerConfig
 from paged.engine import LLMEngine, Scheduler
-from paged.sequence import Sequence
+from paged.sequence import Sequence, SequenceStatus
 
 from helpers import tiny_model
 
@@ -159,3 +159,82 @@ def test_a_lone_sequence_that_cannot_grow_is_preempted(tiny):
     assert (list(sched.waiting), sched.running, bm.num_free_blocks) == ([seq], [], 1)
     with pytest.raises(RuntimeError, match="scheduler stuck"):
         sched.schedule()
+
+
+def test_add_queues_a_sequence_as_waiting():
+    """Scheduler.add puts a sequence at the back of the waiting queue, marked waiting whatever it was."""
+    sched = Scheduler(SchedulerConfig(), BlockManager(4, 4, watermark=0.0))
+    seq = Sequence(0, [1, 2])
+    seq.status = SequenceStatus.RUNNING
+    sched.add(seq)
+    assert (seq.status, list(sched.waiting)) == (SequenceStatus.WAITING, [seq])
+
+
+@pytest.mark.parametrize("chunked", [False, True])
+def test_a_recomputed_sequence_takes_one_seat(chunked):
+    """A preempted sequence (its sampled tokens kept, to be recomputed) is one sequence: with max_num_seqs 2 and
+    one running it is admitted."""
+    sched = Scheduler(SchedulerConfig(max_num_seqs=2, enable_chunked_prefill=chunked), BlockManager(16, 4, 0.0))
+    a = Sequence(0, [1, 2, 3])
+    sched.add(a)
+    sched.schedule()
+    a.on_prefill_done(4)
+    b = Sequence(1, [5, 6, 7], generated_token_ids=[8, 9])
+    sched.add(b)
+    out = sched.schedule()
+    assert b in out.seqs and b.status is SequenceStatus.RUNNING and len(sched.running) == 2
+
+
+def test_chunked_lone_sequence_that_cannot_grow_raises():
+    """Chunked prefill: the only running sequence needs a block and none is free: it preempts itself, nothing is
+    left to run, and schedule() raises saying the batch is empty."""
+    bm = BlockManager(1, 2, watermark=0.0)
+    sched = Scheduler(SchedulerConfig(enable_chunked_prefill=True), bm)
+    seq = Sequence(0, [1, 2])
+    sched.add(seq)
+    assert sched.schedule().num_tokens == {0: 2}
+    seq.on_prefill_done(3)
+    with pytest.raises(RuntimeError, match="scheduler stuck: empty batch"):
+        sched.schedule()
+    assert (list(sched.waiting), sched.running, bm.num_free_blocks) == ([seq], [], 1)
+
+
+def test_finish_frees_a_sequence_wherever_it_is():
+    """finish() on a waiting sequence returns the blocks it released ([] when it held none) and marks it
+    finished; one already finished releases nothing."""
+    bm = BlockManager(8, 4, watermark=0.0)
+    sched = Scheduler(SchedulerConfig(), bm)
+    bare, holding = Sequence(0, [1, 2]), Sequence(1, [3, 4, 5, 6, 7])
+    sched.add(bare)
+    sched.add(holding)
+    blocks = bm.allocate(holding)
+    assert sched.finish(bare) == [] and bare.status is SequenceStatus.FINISHED
+    assert sorted(sched.finish(holding)) == sorted(blocks) and bm.num_free_blocks == 8
+    assert sched.finish(bare) == [] and not sched.has_unfinished()
+
+
+def test_forked_samples_copy_their_shared_last_block_once(tiny):
+    """After a fork the samples share a partly filled last block; at the first decode exactly one of them takes a
+    new block (the copy), the other keeps the old one, and blocks_allocated says so."""
+    eng = make_engine(tiny, num_blocks=16)
+    rid = eng.add_request(prompt(5), SamplingParams(max_tokens=3, n=2, temperature=1.0, seed=7, ignore_eos=True))
+    t0 = eng.step()
+    parent, child = t0.block_tables_after[rid], t0.block_tables_after[t0.forked[rid][0]]
+    assert parent == child and len(parent) == 2
+    t1 = eng.step()
+    assert len(t1.copies) == 1 and len(t1.blocks_allocated) == 1
+    (sid, new), = t1.blocks_allocated.items()
+    assert new[0] not in parent and t1.copies == [(parent[1], new[0])]
+    other = next(s for s in t1.block_tables_after if s != sid)
+    assert t1.block_tables_after[other] == parent and t1.block_tables_after[sid] == [parent[0], new[0]]
+
+
+def test_chunked_stop_blocks_names_the_chunk_it_could_not_place(tiny):
+    """Chunked prefill: a waiting prompt that cannot get blocks even for the chunk the budget leaves it stops the
+    step; the why names it, the blocks that chunk needs, the free ones and the watermark."""
+    eng = make_engine(tiny, budget=26, num_blocks=12, block_size=2, chunked=True)
+    params = SamplingParams(max_tokens=1, ignore_eos=True)
+    eng.add_request(prompt(22), params)  # 11 of the 12 blocks
+    b = eng.add_request(prompt(20, 1), params)  # 4 tokens of budget left: 2 blocks, 1 free
+    t = eng.step()
+    assert t.why[-1] == ("stop_blocks", {"seq": b, "need": 2, "free": 1, "watermark": 0}) and t.waiting == [b]
