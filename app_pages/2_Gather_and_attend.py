@@ -5,7 +5,7 @@ import inspect
 import streamlit as st
 
 import ui
-from ui.breaks import gather_knobs, show_gather_breaks
+from ui.breaks import gather_breaks, gather_knobs, show_gather_breaks
 from ui.playback import Stepper, playback_bar
 from paged.addressing import blocks_needed
 from paged.attention import gather_kv_loop
@@ -93,6 +93,10 @@ def gather_view() -> None:
                    kwargs={"to": 0})
     knobs.set_state("step", step)
     knobs.sync_url(ctx.lang, step=step)
+    # break it: next to the switches, what broke and what differs; the figures below then draw the broken run
+    breaks = gather_breaks(lesson, step, no_mask, ctx_off)
+    show_gather_breaks(ctx, lesson, breaks)
+    broken = breaks.shown if breaks else None  # a MaskBreak or LenBreak, or None
 
     current = lesson.addresses[step - 1] if step else None
     if current:
@@ -125,49 +129,70 @@ def gather_view() -> None:
         result = lesson.result()
         st.subheader(ctx.t("attend_heading"))
         fig_col, note_col = st.columns([3, 1])
+        told = broken.context_len if broken is not None and ctx_off else None  # a decode told context_len ± 1
         if mode == "decode":
-            weights = weights_figure(result.weights, title=ctx.t("weights_title"), weight=ctx.t("weight"))
+            weights = weights_figure(result.weights if told is None else broken.weights, weight=ctx.t("weight"),
+                                     title=ctx.t("weights_title") if told is None else
+                                     ctx.t("weights_title_told", told=told))
             ui.show_figure(weights, "gather.weights", where=fig_col)
             ui.notice(ctx, ctx.t("weights_notice", group=num_heads // num_kv_heads), where=note_col)
             fig_col, note_col = st.columns([3, 1])
-            output = diverging_figure(result.paged.float(), title=ctx.t("output_title"), x_title="head_dim",
-                                      y_title="head")
+            output = diverging_figure((result.paged if told is None else broken.output).float(), x_title="head_dim",
+                                      title=ctx.t("output_title") if told is None else
+                                      ctx.t("output_title_told", told=told), y_title="head")
             ui.show_figure(output, "gather.output", where=fig_col)
             ui.notice(ctx, ctx.t("output_notice"), where=note_col)
-            diff = result.paged.double() - result.reference  # [num_heads, head_dim]
+            diff = result.paged.double() - result.reference if broken is None else broken.diff.reshape(
+                result.reference.shape)  # [num_heads, head_dim]
             diff_rows = [f"h{h}" for h in range(num_heads)]
         else:
             rows = min(q_len, MAX_ROWS)
             first = context_len - rows
             if rows < q_len:
                 fig_col.caption(ctx.t("rows_cut", rows=rows, q_len=q_len))
-            ui.show_figure(mask_figure(lesson.mask_rows(rows), title=ctx.t("mask_title"), visible=ctx.t("mask_visible"),
-                                       masked=ctx.t("mask_masked")), "gather.mask", where=fig_col)
-            ui.notice(ctx, ctx.t("mask_notice", start=context_len - q_len), where=note_col)
+            mask_rows = lesson.mask_rows(rows) if broken is None else [[True] * context_len] * rows  # what ran
+            ui.show_figure(mask_figure(mask_rows, title=ctx.t("mask_title" if broken is None else "mask_title_off"),
+                                       visible=ctx.t("mask_visible"), masked=ctx.t("mask_masked")), "gather.mask",
+                           where=fig_col)
+            ui.notice(ctx, ctx.t("mask_notice", start=context_len - q_len) if broken is None
+                      else ctx.t("mask_notice_off"), where=note_col)
             fig_col, note_col = st.columns([3, 1])
             head = note_col.selectbox(ctx.t("head"), list(range(num_heads)), key="gather.head")
-            weights = weights_figure(result.weights[head, -rows:], title=ctx.t("prefill_weights_title", head=head),
-                                     y_labels=[f"q{first + i}" for i in range(rows)], y_title="query",
-                                     weight=ctx.t("weight"))
+            shown = result.weights if broken is None else broken.weights  # [num_heads, q_len, context_len]
+            weights = weights_figure(shown[head, -rows:], y_labels=[f"q{first + i}" for i in range(rows)],
+                                     title=ctx.t("prefill_weights_title" if broken is None else
+                                                 "prefill_weights_title_off", head=head),
+                                     y_title="query", weight=ctx.t("weight"))
             ui.show_figure(weights, "gather.weights", where=fig_col)
             note_col.metric(ctx.t("future_weight"), f"{result.future_weight:.1%}", help=ctx.t("future_help"))
-            ui.notice(ctx, ctx.t("prefill_notice"), where=note_col)
-            diff = (result.paged.double() - result.reference)[-rows:, head]  # [rows, head_dim]
+            ui.notice(ctx, ctx.t("prefill_notice" if broken is None else "prefill_notice_off"), where=note_col)
+            full = result.paged.double() - result.reference if broken is None else broken.diff
+            diff = full[-rows:, head]  # [rows, head_dim]
             diff_rows = [f"q{first + i}" for i in range(rows)]
 
-        st.subheader(ctx.t("common.check"))
+        if broken is None:
+            err, rel, ok = result.max_abs_err, result.rel_err, result.ok
+            st.subheader(ctx.t("common.check"))
+        else:
+            err, rel, ok = broken.max_abs_err, broken.rel_err, broken.ok
+            what = ctx.t("breaks.what_mask") if told is None else ctx.t("breaks.what_len", told=told,
+                                                                         context_len=context_len)
+            st.subheader(ctx.t("check_broken", what=what))
         m1, m2, m3, m4 = st.columns(4)
-        m1.metric(ctx.t("common.max_abs_err"), f"{result.max_abs_err:.2e}")
-        m2.metric(ctx.t("common.rel_err"), f"{result.rel_err:.2e}")
+        m1.metric(ctx.t("common.max_abs_err"), f"{err:.2e}")
+        m2.metric(ctx.t("common.rel_err"), f"{rel:.2e}")
         m3.metric(ctx.t("common.tolerance", dtype=dtype), f"{result.tolerance:.0e}")
-        m4.metric(ctx.t("verdict"), ctx.t("common.ok") if result.ok else ctx.t("common.not_ok"))
+        m4.metric(ctx.t("verdict"), ctx.t("common.ok") if ok else ctx.t("common.not_ok"))
         fig_col, note_col = st.columns([3, 1])
-        diff_fig = diverging_figure(diff.float(), title=ctx.t("diff_title"), y_labels=diff_rows, x_title="head_dim")
+        diff_fig = diverging_figure(diff.float(), title=ctx.t("diff_title" if broken is None else "diff_title_broken"),
+                                    y_labels=diff_rows, x_title="head_dim")
         ui.show_figure(diff_fig, "gather.diff", where=fig_col)
-        ui.notice(ctx, ctx.t("bitwise_yes" if result.bitwise_equal else "bitwise_no", dtype=dtype), where=note_col)
-
-    # --- break it: the same attention with the mask removed or context_len off by one ------------------------------
-    show_gather_breaks(ctx, lesson, step, no_mask, ctx_off)
+        if broken is not None:
+            ui.notice(ctx, ctx.t("broken_notice"), where=note_col)
+        else:
+            ui.notice(ctx, ctx.t("bitwise_yes" if result.bitwise_equal else "bitwise_no", dtype=dtype,
+                                 err=f"{result.max_abs_err:.2e}", rel=f"{result.rel_err:.2e}",
+                                 tol=f"{result.tolerance:.0e}"), where=note_col)
 
     ui.export_button(ctx, lambda: lesson.trace(step), "gather_trace.json", key="gather.export")
 

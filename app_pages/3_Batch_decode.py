@@ -9,7 +9,7 @@ from lessons.quiz import batch_question
 from ui.breaks import arm_wrong_slot, wrong_slot_controls
 from ui.playback import Stepper, playback_bar
 from ui.widgets import show_cells, viz_labels
-from lessons.batch import MAX_OPS, MAX_PROMPT_LEN, OP_PATTERN, BatchConfig, BatchLesson
+from lessons.batch import MAX_PROMPT_LEN, BatchConfig, BatchLesson, ops_in_link
 from paged.attention import tolerance
 from viz.colors import seq_label
 from viz.mapping import MappingLabels, mapping_html
@@ -31,7 +31,8 @@ with st.sidebar:
     ui.device_badge(ctx, dtype)
 
 # the operation log: from the URL on the first visit of the session, then from the lesson in session_state
-url_ops = [op for op in ui.read_param("ops", ui.text_max(5 * MAX_OPS), "").split(",") if OP_PATTERN.match(op)]
+# A malformed entry (?ops=d,d,zz) is named in the link box with the ops used instead, as every link value is.
+url_ops = [op for op in ui.read_param("ops", ops_in_link, "").split(",") if op]
 if num_heads % num_kv_heads:
     knobs.sync_url(ctx.lang, ops=",".join(url_ops))
     ui.stop_with_error(ctx, ctx.t("gather.err_gqa", num_heads=num_heads, num_kv_heads=num_kv_heads),
@@ -148,7 +149,7 @@ def batch_view() -> None:
     written = list(event.written.values()) if event.kind == "decode" and event.ok else []
     # the pool as HTML cells (viz.pool.pool_html): a step redraws it in a few ms, a plotly grid in ~100
     pool = pool_html(num_blocks, block_size, tables, lens, highlight=written, max_width=680,
-                     words=viz_labels(ctx, PoolWords, "common.pool"))
+                     words=viz_labels(ctx, PoolWords, "common.pool"), holds=pg.holds)  # what the pool holds
     fig_col, note_col = st.columns([3, 1])
     show_cells(pool, ctx.t("pool_title", free=pg.manager.num_free_blocks, num_blocks=num_blocks), "batch.pool",
                where=fig_col)

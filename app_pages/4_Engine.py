@@ -3,12 +3,14 @@
 import streamlit as st
 
 import ui
+from ui.vllm_side import show_vllm_side
 import ui.quiz
 from lessons.quiz import next_step_question
 from lessons.tokens import token_label
 from ui.engine_actions import (CONFIG_KNOBS, announce_step, config_sidebar, engine_controls, engine_lesson,
                                engine_model, request_numbers, show_messages, status_text)
 from ui.chain_live import show_chain, show_state_rule
+from ui.engine_fault import fault_picker, show_fault_rule, show_fault_verdict
 from ui.widgets import show_cells
 from lessons.engine import table_changes
 from lessons.engine_requests import (ENGINE_SCENARIOS, MAX_PROMPT_CHARS, PROMPT_PRESETS, TASKS, DemoConfig,
@@ -31,6 +33,7 @@ with st.sidebar:
     st.header(ctx.t("common.settings"))
     config = config_sidebar(ctx, knobs, ENGINE_SCENARIOS, DemoConfig(), dict.fromkeys(CONFIG_KNOBS),
                             lambda n: ctx.t(f"scenario_{n}"))
+    config = fault_picker(ctx, knobs, config)  # break a module: a bug lab fault in the paged twin
     ui.device_badge(ctx, "float32")
 
 
@@ -64,6 +67,7 @@ def engine_view() -> None:
 
     knobs.sync_url(ctx.lang, reqs=encode_requests(demo.all_specs()), steps=len(demo.steps))
     show_messages(ctx, demo)
+    show_fault_verdict(ctx, demo)  # with a fault on: what broke, where the twins first part
     if quiz_on:  # predict, then reveal: a cached_token_count after the next step, or a prompt's prefix-cache hits
         ui.quiz.show(ctx, "engine", (config, len(demo.steps), len(demo.all_specs())),
                      lambda seed: next_step_question(demo, seed), "quiz.none_engine")
@@ -138,7 +142,8 @@ def engine_view() -> None:
              ctx.t("col_newest"): newest.get(r.seq_id, ""),
              ctx.t("col_prompt"): r.prompt, ctx.t("col_output"): r.text} for r in demo.rows()]
     if rows:
-        ui.state_table(rows, key="engine.text", prose=(ctx.t("col_prompt"), ctx.t("col_output")))
+        ui.state_table(rows, key="engine.text", prose=(ctx.t("col_prompt"), ctx.t("col_output")),
+                       foreign=(ctx.t("col_newest"), ctx.t("col_prompt"), ctx.t("col_output")))
     else:
         st.info(ctx.t("no_requests"))
 
@@ -152,6 +157,7 @@ def engine_view() -> None:
 
     # --- the state rule, one sequence step by step ------------------------------------------------------------------
     show_state_rule(ctx, demo, tokenizer)
+    show_fault_rule(ctx, demo)  # with a fault on: the rule's counts next to what the broken link used
 
     # --- the twins ----------------------------------------------------------------------------------------------------
     st.subheader(ctx.t("twins_header"))
@@ -171,6 +177,7 @@ def engine_view() -> None:
         fig_col.info(ctx.t("twins_none"))
     ui.notice(ctx, ctx.t("twins_notice"), where=note_col)
 
+    show_vllm_side(ctx, demo, seq_label, "engine")  # vLLM's own KVCacheManager, same steps
     ui.export_button(ctx, demo.trace, "engine_trace.json", key="engine.export")
 
 

@@ -9,6 +9,7 @@ import streamlit as st
 import ui
 from ui.model_picker import LOAD_ERRORS, SHIPPED, load_error, model_label, pick_model, try_load
 from ui.playback import Stepper, playback_bar
+from ui.safe_text import shown, shown_html
 from lessons.buglab import TASKS, model_scenario, run_fault, summarize, tasks_for
 from lessons.buglab_tensors import run_tensor_fault, tensor_scenario_for
 from lessons.tokens import TEXT, token_pieces
@@ -51,7 +52,7 @@ with st.sidebar:
     try:
         model, tok = shipped_model() if choice == SHIPPED else try_load(ctx, choice)
     except LOAD_ERRORS as err:
-        failure = ((ctx.t("err_no_model", detail=str(err)), ctx.t("fix_no_model")) if choice == SHIPPED
+        failure = ((ctx.t("err_no_model", detail=shown(err, paths=[])), ctx.t("fix_no_model")) if choice == SHIPPED
                    else load_error(ctx, choice, err))
     tasks = tasks_for(tok) if tok is not None else TASKS
     task = knobs.radio(ctx.t("scenario"), "task", tasks[0], tasks, format_func=lambda v: ctx.t(f"task_{v}"))
@@ -80,7 +81,7 @@ def render_ids(tok, ids, marked: bool = False) -> str:
         text = piece.text
         if marked and piece.kind == TEXT:
             text = text.replace(" ", "␣").replace("\n", "⏎")
-        text = html.escape(text)
+        text = shown_html(text)
         out.append(text if marked or piece.kind == TEXT else f"<span style='color:#777'>{text}</span>")
     return "".join(out)
 
@@ -99,7 +100,7 @@ def marked_output(tok, ids, k: int | None, color: str, arrow: str = "", drifted:
 
 
 st.subheader(ctx.t("model_header") if choice == SHIPPED else
-             ctx.t("model_header_picked", name=model_label(ctx, choice)))
+             ctx.t("model_header_picked", name=shown(model_label(ctx, choice))))
 if failure is not None:
     ui.show_error(ctx, *failure)
 
@@ -111,7 +112,7 @@ if model is not None:
             run = ui.session_cached("buglab.model_runs", (choice, active, scenario),
                                     lambda: run_fault(model, tok, active, scenario), MAX_CACHED_RUNS)
     except ValueError as err:
-        ui.show_error(ctx, ctx.t("err_run", message=str(err)), ctx.t("fix_run"))
+        ui.show_error(ctx, ctx.t("err_run", message=shown(err, paths=[])), ctx.t("fix_run"))
 
 if run is not None:
     drifts = summarize(run, LOGITS_TOL)
@@ -180,8 +181,10 @@ def pool_section() -> None:
     if st.session_state.get("buglab.step_fault", fault) != fault:
         st.session_state["buglab.step"] = faulty_run.first_bad_step() or 1
     st.session_state["buglab.step_fault"] = fault
-    step = knobs.slider(ctx.t("pool_step"), "step", faulty_run.first_bad_step() or 1, 0, tscenario.num_steps,
-                        help=ctx.t("pool_step_help"))
+    # one control for the pool's step: the playback bar below (Back / Next / Play, its counter), no slider beside it
+    step = min(max(knobs.state("step", faulty_run.first_bad_step() or 1, ui.int_in(0, tscenario.num_steps)), 0),
+               tscenario.num_steps)
+    knobs.set_state("step", step)
 
     def move(by: int, last: int = tscenario.num_steps) -> bool:
         """The pool step one up or down (a callback: it sets the slider before the next run draws it)."""
@@ -193,6 +196,7 @@ def pool_section() -> None:
         "buglab", step_key="buglab.next", step_label=ctx.t("next_step"), position=step, total=tscenario.num_steps,
         can_forward=step < tscenario.num_steps, can_back=step > 0, forward=lambda: move(1), back=lambda: move(-1)))
     knobs.sync_url(ctx.lang)
+    st.caption(ctx.t("pool_step_help"))
 
     shown = trun.steps[step]
     words = ui.viz_labels(ctx, BadCellWords, "w")  # w_write, w_read, …: {seq} {token} are filled by the figure

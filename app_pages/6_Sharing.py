@@ -3,6 +3,7 @@
 import streamlit as st
 
 import ui
+from ui.vllm_side import show_vllm_side
 from ui.engine_actions import (announce_step, config_sidebar, engine_controls, engine_lesson, engine_model,
                                request_numbers, show_messages, status_text)
 from lessons.engine_requests import MAX_PROMPT_CHARS, SHARING_SCENARIOS, TASKS, encode_requests
@@ -123,7 +124,8 @@ def sharing_view() -> None:
              ctx.t("engine.col_prompt"): r.prompt, ctx.t("engine.col_output"): r.text}
             for r in demo.rows()]
     if rows:
-        ui.state_table(rows, key="sharing.text", prose=(ctx.t("engine.col_prompt"), ctx.t("engine.col_output")))
+        ui.state_table(rows, key="sharing.text", prose=(ctx.t("engine.col_prompt"), ctx.t("engine.col_output")),
+                       foreign=(ctx.t("engine.col_newest"), ctx.t("engine.col_prompt"), ctx.t("engine.col_output")))
     worst, agree = demo.twin_summary()
     if demo.steps:
         ok, tolerance = agree, demo.twin_tolerance()
@@ -132,6 +134,7 @@ def sharing_view() -> None:
         if demo.schedules_differ():
             st.caption(ctx.t("engine.twins_schedules_differ"))
 
+    show_vllm_side(ctx, demo, label, "sharing")  # vLLM's own KVCacheManager, same steps
     ui.export_button(ctx, demo.trace, "sharing_trace.json", key="sharing.export")
 
 

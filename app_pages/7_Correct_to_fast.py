@@ -5,6 +5,7 @@ import streamlit as st
 
 import ui
 from ui.beyond import show_what_comes_next
+from ui.safe_text import shown
 from lessons.fast import (HEAD_COUNTS, HEAD_DIMS, LOOP_MAX_TOKENS, MAIN_REPS, RUNGS, SWEEP_BLOCK_SIZES,
                                 SWEEP_REPS, LadderConfig, run_ladder, series)
 from paged.kernels import native_error  # (importing paged.kernels registers "fused", "native", "triton")
@@ -93,7 +94,7 @@ if clicked and config is not None:
         while len(runs) > MAX_CACHED_RUNS:
             runs.pop(next(iter(runs)))
     except (ValueError, RuntimeError, MemoryError) as err:
-        ui.show_error(ctx, ctx.t("err_run", message=str(err)), ctx.t("fix_run"))
+        ui.show_error(ctx, ctx.t("err_run", message=shown(err, paths=[])), ctx.t("fix_run"))
     del st.session_state[RUNNING_KEY]  # finished (or refused with its error shown): not cut short
 elif stopped:
     st.warning(ctx.t("run_stopped"), icon=":material/block:")
@@ -169,7 +170,7 @@ try:
     spec = TraceSpec(num_requests=num_requests, seed=seed, prompt_max=half, output_max=half,
                      max_model_len=max_model_len)
 except ValueError as err:
-    ui.show_error(ctx, ctx.t("err_trace", message=str(err)), ctx.t("fix_trace"))
+    ui.show_error(ctx, ctx.t("err_trace", message=shown(err, paths=[])), ctx.t("fix_trace"))
 else:
     with st.spinner(ctx.t("computing_memory")):
         report = ui.session_cached("fast.memory", (spec, budget),

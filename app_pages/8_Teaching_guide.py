@@ -6,7 +6,7 @@ from pathlib import Path
 import streamlit as st
 
 import ui
-from ui.nav import guide_markdown
+from ui.nav import guide_markdown, same_tab
 
 ctx = ui.setup_page("guide", icon=":material/school:")
 st.title(ctx.t("title"))
@@ -14,4 +14,5 @@ path = Path(__file__).resolve().parents[1] / "docs" / ("teaching.zh.md" if ctx.l
 ui.write_params({"lang": ctx.lang})
 if not path.exists():
     ui.stop_with_error(ctx, ctx.t("missing", path=f"docs/{path.name}"), ctx.t("fix"))
-st.markdown(guide_markdown(path.read_text(encoding="utf-8"), present=ctx.present))
+# links open in this tab (same_tab): a lesson stays one tab, not one per link
+st.markdown(same_tab(guide_markdown(path.read_text(encoding="utf-8"), present=ctx.present)), unsafe_allow_html=True)

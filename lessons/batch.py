@@ -29,6 +29,22 @@ MAX_OPS = 256
 MAX_PROMPT_LEN = 64  # tokens in an added sequence's prompt
 
 
+def parse_ops(text: str) -> tuple[list[str], list[str]]:
+    """A comma-separated op log (a link's `ops=`) -> (the well-formed ops, at most MAX_OPS, in order; every entry
+    left out: malformed ones, empty ones between commas, those past MAX_OPS). Never raises."""
+    entries = [e.strip() for e in str(text).split(",")] if str(text).strip() else []
+    good = [e for e in entries if OP_PATTERN.match(e)]
+    bad = [e for e in entries if not OP_PATTERN.match(e)] + good[MAX_OPS:]
+    return good[:MAX_OPS], bad
+
+
+def ops_in_link(text: str) -> str | None:
+    """A link's `ops=` as the ops it can use, comma-separated (a ui.params parser): None when it holds entries but
+    none well-formed, so the page's link box names the value whenever anything was left out."""
+    good, bad = parse_ops(text)
+    return None if bad and not good else ",".join(good)
+
+
 @dataclass(frozen=True)
 class BatchConfig:
     block_size: int = 4

@@ -31,7 +31,9 @@ class Scenario:
         return CacheConfig(block_size=self.block_size, num_blocks=self.num_blocks, seed=self.seed, watermark=0.0)
 
 
-DEFAULT = Scenario(prompts=("0 1 2 3 4 5 6 7", "abcdefghijklm", "Hello, paged world!"), max_tokens=(24, 24, 24))
+# Each prompt is one the shipped model continues right (a count, two alphabets), and every fault but the subtle
+# position one changes some of them visibly (tests/lessons/test_shipped_prompts.py).
+DEFAULT = Scenario(prompts=("0 1 2 3 4 5 6 7", "abcdefghijklm", "ABCDEFG"), max_tokens=(24, 24, 24))
 
 SCENARIOS: dict[Fault, Scenario] = {
     # A sequence must finish while the others keep decoding, so a stale row gets reused.
@@ -47,8 +49,11 @@ def scenario_for(fault: Fault | str | None) -> Scenario:
 
 # --- the bug lab page's scenarios: the per-fault ones above, with a recall task and a block_size knob ---------------
 TASKS = ("recall", "continue")
-RECALL_TEXTS = ("The quick brown fox jumps over the lazy dog.", "paged attention, block by block",
-                "0 1 2 3 4 5 6 7 8 9 10")
+# The shipped model copies each of these exactly (greedy), so the reference column is always the text itself: it
+# copies random-looking text well but stumbles on repeated phrases ("block by block") and on runs like "0 1 2 … 10".
+# tests/lessons/test_shipped_prompts.py holds it for every prompt the app, the guide and the CLI examples use.
+RECALL_TEXTS = ("The quick brown fox jumps over the lazy dog.", "Paged KV cache: fixed-size blocks, no waste.",
+                "Logical block 3 lives in physical block 17.")
 
 
 def tasks_for(tokenizer) -> tuple[str, ...]:

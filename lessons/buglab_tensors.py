@@ -171,6 +171,7 @@ class FaultyPlayground(Playground):
             right = slot_mapping(seq.block_table, start, end, self.block_size).tolist()
             self.twins[seq.seq_id].update(0, torch.arange(start, end), k, v)
             self.last_write[seq.seq_id] = at
+            self.record_writes(seq.seq_id, start, at)
             self.bad_writes += [BadCell("write", seq.seq_id, t, a, r)
                                 for t, a, r in zip(range(start, end), at, right) if a != r]
             keys.append(k)

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from paged.addressing import blocks_needed
-from paged.attention import attention_sdpa, gather_kv, paged_attention_decode
+from paged.attention import attention_sdpa, gather_kv, paged_attention_decode, paged_attention_prefill
 from paged.block_manager import BlockManager
 from paged.engine.runner import PagedBackend, prepare_inputs
 from paged.engine.sampler import sample
@@ -35,7 +35,8 @@ SOURCES: dict[str, tuple[Callable, ...]] = {
                   Scheduler._schedule_chunked),
     "block_manager": (BlockManager.allocate, BlockManager.append_slot, BlockManager.ensure_capacity),
     "model_runner": (prepare_inputs,),
-    "paged_attention": (PagedBackend.__call__, write_kv, paged_attention_decode, gather_kv, attention_sdpa),
+    "paged_attention": (PagedBackend.__call__, write_kv, paged_attention_decode, paged_attention_prefill, gather_kv,
+                        attention_sdpa),
     "sampler": (sample,),
     "sequence_update": (Sequence.on_prefill_done, Sequence.on_chunk_done, Sequence.on_decode_done),
     "free_blocks": (Scheduler.finish, BlockManager.free),

@@ -47,7 +47,10 @@ class EngineLesson(EngineReadings):
 
     def __init__(self, config: DemoConfig, model, tokenizer, attn_impl: str | None = None) -> None:
         self.config, self.model, self.tokenizer, self.attn_impl = config, model, tokenizer, attn_impl
-        self.twins = TwinEngines(model, tokenizer, config.cache_config(), config.scheduler_config(), attn_impl)
+        # A fault (lessons.engine_fault) breaks the paged twin only, on the teaching gather path as in the bug lab
+        impl = attn_impl if config.fault is None else "gather"
+        self.twins = TwinEngines(model, tokenizer, config.cache_config(), config.scheduler_config(), impl,
+                                 fault=config.fault)
         self.requests: list[RequestSpec] = []       # accepted, in arrival order (request ids in `request_ids`)
         self.request_ids: list[int] = []
         self.log: list[RequestSpec] = []            # every request given, in order: accepted, pending, refused ones

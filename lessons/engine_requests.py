@@ -46,6 +46,7 @@ class DemoConfig:
     enable_prefix_caching: bool = False
     seed: int = 0  # shuffles the free list, so physical blocks come out scattered (deterministically)
     enable_chunked_prefill: bool = False  # vLLM v1: long prompts fed in chunks beside decodes (last: old links)
+    fault: str | None = None  # a paged.faults name: page 4 breaks its paged twin on purpose (lessons.engine_fault)
 
     def cache_config(self) -> CacheConfig:
         return CacheConfig(block_size=self.block_size, num_blocks=self.num_blocks, watermark=self.watermark,
@@ -161,9 +162,10 @@ class Scenario:
     requests: tuple[RequestSpec, ...] = field(default_factory=tuple)
 
 
-PROMPT_PRESETS = {  # name -> (task, text): what the shipped model was trained on
+# name -> (task, text): each one the shipped model does right (tests/lessons/test_shipped_prompts.py)
+PROMPT_PRESETS = {
     "recall_fox": ("recall", "The quick brown fox jumps over the lazy dog."),
-    "recall_paged": ("recall", "PagedAttention maps logical blocks to physical blocks."),
+    "recall_paged": ("recall", "PagedAttention stores KV in fixed-size physical blocks."),
     "recall_code": ("recall", "x = pool[table[i // 8] * 8 + i % 8]"),
     "count": ("continue", "1 2 3 4 5 6 7"),
     "alphabet": ("continue", "abcdefg"),
@@ -185,7 +187,7 @@ ENGINE_SCENARIOS = {
     "empty": Scenario(DemoConfig()),
 }
 
-SHARED_PREFIX = "Blocks are shared: every request reads this same long system prompt. "
+SHARED_PREFIX = "Every request begins with this system prompt, cached once. "  # + "Q1" / "Q22": both copied exactly
 SAME_PROMPT = "Prefix caching reuses full blocks of equal prompts"  # BOS + 50 chars + SEP = 52 = 13 blocks of 4
 SHARING_SCENARIOS = {
     "prefix": Scenario(DemoConfig(block_size=8, num_blocks=64, enable_prefix_caching=True),
@@ -193,5 +195,5 @@ SHARING_SCENARIOS = {
     "same": Scenario(DemoConfig(block_size=4, num_blocks=64, enable_prefix_caching=True),
                      (RequestSpec(SAME_PROMPT), RequestSpec(SAME_PROMPT, at_step=1))),
     "samples": Scenario(DemoConfig(block_size=8, num_blocks=64, enable_prefix_caching=True),
-                        (RequestSpec("10 20 30", "continue", max_tokens=24, temperature=1.2, seed=4, n=3),)),
+                        (RequestSpec("0 1 2 3 4 5 6 7 8", "continue", max_tokens=24, temperature=1.0, seed=0, n=3),)),
 }

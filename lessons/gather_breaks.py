@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import torch
 
 from paged.addressing import blocks_needed, locate
-from paged.attention import attention, gather_kv, paged_attention_decode
+from paged.attention import attention, attention_weights, gather_kv, paged_attention_decode
 from .gather import GatherLesson
 
 OFFSETS = (0, -1, 1)  # the page's choices: exact, one too few, one too many
@@ -31,10 +31,20 @@ class MaskBreak:
     changed: list[bool]       # the row differs beyond the dtype's tolerance (relative to the reference's size)
     diff: torch.Tensor        # [rows, num_heads, head_dim] float64 (cpu)
     tolerance: float
+    weights: torch.Tensor | None = None  # prefill: the unmasked weights [num_heads, q_len, context_len] (cpu)
+    rel_err: float = 0.0      # max |Δ| over every row / max |reference|
 
     @property
     def changed_rows(self) -> int:
         return sum(self.changed)
+
+    @property
+    def max_abs_err(self) -> float:
+        return max(self.row_diff)
+
+    @property
+    def ok(self) -> bool:
+        return self.rel_err < self.tolerance
 
 
 @dataclass
@@ -53,6 +63,8 @@ class LenBreak:
     max_abs_err: float
     rel_err: float
     tolerance: float
+    output: torch.Tensor | None = None   # what the broken decode returns [num_heads, head_dim] (cpu)
+    weights: torch.Tensor | None = None  # its weights over the `context_len` tokens it read [num_heads, told] (cpu)
 
     @property
     def ok(self) -> bool:
@@ -73,8 +85,11 @@ def without_causal_mask(scene: GatherLesson) -> MaskBreak:
     size = max(reference.abs().max().item(), 1e-12)
     tol = scene.result().tolerance
     q_len = reference.shape[0]
+    weights = None
+    if cfg.mode == "prefill":  # every query row over every key: no mask
+        weights = torch.stack([attention_weights(q, keys) for q in scene.query], dim=1).cpu()
     return MaskBreak(list(range(cfg.context_len - q_len, cfg.context_len)), row_diff,
-                     [d / size > tol for d in row_diff], diff, tol)
+                     [d / size > tol for d in row_diff], diff, tol, weights, max(row_diff) / size)
 
 
 def context_len_off(scene: GatherLesson, delta: int) -> LenBreak:
@@ -105,5 +120,10 @@ def context_len_off(scene: GatherLesson, delta: int) -> LenBreak:
     diff = out.cpu().double() - reference
     err = diff.abs().max().item()
     rel = err / max(reference.abs().max().item(), 1e-12)
+    key_cache = scene.pool.layer(0)[0]
+    keys = gather_kv(key_cache, key_cache, table, min(told, n))[0]  # what the broken decode read: n - 1, or n …
+    if delta > 0:  # … and the extra slot
+        keys = torch.cat([keys, key_cache.flatten(0, 1)[slot][None]])
+    weights = attention_weights(scene.query, keys).cpu()
     return LenBreak(delta, told, True, slot, holds, past, n - 1 if delta < 0 else None,
-                    diff.abs().amax(1).tolist(), diff, err, rel, tol)
+                    diff.abs().amax(1).tolist(), diff, err, rel, tol, out.cpu(), weights)

@@ -46,6 +46,9 @@ class Playground:
         self.sequences: dict[int, Sequence] = {}
         self.twins: dict[int, ContiguousKVCache] = {}
         self.last_write: dict[int, list[int]] = {}  # seq_id -> slots written by the latest step
+        # what the pool holds, slot -> (seq_id, token_index) of the K/V last written there: where writes really
+        # went, so a figure draws the pool's contents (a misplaced write included), never the intended layout
+        self.holds: dict[int, tuple[int, int]] = {}
         self._next_id = 0
 
     @property
@@ -67,6 +70,13 @@ class Playground:
         write_kv(*self.pool.layer(0), k, v, slots)
         self.twins[seq.seq_id].update(0, torch.arange(start, end), k, v)
         self.last_write[seq.seq_id] = slots.tolist()
+        self.record_writes(seq.seq_id, start, self.last_write[seq.seq_id])
+
+    def record_writes(self, seq_id: int, start: int, slots: list[int]) -> None:
+        """Note in `holds` that tokens start, start + 1, … of `seq_id` went to `slots` (-1: dropped, skipped)."""
+        for token_index, slot in enumerate(slots, start):
+            if slot >= 0:
+                self.holds[slot] = (seq_id, token_index)
 
     def add_sequence(self, prompt_len: int, block_ids: list[int] | None = None) -> Sequence:
         """Prefill a new sequence of prompt_len tokens: allocate blocks (from the free list, or exactly
@@ -126,6 +136,10 @@ class Playground:
         seq = self.sequences[seq_id]
         released = self.manager.free(seq)
         seq.status = SequenceStatus.FINISHED
+        bs = self.block_size
+        for block in released:  # a free block's old K/V are nobody's tokens any more
+            for slot in range(block * bs, (block + 1) * bs):
+                self.holds.pop(slot, None)
         del self.twins[seq_id]
         return released
 

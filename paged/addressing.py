@@ -14,15 +14,13 @@ Writing (slot_mapping) and reading (block tables) both go through this module, s
 from __future__ import annotations
 
 from dataclasses import dataclass
-from itertools import chain
 from typing import Sequence as SequenceT
 
 import torch
 
-from .checks import as_int
+from .checks import as_int, as_int_list
 
 PAD_SLOT = -1  # "no slot, skip": padding in slot_mapping and in padded block tables
-_INT_ONLY = {int}  # a list whose entries' types are a subset of this needs no conversion (bools are not ints here)
 
 
 @dataclass(frozen=True)
@@ -43,25 +41,6 @@ INT64_MAX = 2**63 - 1
 MAX_CONTEXT_LEN = 1 << 24
 
 
-def _as_list(block_table, name: str = "block_table") -> list[int]:
-    """The entries of a block table (a sequence of ints, or an integer tensor, flattened) as Python ints; raises
-    ValueError for anything else (floats would silently truncate: [1.9] is not block 1).
-    A list of ints is returned as it is (callers only read it): the engine's per-token lookups copy nothing."""
-    if type(block_table) is list and set(map(type, block_table)) <= _INT_ONLY:
-        return block_table
-    if isinstance(block_table, torch.Tensor):
-        if block_table.dtype == torch.bool or block_table.is_floating_point() or block_table.is_complex():
-            raise ValueError(f"{name} must hold integers, got a {block_table.dtype} tensor")
-        return [int(x) for x in block_table.reshape(-1).tolist()]
-    if isinstance(block_table, (str, bytes)):
-        raise ValueError(f"{name} must be a sequence of integers, got {block_table!r}")
-    try:
-        items = list(block_table)
-    except TypeError:
-        raise ValueError(f"{name} must be a sequence of integers, got {block_table!r}") from None
-    return [as_int(x, f"{name}[{i}]") for i, x in enumerate(items)]
-
-
 def check_block_size(block_size: int) -> int:
     """block_size as an int; raises ValueError unless it is an integer >= 1."""
     return as_int(block_size, "block_size", 1)
@@ -70,16 +49,12 @@ def check_block_size(block_size: int) -> int:
 def blocks_needed(num_tokens: int, block_size: int) -> int:
     """How many blocks hold `num_tokens` tokens (ceil division). Raises ValueError unless both are integers,
     num_tokens >= 0 and block_size >= 1."""
-    if type(num_tokens) is int and type(block_size) is int and num_tokens >= 0 and block_size >= 1:
-        return -(-num_tokens // block_size)  # plain ints (the engine's per-row calls): nothing to convert
-    block_size = check_block_size(block_size)
-    return -(-as_int(num_tokens, "num_tokens", 0) // block_size)
+    return -(-as_int(num_tokens, "num_tokens", 0) // check_block_size(block_size))
 
 
 def blocks_needed_tensor(num_tokens: torch.Tensor, block_size: int) -> torch.Tensor:
-    """blocks_needed for each entry of an integer tensor (any shape; same shape, dtype and device back). Raises
-    ValueError unless num_tokens is an integer tensor and block_size an integer >= 1; the entries are not checked
-    (that would sync a GPU): a caller passes validated lengths >= 0."""
+    """blocks_needed of each entry of an integer tensor (same shape, dtype and device). Raises ValueError unless
+    num_tokens is an integer tensor and block_size an integer >= 1; entries unchecked (that would sync a GPU)."""
     block_size = check_block_size(block_size)
     if not isinstance(num_tokens, torch.Tensor) or num_tokens.is_floating_point() or num_tokens.is_complex() \
             or num_tokens.dtype == torch.bool:
@@ -90,8 +65,6 @@ def blocks_needed_tensor(num_tokens: torch.Tensor, block_size: int) -> torch.Ten
 def logical_address(token_index: int, block_size: int) -> tuple[int, int]:
     """The chain's first two links, which need no block table: (logical_block_id, block_offset) of a token.
     Raises ValueError unless token_index >= 0 and block_size >= 1 are integers."""
-    if type(token_index) is int and type(block_size) is int and token_index >= 0 and block_size >= 1:
-        return divmod(token_index, block_size)  # plain ints: nothing to convert
     return divmod(as_int(token_index, "token_index", 0), check_block_size(block_size))
 
 
@@ -100,7 +73,7 @@ def _used_part(block_table, num_tokens: int, block_size: int, what: str) -> tupl
     num_tokens in the errors: ValueError if num_tokens > MAX_CONTEXT_LEN or the table has fewer entries."""
     if num_tokens > MAX_CONTEXT_LEN:
         raise ValueError(f"{what} is past MAX_CONTEXT_LEN ({MAX_CONTEXT_LEN} tokens)")
-    table = _as_list(block_table)
+    table = as_int_list(block_table)
     used = blocks_needed(num_tokens, block_size)
     if used > len(table):
         raise ValueError(f"{what} needs {used} blocks of {block_size}, but the block table has only {len(table)}")
@@ -111,11 +84,9 @@ def _chain(token_index: int, block_table: SequenceT[int] | torch.Tensor, block_s
            ) -> tuple[int, int, int, int, int]:
     """The address chain's links for one token, checked as `locate` says: (token_index, logical_block_id,
     physical_block_id, block_offset, slot)."""
-    if not (type(block_size) is int and block_size >= 1):  # plain ints (the BlockManager's) pass as they are
-        block_size = check_block_size(block_size)
-    table = _as_list(block_table)
-    if not (type(token_index) is int and token_index >= 0):
-        token_index = as_int(token_index, "token_index", 0)
+    block_size = check_block_size(block_size)
+    table = as_int_list(block_table)
+    token_index = as_int(token_index, "token_index", 0)
     logical_block_id, block_offset = logical_address(token_index, block_size)
     if logical_block_id >= len(table):
         raise ValueError(
@@ -130,29 +101,21 @@ def _chain(token_index: int, block_table: SequenceT[int] | torch.Tensor, block_s
 
 
 def locate(token_index: int, block_table: SequenceT[int] | torch.Tensor, block_size: int) -> Address:
-    """Follow the address chain for one token.
-
-    Raises ValueError if block_size < 1, token_index < 0, either is not an integer, the table holds a non-integer,
-    the token's logical block is beyond the table, or the table entry there is negative (-1: nothing allocated).
-    """
+    """Follow the address chain for one token. Raises ValueError unless block_size >= 1 and token_index >= 0 are
+    integers, the table holds integers, and its entry for the token's logical block exists and is >= 0."""
     return Address(*_chain(token_index, block_table, block_size))
 
 
 def slot_of(token_index: int, block_table: SequenceT[int] | torch.Tensor, block_size: int) -> int:
-    """`locate(token_index, block_table, block_size).slot` (same checks, same errors) without building the
-    Address: the BlockManager asks it once per sequence per step."""
+    """`locate(...).slot` (same checks, same errors) without building the Address (the BlockManager's)."""
     return _chain(token_index, block_table, block_size)[4]
 
 
 def slot_mapping(block_table: SequenceT[int] | torch.Tensor, start: int, end: int, block_size: int,
                  device: torch.device | str | None = None) -> torch.Tensor:
-    """Slots for tokens [start, end) of one sequence: a LongTensor [end - start].
-
-    Vectorised form of `locate(...).slot` for each token, so writers and readers share one definition.
-    Raises ValueError unless start, end and block_size are integers with 0 <= start <= end <= MAX_CONTEXT_LEN,
-    the table (integers)
-    covers token end - 1, and every entry those tokens use is >= 0 with its slots within int64.
-    """
+    """Slots for tokens [start, end) of one sequence: a LongTensor [end - start], `locate(...).slot` of each token.
+    Raises ValueError unless 0 <= start <= end <= MAX_CONTEXT_LEN and block_size >= 1 are integers, the table (of
+    integers) covers token end - 1, and every entry those tokens use is >= 0 with its slots within int64."""
     block_size = check_block_size(block_size)
     start, end = as_int(start, "start"), as_int(end, "end")
     if not 0 <= start <= end:
@@ -178,15 +141,10 @@ def slot_mapping(block_table: SequenceT[int] | torch.Tensor, start: int, end: in
 
 def validate_block_table(block_table: SequenceT[int] | torch.Tensor, num_blocks: int, block_size: int,
                          context_len: int, distinct: bool = True) -> None:
-    """The shared boundary check for one sequence's block table.
-
-    Rules (each broken rule raises ValueError naming the value):
-    block_size, num_blocks, context_len and every entry are integers (not bools or floats);
-    block_size >= 1; num_blocks >= 1; 1 <= context_len <= MAX_CONTEXT_LEN; the table has at least ceil(context_len / block_size)
-    entries; every entry of that used part is in [0, num_blocks) (so no -1 inside it); no physical block appears
-    twice in the used part (two logical blocks would overwrite each other; distinct=False lifts this rule for a
-    reader that only has to stay inside the pool). Entries past the used part may be -1 or anything else.
-    """
+    """The shared boundary check for one sequence's block table; each broken rule raises ValueError naming the value.
+    Every size and entry is an integer; block_size, num_blocks >= 1; 1 <= context_len <= MAX_CONTEXT_LEN; the
+    used part (the first blocks_needed(context_len) entries) exists, lies in [0, num_blocks) and repeats no block
+    (two logical blocks would overwrite each other; distinct=False lifts this for a reader). Past it: anything."""
     block_size = check_block_size(block_size)
     num_blocks = as_int(num_blocks, "num_blocks", 1)
     context_len = as_int(context_len, "context_len", 1)
@@ -205,27 +163,37 @@ def validate_block_table(block_table: SequenceT[int] | torch.Tensor, num_blocks:
         seen[physical_block_id] = logical_block_id
 
 
+MAX_ADDRESS_TABLE_LEN = 1 << 16  # address_table builds one Python object per token: a table to show, not a context
+
+
 def address_table(block_table: SequenceT[int] | torch.Tensor, context_len: int, block_size: int) -> list[Address]:
-    """The whole token -> (physical block, offset) table for tokens [0, context_len)."""
-    table = _as_list(block_table)
+    """The whole token -> (physical block, offset) table for tokens [0, context_len). Raises ValueError for a
+    context_len past MAX_ADDRESS_TABLE_LEN (65,536 tokens) or anything locate refuses."""
+    table = as_int_list(block_table)
     context_len = as_int(context_len, "context_len", 0)
     if context_len > MAX_CONTEXT_LEN:
         raise ValueError(f"context_len {context_len} is past MAX_CONTEXT_LEN ({MAX_CONTEXT_LEN} tokens)")
+    if context_len > MAX_ADDRESS_TABLE_LEN:
+        raise ValueError(f"context_len {context_len} is past MAX_ADDRESS_TABLE_LEN ({MAX_ADDRESS_TABLE_LEN} tokens): "
+                         "address_table lists every token; use slot_mapping for a long context")
     return [locate(i, table, block_size) for i in range(context_len)]
+
+
+def block_tables(tables: list[list[int]], width: int | None = None, dtype: torch.dtype = torch.int32) -> torch.Tensor:
+    """A batch's block tables as one tensor [B, width], each row padded with -1 (width: the longest, at least 1).
+    Unchecked: the engine hands its BlockManager's own lists of ints; pad_block_tables is the checked form."""
+    width = max(1, max(map(len, tables), default=0)) if width is None else max(width, 1)
+    return torch.tensor([t + [PAD_SLOT] * (width - len(t)) for t in tables], dtype=dtype).reshape(len(tables), width)
 
 
 def pad_block_tables(block_tables: SequenceT[SequenceT[int]], width: int | None = None,
                      device: torch.device | str | None = None, dtype: torch.dtype = torch.int32) -> torch.Tensor:
-    """Pad ragged block tables with -1 into a tensor [B, max_blocks] (int32 unless `dtype` says int64).
-
-    Builds one padded list and then one tensor. Raises ValueError for a non-integer entry, a table longer than
-    `width`, or an entry that does not fit `dtype`.
-    """
+    """`block_tables` after checks: ragged block tables padded with -1 into a tensor [B, max_blocks] (int32 unless
+    `dtype` says int64). Raises ValueError for a non-integer entry, a table longer than `width`, or an entry that
+    does not fit `dtype`."""
     if isinstance(block_tables, (torch.Tensor, str, bytes)) or not hasattr(block_tables, "__iter__"):
         raise ValueError(f"block_tables must be a list of block tables, got {type(block_tables).__name__}")
-    tables = list(block_tables)
-    if not (set(map(type, tables)) <= {list} and set(map(type, chain.from_iterable(tables))) <= {int}):
-        tables = [_as_list(t, f"block_tables[{i}]") for i, t in enumerate(tables)]  # not plain lists of ints
+    tables = [as_int_list(t, f"block_tables[{i}]") for i, t in enumerate(block_tables)]
     width = max((len(t) for t in tables), default=0) if width is None else as_int(width, "width", 0)
     if width > MAX_CONTEXT_LEN:
         raise ValueError(f"width {width} is past MAX_CONTEXT_LEN ({MAX_CONTEXT_LEN}): no table needs that many blocks")
@@ -233,12 +201,11 @@ def pad_block_tables(block_tables: SequenceT[SequenceT[int]], width: int | None 
     for i, t in enumerate(tables):
         if len(t) > width:
             raise ValueError(f"block table {i} has {len(t)} entries, more than the width {width}")
-    entries = list(chain.from_iterable(tables))
-    if entries and not (low <= min(entries) and max(entries) <= high):
-        i, bad = next((i, x) for i, t in enumerate(tables) for x in t if not low <= x <= high)
-        raise ValueError(f"block_tables[{i}] holds {bad}, which does not fit in {dtype}")
-    padded = [t + [PAD_SLOT] * (width - len(t)) for t in tables] if width else [[PAD_SLOT] for _ in tables]
-    out = torch.tensor(padded, dtype=dtype).reshape(len(tables), max(width, 1))
+        bad = next((x for x in t if not low <= x <= high), None)
+        if bad is not None:
+            raise ValueError(f"block_tables[{i}] holds {bad}, which does not fit in {dtype}")
+    width = max(width, 1)  # (a batch of empty tables still has one column)
+    out = torch.tensor([t + [PAD_SLOT] * (width - len(t)) for t in tables], dtype=dtype).reshape(len(tables), width)
     return out.to(device) if device is not None else out
 
 
@@ -261,28 +228,15 @@ def batch_slot_mapping(block_tables: torch.Tensor, rows: torch.Tensor, token_ind
     return physical_block_id * block_size + token_index % block_size
 
 
-def check_block_tables(block_tables: torch.Tensor, context_lens: torch.Tensor, num_blocks: int, block_size: int,
-                       tables: list[list[int]]) -> None:
-    """`validate_block_table`'s rules for a whole batch: in each row of block_tables [B, W] (-1 padded) the first
-    blocks_needed(context_lens[b], block_size) entries exist, lie in [0, num_blocks) and are distinct.
-
-    One pure-Python pass over `tables` (the same tables as lists of ints, as the BlockManager keeps them; per row a
-    set, a min and a max, no tensor ops, one sync for context_lens). A row that breaks a rule (or is not a plain
-    list) goes to `validate_block_table`, which raises its ValueError naming the entry; if it finds nothing a
-    ValueError still names the batch row.
-    Raises ValueError too if block_tables, context_lens and tables disagree on B or a row is wider than W."""
-    lens = context_lens.tolist()
-    width = block_tables.shape[-1]  # an empty batch may come as shape [0]
-    if not len(lens) == len(tables) == block_tables.shape[0]:
-        raise ValueError(f"{block_tables.shape[0]} block-table rows, {len(lens)} context_lens and {len(tables)} "
-                         "tables: one of each per sequence")
-    block_size = check_block_size(block_size)
-    for row, (table, n) in enumerate(zip(tables, lens)):
-        if type(table) is list and type(n) is int and 1 <= n <= MAX_CONTEXT_LEN:
-            used = -(-n // block_size)  # blocks_needed, inline: this loop runs once per sequence per step
-            head = table if used == len(table) else table[:used]
-            if used <= len(table) <= width and len(set(head)) == used and min(head) >= 0 and max(head) < num_blocks:
-                continue
-        validate_block_table(table, num_blocks, block_size, n)
-        raise ValueError(f"batch row {row}: block table {table} does not cover context_len {n} with distinct "
-                         f"blocks in [0, {num_blocks}) within the batch's width {width}")
+def decode_slots(tables: list[list[int]], token_index: list[int], block_size: int) -> list[int]:
+    """`batch_slot_mapping` for one token per sequence (a decode step), in plain ints: the slot of token
+    token_index[b] of the sequence whose table is tables[b]. A token without its physical block raises the
+    ValueError of batch_slot_mapping, naming its row."""
+    try:
+        slots = [table[i // block_size] * block_size + i % block_size for table, i in zip(tables, token_index)]
+    except IndexError:  # a logical block past its table
+        slots = [-1]
+    if slots and min(slots) < 0:  # (a -1 entry gives a negative slot)
+        batch_slot_mapping(block_tables(tables), torch.arange(len(tables)), torch.tensor(token_index), block_size)
+        raise AssertionError("batch_slot_mapping found no row without its physical block")
+    return slots

@@ -1,7 +1,8 @@
-"""Boundary checks of the attention entry points: each broken rule raises ValueError naming the value and the rule.
+"""Boundary checks of the attention and K/V-write entry points: each broken rule raises ValueError naming the value
+and the rule.
 
-Shared by `paged.attention` (attention, gather_kv, paged_attention_decode) and the kernels behind it, so every impl
-accepts and refuses exactly the same inputs.
+Shared by `paged.attention` (attention, gather_kv, paged_attention_decode, paged_attention_prefill),
+`paged.kv_cache.write_kv` and the kernels behind them, so every impl accepts and refuses exactly the same inputs.
 """
 
 from __future__ import annotations
@@ -134,3 +135,104 @@ def check_decode_inputs(query: torch.Tensor, key_cache: torch.Tensor, value_cach
             raise ValueError(f"sequence {b}: {err}") from None
         tables[b, blocks_needed(context_len, block_size):] = PAD_SLOT
     return tables.to(device=key_cache.device, dtype=torch.int32), lens.to(key_cache.device)
+
+
+def check_write(key_cache: torch.Tensor, value_cache: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+                slot_mapping: torch.Tensor, pads: bool = True) -> None:
+    """The boundary checks of `write_kv` (ValueError naming the bad value); nothing is written. pads=False: the
+    caller promised no -1 slot, so one is an error too."""
+    for name, t in (("key_cache", key_cache), ("value_cache", value_cache), ("key", key), ("value", value),
+                    ("slot_mapping", slot_mapping)):
+        if not isinstance(t, torch.Tensor):
+            raise ValueError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+    if key_cache.dim() != 4 or value_cache.shape != key_cache.shape:
+        raise ValueError(f"key_cache/value_cache must both be [num_blocks, block_size, num_kv_heads, head_dim], "
+                         f"got {tuple(key_cache.shape)} and {tuple(value_cache.shape)}")
+    num_blocks, block_size, num_kv_heads, head_dim = key_cache.shape
+    want = (num_kv_heads, head_dim)
+    if key.dim() != 3 or tuple(key.shape[1:]) != want or value.shape != key.shape:
+        raise ValueError(f"key/value must be [num_tokens, {num_kv_heads}, {head_dim}] to match the cache, got "
+                         f"{tuple(key.shape)} and {tuple(value.shape)}")
+    if slot_mapping.dim() != 1 or slot_mapping.numel() != key.shape[0]:
+        raise ValueError(f"slot_mapping has {slot_mapping.numel()} entries but key/value have {key.shape[0]} rows: "
+                         "one slot per token is required")
+    if key.dtype != key_cache.dtype or value.dtype != value_cache.dtype:
+        raise ValueError(f"dtype mismatch: key/value are {key.dtype}/{value.dtype}, cache is {key_cache.dtype}")
+    if len({key_cache.device, value_cache.device, key.device, value.device, slot_mapping.device}) > 1:
+        raise ValueError(f"device mismatch: key on {key.device}, value on {value.device}, slot_mapping on "
+                         f"{slot_mapping.device}, key_cache on {key_cache.device}, value_cache on "
+                         f"{value_cache.device}")
+    if slot_mapping.dtype not in (torch.int64, torch.int32):
+        raise ValueError(f"slot_mapping must be an integer tensor, got {slot_mapping.dtype}")
+    if slot_mapping.numel():
+        num_slots = num_blocks * block_size
+        bad = (slot_mapping < -1) | (slot_mapping >= num_slots)
+        if bool(bad.any()):
+            slot = int(slot_mapping[bad][0])
+            raise ValueError(f"slot {slot} is outside the pool: slots are in [0, {num_slots}) "
+                             f"(num_blocks {num_blocks} x block_size {block_size}), or -1 to skip")
+        written = slot_mapping[slot_mapping >= 0].sort().values
+        repeated = written[1:][written[1:] == written[:-1]]
+        if repeated.numel():
+            raise ValueError(f"slot {int(repeated[0])} appears more than once in slot_mapping: which token's K/V "
+                             "would land there is undefined, so one write call takes each slot at most once")
+        if not pads and bool((slot_mapping < 0).any()):
+            raise ValueError("pads=False, but slot_mapping holds -1 (padding): pass pads=True to skip those rows")
+
+
+def check_prefill_inputs(query: torch.Tensor, key_cache: torch.Tensor, value_cache: torch.Tensor, block_tables,
+                         context_lens, query_lens) -> tuple[list[list[int]], list[int], list[int]]:
+    """Boundary checks for paged prefill; returns (block_tables, context_lens, query_lens) as lists of ints.
+    Raises ValueError naming the bad value: every rule of `check_decode_inputs` (for the batch of B sequences),
+    query not [N, num_heads, head_dim] with N = sum(query_lens), a query_lens[b] < 1 or > context_lens[b]."""
+    _check_tensors(query=query)
+    qlens = _int_tensor("query_lens", query_lens).reshape(-1).tolist()
+    if query.dim() != 3 or query.shape[0] != sum(qlens):
+        raise ValueError(f"query must be [N = sum(query_lens) = {sum(qlens)}, num_heads, head_dim], got shape "
+                         f"{tuple(query.shape)}")
+    tables, lens = check_decode_inputs(query.new_empty((len(qlens), *query.shape[1:])), key_cache, value_cache,
+                                       block_tables, context_lens)
+    lens = lens.tolist()
+    for b, (n, context_len) in enumerate(zip(qlens, lens)):
+        if not 1 <= n <= context_len:
+            raise ValueError(f"query_lens[{b}] = {n}: each sequence feeds 1 … context_len ({context_len}) tokens")
+    return tables.tolist(), lens, qlens
+
+
+def check_cache_alloc(sizes: dict, dtype, device, what: str,
+                      max_bytes: int) -> tuple[tuple[int, ...], torch.dtype, torch.device]:
+    """(shape, dtype, device) of K (and V) after the boundary checks: every size an integer >= 1, a floating dtype, a
+    device torch knows, K + V within max_bytes. Raises ValueError naming the bad value."""
+    shape = tuple(as_int(n, name, 1) for name, n in sizes.items())
+    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
+        raise ValueError(f"dtype must be a floating-point torch dtype (e.g. torch.float32), got {dtype!r}")
+    try:
+        if device is None:  # the default: cuda when available, else cpu
+            device = "cuda" if torch.cuda.is_available() else "cpu"
+        device = torch.device(device)
+    except (RuntimeError, TypeError, ValueError):
+        raise ValueError(f"device must name a torch device such as 'cpu' or 'cuda', got {device!r}") from None
+    need = 2 * math.prod(shape) * torch.empty((), dtype=dtype).element_size()
+    if need > as_int(max_bytes, "max_bytes", 1):
+        raise ValueError(f"{what} of shape {list(shape)} ({dtype}) would need {need:,} bytes ({need / 2**30:.2f} GiB) "
+                         f"for K and V, more than the limit of {max_bytes:,} bytes (max_bytes, default "
+                         "MAX_CACHE_BYTES); make it smaller or raise max_bytes")
+    return shape, dtype, device
+
+
+def check_positions(input_pos, key, value, kv_shape: tuple[int, ...], device: torch.device) -> torch.Tensor:
+    """ContiguousKVCache.update's boundary checks; returns the positions as int64 [n] on `device`. Raises
+    ValueError for non-tensors, non-integer, negative or repeated positions, or shapes unlike [n] and [n, *kv_shape]."""
+    _check_tensors(input_pos=input_pos, key=key, value=value)
+    if input_pos.dtype == torch.bool or input_pos.is_floating_point() or input_pos.is_complex():
+        raise ValueError(f"input_pos must be an integer tensor, got {input_pos.dtype}")
+    want = (input_pos.numel(), *kv_shape)
+    if input_pos.dim() != 1 or tuple(key.shape) != want or value.shape != key.shape:
+        raise ValueError(f"input_pos {tuple(input_pos.shape)}, key {tuple(key.shape)} and value "
+                         f"{tuple(value.shape)} must be [n] and [n, num_kv_heads, head_dim] = {list(want)}")
+    pos = input_pos.to(device).long()
+    if pos.numel() and int(pos.min()) < 0:
+        raise ValueError(f"input_pos must be >= 0, got {int(pos.min())}")
+    if pos.numel() > 1 and pos.unique().numel() != pos.numel():
+        raise ValueError(f"input_pos repeats a position ({pos.tolist()[:16]}): which write wins is undefined")
+    return pos

@@ -1,29 +1,25 @@
 """The Block Manager: where each sequence's KV goes.
 
-It owns the free list of physical blocks and every sequence's block table:
-allocate blocks for a prompt (prefill), append one slot per decode step (a new block only when the last one is
-full), and return blocks to the free list when a sequence finishes. Reference counts let blocks be shared later
-(forked tables); a block returns to the free list only when its count drops to zero.
+It owns the free queue of physical blocks and every sequence's block table: allocate blocks for a prompt (prefill),
+append one slot per decode step (a new block only when the last one is full), and return blocks to the free queue
+when a sequence finishes. Reference counts let blocks be shared; a block is free only when its count is zero.
 
-Sharing:
-- Prefix caching: a full block is identified by a chained hash of (parent block's hash, its token ids), so equal
-  hashes mean equal prefixes. A new prompt reuses cached full blocks (token ids compared, so a hash collision can
-  never hand out the wrong K/V). Freed blocks keep their hash on the free list (least recently freed at the head)
-  and lose it only when reused for something else. A prompt that hits in full still computes its last block, so
-  at least one token runs through the model and a shared block is never written.
-- Forking (parallel sampling): children share the parent's blocks (ref counts up); appending into a shared,
-  partly filled last block first copies it (copy-on-write), recorded in `pending_copies` for the engine to carry out.
+Which free block is taken next, when a full block is hashed and what eviction drops follow vLLM 0.32's v1
+`KVCacheManager` exactly (paged.prefix_cache gives each rule and why; with the shuffle off our block b is vLLM's
+b + 1, its block 0 being a reserved null block). Prefix caching: a new prompt reuses cached full blocks, but always
+computes its last block, so a token runs through the model and a shared block is never written. Forking (parallel
+sampling; ours, vLLM v1 has none): children share the parent's blocks; appending into a shared, partly filled last
+block first copies it (copy-on-write), recorded in `pending_copies` for the engine to carry out.
 """
 
 from __future__ import annotations
 
-import random
-from collections import deque
 from typing import Iterable, Mapping
 
 from .addressing import blocks_needed, slot_of
 from .checks import as_bool, as_float, as_int
 from .config import MAX_BLOCK_SIZE, MAX_NUM_BLOCKS
+from .prefix_cache import FreeBlockQueue, PrefixCache, initial_order
 from .sequence import Sequence
 
 
@@ -39,10 +35,10 @@ def first_owners(tables: Mapping[int, Iterable[int]], num_blocks: int) -> list[i
 
 
 class BlockManager:
-    """Free list + reference counts over `num_blocks` physical blocks of `block_size` slots.
+    """Free queue + reference counts over `num_blocks` physical blocks of `block_size` slots.
 
     watermark: fraction of the pool `can_allocate` keeps free for running sequences' decode slots.
-    seed: shuffle the free list (deterministically) so demos show scattered physical blocks.
+    seed: shuffle the free queue (deterministically) so demos show scattered blocks; None keeps vLLM's 0, 1, 2, …
     Raises ValueError for num_blocks outside [1, MAX_NUM_BLOCKS], block_size outside [1, MAX_BLOCK_SIZE], a
     watermark outside [0, 1), or a float / bool where an integer is meant.
     """
@@ -58,44 +54,27 @@ class BlockManager:
         enable_prefix_caching = as_bool(enable_prefix_caching, "enable_prefix_caching")
         self.num_blocks, self.block_size, self.watermark = num_blocks, block_size, watermark
         self.watermark_blocks = int(watermark * num_blocks)
-        order = list(range(num_blocks))
-        if seed is not None:
-            random.Random(seed).shuffle(order)
-        self.free_block_ids: deque[int] = deque(order)
+        self.free_block_ids = FreeBlockQueue.fromkeys(initial_order(num_blocks, seed))  # head = next block taken
         self.ref_counts = [0] * num_blocks
         self.tables: dict[int, list[int]] = {}  # seq_id -> its block table (the same list object as seq.block_table)
         self._freed: set[int] = set()
         self.enable_prefix_caching = enable_prefix_caching
-        self.block_hash: dict[int, int] = {}  # block -> hash of the full prefix ending with it
-        self.block_tokens: dict[int, tuple[int, ...]] = {}  # block -> its token ids (collision check)
-        self.hash_to_block: dict[int, int] = {}
+        self.cache = PrefixCache()  # the prefix-cache index (empty while prefix caching is off)
         self.pending_copies: list[tuple[int, int]] = []  # copy-on-write (src, dst) the engine must carry out
-        # seq_id -> per logical block: prefix-cache hit at allocation; for the sequences holding blocks (free drops it)
-        self.last_hits: dict[int, list[bool]] = {}
+        self.last_hits: dict[int, list[bool]] = {}  # seq_id -> per logical block: a prefix-cache hit? (while held)
 
     # --- queries ---------------------------------------------------------------------------------------------
+    block_hash = property(lambda self: self.cache.block_hash, doc="cached block -> the hash it is filed under")
+    block_tokens = property(lambda self: self.cache.block_tokens, doc="cached block -> its token ids")
+
     @property
     def num_free_blocks(self) -> int:
         return len(self.free_block_ids)
 
-    @property
-    def num_used_blocks(self) -> int:
-        return self.num_blocks - len(self.free_block_ids)
-
     def _prefix_hits(self, token_ids: list[int]) -> list[int]:
         """Cached blocks matching the prompt's leading full blocks, stopping before the block holding its last
         token (that one is always computed)."""
-        hits, parent, bs = [], None, self.block_size
-        if not self.enable_prefix_caching:
-            return hits
-        for i in range((len(token_ids) - 1) // bs):
-            tokens = tuple(token_ids[i * bs:(i + 1) * bs])
-            parent = hash((parent, tokens))
-            block = self.hash_to_block.get(parent)
-            if block is None or self.block_tokens.get(block) != tokens:
-                break
-            hits.append(block)
-        return hits
+        return self.cache.hits(token_ids, self.block_size) if self.enable_prefix_caching else []
 
     def _tokens_to_cover(self, seq: Sequence, num_hits: int, max_new_tokens: int | None) -> int:
         """Tokens the first allocation covers: all of them, or (chunked prefill) the hits plus max_new_tokens."""
@@ -128,94 +107,67 @@ class BlockManager:
         refs = self.ref_counts
         return [self.needs_new_block(s) or refs[s.block_table[-1]] > 1 for s in seqs]
 
-    def can_append_slot(self, seq: Sequence) -> bool:
-        return not self.append_needs_block(seq) or self.num_free_blocks >= 1
+    def fills_block(self, seq: Sequence) -> bool:
+        """Prefix caching: this decode step fills seq's last block, so the scheduler calls append_slot to hash it."""
+        return self.enable_prefix_caching and (seq.cached_token_count + 1) % self.block_size == 0
 
     def ownership(self) -> list[int | None]:
-        """physical block -> owning seq id (the first owner if shared), or None when free. Built on demand: a UI
-        reads it from EngineView.ownership, never from the engine's step."""
+        """physical block -> owning seq id (the first owner if shared), or None when free (built on demand)."""
         return first_owners(self.tables, self.num_blocks)
 
     def block_owners(self) -> list[tuple[int, ...]]:
         """physical block -> every seq id whose table holds it (empty when free)."""
-        owners: list[list[int]] = [[] for _ in range(self.num_blocks)]
+        owners: list[tuple[int, ...]] = [()] * self.num_blocks
         for seq_id, table in self.tables.items():
             for block in table:
-                owners[block].append(seq_id)
-        return [tuple(o) for o in owners]
+                owners[block] += (seq_id,)
+        return owners
 
     # --- mutations -------------------------------------------------------------------------------------------
     def _take(self) -> int:
-        """Take the block at the head of the free list for new contents; a cached block reused this way loses its
+        """Take the block at the head of the free queue for new contents; a cached block reused this way loses its
         hash (eviction)."""
-        block_id = self.free_block_ids.popleft()
-        assert self.ref_counts[block_id] == 0, f"block {block_id} on the free list with ref count != 0"
+        block_id = self.free_block_ids.take()
+        assert self.ref_counts[block_id] == 0, f"block {block_id} on the free queue with ref count != 0"
         self.ref_counts[block_id] = 1
-        old = self.block_hash.pop(block_id, None)
-        if old is not None:
-            del self.hash_to_block[old]
-            del self.block_tokens[block_id]
+        self.cache.evict(block_id)
         return block_id
 
-    def _register(self, block: int, parent: int | None, tokens: tuple[int, ...]) -> int:
-        """Index a full block under its chained hash (the first block with a given prefix keeps the entry)."""
-        h = hash((parent, tokens))
-        if h not in self.hash_to_block:
-            self.hash_to_block[h] = block
-            self.block_hash[block] = h
-            self.block_tokens[block] = tokens
-        return h
+    def _file(self, seq: Sequence, num_tokens: int) -> None:
+        """Prefix caching: index seq's full blocks among its first num_tokens tokens (rule 4)."""
+        if self.enable_prefix_caching:
+            self.cache.file(seq.block_table, seq.token_ids, self.block_size, min(num_tokens, seq.num_tokens))
 
     def move_to_front(self, block_ids: list[int]) -> None:
-        """Teaching demos that draw specific tables: put these free physical blocks at the head of the free list, in
-        this order, so the next blocks taken (by allocate, without prefix-cache hits, then append_slot) are exactly
-        them; the rest of the free list keeps its order.
-
-        Raises ValueError (nothing changed) unless block_ids is a list of integer ids of free blocks, none twice.
-        """
-        if isinstance(block_ids, (str, bytes)) or not hasattr(block_ids, "__iter__"):
-            raise ValueError(f"block_ids must be a list of physical block ids, got {block_ids!r}")
-        ids = [as_int(b, "block id", 0, self.num_blocks - 1) for b in block_ids]
-        if len(set(ids)) != len(ids):
-            raise ValueError(f"block_ids {ids} list a physical block twice")
-        free = set(self.free_block_ids)
-        taken = [b for b in ids if b not in free]
-        if taken:
-            raise ValueError(f"physical block(s) {taken} are not free (pool has blocks 0..{self.num_blocks - 1})")
-        for b in ids:
-            self.free_block_ids.remove(b)
-        self.free_block_ids.extendleft(reversed(ids))
+        """Teaching demos that draw specific tables: put these free blocks at the head of the free queue, in order,
+        so the next blocks taken (allocate without hits, then append_slot) are exactly them. Raises ValueError
+        (nothing changed) unless block_ids is a list of integer ids of free blocks, none twice."""
+        self.free_block_ids.move_to_front(block_ids, self.num_blocks)
 
     def allocate(self, seq: Sequence, max_new_tokens: int | None = None) -> list[int]:
         """Give `seq` blocks for all its tokens (the prompt at first prefill; prompt + generated after a
-        preemption): prefix-cache hits first, then fresh blocks from the head of the free list.
-        max_new_tokens (chunked prefill): cover only the prefix-cache hits plus that many tokens;
-        `ensure_capacity` grows the table for later chunks.
-
-        Raises ValueError (nothing changed) if seq already holds blocks or the pool lacks free blocks.
-        """
+        preemption): prefix-cache hits first, then fresh blocks from the head of the free queue; the full blocks it
+        writes are hashed now. max_new_tokens (chunked prefill): cover only the hits plus that many tokens
+        (`ensure_capacity` grows the table for later chunks). Raises ValueError (nothing changed) if seq already
+        holds blocks or the pool lacks free blocks."""
         if seq.block_table or seq.seq_id in self.tables:
             raise ValueError(f"sequence {seq.seq_id} already holds blocks {seq.block_table}; free it first")
         if self._blocks_to_take(seq, max_new_tokens) > self.num_free_blocks:
             raise ValueError(f"sequence {seq.seq_id} needs {blocks_needed(seq.num_tokens, self.block_size)} blocks "
                              f"but only {self.num_free_blocks} of {self.num_blocks} are free")
         hits = self._prefix_hits(seq.token_ids)
-        for block in hits:  # shared: one more reference (off the free list if nobody held it)
+        for block in hits:  # shared: one more reference (off the free queue if nobody held it: a touch)
             if self.ref_counts[block] == 0:
-                self.free_block_ids.remove(block)
+                del self.free_block_ids[block]
             self.ref_counts[block] += 1
         covered = self._tokens_to_cover(seq, len(hits), max_new_tokens)
         table = hits + [self._take() for _ in range(blocks_needed(covered, self.block_size) - len(hits))]
-        seq.block_table = table
-        self.tables[seq.seq_id] = table
+        seq.block_table = self.tables[seq.seq_id] = table
         self._freed.discard(seq.seq_id)
         self.last_hits[seq.seq_id] = [i < len(hits) for i in range(len(table))]
         if hits:
             seq.cached_token_count = len(hits) * self.block_size  # their K/V are already written
-        if self.enable_prefix_caching:
-            parent, bs, tokens = None, self.block_size, seq.token_ids
-            for i in range(min(len(tokens), len(table) * bs) // bs):  # index every full block written this step
-                parent = self._register(table[i], parent, tuple(tokens[i * bs:(i + 1) * bs]))
+        self._file(seq, covered)  # every full block written by the end of this step
         return table
 
     def fork(self, parent: Sequence, child: Sequence) -> list[int]:
@@ -227,27 +179,27 @@ class BlockManager:
         child.block_table = list(parent.block_table)
         for block in child.block_table:
             self.ref_counts[block] += 1
-        self.tables[child.seq_id] = child.block_table
+        self.tables[child.seq_id] = child.block_table  # the same list object, as allocate's
         self._freed.discard(child.seq_id)
         return child.block_table
 
     def append_slot(self, seq: Sequence) -> int:
         """The slot where seq's next token (index cached_token_count) is written; takes a new block from the free
-        list only when the last block is full. Raises ValueError if seq holds no blocks or the pool is full."""
+        queue only when the last block is full; with prefix caching, hashes the block this token fills.
+        Raises ValueError if seq holds no blocks or the pool is full."""
         if not seq.block_table or seq.seq_id not in self.tables:
             raise ValueError(f"sequence {seq.seq_id} holds no blocks: allocate (prefill) before append_slot")
         if self.append_needs_block(seq) and not self.free_block_ids:
             raise ValueError(f"no free block for sequence {seq.seq_id}'s token {seq.cached_token_count}: "
                              "the pool is full (the scheduler should preempt)")
         if self.needs_new_block(seq):
-            if self.enable_prefix_caching:  # the last block just filled up: index it for future prompts
-                self._index_full_blocks(seq)
             seq.block_table.append(self._take())
         elif self.ref_counts[seq.block_table[-1]] > 1:  # copy-on-write: never write into a shared block
             shared = seq.block_table[-1]
             self.ref_counts[shared] -= 1
             seq.block_table[-1] = self._take()
             self.pending_copies.append((shared, seq.block_table[-1]))
+        self._file(seq, seq.cached_token_count + 1)
         return slot_of(seq.cached_token_count, seq.block_table, self.block_size)
 
     def blocks_to_grow(self, seq: Sequence, num_tokens: int) -> int:
@@ -266,53 +218,39 @@ class BlockManager:
                              f"{self.num_free_blocks} free (the scheduler should preempt)")
         assert (self.ref_counts[seq.block_table[-1]] == 1 or seq.cached_token_count == len(seq.block_table)
                 * self.block_size), "a sequence mid-prefill never shares a partly filled last block"
-        taken = [self._take() for _ in range(grow)]
-        seq.block_table.extend(taken)
-        if self.enable_prefix_caching:
-            parent, bs, tokens = None, self.block_size, seq.token_ids
-            for i in range(min(len(tokens), num_tokens) // bs):
-                parent = self._register(seq.block_table[i], parent, tuple(tokens[i * bs:(i + 1) * bs]))
+        seq.block_table.extend(taken := [self._take() for _ in range(grow)])
+        self._file(seq, num_tokens)
         return taken
-
-    def _index_full_blocks(self, seq: Sequence) -> None:
-        parent, bs, tokens = None, self.block_size, seq.token_ids
-        for i in range(min(len(seq.block_table), seq.cached_token_count // bs)):
-            parent = self._register(seq.block_table[i], parent, tuple(tokens[i * bs:(i + 1) * bs]))
 
     def num_shared_saved(self) -> int:
         """Blocks that sharing saves right now: references held minus distinct blocks in use."""
-        return sum(self.ref_counts) - sum(1 for c in self.ref_counts if c > 0)
+        return sum(self.ref_counts) - sum(c > 0 for c in self.ref_counts)
 
     def free(self, seq: Sequence) -> list[int]:
-        """Drop seq's references; blocks whose count reaches 0 return to the free list. Returns those blocks.
-        Raises ValueError on a double free or a sequence this manager never allocated."""
+        """Drop seq's references, last block first (rule 3); a block whose count reaches 0 goes to the head of the
+        free queue when it has no hash, to its tail when it is cached (rules 1, 2). Returns those blocks, in that
+        order. Raises ValueError on a double free or a sequence this manager never allocated."""
         if seq.seq_id not in self.tables:
             if seq.seq_id in self._freed:
                 raise ValueError(f"double free: sequence {seq.seq_id}'s blocks were already freed")
             raise ValueError(f"free of unknown sequence {seq.seq_id}: this block manager never allocated it")
         table = self.tables.pop(seq.seq_id)
         released = []
-        for block in reversed(table):  # last blocks first, so the most recently used are reused last
+        for block in reversed(table):
             self.ref_counts[block] -= 1
             assert self.ref_counts[block] >= 0, f"block {block} ref count went negative"
             if self.ref_counts[block] == 0:
-                self.free_block_ids.append(block)
                 released.append(block)
+        self.free_block_ids.release(released, self.cache.block_hash)
         seq.block_table = []
         self._freed.add(seq.seq_id)
-        self.last_hits.pop(seq.seq_id, None)  # kept only while the sequence holds blocks: bounded by the pool
+        self.last_hits.pop(seq.seq_id, None)  # kept only while it holds blocks: bounded by the pool
         return released
 
     def check_invariants(self) -> None:
         """Assert the bookkeeping is consistent (used by tests and the app's self-check)."""
-        counts = [0] * self.num_blocks
-        for table in self.tables.values():
-            for block in table:
-                counts[block] += 1
+        counts = [len(o) for o in self.block_owners()]
         assert counts == self.ref_counts, "ref counts differ from the number of tables holding each block"
-        free = set(self.free_block_ids)
-        assert len(free) == len(self.free_block_ids), "a block is on the free list twice"
-        assert all((b in free) == (counts[b] == 0) for b in range(self.num_blocks)), "free list != blocks with ref 0"
-        for h, block in self.hash_to_block.items():
-            assert self.block_hash.get(block) == h, f"hash index entry for block {block} is stale"
-        assert set(self.block_hash) == set(self.block_tokens), "block hashes and token records disagree"
+        free = self.free_block_ids
+        assert all((b in free) == (counts[b] == 0) for b in range(self.num_blocks)), "free queue != blocks with ref 0"
+        self.cache.check()

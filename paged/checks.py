@@ -27,14 +27,17 @@ def as_int(value: Any, name: str, lo: int | None = None, hi: int | None = None) 
     included: an integer is meant, so a float is a mistake upstream), strings or arrays (a one-element tensor too).
     Raises ValueError naming `name` and the rule: "<name> must be an integer >= <lo>, got <value>" and the like.
     """
-    if _is_bool(value):
+    if type(value) is int:  # a plain int (not a bool: type() is exact) needs no conversion
+        number = value
+    elif _is_bool(value):
         raise ValueError(f"{name} must be an integer, got the bool {value!r}")
-    if getattr(value, "ndim", 0) != 0:
+    elif getattr(value, "ndim", 0) != 0:
         raise ValueError(f"{name} must be one integer, got an array of shape {tuple(value.shape)}")
-    try:
-        number = operator.index(value)
-    except (TypeError, RuntimeError, ValueError):  # torch raises RuntimeError for some tensors
-        raise ValueError(f"{name} must be an integer, got {value!r} ({type(value).__name__})") from None
+    else:
+        try:
+            number = operator.index(value)
+        except (TypeError, RuntimeError, ValueError):  # torch raises RuntimeError for some tensors
+            raise ValueError(f"{name} must be an integer, got {value!r} ({type(value).__name__})") from None
     if lo is not None and number < lo or hi is not None and number > hi:
         rule = (f">= {lo}" if hi is None else f"<= {hi}" if lo is None else f"in [{lo}, {hi}]")
         raise ValueError(f"{name} must be an integer {rule}, got {number}")
@@ -47,7 +50,10 @@ def as_float(value: Any, name: str, lo: float | None = None, hi: float | None = 
     strings and anything else are refused with a ValueError naming `name` and the rule."""
     if _is_bool(value) or not isinstance(value, numbers.Real):
         raise ValueError(f"{name} must be a number, got {value!r} ({type(value).__name__})")
-    number = float(value)
+    try:
+        number = float(value)
+    except OverflowError:  # an int past float's range, e.g. 10**400
+        raise ValueError(f"{name} must be a finite number, got one too large for a float") from None
     if not math.isfinite(number):
         raise ValueError(f"{name} must be a finite number, got {number!r}")
     below = lo is not None and (number <= lo if lo_open else number < lo)
@@ -63,6 +69,25 @@ def as_bool(value: Any, name: str) -> bool:
     if _is_bool(value) and getattr(value, "ndim", 0) == 0:
         return bool(value)
     raise ValueError(f"{name} must be True or False, got {value!r} ({type(value).__name__})")
+
+
+def as_int_list(block_table: Any, name: str = "block_table") -> list[int]:
+    """The entries of a block table (a sequence of ints, or an integer tensor, flattened) as Python ints; raises
+    ValueError for anything else (floats would silently truncate: [1.9] is not block 1). A list of plain ints is
+    returned as it is (callers only read it)."""
+    if type(block_table) is list and all(type(x) is int for x in block_table):
+        return block_table
+    if isinstance(block_table, torch.Tensor):
+        if block_table.dtype == torch.bool or block_table.is_floating_point() or block_table.is_complex():
+            raise ValueError(f"{name} must hold integers, got a {block_table.dtype} tensor")
+        return [int(x) for x in block_table.reshape(-1).tolist()]
+    if isinstance(block_table, (str, bytes)):
+        raise ValueError(f"{name} must be a sequence of integers, got {block_table!r}")
+    try:
+        items = list(block_table)
+    except TypeError:
+        raise ValueError(f"{name} must be a sequence of integers, got {block_table!r}") from None
+    return [as_int(x, f"{name}[{i}]") for i, x in enumerate(items)]
 
 
 def as_token_ids(token_ids: Iterable[Any], name: str = "token ids", vocab_size: int | None = None) -> list[int]:

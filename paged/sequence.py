@@ -32,14 +32,9 @@ class SequenceStatus(str, enum.Enum):
 
 @dataclass
 class Sequence:
-    """One request's tokens, its block table and its place in the state rule.
-
-    The engine's bookkeeping (set by LLMEngine.add_request, or when it forks a parallel sample):
-    request_id: the request this sequence answers (None -> its own seq_id); sample_index: which of the request's
-    n parallel samples it is (0 for the parent); params / generator: its SamplingParams and its own torch.Generator
-    (None outside an engine); preemptions: how often it was preempted (and recomputed); n: parallel samples it
-    still forks into after its prefill (params.n for a new request, 1 once forked or for a child).
-    """
+    """One request's tokens, its block table and its place in the state rule. The engine's bookkeeping:
+    request_id (None -> its own seq_id), sample_index (which of n parallel samples; 0 for the parent), params and
+    generator (None outside an engine), preemptions, and n (samples it still forks into after its prefill)."""
 
     seq_id: int
     prompt_token_ids: list[int]
@@ -64,7 +59,6 @@ class Sequence:
             raise ValueError(f"sequence {self.seq_id}: prompt_token_ids must not be empty")
         self.request_id = self.seq_id if self.request_id is None else as_int(self.request_id, "request_id", 0)
 
-    # --- derived ---------------------------------------------------------------------------------------------
     @property
     def prompt_len(self) -> int:
         return len(self.prompt_token_ids)
@@ -102,7 +96,6 @@ class Sequence:
     def is_finished(self) -> bool:
         return self.status is SequenceStatus.FINISHED
 
-    # --- the state rule ----------------------------------------------------------------------------------------
     def on_prefill_done(self, first_token_id: int) -> None:
         """Prompt K/V written, first token sampled: cached = prompt_len, generated = [t1]."""
         self.cached_token_count = self.num_tokens  # every known token was fed (a recompute re-feeds generated ones)
@@ -120,8 +113,7 @@ class Sequence:
         self.generated_token_ids.append(int(next_token_id))
 
     def reset_for_recompute(self) -> None:
-        """Preemption by recompute: the cache is gone, so nothing counts as cached; generated tokens are kept and
-        will be re-fed as part of the next prefill."""
+        """Preemption by recompute: nothing counts as cached; generated tokens are re-fed at the next prefill."""
         self.cached_token_count = 0
         self.block_table = []
         self.status = SequenceStatus.WAITING

@@ -13,7 +13,7 @@ not finished clicks as soon as it has ("late"). Reported per page and N:
     late, errors      clicks that waited for their own previous one; exceptions drawn and failed clicks
     load              the machine's 1-minute load average at the start (other processes distort every number)
 A page's step that can't go on (the engine ran out of requests, the gather reached the end) is followed by its
-reset button; the pool-step slider steps page 5. Everything is stopped in a `finally`. `--set name=value` passes a
+reset button (page 5: its Back). Everything is stopped in a `finally`. `--set name=value` passes a
 streamlit config option to the server (A/B a setting without editing .streamlit/config.toml).
 """
 
@@ -55,7 +55,7 @@ PAGES = {
     "gather": StepSpec("Gather_and_attend", "gather.next", "gather.reset"),
     "batch": StepSpec("Batch_decode", "batch.decode", "batch.reset"),
     "engine": StepSpec("Engine", "engine.step", "engine.reset"),
-    "buglab": StepSpec("Bug_lab", "buglab.step", slider=True),
+    "buglab": StepSpec("Bug_lab", "buglab.next", "buglab.back"),  # at the last step: one back, then on
     "sharing": StepSpec("Sharing", "sharing.step", "sharing.reset"),
 }
 

@@ -12,6 +12,8 @@ from lessons.address import SEED_BATCH, SEED_BLOCK_SIZE
 from paged.addressing import pad_block_tables
 from paged.bench.external import EXTERNAL_RUNGS, ExternalRung, flashinfer_page_table, run_external
 
+from .beyond_lab import show_layouts, show_split_lab
+
 LAYOUT_ROWS = ("ours", "vllm_v1", "vllm_fa", "fa", "fi")
 OURS_LAYOUT = "key_cache, value_cache [num_blocks, block_size, num_kv_heads, head_dim]"
 RUNS = "fast.external"  # session key: KernelCase -> list[ExternalRung]
@@ -51,8 +53,11 @@ def show_what_comes_next(ctx, case, cuda: bool) -> None:
     st.markdown(ctx.t("beyond.csr_text", tables=tables, lens=lens, block_size=SEED_BLOCK_SIZE,
                       indptr=indptr.tolist(), indices=indices.tolist(), last=last.tolist()))
 
+    show_layouts(ctx)  # the same tokens through FlashAttention's and FlashInfer's layouts, drawn from real tensors
+
     st.subheader(ctx.t("beyond.split_header"))
     st.markdown(ctx.t("beyond.split_text"))
+    show_split_lab(ctx)  # the split, touchable: a partition-size knob, the reduce checked, timed live
 
     st.subheader(ctx.t("beyond.rungs_header"))
     st.caption(ctx.t("beyond.rungs_text", block_size=case.block_size if case else "–"))

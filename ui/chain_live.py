@@ -15,12 +15,13 @@ from typing import Callable
 import streamlit as st
 
 from lessons.chain import STAGES, Stage, chain_stages, stage_sources
+from lessons.engine_fault import broken_stage
 from lessons.state_rule import state_rows, tail
 from lessons.tokens import token_label
 from viz.chain_live import chain_live_html
 from viz.colors import seq_label
 
-from .engine_actions import explain_step
+from .engine_actions import explain_step, why_sep
 from .widgets import show_cells, state_table
 
 KEEP = 6  # list entries shown on an arrow before "…"
@@ -38,15 +39,16 @@ def columns(text: str) -> int:
     return sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
 
 
-def wrap_pieces(pieces: list[str], width: int = WHY_COLUMNS) -> str:
-    """The pieces joined with "; ", a line break ("<br>") before any piece that would pass `width` columns."""
+def wrap_pieces(pieces: list[str], width: int = WHY_COLUMNS, sep: str = "; ") -> str:
+    """The pieces joined with `sep` ("; ", in 简体中文 "；"), a line break ("<br>") before any piece that would pass
+    `width` columns."""
     lines: list[str] = []
     for piece in pieces:
-        if lines and columns(lines[-1] + "; " + piece) <= width:
-            lines[-1] += "; " + piece
+        if lines and columns(lines[-1] + sep + piece) <= width:
+            lines[-1] += sep + piece
         else:
             lines.append(piece)
-    return ";<br>".join(lines)
+    return (sep.rstrip() + "<br>").join(lines)
 
 
 def per_seq(mapping: dict, fmt=str, keep: int = 4) -> str:
@@ -69,7 +71,7 @@ def arrow_label(ctx, stage: Stage, token_text: Callable[[int], str] | None = Non
         phase = t("chain.phase_mixed") if out["phase"] == "mixed" else out["phase"]
         pieces = [explain_step(ctx, [piece]) for piece in out["why"]]
         return t("chain.out_scheduler", phase=phase, seqs=", ".join(map(seq_label, out["scheduled"])) or "—",
-                 why=wrap_pieces(pieces))
+                 why=wrap_pieces(pieces, sep=why_sep(ctx)))
     if key == "block_manager":
         parts = []
         if out["allocated"]:
@@ -125,14 +127,20 @@ def show_chain(ctx, lesson) -> None:
     fig_col, pick_col = st.columns([3, 1])
     picked = pick_col.radio(ctx.t("chain.pick"), STAGES, key="engine.chain_module",
                             format_func=lambda k: ctx.t(f"chain.stage_{k}"))
-    title = ctx.t("chain.title", step=len(lesson.steps)) if trace else ctx.t("chain.title_none")
+    title = (ctx.t("chain.title", step=len(lesson.steps)) if trace else
+             ctx.t("chain.title_none" if lesson.can_step() else "chain.title_nothing"))
+    broken = broken_stage(lesson.config.fault)  # page 4's fault picker: the module whose link is broken
+    note = ctx.t("engine_fault.broken_mark", link=ctx.t(f"engine_fault.link_{broken[1]}")) if broken else ""
     show_cells(chain_live_html([ctx.t(f"chain.stage_{s.key}") for s in stages], [s.active for s in stages],
                                [arrow_label(ctx, s, lambda tid: token_label(lesson.tokenizer, tid)) for s in stages],
-                               selected=STAGES.index(picked)),
+                               selected=STAGES.index(picked), broken=STAGES.index(broken[0]) if broken else None,
+                               broken_note=note),
                title, "engine.chain_live", where=fig_col)
-    for name, source in sources(picked):
-        st.caption(ctx.t("chain.code_from", name=name))
-        st.code(source, language="python")
+    # the module's source, folded: open, it is several screens long (the scheduler's four functions)
+    with st.expander(ctx.t("chain.code_expander", module=ctx.t(f"chain.stage_{picked}"))):
+        for name, source in sources(picked):
+            st.caption(ctx.t("chain.code_from", name=name))
+            st.code(source, language="python")
 
 
 def _phase(ctx, row) -> str:
@@ -152,10 +160,23 @@ def _fed(ctx, row, tokenizer) -> str:
     return ctx.t("chain.fed_many", count=len(row.fed))
 
 
-def _slots(row) -> str:
-    if not row.slots:
+RUN_DASH = "\u2060–\u2060"  # "24–27" with word joiners: a narrow table never breaks a run after its dash
+
+
+def slot_runs(ctx, slots, keep: int = 2) -> str:
+    """Slots written as runs of neighbours: "24–27, 40–43" (a block's slots are neighbours, two blocks seldom are),
+    never one range over slots that are not contiguous; past `keep` runs the rest is counted ("+3 more runs")."""
+    if not slots:
         return "—"
-    return str(row.slots[0]) if len(row.slots) == 1 else f"{row.slots[0]}…{row.slots[-1]}"
+    runs: list[list[int]] = []
+    for slot in slots:
+        if runs and slot == runs[-1][-1] + 1:
+            runs[-1].append(slot)
+        else:
+            runs.append([slot])
+    shown = [str(r[0]) if len(r) == 1 else f"{r[0]}{RUN_DASH}{r[-1]}" for r in runs[:keep]]
+    more = [ctx.t("chain.slots_more", count=len(runs) - keep)] if len(runs) > keep else []
+    return ", ".join(shown + more)
 
 
 def show_state_rule(ctx, lesson, tokenizer) -> None:
@@ -174,12 +195,14 @@ def show_state_rule(ctx, lesson, tokenizer) -> None:
         return
     table = []
     for r in rows:
-        cut, last = tail(r.generated)
+        cut, last = tail(r.generated, 3)
         table.append({ctx.t("chain.col_step"): str(r.step),  # text: st.table shows a text index, not an int one
                       ctx.t("chain.col_phase"): _phase(ctx, r),
-                      ctx.t("chain.col_fed"): _fed(ctx, r, tokenizer), ctx.t("chain.col_slot"): _slots(r),
+                      ctx.t("chain.col_fed"): _fed(ctx, r, tokenizer), ctx.t("chain.col_slot"): slot_runs(ctx, r.slots),
                       ctx.t("chain.col_cached"): f"{r.cached_before} → {r.cached_after}",
-                      ctx.t("chain.col_generated"): ("…" if cut else "") + str(list(last)),
+                      # the count (what the state rule is about), then the newest tokens as text, not raw ids
+                      ctx.t("chain.col_generated"): f"{len(r.generated)} · " + ("…" if cut else "")
+                      + " ".join(token_label(tokenizer, i, 6) for i in last) if r.generated else "0",
                       ctx.t("chain.col_context"): r.context_len})
     st.session_state["engine.rule_rows"] = rows  # what the tests read back
     state_table(table, key="engine.rule_table")  # an HTML table: no word broken, scrolls inside when narrow

@@ -28,6 +28,7 @@ from viz.colors import seq_label
 from .page import PageContext
 from .params import MAX_WHOLE_CHARS, Knobs, int_in, parse_whole, quoted, read_param
 from .playback import Stepper, playback_bar
+from .safe_text import shown
 from .widgets import show_error, stop_with_error
 
 
@@ -56,9 +57,25 @@ def status_text(ctx, status: str, finish_reason: str | None) -> str:
     return f"{text} ({ctx.t(f'engine.reason_{finish_reason}')})" if finish_reason else text
 
 
+def why_values(values: dict) -> dict:
+    """A why piece's values as a page names them: a sequence by its letter (seq 2 -> "C"), a list of them "B, C"."""
+    out = dict(values)
+    if "seq" in out:
+        out["seq"] = seq_label(out["seq"])
+    if "seqs" in out:
+        out["seqs"] = ", ".join(map(seq_label, out["seqs"])) or "—"
+    return out
+
+
+def why_sep(ctx) -> str:
+    """What joins the pieces of a why: "; ", in 简体中文 "；"."""
+    return "；" if ctx.lang == "zh" else "; "
+
+
 def explain_step(ctx, why) -> str:
-    """A step's why (the scheduler's (code, values) pieces) in the page's language, joined with "; "."""
-    return "; ".join(ctx.t(f"engine.why_{code}", **values) for code, values in why)
+    """A step's why (the scheduler's (code, values) pieces) in the page's language, sequences by letter (why_values),
+    joined with why_sep."""
+    return why_sep(ctx).join(ctx.t(f"engine.why_{code}", **why_values(values)) for code, values in why)
 
 
 def engine_model(ctx: PageContext, knobs: Knobs | None = None, prefix: str | None = None):
@@ -134,7 +151,7 @@ def engine_lesson(ctx: PageContext, prefix: str, config: DemoConfig, model, toke
         elif lesson.sync(config, model, tokenizer):
             st.toast(ctx.t("engine.restarted"), icon=":material/replay:")
     except (RuntimeError, ValueError) as err:  # no engine at all (e.g. a KV pool larger than free memory)
-        stop_with_error(ctx, ctx.t("model.err_engine", message=str(err)), ctx.t("model.fix_engine"))
+        stop_with_error(ctx, ctx.t("model.err_engine", message=shown(err, paths=[])), ctx.t("model.fix_engine"))
     return lesson
 
 
@@ -202,8 +219,8 @@ def announce_step(ctx: PageContext, bar, lesson: EngineLesson):
     """The decision box: the page's "no_step_yet", or the last step's number, phase and the scheduler's why (also
     what presenter mode says, `bar.say`). Returns the last step's paged StepTrace (None before any step)."""
     trace = lesson.last.paged if lesson.last else None
-    if trace is None:
-        said, icon = ctx.t("no_step_yet"), ":material/flag:"
+    if trace is None:  # "press Step" only where Step can run
+        said, icon = ctx.t("no_step_yet" if lesson.can_step() else "no_step_possible"), ":material/flag:"
     else:
         said, icon = ctx.t("engine.step_info", step=len(lesson.steps), phase=trace.phase,
                            reason=explain_step(ctx, trace.why)), ":material/explore:"
@@ -234,14 +251,18 @@ def add_from_form(prefix: str, max_tokens: int, temperature: float) -> None:
 
 
 # --- messages ----------------------------------------------------------------------------------------------------------
-def show_request_error(ctx: PageContext, err: RequestError) -> None:
+def show_request_error(ctx: PageContext, err: RequestError, spec: RequestSpec | None = None) -> None:
     """err_<code> / fix_<code> of ui/strings/engine.py, filled with the error's numbers (a form field by the label
-    the form shows)."""
+    the form shows); `spec`: the refused request, named first by its prompt (a refusal from a link or a scenario,
+    where several may be listed)."""
     t = ctx.t
     detail = dict(err.detail)
     if "field" in detail:
         detail["label"] = t(FIELD_LABELS.get(detail["field"], detail["field"]))
-    show_error(ctx, t(f"engine.err_{err.code}", message=str(err), **detail), t(f"engine.fix_{err.code}", **detail))
+    said = t(f"engine.err_{err.code}", message=shown(err, paths=[]), **detail)
+    if spec is not None:
+        said = t("engine.refused_request", prompt=quoted(spec.prompt, 40), step=spec.at_step) + " " + said
+    show_error(ctx, said, t(f"engine.fix_{err.code}", **detail))
 
 
 def show_messages(ctx: PageContext, lesson: EngineLesson, label: Callable[[int], str] = seq_label) -> None:
@@ -249,8 +270,8 @@ def show_messages(ctx: PageContext, lesson: EngineLesson, label: Callable[[int],
     label: seq_id -> the name the page shows it by (a page drawing display ids passes its own)."""
     news, t = lesson.take_news(), ctx.t
     show_add_outcome(ctx, news, label)  # an add made outside the form (the form's own are shown by the form)
-    for _spec, err in lesson.rejected:
-        show_request_error(ctx, err)
+    for spec, err in lesson.rejected:
+        show_request_error(ctx, err, spec)
     if "failure" in news:
         code, message = news["failure"]
         show_error(ctx, t(f"engine.err_{code}", message=message), t(f"engine.fix_{code}"))

@@ -9,6 +9,7 @@ needed for a page to draw itself.
 
 from __future__ import annotations
 
+import html
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -103,11 +104,22 @@ def link(name: str, label: str, lang: str, where=None, query: dict | None = None
 
 
 GUIDE_LINK = re.compile(r"\]\((/[^)\s]*)\)")  # a markdown link to a path of this app: [text](/Engine?lang=en&…)
+MARKDOWN_LINK = re.compile(r"\[([^\]]+)\]\((/[^)\s]*)\)")  # the same, with its text
+SAME_TAB_LINK = re.compile(r'<a href="(/[^"\s]*)" target="_self">')  # what same_tab makes of one
 
 
 def guide_links(markdown: str) -> list[str]:
-    """Every app link of a guide, in order ("/Engine?lang=en&steps=3")."""
-    return GUIDE_LINK.findall(markdown)
+    """Every app link of a guide, in order ("/Engine?lang=en&steps=3"), as markdown or as same_tab made it."""
+    found = re.finditer(f"{GUIDE_LINK.pattern}|{SAME_TAB_LINK.pattern}", markdown)
+    return [m.group(1) or html.unescape(m.group(2)) for m in found]
+
+
+def same_tab(markdown: str) -> str:
+    """Every app link as an HTML anchor that opens in the same tab (target="_self"): Streamlit opens a markdown
+    link in a new tab, so a lesson would end with a tab per link. Render with unsafe_allow_html=True; the links'
+    text stays markdown (emphasis inside still renders). Other links are left as they are."""
+    return MARKDOWN_LINK.sub(lambda m: f'<a href="{html.escape(m.group(2))}" target="_self">{m.group(1)}</a>',
+                             markdown)
 
 
 def _with_params(link: str, present: bool) -> str:

@@ -77,7 +77,7 @@ def setup_page(module: str, icon: str = ":material/menu_book:") -> PageContext:
                        initial_sidebar_state="collapsed" if present else "auto")
     language_switch(lang)
     presenter_toggle(lang, present)
-    inject_css(present)
+    inject_css(present, lang)
     st.session_state[NOTES_BOX_KEY] = st.container()  # the link's unusable values are listed here (sync_url)
     return PageContext(module, lang, tr, present)
 

@@ -13,6 +13,8 @@ from typing import Any, Callable, Sequence
 
 import streamlit as st
 
+from .safe_text import shown
+
 Parser = Callable[[str], Any]  # returns the parsed value, or None when the text is not acceptable
 
 
@@ -43,15 +45,10 @@ def parse_whole(text) -> int | None:
     return int(text) if len(text) <= MAX_WHOLE_CHARS and _WHOLE_TEXT.fullmatch(text) else None
 
 
-_MARKDOWN_PUNCT = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$:])")
-
-
 def quoted(text, max_chars: int = 30) -> str:
-    """Typed text for a markdown message: control characters dropped, cut to `max_chars` (…), and every markdown
-    character backslash-escaped, so it shows as typed (no link, bold, LaTeX or HTML made of it)."""
-    text = _CONTROL.sub("", str(text))
-    text = text if len(text) <= max_chars else text[:max_chars - 1] + "…"
-    return _MARKDOWN_PUNCT.sub(r"\\\1", text)
+    """Typed text for a markdown message, cut to `max_chars` (…): ui.safe_text.shown, the one escaping helper (no
+    link, bold, LaTeX or HTML made of it)."""
+    return shown(text, max_chars)
 
 
 def float_in(lo: float, hi: float) -> Parser:

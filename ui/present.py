@@ -25,6 +25,7 @@ from .params import one_of, read_param
 PRESENT_KEY = "_present"                # the mode, kept for the whole browser session
 PRESENT_WIDGET_KEY = "_present_widget"  # the sidebar toggle that edits it
 BODY_PX, FIGURE_PX = 20, 16             # the smallest text in presenter mode (body, figures)
+METRIC_PX = 44                          # a metric's value in presenter mode (36 px without it)
 
 # A figure row: columns (not a horizontal container) one of which holds a chart, a table, or a note in its last
 # column ("what to notice" beside a figure or a table).
@@ -99,7 +100,8 @@ PRESENT_CSS = f"""
 [data-testid="stMain"] h1 {{ font-size: 46px !important; }}
 [data-testid="stMain"] h2 {{ font-size: 34px !important; }}
 [data-testid="stMain"] h3 {{ font-size: 28px !important; }}
-[data-testid="stMain"] [data-testid="stMetricValue"] div {{ font-size: 40px !important; }}
+[data-testid="stMain"] [data-testid="stMetricValue"] :is(div, p) {{ font-size: {METRIC_PX}px !important;
+    line-height: 1.2 !important; }}  /* after the body-text rule: the value is a markdown p, which would get 20 px */
 [data-testid="stMain"] button {{ min-height: 48px; }}
 .paged-counter {{ font-size: 52px; font-weight: 700; line-height: 1.1; white-space: nowrap; }}
 [data-testid="stMain"] [class*="st-key-paged_say_"] [data-testid="stMarkdownContainer"] p {{ font-size: 24px !important;
@@ -126,6 +128,19 @@ def presenter_toggle(lang: str, on: bool) -> None:
                       help=t("classroom.present_help", lang))
 
 
-def inject_css(on: bool) -> None:
+def key_names_css(lang: str) -> str:
+    """Streamlit prints a button's shortcut in English ("Space"); in another language the badge shows the key's
+    name there (classroom.key_space), laid over the English word it hides (so the badge keeps its size)."""
+    name = t("classroom.key_space", lang)
+    if name == t("classroom.key_space", "en"):
+        return ""
+    kbd = 'kbd[aria-label="Shortcut Space"]'
+    # the English glyphs are made transparent (-webkit-text-fill-color), the badge's own colour is kept for the name
+    return (f"{kbd} {{ position: relative; -webkit-text-fill-color: transparent; }}"
+            f"{kbd}::after {{ content: \"{name}\"; position: absolute; inset: 0; display: flex; align-items: center; "
+            f"justify-content: center; -webkit-text-fill-color: currentcolor; }}")
+
+
+def inject_css(on: bool, lang: str = "en") -> None:
     """This run's style sheet: the base rules, and the presenter's when on (a style-only st.html takes no space)."""
-    st.html(f"<style>{BASE_CSS}{PRESENT_CSS if on else ''}</style>")
+    st.html(f"<style>{BASE_CSS}{PRESENT_CSS if on else ''}{key_names_css(lang)}</style>")

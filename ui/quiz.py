@@ -16,7 +16,7 @@ import streamlit as st
 from lessons.quiz import Question
 from viz.colors import seq_label
 
-from .engine_actions import explain_step
+from .engine_actions import explain_step, why_sep
 from .params import one_of
 
 SCORE = "quiz.score"  # {"right": int, "asked": int}, for the whole session
@@ -47,6 +47,12 @@ def piece_text(ctx, piece) -> str:
     if "why" in values:  # the scheduler's own (code, values) pieces
         values["why"] = explain_step(ctx, values["why"])
     return ctx.t(f"quiz.{key}", **values)
+
+
+def open_question(page: str) -> Question | None:
+    """The page's question while it is open (asked, not yet revealed): what the page must not show meanwhile."""
+    held = st.session_state.get(f"quiz.{page}")
+    return held["question"] if held and held["revealed"] is None else None
 
 
 def choice_text(ctx, question: Question, choice) -> str:
@@ -84,7 +90,7 @@ def show(ctx, page: str, state_id, make: Callable[[int], Question | None], none_
             score["right"] += guess == question.answer
         if held["revealed"] is not None:
             answer = choice_text(ctx, question, question.answer)
-            why = "; ".join(piece_text(ctx, p) for p in question.why)
+            why = why_sep(ctx).join(piece_text(ctx, p) for p in question.why)
             if held["revealed"] == question.answer:
                 st.success(ctx.t("quiz.right", answer=answer) + f"  \n{why}", icon=":material/check_circle:")
             else:

@@ -18,6 +18,7 @@ import plotly.graph_objects as go
 from .fit import figure_spec, present_spec, take_title_spec
 from .page import PageContext
 from .present import PRESENT_KEY
+from .safe_text import shown
 
 
 def show_error(ctx: PageContext, what: str, fix: str, where=None) -> None:
@@ -108,11 +109,15 @@ PROSE_EM, PROSE_BELOW_PX = 11, 700  # a state table's column of running text is 
 CSS_KEY = re.compile(r"[^a-zA-Z0-9_-]")  # Streamlit writes a key's other characters as "-" in its st-key-<key> class
 
 
-def state_table(rows: list[dict], key: str, where=None, prose: Sequence[str] = ()) -> None:
+def state_table(rows: list[dict], key: str, where=None, prose: Sequence[str] = (), foreign: Sequence[str] = ()) -> None:
     """A small table of per-sequence state as HTML (st.table). Words and numbers are never broken inside (ui.present's
     table rules): at a narrow width the table scrolls sideways inside itself. The first column is the row label;
     `prose` names columns of running text (a prompt, an output), kept at least PROSE_EM wide in a narrow main area
-    so their lines stay readable. `key` names the table's container (CSS class st-key-<key>)."""
+    so their lines stay readable. `key` names the table's container (CSS class st-key-<key>). st.table renders
+    cells as markdown: `foreign` names columns of text from outside (a typed prompt, a checkpoint's tokens), shown
+    as text (ui.safe_text.shown)."""
+    rows = [{k: shown(v, max_chars=None) if k in foreign and isinstance(v, str) else v for k, v in row.items()}
+            for row in rows] if foreign else rows
     frame = pd.DataFrame(rows)
     box = (where or st).container(key=key)
     positions = [i + 1 for i, name in enumerate(frame.columns) if name in prose]  # nth-child: the row label is 1

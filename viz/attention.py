@@ -20,11 +20,22 @@ def _lists(x) -> list:
     return x.tolist() if hasattr(x, "tolist") else [list(r) if isinstance(r, (list, tuple)) else r for r in x]
 
 
-def _heatmap_layout(title: str, height: int, x_title: str, y_title: str) -> dict:
+ROW_PX = 28  # a heatmap row: room for a 16 px label on every row (presenter mode), so none is skipped
+
+
+def _heatmap_layout(title: str, height: int, x_title: str, y_title: str, y: Sequence[str] = ()) -> dict:
+    """Axes of a heatmap; its row labels `y` are all named where each row has room for one (>= 20 px), none left
+    out by plotly's auto ticks; more rows than that keep plotly's choice."""
     layout = title_layout(title, height)
+    fits = 0 < len(y) and len(y) * 20 <= height - 90
+    named = dict(tickmode="array", tickvals=list(y), ticktext=list(y)) if fits else {}
     layout.update(xaxis=dict(title=dict(text=x_title), fixedrange=True),
-                  yaxis=dict(title=dict(text=y_title), fixedrange=True, autorange="reversed"))
+                  yaxis=dict(title=dict(text=y_title), fixedrange=True, autorange="reversed", **named))
     return layout
+
+
+def _rows_height(rows: int, most: int) -> int:
+    return min(most, 90 + ROW_PX * rows)
 
 
 def weights_figure(weights, title: str = "", y_labels: Sequence[str] | None = None, x_title: str = "token_index",
@@ -35,9 +46,9 @@ def weights_figure(weights, title: str = "", y_labels: Sequence[str] | None = No
     rows, cols = len(z), len(z[0]) if z else 0
     y = list(y_labels) if y_labels is not None else [f"h{i}" for i in range(rows)]
     trace = dict(type="heatmap", z=z, x=list(range(cols)), y=y, colorscale=WEIGHT_SCALE, zmin=0,
-                 colorbar=dict(thickness=10, len=0.9),
+                 colorbar=dict(thickness=10, len=1, nticks=4),
                  hovertemplate="%{y}, token %{x}: " + weight + " %{z:.4f}<extra></extra>")
-    return make_figure([trace], _heatmap_layout(title, min(520, 90 + 22 * rows), x_title, y_title))
+    return make_figure([trace], _heatmap_layout(title, _rows_height(rows, 520), x_title, y_title, y))
 
 
 def diverging_figure(values, title: str = "", y_labels: Sequence[str] | None = None, x_title: str = "",
@@ -48,10 +59,13 @@ def diverging_figure(values, title: str = "", y_labels: Sequence[str] | None = N
     rows = len(z)
     peak = max((abs(v) for row in z for v in row), default=0.0) or 1e-12
     y = list(y_labels) if y_labels is not None else [f"h{i}" for i in range(rows)]
+    # three colour-bar ticks, −peak, 0, +peak: on a short bar plotly's own ticks overlap at a projector's font size
+    ticks = [-peak, 0.0, peak]
     trace = dict(type="heatmap", z=z, y=y, colorscale=DIVERGING_SCALE, zmid=0, zmin=-peak, zmax=peak,
-                 colorbar=dict(thickness=10, len=0.9, exponentformat="e"),
+                 colorbar=dict(thickness=10, len=1, tickmode="array", tickvals=ticks,
+                               ticktext=[f"{v:.1e}" if v else "0" for v in ticks]),
                  hovertemplate="%{y}, %{x}: %{z:.3e}<extra></extra>")
-    return make_figure([trace], _heatmap_layout(title, height or min(480, 90 + 22 * rows), x_title, y_title))
+    return make_figure([trace], _heatmap_layout(title, height or _rows_height(rows, 480), x_title, y_title, y))
 
 
 def mask_figure(mask: Sequence[Sequence[bool]], title: str = "", visible: str = "visible",

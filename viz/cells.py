@@ -57,6 +57,12 @@ CELLS_CSS = """
     cursor: default; }
 .paged-pool .pp-cell.pp-read { outline: 2px solid #555555; outline-offset: -1px; position: relative; }
 .paged-pool .pp-cell.pp-hl { outline: 3px solid #000000; outline-offset: -1px; position: relative; z-index: 1; }
+.paged-pool .pp-cell:is(.pp-wrong, .pp-missing) { position: relative; }
+.paged-pool .pp-cell:is(.pp-wrong, .pp-missing)::after, .paged-pool .pp-key:is(.pp-mark-wrong, .pp-mark-missing) span {
+    content: ""; position: absolute; inset: 3px; border: 2px solid #000000; pointer-events: none; }
+.paged-pool .pp-cell.pp-missing::after, .paged-pool .pp-key.pp-mark-missing span { border-style: dashed; }
+.paged-pool .pp-key:is(.pp-mark-wrong, .pp-mark-missing) span { position: static; background: #FFFFFF;
+    box-sizing: border-box; border-width: 2px; }
 .paged-pool .pc-plot { position: relative; }
 .paged-pool .pc-plot img { display: block; width: 100%; }
 .paged-pool .pc-dot { position: absolute; width: 12px; height: 12px; margin: -6px 0 0 -6px; border-radius: 50%;
@@ -71,7 +77,8 @@ PRESENT_CELLS_CSS = """
 .paged-cells .pg-list { min-height: 36px; }
 .paged-bars { font-size: 16px; }
 .paged-bars .pb-yaxis { width: 3.4rem; }
-.paged-pool { font-size: 16px !important; --pp-cell: 44px !important; }
+.paged-pool { font-size: 16px !important;
+    --pp-cell: clamp(30px, calc(100cqw / var(--pp-span, 20) - 1px), 44px) !important; }
 .paged-pool .pp-legend { font-size: 16px; }
 .paged-pool .pc-plot { max-width: none !important; }
 """

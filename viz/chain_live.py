@@ -19,6 +19,7 @@ from .colors import OKABE_ITO
 
 ACTIVE_FILL, IDLE_FILL = OKABE_ITO["sky_blue"], "#F2F2F2"
 ACTIVE_INK, IDLE_INK = "#000000", "#9A9A9A"
+BROKEN_INK = OKABE_ITO["vermillion"]  # a module broken on purpose (page 4's fault picker): dashed, and marked ×
 CHAIN_CSS = f"""
 .paged-chain {{ display: flex; flex-direction: column; margin: 0.2rem 0 0.6rem 0; }}
 .paged-chain .pc-row {{ display: flex; align-items: center; gap: 0.9rem; }}
@@ -32,6 +33,7 @@ CHAIN_CSS = f"""
 .paged-chain .pc-out {{ font-family: monospace; font-size: 0.78rem; line-height: 1.35; color: {IDLE_INK};
     overflow-wrap: anywhere; min-width: 0; }}
 .paged-chain .pc-on {{ color: {ACTIVE_INK}; }}
+.paged-chain .pc-box.pc-broken {{ border: 3px dashed {BROKEN_INK}; background: #FBE3D6; color: {BROKEN_INK}; }}
 """
 PRESENT_CHAIN_CSS = """
 .paged-chain .pc-box { font-size: 20px; flex-basis: 15rem; }
@@ -47,11 +49,11 @@ def label_html(text: str) -> str:
 
 
 def chain_live_html(names: Sequence[str], active: Sequence[bool], labels: Sequence[str],
-                    selected: int | None = None) -> str:
+                    selected: int | None = None, broken: int | None = None, broken_note: str = "") -> str:
     """names[i]: module i's name; active[i]: it did something this step; labels[i]: the values on the arrow leaving
     it (the last one loops back to the first, "↺"). `selected` outlines that box. Each box's tooltip (title) is
-    "name: label". One line of HTML (no blank line: Markdown would end the block there). ValueError when the
-    three lengths differ."""
+    "name: label". `broken` marks that box as broken on purpose (dashed, "× broken_note" under its name). One line
+    of HTML (no blank line: Markdown would end the block there). ValueError when the three lengths differ."""
     n = len(names)
     if not (len(active) == len(labels) == n):
         raise ValueError(f"names, active and labels must have the same length, got {n}, {len(active)}, "
@@ -60,8 +62,9 @@ def chain_live_html(names: Sequence[str], active: Sequence[bool], labels: Sequen
     for i, (name, on, label) in enumerate(zip(names, active, labels)):
         state = " pc-on" if on else ""
         tip = html.escape(f"{name}: " + re.sub(r"<br>", " · ", label).replace("<b>", "").replace("</b>", ""))
-        box = (f'<div class="pc-box{state}{" pc-sel" if i == selected else ""}" title="{tip}">'
-               f"{i + 1}. {html.escape(name)}</div>")
+        mark = f"<br>× {html.escape(broken_note)}" if i == broken else ""
+        box = (f'<div class="pc-box{state}{" pc-sel" if i == selected else ""}{" pc-broken" if i == broken else ""}"'
+               f' title="{tip}">{i + 1}. {html.escape(name)}{mark}</div>')
         if i + 1 < n:
             rows.append(f'<div class="pc-row">{box}</div>')
             rows.append(f'<div class="pc-row"><div class="pc-arrow{state}">↓</div>'

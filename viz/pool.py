@@ -37,6 +37,12 @@ class PoolWords:
     clash: str = "clash: these tokens share one slot, the later write overwrites the earlier"
     chain: str = "{seq} token {token} → logical block {logical} → physical block {block} → offset {offset} → slot {slot}"
     place: str = "physical block {block}, offset {offset}, slot {slot}"
+    stray: str = "holds {seq} token {token}, written here by mistake (it belongs in slot {meant})"
+    stray_gone: str = "holds {seq} token {token}, written here by mistake ({seq} has finished)"
+    lost: str = "{seq} token {token} belongs here: its K/V are lost (overwritten)"
+    missing: str = "{seq} token {token} belongs here: its K/V are missing (never written to this slot)"
+    wrong_key: str = "written wrongly"
+    missing_key: str = "missing"
 
 
 def chain_text(seq_id: int, token_index: int, block_size: int, physical_block_id: int,
@@ -88,13 +94,44 @@ def grid_columns(num_blocks: int, block_size: int, aspect: float = 3.5) -> int:
     return best
 
 
+def _damaged(cell: Cell, held: tuple[int, int] | None, tables: Mapping[int, Sequence[int]], block_size: int,
+             name, words: PoolWords) -> dict | None:
+    """A cell whose contents differ from what the tables say it holds: {"damage": "wrong" | "missing", "text",
+    "color", "lines"}; None when the pool holds just what the tables expect there."""
+    if held is None if not cell.tokens else held in cell.tokens:
+        return None
+    lines = []
+    if held is not None:
+        seq, token = held
+        table = tables.get(seq)
+        if table is not None and token // block_size < len(table):
+            meant = table[token // block_size] * block_size + token % block_size
+            lines.append(words.stray.format(seq=name(seq), token=token, meant=meant))
+        else:
+            lines.append(words.stray_gone.format(seq=name(seq), token=token))
+    for seq, token in cell.tokens:
+        lines.append((words.lost if held is not None else words.missing).format(seq=name(seq), token=token))
+    if held is None:  # an empty slot that should hold a token: drawn as reserved, marked missing
+        return {"damage": "missing", "text": "", "color": tint(seq_color(cell.owners[0]), RESERVED_ALPHA),
+                "lines": lines}
+    return {"damage": "wrong", "text": f"{name(held[0])}{held[1]}", "color": seq_color(held[0]), "lines": lines}
+
+
 def grid_cells(num_blocks: int, block_size: int, tables: Mapping[int, Sequence[int]],
                cached_counts: Mapping[int, int], labels: Mapping[int, str] | None = None,
-               token_text: Mapping[int, Sequence[str]] | None = None, words: PoolWords = PoolWords()) -> list[dict]:
+               token_text: Mapping[int, Sequence[str]] | None = None, words: PoolWords = PoolWords(),
+               holds: Mapping[int, tuple[int, int]] | None = None, hide_tokens: bool = False) -> list[dict]:
     """What the pool grid shows in each slot, in slot order: {"slot", "owner" (first seq id holding the block, or
     None), "text" (e.g. "A5", a clash "4/8", "" when not written), "hover" (plotly hover text: lines joined by <br>,
-    token text HTML-escaped; its sentences in `words`), "color", "font"}. Shared by pool_figure and pool_html;
-    arguments as pool_figure's."""
+    token text HTML-escaped; its sentences in `words`), "color", "font", "damage" (None, "wrong" or "missing")}.
+    Shared by pool_figure and pool_html; arguments as pool_figure's.
+
+    holds: slot -> (seq_id, token_index) of the K/V the pool really holds there (e.g. lessons.playground's
+    `holds`). Given, each cell shows what it holds: a slot holding a token its tables do not put there is "wrong"
+    (labelled and coloured by the token it holds; the hover names it, where it belongs, and the token it
+    destroyed), a slot the tables say holds a token but that holds nothing is "missing". None: the tables' layout
+    is taken as the pool's contents (no writes to draw, e.g. page 1). hide_tokens: no cell says which token it
+    holds (text "", hover only the slot's own address): a quiz question about a token's slot is open."""
     labels = dict(labels or {})
     name = lambda s: labels.get(s, seq_label(s))  # noqa: E731
     out = []
@@ -102,7 +139,12 @@ def grid_cells(num_blocks: int, block_size: int, tables: Mapping[int, Sequence[i
         owner = cell.owners[0] if cell.owners else None
         where = words.place.format(block=cell.physical_block_id, offset=cell.block_offset, slot=cell.slot)
         text, color = "", FREE_COLOR if owner is None else seq_color(owner)
-        if owner is None:
+        bad = None if holds is None else _damaged(cell, holds.get(cell.slot), tables, block_size, name, words)
+        if bad is not None:
+            text, color = bad["text"], bad["color"]
+            first = f"{where}: " + (f"{words.free}; " if owner is None else "") + bad["lines"][0]
+            hover = "<br>".join([first] + bad["lines"][1:])
+        elif owner is None:
             hover = f"{where}: {words.free}"
         elif not cell.tokens:
             color = tint(color, RESERVED_ALPHA)
@@ -117,8 +159,11 @@ def grid_cells(num_blocks: int, block_size: int, tables: Mapping[int, Sequence[i
             if clash:
                 lines.append(words.clash)
             hover = "<br>".join(lines)
+        if hide_tokens:
+            text, hover = "", where
         out.append({"slot": cell.slot, "owner": owner, "text": text, "hover": hover, "color": color,
-                    "font": "#000000" if owner is None else text_color(color)})
+                    "font": "#000000" if owner is None and bad is None else text_color(color),
+                    "damage": bad and bad["damage"]})
     return out
 
 
@@ -126,7 +171,7 @@ def pool_figure(num_blocks: int, block_size: int, tables: Mapping[int, Sequence[
                 cached_counts: Mapping[int, int], highlight: Iterable[int] = (), read: Iterable[int] = (),
                 title: str = "", labels: Mapping[int, str] | None = None, max_width: int = 820,
                 min_width: int = 620, token_text: Mapping[int, Sequence[str]] | None = None,
-                words: PoolWords = PoolWords()) -> go.Figure:
+                words: PoolWords = PoolWords(), hide_tokens: bool = False) -> go.Figure:
     """The pool grid.
 
     tables: seq_id -> block_table; cached_counts: seq_id -> cached_token_count, the tokens written (cells past it in
@@ -134,7 +179,7 @@ def pool_figure(num_blocks: int, block_size: int, tables: Mapping[int, Sequence[
     read / just written). read: slots already read (a thin grey outline). labels: seq_id -> text shown in cells
     (default A, B, C…). token_text: seq_id -> the text of each of its tokens by token index (e.g.
     lessons.tokens.token_label's "␣the", "⟨BOS⟩"); a written cell's hover adds "· token '␣the'" to its chain.
-    words: the hover's sentences (PoolWords). Cells are square, at most 36 px; the figure is between min_width and max_width pixels wide.
+    words: the hover's sentences (PoolWords). hide_tokens: cells name no token (grid_cells). Cells are square, at most 36 px; the figure is between min_width and max_width pixels wide.
     Traces: "free", one per sequence (named by its label), "read", "highlight", "block ids".
     """
     labels = dict(labels or {})
@@ -148,7 +193,8 @@ def pool_figure(num_blocks: int, block_size: int, tables: Mapping[int, Sequence[
         return (block // rows) * stride + offset, block % rows
 
     groups: dict[int | None, dict[str, list]] = {}
-    for cell in grid_cells(num_blocks, block_size, tables, cached_counts, labels, token_text, words):
+    for cell in grid_cells(num_blocks, block_size, tables, cached_counts, labels, token_text, words,
+                           hide_tokens=hide_tokens):
         g = groups.setdefault(cell["owner"], {"x": [], "y": [], "text": [], "hover": [], "color": [], "font": []})
         x, y = xy(cell["slot"])
         g["x"].append(x)
@@ -203,12 +249,15 @@ def pool_figure(num_blocks: int, block_size: int, tables: Mapping[int, Sequence[
 def pool_html(num_blocks: int, block_size: int, tables: Mapping[int, Sequence[int]],
               cached_counts: Mapping[int, int], highlight: Iterable[int] = (), read: Iterable[int] = (),
               labels: Mapping[int, str] | None = None, max_width: int = 820,
-              token_text: Mapping[int, Sequence[str]] | None = None, words: PoolWords = PoolWords()) -> str:
+              token_text: Mapping[int, Sequence[str]] | None = None, words: PoolWords = PoolWords(),
+              holds: Mapping[int, tuple[int, int]] | None = None) -> str:
     """The pool grid of pool_figure as HTML (a step redraws it in a few ms, a plotly grid in ~100): the same block
     columns (wrapping to a new line in a narrow column), cells, colours, printed labels, outlines (class pp-hl for
     `highlight`, pp-read for `read`) and a legend of the sequences; each cell's tooltip (title) is the figure's
     hover text as a learner reads it (<br> a line break, entities decoded). Arguments as pool_figure's (the title
-    goes above it: ui.widgets.show_cells)."""
+    goes above it: ui.widgets.show_cells). holds: the pool's contents (grid_cells): a cell holding what its tables
+    do not expect gets class pp-wrong or pp-missing (an inset square, solid or dashed, as the bug lab marks a cell
+    written wrongly), and the legend names the marks shown."""
     labels = dict(labels or {})
     cols = grid_columns(num_blocks, block_size)
     rows = math.ceil(num_blocks / cols)
@@ -217,7 +266,7 @@ def pool_html(num_blocks: int, block_size: int, tables: Mapping[int, Sequence[in
     font_px = max(7, min(11, int(cell_px * 0.38)))
     highlight = {s for s in highlight}
     read = {s for s in read} - highlight
-    cells = grid_cells(num_blocks, block_size, tables, cached_counts, labels, token_text, words)
+    cells = grid_cells(num_blocks, block_size, tables, cached_counts, labels, token_text, words, holds)
     columns = []
     for col in range(cols):
         blocks = []
@@ -225,6 +274,7 @@ def pool_html(num_blocks: int, block_size: int, tables: Mapping[int, Sequence[in
             spans = []
             for cell in cells[block * block_size:(block + 1) * block_size]:
                 extra = " pp-hl" if cell["slot"] in highlight else " pp-read" if cell["slot"] in read else ""
+                extra += f" pp-{cell['damage']}" if cell["damage"] else ""
                 tip = html.escape(html.unescape(cell["hover"].replace("<br>", "\n"))).replace("\n", "&#10;")
                 text = html.escape(cell["text"]) if cell_px >= 22 else ""
                 spans.append(f'<span class="pp-cell{extra}" data-slot="{cell["slot"]}" style="background:'
@@ -234,7 +284,13 @@ def pool_html(num_blocks: int, block_size: int, tables: Mapping[int, Sequence[in
     owners = sorted({c["owner"] for c in cells if c["owner"] is not None})
     legend = "".join(f'<span class="pp-key"><span style="background:{seq_color(s)}"></span>'
                      f'{html.escape(labels.get(s, seq_label(s)))}</span>' for s in owners)
-    return (f'<div class="paged-pool" style="--pp-cell:{cell_px}px;font-size:{font_px}px">'
+    for damage in ("wrong", "missing"):
+        if any(c["damage"] == damage for c in cells):
+            legend += (f'<span class="pp-key pp-mark-{damage}"><span></span>'
+                       f'{html.escape(getattr(words, damage + "_key"))}</span>')
+    # the grid's width in cells (ids and gaps included): presenter mode sizes cells so every column fits one line
+    span = cols * (block_size + 1.3) + (cols - 1) * 0.3 + 0.5
+    return (f'<div class="paged-pool" style="--pp-cell:{cell_px}px;--pp-span:{span:.1f};font-size:{font_px}px">'
             f'<div class="pp-grid">{"".join(columns)}</div><div class="pp-legend">{legend}</div></div>')
 
 

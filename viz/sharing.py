@@ -61,7 +61,7 @@ def refcount_pool_figure(num_blocks: int, block_size: int, tables: Mapping[int, 
     token_text: seq_id -> the text of each of its tokens by token index (lessons.tokens.token_label); a held
     block's hover adds the tokens written in it, e.g. "tokens '⟨BOS⟩' 'The' '␣fox'" (its first holder's).
     words: the hover's sentences (RefcountWords). Square cells of at most 46 px, the figure at most `max_width` px
-    wide. Traces: "blocks", "block ids", "shared", "holders", "copy-on-write"."""
+    wide. Traces: "blocks", "shared", "holders", "copy-on-write", "block ids" (last: drawn on top)."""
     cols = cols or min(num_blocks, 16)
     cell_px = max(24, min(46, (max_width - 20) // cols))
     rows = math.ceil(num_blocks / cols)
@@ -102,15 +102,16 @@ def refcount_pool_figure(num_blocks: int, block_size: int, tables: Mapping[int, 
     data = [dict(type="scatter", name="blocks", x=[p[0] for p in pts], y=[p[1] for p in pts], mode="markers+text",
                  text=text, textfont=dict(size=max(10, cell_px // 3), color=fonts), hovertext=hover, hoverinfo="text",
                  marker=dict(symbol="square", size=size, color=colors, line=dict(width=0.5, color="#999999")),
-                 showlegend=False),
-            dict(type="scatter", name="block ids", x=[p[0] - 0.3 for p in pts], y=[p[1] - 0.3 for p in pts],
-                 mode="text", text=[str(b) for b in range(num_blocks)],
-                 textfont=dict(size=8, color=[("#333333" if f == "#000000" else "#F0F0F0") for f in fonts]),
-                 hoverinfo="skip", showlegend=False)]
+                 showlegend=False)]
+    ids = dict(type="scatter", name="block ids", x=[p[0] - 0.3 for p in pts], y=[p[1] - 0.3 for p in pts],
+               mode="text", text=[str(b) for b in range(num_blocks)],
+               textfont=dict(size=8, color=[("#333333" if f == "#000000" else "#F0F0F0") for f in fonts]),
+               hoverinfo="skip", showlegend=False)
     shared = [b for b in range(num_blocks) if ref_counts[b] > 1]
+    # the shared outline runs around the cell, in the gap between cells (not over the block id in its corner)
     data.append(dict(type="scatter", name="shared", x=[xy(b)[0] for b in shared], y=[xy(b)[1] for b in shared],
                      mode="markers", customdata=shared, hoverinfo="skip", showlegend=False,
-                     marker=dict(symbol="square-open", size=size, color="#000000", line=dict(width=4))))
+                     marker=dict(symbol="square-open", size=cell_px, color="#000000", line=dict(width=3))))
     dx, dy, dc = [], [], []
     for b in shared:
         x, y = xy(b)
@@ -127,6 +128,7 @@ def refcount_pool_figure(num_blocks: int, block_size: int, tables: Mapping[int, 
                      y=[xy(b)[1] for b in copy_blocks], mode="markers", customdata=copy_blocks, hoverinfo="skip",
                      showlegend=False, marker=dict(symbol="square-open", size=size + 4, color=COPY_COLOR,
                                                    line=dict(width=3))))
+    data.append(ids)  # drawn last: on top of every outline
     annotations = []
     for src, dst in copies:
         if 0 <= src < num_blocks and 0 <= dst < num_blocks:

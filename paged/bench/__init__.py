@@ -2,7 +2,7 @@
 
     kernels   decode attention: loop / gather / fused / triton vs contiguous SDPA, same data, one run
     memory    KV memory reserved vs needed: contiguous reservation vs paged, per block size
-    engine    paged vs contiguous engine throughput (paged.engine.bench)
+    engine    paged vs contiguous engine throughput (paged/bench/engine.py)
     external  outside paged kernels (flash-attn, FlashInfer, flex_attention) on our pool, CUDA only
 
 The app's own benchmarks (server time per click) need streamlit, which paged/ never imports: they live with the
@@ -20,7 +20,7 @@ import sys
 SUBCOMMANDS: dict[str, str] = {
     "kernels": "paged.bench.kernels:main",
     "memory": "paged.bench.memory_cli:main",
-    "engine": "paged.engine.bench:main",
+    "engine": "paged.bench.engine:main",
     "external": "paged.bench.external:main",
 }
 MOVED = {"app": "python -m ui.bench"}  # old subcommands that now live above paged/

@@ -16,8 +16,8 @@ import os
 import torch
 
 from ..addressing import blocks_needed, pad_block_tables, slot_mapping
-from ..attention import (DECODE_IMPLS, contiguous_attention_decode, default_attn_impl, paged_attention_decode,
-                         tolerance)
+from ..attention import DECODE_IMPLS, contiguous_attention_decode, paged_attention_decode, tolerance
+from ..kernels import default_attn_impl
 from ..checks import DTYPES
 from ..config import CacheConfig, SamplingParams
 from ..engine import LLMEngine
@@ -45,7 +45,7 @@ def _why_not(impl: str, device: torch.device) -> str | None:
 
 
 def impls_for(device: torch.device) -> tuple[list[str], dict[str, str]]:
-    """The decode impls (every one registered in paged.attention.DECODE_IMPLS, in its order) that apply on
+    """The decode impls (every one registered in paged.kernels.DECODE_IMPLS, in its order) that apply on
     `device`, and {impl: why it is skipped} for the others."""
     from .. import kernels  # noqa: F401  (registers fused, native and triton)
 

@@ -173,7 +173,7 @@ def _run_section(name: str, device: torch.device, plan: Plan, impls: list[str], 
 
 def engine_bench(device: torch.device, plan: Plan, report: Report) -> dict:
     """`bench engine` rows on the device; on a GPU also on the CPU (1 thread, as `bench engine` defaults to)."""
-    from ..engine.bench import bench_engine
+    from .engine import bench_engine
 
     out = dict(device=bench_engine(plan.bench_batches, plan.bench_tokens, 16, plan.bench_reps, device=device))
     if device.type == "cpu":

@@ -134,7 +134,7 @@ def format_summary(report) -> str:
         lines += ["", "bench kernels (KV GB/s; % bw = of x.sum() read bandwidth; pct_copy_bw in the JSON):",
                   report.sections["kernels"]["table"]]
     if "bench" in report.sections:
-        from ..engine.bench import format_table
+        from .engine import format_table
 
         for where, rows in report.sections["bench"].items():
             lines += ["", f"bench engine on {report.device if where == 'device' else 'cpu (1 thread)'}:",

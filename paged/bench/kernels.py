@@ -44,7 +44,8 @@ import torch.nn.functional as F
 from ..addressing import blocks_needed, slot_mapping
 from ..attention import contiguous_attention_decode, paged_attention_decode
 from ..kernels.native import caches_flushed
-from ..kv_cache import default_device, pool_zeros, write_kv
+from ..kernels.kv_fast import pool_zeros
+from ..kv_cache import default_device, write_kv
 from .kernel_report import (COLD_MB, COLUMNS, _sync, format_report, format_rows, read_bandwidth_gbps,  # noqa: F401
                             read_bandwidth_probe, table_rows, worst_cases)
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import torch
 
-from ..addressing import blocks_needed
+from ..addressing import blocks_needed, logical_address
 from ..block_manager import BlockManager
 from ..checks import as_token_ids
 from ..config import MAX_NUM_BLOCKS, CacheConfig, ModelConfig, SamplingParams, SchedulerConfig
@@ -58,10 +58,14 @@ class AdmissionError(ValueError):
 def smallest_pool(need: int, num_blocks: int, watermark: float) -> int:
     """The smallest num_blocks (at least `num_blocks`) whose usable blocks, num_blocks - int(watermark *
     num_blocks) as the block manager keeps them, hold `need` blocks."""
-    size = num_blocks
-    while size - int(watermark * size) < need:
-        size += 1
-    return size
+    usable = lambda size: size - int(watermark * size)  # noqa: E731  (never decreases as size grows)
+    lo, hi = num_blocks, max(num_blocks, 1)
+    while usable(hi) < need and hi < 2**80:  # doubling, then bisection: O(log) steps even for a watermark near 1
+        hi *= 2
+    while lo < hi:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if usable(mid) >= need else (mid + 1, hi)
+    return lo
 
 
 def check_fits(num_prompt_tokens: int, params: SamplingParams, model_config: ModelConfig, bm: BlockManager,
@@ -92,15 +96,17 @@ def check_fits(num_prompt_tokens: int, params: SamplingParams, model_config: Mod
             tokens=total, need=need, usable=usable, min_blocks=smallest_pool(need, bm.num_blocks, bm.watermark),
             fit_tokens=usable * bm.block_size)
     if params.n > 1:
-        shared = num_prompt_tokens // bm.block_size  # full prompt blocks every sample shares
-        own = blocks_needed(num_prompt_tokens % bm.block_size + params.max_tokens, bm.block_size)
-        fits = lambda n: n <= scheduler_config.max_num_seqs and shared + n * own <= usable  # noqa: E731
-        if not fits(params.n):
+        # the prompt's full blocks every sample shares, and the tokens of its last, partial one each sample copies
+        shared, partial = logical_address(num_prompt_tokens, bm.block_size)
+        own = blocks_needed(partial + params.max_tokens, bm.block_size)
+        # The largest n that fits, by arithmetic (n may be astronomically large: never scan up to it).
+        n_fit = max(1, min(params.n - 1, scheduler_config.max_num_seqs, (usable - shared) // own))
+        if params.n > scheduler_config.max_num_seqs or shared + params.n * own > usable:
             raise AdmissionError(
                 "samples", f"n={params.n} parallel samples could never run together: they need up to "
                 f"{shared + params.n * own} blocks (pool {bm.num_blocks}) and {params.n} sequence slots (max_num_seqs "
                 f"{scheduler_config.max_num_seqs}); lower n or max_tokens",
-                n=params.n, n_fit=max((k for k in range(1, params.n) if fits(k)), default=1),
+                n=params.n, n_fit=n_fit,
                 max_num_seqs=scheduler_config.max_num_seqs, need=shared + params.n * own, usable=usable)
     budget = scheduler_config.max_num_batched_tokens
     if total > budget and not scheduler_config.enable_chunked_prefill:

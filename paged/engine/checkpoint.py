@@ -65,8 +65,7 @@ class StepCheckpoint:
         self.free_block_ids, self.ref_counts = bm.free_block_ids.copy(), list(bm.ref_counts)
         self.live_ids = [s.seq_id for s in live]
         self.freed = bm._freed.intersection(self.live_ids)
-        self.block_hash, self.block_tokens = dict(bm.block_hash), dict(bm.block_tokens)
-        self.hash_to_block, self.last_hits = dict(bm.hash_to_block), dict(bm.last_hits)
+        self.cache, self.last_hits = bm.cache.copy(), dict(bm.last_hits)
         self.pending_copies = list(bm.pending_copies)
         # a step adds no request; it may fork children (new seq ids) into the group of a sequence that still forks
         # (n > 1: forking sets it to 1), so only those groups' sizes are kept
@@ -101,11 +100,10 @@ class StepCheckpoint:
         bm.free_block_ids, bm.ref_counts = self.free_block_ids, self.ref_counts
         bm._freed.difference_update(self.live_ids + born)
         bm._freed.update(self.freed)
-        bm.block_hash, bm.block_tokens, bm.hash_to_block = self.block_hash, self.block_tokens, self.hash_to_block
-        bm.last_hits, bm.pending_copies = self.last_hits, self.pending_copies
+        bm.cache, bm.last_hits, bm.pending_copies = self.cache, self.last_hits, self.pending_copies
         for block, h in list(bm.block_hash.items()):
             if hashes_then.get(block) != h:  # taken for new contents during the step: no longer what h names
-                del bm.hash_to_block[h], bm.block_hash[block], bm.block_tokens[block]
+                bm.cache.evict(block)
         sched.waiting.clear()
         sched.waiting.extend(self.waiting)
         sched.running[:] = self.running

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field, replace
 
 import torch
 
-from ..attention import DECODE_IMPLS, default_attn_impl
+from ..kernels import DECODE_IMPLS, default_attn_impl
 from ..block_manager import BlockManager
 from ..checks import as_bool
 from ..config import CacheConfig, SamplingParams, SchedulerConfig
@@ -53,7 +53,7 @@ class LLMEngine:
         """An engine over `model` (paged.model's Llama) and its tokenizer.
 
         kv_layout: "paged" (the block pool) or "contiguous" (the reference twin). attn_impl: the decode kernel, a
-        name in paged.attention.DECODE_IMPLS (default: default_attn_impl of the model's device). fault: one classic
+        name in paged.kernels.DECODE_IMPLS (default: default_attn_impl of the model's device). fault: one classic
         bug this engine acts out (paged.faults; paged layout, whole-prompt prefill only). record: what each step's
         StepTrace keeps (recording.py). True, the default (pages, the CLI's --trace, the twins): everything a page
         replays, per-sequence states, slot_mapping, block tables and queues, and last_logits. False (the engine
@@ -72,8 +72,6 @@ class LLMEngine:
                                           enable_prefix_caching=cc.enable_prefix_caching and kv_layout == "paged")
         self.scheduler = Scheduler(self.scheduler_config, self.block_manager)
         impl = attn_impl or default_attn_impl(param.device)
-        from .. import kernels  # noqa: F401  (registers the faster impls, so they can be named)
-
         if impl not in DECODE_IMPLS:
             raise ValueError(f"unknown attn_impl {impl!r}; choose one of {sorted(DECODE_IMPLS)}")
         if self.fault is not None and self.scheduler_config.enable_chunked_prefill:
@@ -224,13 +222,31 @@ class LLMEngine:
         return EngineStepError(msg, self.step_count, self._in_flight[1] if self._in_flight else [], ended)
 
     def _step(self) -> StepTrace:
+        """One step, in nano-vllm's order: schedule → prepare → run → sample → update → free."""
         t0 = time.perf_counter()
+        sched, trace = self._schedule()
+        if sched.phase != "idle":
+            is_prefill = sched.phase in ("prefill", "mixed")  # mixed: the prefill path, a decode is a 1-token chunk
+            chunks = [sched.num_tokens[s.seq_id] for s in sched.seqs] if sched.num_tokens else None
+            batch = self.runner.prepare(sched.seqs, is_prefill, chunks)  # input_ids, slot_mapping, block_tables
+            logits = self.runner.run(sched.seqs, batch)  # [B, vocab]: write K/V at the slots, read through tables
+            tokens = self._sample(sched.seqs, logits, chunks)
+            rows = self._update(sched.seqs, tokens, logits, batch.query_lens, trace)
+            self._free(trace)
+            if self.record:
+                recorder = StepRecorder(trace, batch, logits, self.tokenizer.decode, self.last_logits, self.sequences)
+                for row in rows:
+                    recorder.add(*row)
+        return self._end(trace, t0)
+
+    def _schedule(self) -> tuple[SchedulerOutput, StepTrace]:
+        """Pick this step's sequences and their blocks; carry out copy-on-write before anything is written."""
         bm = self.block_manager
         before = block_tables(self.scheduler.running) if self.record else {}
         sched = self.scheduler.schedule()
         self._in_flight = (sched.phase, [s.seq_id for s in sched.seqs])
         copies, bm.pending_copies = bm.pending_copies, []
-        self.runner.copy_blocks(copies)  # copy-on-write happens before anything is written this step
+        self.runner.copy_blocks(copies)
         trace = StepTrace(step=self.step_count, phase=sched.phase, reason=sched.reason, why=sched.why,
                           kv_layout=self.kv_layout, block_tables_before=before, blocks_allocated=sched.allocated,
                           blocks_freed=dict(sched.freed), preempted=sched.preempted, num_blocks=bm.num_blocks,
@@ -239,24 +255,12 @@ class LLMEngine:
             self.sequences[seq_id].preemptions += 1
             self.runner.release(seq_id)
         self.step_count += 1
-        if sched.phase != "idle":
-            self._run(sched, trace)
-        trace.num_free_blocks = bm.num_free_blocks
-        if self.record:
-            record_queues(trace, self.scheduler.waiting, self.scheduler.running)
-        trace.elapsed_ms = (time.perf_counter() - t0) * 1000
-        return trace
+        return sched, trace
 
-    def _run(self, sched: SchedulerOutput, trace: StepTrace) -> None:
-        """The scheduled part of a step: run the model, sample, update each sequence (fork n > 1 after its prefill),
-        finish the ones that stop and free their blocks; `trace` gets forked, finished and blocks_freed."""
-        is_prefill = sched.phase in ("prefill", "mixed")  # mixed: the prefill path, a decode is a 1-token chunk
-        seqs = sched.seqs
-        chunks = [sched.num_tokens[s.seq_id] for s in seqs] if sched.num_tokens else None
-        # Only a sequence fed all its uncached tokens samples; one mid-prefill (non-final chunk) samples nothing.
+    def _sample(self, seqs: list[Sequence], logits: torch.Tensor, chunks: list[int] | None) -> list[int | None]:
+        """One token per sequence fed all its uncached tokens (None for a non-final chunk of a prompt). Raises
+        SequenceFailure for a sampling row whose logits hold NaN or inf."""
         samples = [True] * len(seqs) if chunks is None else [n == s.num_uncached_tokens for s, n in zip(seqs, chunks)]
-        batch = self.runner.prepare(seqs, is_prefill, chunks)
-        logits = self.runner.run(seqs, batch)
         # NaN or inf anywhere makes the sum NaN or inf: one reduction per step, and the row check only then (a sum
         # that overflowed from finite logits finds no bad row there and the step goes on).
         if not math.isfinite(logits.sum()):
@@ -264,41 +268,42 @@ class LLMEngine:
             bad = next((seq for seq, ok, s in zip(seqs, finite, samples) if s and not ok), None)
             if bad is not None:
                 raise SequenceFailure(bad, "the model's logits hold NaN or inf")
-        tokens = sample_step(seqs, logits, samples)
-        recorder = (StepRecorder(trace, batch, logits, self.tokenizer.decode, self.last_logits, self.sequences)
-                    if self.record else None)
-        if not is_prefill:  # a decode step: every sequence fed one token and sampled one; none forks
-            for i, (seq, tok) in enumerate(zip(seqs, tokens)):
-                seq.on_decode_done(tok)
-                reason = self._stop_reason(seq)
-                if reason is not None:
-                    self._finish(seq, reason, trace)
-                if recorder is not None:
-                    recorder.add(i, seq, tok, fed=True)
-            return
+        return sample_step(seqs, logits, samples)
+
+    def _update(self, seqs: list[Sequence], tokens: list[int | None], logits: torch.Tensor, fed: list[int],
+                trace: StepTrace) -> list[tuple[int, Sequence, int | None, bool]]:
+        """The state rule for each sequence (sequence.py; `fed`: tokens fed per sequence), forks after a prefill with
+        n > 1, and who stops (trace.finished). Returns what to record: (batch row, sequence, token, fed) each."""
+        rows = []
         for i, (seq, tok) in enumerate(zip(seqs, tokens)):
-            if tok is None:
-                seq.on_chunk_done(batch.query_lens[i])
-            elif is_prefill and not (chunks and seq.generated_token_ids and seq.num_uncached_tokens == 1):
+            if tok is None:  # a prompt chunk that is not its last: nothing sampled
+                seq.on_chunk_done(fed[i])
+            elif not (seq.generated_token_ids and seq.num_uncached_tokens == 1):  # not a decode (of one new token)
                 seq.on_prefill_done(tok)
                 if seq.n > 1:
                     trace.forked[seq.seq_id] = [c.seq_id for c in self._fork_samples(seq, logits[i])]
             else:
                 seq.on_decode_done(tok)
-            forked = trace.forked.get(seq.seq_id)
-            for s in (seq, *(self.sequences[c] for c in forked)) if forked else (seq,):
+            for s in (seq, *(self.sequences[c] for c in trace.forked.get(seq.seq_id, ()))):
                 reason = self._stop_reason(s) if tok is not None else None
                 if reason is not None:
-                    self._finish(s, reason, trace)
-                if recorder is not None:
-                    recorder.add(i, s, tok, fed=s is seq)  # children sampled from the parent's logits
+                    s.finish_reason = reason
+                    trace.finished.append(s.seq_id)
+                rows.append((i, s, tok, s is seq))  # children sampled from the parent's logits, fed nothing
+        return rows
 
-    def _finish(self, seq: Sequence, reason: str, trace: StepTrace) -> None:
-        """seq stopped this step (`reason`): free its blocks and note it in `trace`."""
-        seq.finish_reason = reason
-        trace.blocks_freed[seq.seq_id] = self.scheduler.finish(seq)
-        self.runner.release(seq.seq_id)
-        trace.finished.append(seq.seq_id)
+    def _free(self, trace: StepTrace) -> None:
+        """Free the blocks of every sequence that stopped this step (trace.blocks_freed)."""
+        for seq_id in trace.finished:
+            trace.blocks_freed[seq_id] = self.scheduler.finish(self.sequences[seq_id])
+            self.runner.release(seq_id)
+
+    def _end(self, trace: StepTrace, t0: float) -> StepTrace:
+        trace.num_free_blocks = self.block_manager.num_free_blocks
+        if self.record:
+            record_queues(trace, self.scheduler.waiting, self.scheduler.running)
+        trace.elapsed_ms = (time.perf_counter() - t0) * 1000
+        return trace
 
     def generate(self, prompts: list[str | list[int]] | str, params: SamplingParams | None = None,
                  max_steps: int = 100_000) -> list[RequestOutput]:

@@ -17,6 +17,7 @@ class Fault(str, enum.Enum):
     POSITION_OFF_BY_ONE = "position_off_by_one"
     PAD_NOT_SKIPPED = "pad_not_skipped"
     ALIASED_BLOCKS = "aliased_blocks"
+    STALE_SLOT_MAPPING = "stale_slot_mapping"
 
 
 @dataclass(frozen=True)
@@ -42,7 +43,7 @@ FAULTS: dict[Fault, FaultInfo] = {
         "The newest token's K/V are written, but context_len still counts only the older tokens.",
         "context_len",
         "Each decode step ignores the token it is processing: the model loses its most recent input.",
-        "paged == contiguous engine parity (tests/paged/test_engine.py)"),
+        "paged == contiguous engine parity (tests/paged/engine/test_engine.py)"),
     Fault.SLOT_OFF_BY_ONE: FaultInfo(
         "slot_mapping off by one",
         "Every token's K/V are written one slot past the slot its address says.",
@@ -68,7 +69,7 @@ FAULTS: dict[Fault, FaultInfo] = {
         "Decode feeds the newest token at position num_tokens instead of num_tokens - 1.",
         "positions (RoPE)",
         "The cache is addressed correctly but the rotary embedding sees the wrong position: subtle drift.",
-        "tests/paged/test_engine.py::test_state_rule_and_decode_positions and engine parity"),
+        "tests/paged/engine/test_engine.py::test_state_rule_and_decode_positions and engine parity"),
     Fault.PAD_NOT_SKIPPED: FaultInfo(
         "padding slot −1 not skipped",
         "Batches are padded (as CUDA graphs do) with slot −1, and the write does not skip it: −1 wraps around to "
@@ -82,6 +83,15 @@ FAULTS: dict[Fault, FaultInfo] = {
         "block_table",
         "Tokens of the two logical blocks overwrite each other; the first block's history reads back the second's.",
         "validate_block_table ('appears twice') in tests/paged/test_addressing.py"),
+    Fault.STALE_SLOT_MAPPING: FaultInfo(
+        "a stale slot_mapping replayed",
+        "The buffer the write reads its slots from is refreshed only when the number of tokens changes, as a "
+        "replayed CUDA graph's static input must be refreshed by hand: a decode step of the same batch size "
+        "writes at the previous step's slots.",
+        "slot_mapping (write side, across steps)",
+        "From a batch's second decode step on, each new token's K/V overwrite the previous token's, and the "
+        "newest slot keeps stale data: every step the history loses a token.",
+        "paged == contiguous engine parity (tests/paged/engine/test_engine.py)"),
 }
 
 

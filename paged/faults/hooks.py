@@ -9,7 +9,8 @@ from typing import TYPE_CHECKING, Callable
 
 import torch
 
-from ..addressing import PAD_SLOT, batch_slot_mapping, check_block_tables, pad_block_tables
+from ..addressing import batch_slot_mapping, pad_block_tables
+from ..kernels.tables import check_block_tables
 from ..kv_cache import write_kv
 from .catalogue import Fault, as_fault
 
@@ -77,13 +78,14 @@ class FaultHook:
         return batch
 
     def write(self, key_cache: torch.Tensor, value_cache: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
-              slots: torch.Tensor) -> None:
-        """Write one step's K/V [N, num_kv_heads, head_dim] at `slots` [N] into one layer's caches (unchecked, as
-        on the engine's hot path; a fault must show; `pads` says whether to look for -1 slots)."""
-        write_kv(key_cache, value_cache, k, v, slots, validate=False, pads=self.pads)
+              slots: torch.Tensor, write: Callable = write_kv) -> None:
+        """Write one step's K/V [N, num_kv_heads, head_dim] at `slots` [N] into one layer's caches with `write`
+        (write_kv or its fast path; unchecked, as on the engine's hot path: a fault must show; `pads` says
+        whether to look for -1 slots)."""
+        write(key_cache, value_cache, k, v, slots, validate=False, pads=self.pads)
 
     def decode(self, write: Callable[[], None], read: Callable[[], torch.Tensor]) -> torch.Tensor:
-        """One decode step's write and read, in this hook's order; returns read()'s output."""
+        """One decode step's write and read, in this hook's order (the random-tensor bug lab's); returns read()."""
         if self.read_first:
             out = read()
             write()
@@ -141,11 +143,10 @@ class BlockSizeMismatch(_Faulty):
 
     def write_slots(self, slots: torch.Tensor, tables: list[list[int]], rows: torch.Tensor,
                     token_index: torch.Tensor) -> torch.Tensor:
-        """The chain with writer_block_size; a logical block past the table's end takes its last entry."""
-        wbs = writer_block_size(self.block_size)
-        last = torch.tensor([len(t) - 1 for t in tables], dtype=torch.long)[rows]
-        physical = pad_block_tables(tables, dtype=torch.long)[rows, torch.minimum(token_index // wbs, last)]
-        return physical * wbs + token_index % wbs
+        """The address chain with writer_block_size; a logical block past the table's end takes its last entry
+        (each table is stretched with it to one entry per slot it covers, enough for any writer's block size)."""
+        stretched = [t + t[-1:] * (len(t) * self.block_size - len(t)) for t in tables]
+        return batch_slot_mapping(pad_block_tables(stretched), rows, token_index, writer_block_size(self.block_size))
 
 
 class UseAfterFree(_Faulty):
@@ -179,13 +180,13 @@ class PadNotSkipped(_Faulty):
 
     def pad_slots(self) -> torch.Tensor:
         """NUM_PAD_ROWS rows of slot -1, which wrap around to the pool's last slot."""
-        return torch.full((NUM_PAD_ROWS,), PAD_SLOT, dtype=torch.long) % self.num_slots
+        return torch.full((NUM_PAD_ROWS,), self.num_slots - 1, dtype=torch.long)  # -1, as a negative index reads it
 
     def write(self, key_cache: torch.Tensor, value_cache: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
-              slots: torch.Tensor) -> None:
+              slots: torch.Tensor, write: Callable = write_kv) -> None:
         """The real rows, then the padding rows, copies of row 0, at pad_slots() (a separate call, so the
         collision is deterministic: the padding wins, as it may on a GPU)."""
-        super().write(key_cache, value_cache, k, v, slots)
+        super().write(key_cache, value_cache, k, v, slots, write)
         pad, n = self.pad_slots().to(k.device), NUM_PAD_ROWS
         write_kv(key_cache, value_cache, k[:1].expand(n, *k.shape[1:]).contiguous(),
                  v[:1].expand(n, *v.shape[1:]).contiguous(), pad, validate=False)
@@ -204,9 +205,26 @@ class AliasedBlocks(_Faulty):
         return aliased_tables(tables)
 
 
+class StaleSlotMapping(_Faulty):
+    """The write's slots are refreshed only when their number changes: same-size steps replay the last ones."""
+
+    fault = Fault.STALE_SLOT_MAPPING
+
+    def __init__(self, block_size: int, num_slots: int) -> None:
+        super().__init__(block_size, num_slots)
+        self.replayed = torch.zeros(0, dtype=torch.long)  # the buffer the writer reads, as last refreshed
+
+    def write_slots(self, slots: torch.Tensor, tables: list[list[int]], rows: torch.Tensor,
+                    token_index: torch.Tensor) -> torch.Tensor:
+        """This step's slots if their number changed since the last write, else the last write's: the bug."""
+        if self.replayed.shape != slots.shape:
+            self.replayed = slots.clone()
+        return self.replayed
+
+
 HOOKS: dict[Fault | None, type[FaultHook]] = {h.fault: h for h in (
     FaultHook, EarlyIncrement, LateIncrement, SlotOffByOne, BlockSizeMismatch, UseAfterFree, PositionOffByOne,
-    PadNotSkipped, AliasedBlocks)}
+    PadNotSkipped, AliasedBlocks, StaleSlotMapping)}
 
 
 def fault_hook(fault: Fault | str | None, block_size: int, num_slots: int) -> FaultHook:

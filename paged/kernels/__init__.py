@@ -1,42 +1,29 @@
-"""Faster paged decode kernels, registered behind `paged_attention_decode(impl=...)`.
-
-Importing this package registers:
-- "fused":  tiled online-softmax decode in plain PyTorch (paged/kernels/fused.py); runs anywhere.
-- "native": the same algorithm as a C kernel (paged/kernels/native.py), built with the system's C compiler on the
-  first call; CPU only. Without a compiler the call raises RuntimeError saying so.
-- "triton": a Triton kernel (paged/kernels/triton_decode.py). Registered lazily: triton is imported on the first
-  call, so `import paged` never needs it. Without triton the call raises RuntimeError saying what to install.
-"""
+"""Faster implementations behind the reference path's signatures: the decode kernels and their registry
+(registry.py: "fused", "native", "triton"), the K/V write in C and the pool in huge pages (kv_fast.py), the model's
+small ops in C (native_ops.py), the engine's once-per-step native plan (native_step.py), reusable buffers
+(workspace.py) and the one-pass block-table check (tables.py). Nothing here imports paged.attention."""
 
 from __future__ import annotations
 
-import importlib.util
-
-import torch
-
-from ..attention import register_decode_impl
 from .fused import fused_decode
 from .native import native_available, native_decode, native_error
+import torch
+
+from .registry import DECODE_IMPLS, REFERENCE_IMPLS, decode_impl, register_decode_impl, triton_available
+
+__all__ = ["DECODE_IMPLS", "REFERENCE_IMPLS", "decode_impl", "default_attn_impl", "fused_decode", "native_available",
+           "native_decode", "native_error", "register_decode_impl", "triton_available"]
 
 
-def triton_available() -> bool:
-    """True when the triton package can be imported (it says nothing about a GPU being present)."""
-    return importlib.util.find_spec("triton") is not None
+def default_attn_impl(device: torch.device) -> str:
+    """The fastest correct decode impl for the device at this project's model sizes (LLMEngine's default).
 
-
-def _triton_decode(query: torch.Tensor, key_cache: torch.Tensor, value_cache: torch.Tensor,
-                   block_tables: torch.Tensor, context_lens: torch.Tensor, scale: float) -> torch.Tensor:
-    """impl="triton": import the kernel on first use, then run it."""
-    if not triton_available():
-        raise RuntimeError("impl='triton' needs the triton package: pip install triton (3.6 or newer); on a "
-                           "CPU-only machine also set TRITON_INTERPRET=1 before triton is imported")
-    from .triton_decode import triton_decode
-
-    return triton_decode(query, key_cache, value_cache, block_tables, context_lens, scale)
-
-
-__all__ = ["fused_decode", "native_available", "native_decode", "native_error", "triton_available"]
-
-register_decode_impl("fused", fused_decode)
-register_decode_impl("native", native_decode)
-register_decode_impl("triton", _triton_decode)
+    CUDA: the Triton kernel when triton is importable. CPU: the C kernel "native" when it can be built (a C compiler
+    is present), else "gather". Measured with `python -m paged.bench engine` on the shipped model (head_dim 32, 2 kv
+    heads, contexts < 300, 1 thread), 2026-11-29: native gave paged/contiguous 1.04x / 2.07x / 3.62x at batch 1 / 8 /
+    32 where gather gave 0.95x / 2.06x / 2.94x. "fused" trails both at these sizes: its per-tile op dispatch only pays
+    off on long contexts (see `python -m paged.bench kernels`).
+    """
+    if device.type == "cuda":
+        return "triton" if triton_available() else "gather"
+    return "native" if native_available() else "gather"

@@ -30,14 +30,14 @@ import torch
 import torch.nn.functional as F
 
 from ..addressing import blocks_needed
-from ..attention import workspace
+from .workspace import workspace
 
 # K bytes gathered per tile (whole batch), per intra-op thread: on a 2-core EPYC (512 KB L2 per core, 32 MB L3)
 # 2 MB was fastest with 1 thread and 4 MB with 2; 1 MB and 8-16 MB were slower.
 TILE_BYTES_PER_THREAD = 2 << 20
 
 
-_buffers = workspace  # the library's one workspace cache (paged.attention.Workspace); names prefixed "fused_"
+_buffers = workspace  # the library's one workspace cache (workspace.Workspace); names prefixed "fused_"
 
 
 def tile_blocks(batch: int, block_size: int, num_kv_heads: int, head_dim: int, itemsize: int) -> int:

@@ -18,7 +18,13 @@ from pathlib import Path
 
 INDEX_NAME = "model.safetensors.index.json"  # sharded checkpoints: {"weight_map": {tensor name: file}}
 WEIGHTS_NAME = "model.safetensors"
-MAX_HEADER_BYTES = 100_000_000  # the safetensors library's own limit
+# Bounds on what a directory may make us parse before anything is checked, far above any real checkpoint (a 70B
+# Llama shard's header is ~30 KB and lists < 1,000 tensors; its config.json and index are < 100 KB): a hostile
+# header of 200,000 tensors is refused from its length or its entry count, before one JSON object is built.
+MAX_HEADER_BYTES = 4 * 2**20  # a safetensors header (the safetensors library itself allows 100 MB)
+MAX_TENSORS = 16_384  # tensors in one checkpoint, all shards together
+MAX_SHARDS = 1_024  # files an index may name (Llama 3.1 405B has 191)
+MAX_JSON_BYTES = 4 * 2**20  # config.json, the shard index, generation_config.json, tokenizer_config.json
 # Floating-point weights only: quantized checkpoints (int8, fp8, ...) need kernels this project does not have.
 FLOAT_DTYPES = {"F32": 4, "F16": 2, "BF16": 2}
 
@@ -38,7 +44,10 @@ class TensorInfo:
 
 def read_json(path: Path) -> dict:
     """The JSON object in `path`. Raises ValueError naming the file when it is not UTF-8, not JSON, nested too
-    deeply for the parser (RecursionError), or not an object."""
+    deeply for the parser (RecursionError), not an object, or larger than MAX_JSON_BYTES (checked before reading)."""
+    size = path.stat().st_size
+    if size > MAX_JSON_BYTES:
+        raise ValueError(f"{path}: {size:,} bytes, more than the {MAX_JSON_BYTES:,} a model's JSON file may hold")
     try:
         raw = json.loads(path.read_bytes().decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
@@ -74,8 +83,9 @@ def inside(directory: Path, name: str) -> Path:
 def read_safetensors_header(path: Path) -> dict[str, TensorInfo]:
     """name -> TensorInfo from a safetensors file's header, checked against the file's size (no tensor is read).
 
-    Raises ValueError naming the file when it is truncated, its header is not valid JSON, an entry is malformed
-    or overlaps the end of the file, or a tensor is not F32 / F16 / BF16.
+    Raises ValueError naming the file when it is truncated, its header is longer than MAX_HEADER_BYTES or lists
+    more than MAX_TENSORS tensors (both checked before the JSON is parsed), its header is not valid JSON, an entry
+    is malformed or overlaps the end of the file, or a tensor is not F32 / F16 / BF16.
     """
     size = path.stat().st_size
     with path.open("rb") as f:
@@ -83,15 +93,24 @@ def read_safetensors_header(path: Path) -> dict[str, TensorInfo]:
         if len(prefix) < 8:
             raise ValueError(f"{path}: truncated safetensors file ({size} bytes, not even a header length)")
         n = int.from_bytes(prefix, "little")
-        if n > MAX_HEADER_BYTES or 8 + n > size:
+        if n > MAX_HEADER_BYTES:
+            raise ValueError(f"{path}: safetensors header of {n:,} bytes, more than the {MAX_HEADER_BYTES:,} this "
+                             "loader reads (real checkpoints need a few KB)")
+        if 8 + n > size:
             raise ValueError(f"{path}: truncated or corrupt safetensors file (header of {n} bytes, file of {size})")
         header_bytes = f.read(n)
+    entries = header_bytes.count(b'"data_offsets"')  # one per tensor: counted without parsing anything
+    if entries > MAX_TENSORS:
+        raise ValueError(f"{path}: the header lists {entries:,} tensors, more than MAX_TENSORS ({MAX_TENSORS:,})")
     try:
         header = json.loads(header_bytes.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:
         raise ValueError(f"{path}: malformed safetensors header ({type(e).__name__})") from e
     if not isinstance(header, dict):
         raise ValueError(f"{path}: malformed safetensors header (not a JSON object)")
+    if len(header) > MAX_TENSORS + 1:  # the same bound, for a header spelling its keys with escapes
+        raise ValueError(f"{path}: the header lists {len(header) - 1:,} tensors, more than MAX_TENSORS "
+                         f"({MAX_TENSORS:,})")
     data_size = size - 8 - n
     tensors = {}
     for name, entry in header.items():
@@ -129,9 +148,16 @@ def checkpoint_tensors(directory: Path) -> dict[str, TensorInfo]:
     if not index_path.is_file():
         raise FileNotFoundError(f"{directory}: no {WEIGHTS_NAME} (or {INDEX_NAME}) in this directory")
     weight_map = read_json(inside(directory, INDEX_NAME)).get("weight_map")
+    if isinstance(weight_map, dict) and len(weight_map) > MAX_TENSORS:  # counted before anything is looked at
+        raise ValueError(f"{index_path}: the index lists {len(weight_map):,} tensors, more than MAX_TENSORS "
+                         f"({MAX_TENSORS:,})")
     if not isinstance(weight_map, dict) or not all(isinstance(v, str) for v in weight_map.values()):
         raise ValueError(f"{index_path}: malformed index (weight_map must map tensor names to file names)")
-    shards = {shard: inside(directory, shard) for shard in sorted(set(weight_map.values()))}
+    names = set(weight_map.values())
+    if len(names) > MAX_SHARDS:  # before resolving a single path
+        raise ValueError(f"{index_path}: the index names {len(names):,} shard files, more than MAX_SHARDS "
+                         f"({MAX_SHARDS:,})")
+    shards = {shard: inside(directory, shard) for shard in sorted(names)}
     tensors: dict[str, TensorInfo] = {}
     for shard, shard_path in shards.items():
         if not shard_path.is_file():
@@ -140,6 +166,8 @@ def checkpoint_tensors(directory: Path) -> dict[str, TensorInfo]:
             if name in tensors:
                 raise ValueError(f"{directory}: tensor {name} is in both {tensors[name].file.name} and {shard}")
             tensors[name] = info
+        if len(tensors) > MAX_TENSORS:
+            raise ValueError(f"{directory}: the shards hold more than MAX_TENSORS ({MAX_TENSORS:,}) tensors")
     listed_elsewhere = sorted(n for n, shard in weight_map.items()
                               if n not in tensors or tensors[n].file != shards[shard])
     if listed_elsewhere:

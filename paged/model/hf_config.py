@@ -62,7 +62,7 @@ def config_from_hf_dict(raw: object, where: Path) -> ModelConfig:
     if not isinstance(raw, dict):
         raise ValueError(f"{where}: expected a JSON object, got {type(raw).__name__}")
     model_type = raw.get("model_type")
-    if model_type not in ARCHITECTURES:
+    if not isinstance(model_type, str) or model_type not in ARCHITECTURES:  # (a list is not even hashable)
         raise ValueError(f"{where}: model_type must be one of {', '.join(map(repr, ARCHITECTURES))} "
                          f"({', '.join(ARCHITECTURES.values())}), got {model_type!r}")
     missing = [name for name in REQUIRED_FIELDS if name not in raw]
@@ -72,7 +72,10 @@ def config_from_hf_dict(raw: object, where: Path) -> ModelConfig:
         raise ValueError(f"{where}: hidden_act must be 'silu', got {raw['hidden_act']!r}")
     if raw.get("mlp_bias"):
         raise ValueError(f"{where}: mlp_bias is not supported")
-    if raw.get("use_sliding_window") or "sliding_attention" in (raw.get("layer_types") or []):
+    layer_types = raw.get("layer_types") or []
+    if not isinstance(layer_types, list):
+        raise ValueError(f"{where}: layer_types must be a list, got {layer_types!r}")
+    if raw.get("use_sliding_window") or "sliding_attention" in layer_types:
         raise ValueError(f"{where}: sliding-window attention (use_sliding_window / layer_types) is not supported; "
                          "every layer here attends to the whole context")
     values = {**HF_DEFAULTS[model_type], "num_key_value_heads": raw["num_attention_heads"]}

@@ -24,6 +24,7 @@ from paged.config import ModelConfig
 from paged.model.checkpoint import WEIGHTS_NAME, TensorInfo, checkpoint_tensors, inside, read_json
 from paged.model.hf_config import config_from_hf_dict, config_to_hf_dict
 from paged.model.llama import TinyLlama
+from paged.model.shapes import tensor_shapes
 from paged.model.tokenizer import ByteTokenizer, HFTokenizer, load_hf_tokenizer
 
 DEFAULT_DIR = Path(__file__).resolve().parent / "weights"
@@ -56,18 +57,21 @@ def read_config(path: Path) -> ModelConfig:
 
 
 def _check_tensors(config: ModelConfig, found: dict[str, TensorInfo], path: Path) -> None:
-    """Refuse (ValueError) unless the headers hold exactly the tensors `config` implies, with the same shapes."""
-    # Layers first, from names alone: a config claiming more layers than the weights back is refused before even
-    # an empty (meta) model of its size is built.
-    layers = {int(n.split(".")[2]) for n in found if n.startswith("model.layers.") and n.split(".")[2].isdigit()}
+    """Refuse (ValueError) unless the headers hold exactly the tensors `config` implies, with the same shapes.
+
+    Pure arithmetic on the config's numbers (paged.model.shapes): no model is built, not even on "meta", so a
+    config claiming 10**9 layers or a head_dim of 2**27 costs nothing before it is refused. The headers are
+    bounded (checkpoint.MAX_TENSORS), so the expected list is too once the layer counts agree."""
+    # Old checkpoints carry the derived RoPE table; it is recomputed from the config, so ignore it.
+    found = {n: t for n, t in found.items() if not n.endswith("rotary_emb.inv_freq")}
+    # Layers first, from names alone: a config claiming more layers than the weights back is refused before a
+    # single expected name is listed.
+    layers = {n.split(".")[2] for n in found if n.startswith("model.layers.") and n.split(".")[2].isdigit()}
     if len(layers) != config.num_hidden_layers:
         raise ValueError(f"{path}: config.json says num_hidden_layers {config.num_hidden_layers}, the weights hold "
                          f"{len(layers)} layer(s)")
-    # On "meta" the model has shapes but no memory and no random init: the one source of what names to expect.
-    expected = {name: tuple(t.shape) for name, t in TinyLlama(config, device="meta").state_dict().items()}
+    expected = tensor_shapes(config)
     optional = {"lm_head.weight"} if config.tie_word_embeddings else set()
-    # Old checkpoints carry the derived RoPE table; it is recomputed from the config, so ignore it.
-    found = {n: t for n, t in found.items() if not n.endswith("rotary_emb.inv_freq")}
     missing = sorted(set(expected) - set(found) - optional)
     if missing:
         raise ValueError(f"{path}: missing tensor(s): {', '.join(missing[:8])}"
@@ -100,6 +104,10 @@ def available_memory_bytes() -> int | None:
     return available
 
 
+class NotEnoughMemory(ValueError):
+    """A checkpoint refused because its weights do not fit in the memory free now (it may fit later)."""
+
+
 def _check_memory(found: dict[str, TensorInfo], dtype: torch.dtype, path: Path) -> None:
     """Refuse a checkpoint whose weights (as `dtype`, plus the file's copy while converting) cannot fit."""
     sizes = {"F32": 4, "F16": 2, "BF16": 2}
@@ -107,7 +115,7 @@ def _check_memory(found: dict[str, TensorInfo], dtype: torch.dtype, path: Path) 
     need = sum(t.numel * (itemsize + (sizes[t.dtype] if sizes[t.dtype] != itemsize else 0)) for t in found.values())
     available = available_memory_bytes()
     if available is not None and need > available:
-        raise ValueError(f"{path}: loading needs {need / 2**30:.1f} GiB ({sum(t.numel for t in found.values()):,} "
+        raise NotEnoughMemory(f"{path}: loading needs {need / 2**30:.1f} GiB ({sum(t.numel for t in found.values()):,} "
                          f"parameters as {str(dtype).removeprefix('torch.')}) but only {available / 2**30:.1f} GiB "
                          "of memory is available")
 

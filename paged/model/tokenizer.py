@@ -178,6 +178,9 @@ def _all_ints(value: object) -> list[int]:
     return [v for v in (value if isinstance(value, list) else [value]) if _is_id(v)]
 
 
+MAX_TOKENIZER_BYTES = 64 * 2**20  # Llama 3's tokenizer.json is ~9 MB, Gemma's ~34 MB
+
+
 def load_hf_tokenizer(directory: Path, config) -> HFTokenizer | None:
     """The tokenizer of an HF model directory, or None when it has no tokenizer.json.
 
@@ -185,14 +188,17 @@ def load_hf_tokenizer(directory: Path, config) -> HFTokenizer | None:
     tokenizer_config.json's bos_token / eos_token. Whether to prepend BOS: tokenizer_config.json's add_bos_token
     if it says; otherwise whatever tokenizer.json's own post-processor does (Llama 3 adds <|begin_of_text|>, Qwen
     adds nothing); a directory without tokenizer_config.json keeps the older rule: BOS whenever there is one.
-    Raises ValueError naming the file for malformed JSON, a file outside the directory, or a vocabulary larger
-    than the model's embedding table.
+    Raises ValueError naming the file for malformed JSON, a file outside the directory, a tokenizer.json larger
+    than MAX_TOKENIZER_BYTES, or a vocabulary larger than the model's embedding table.
     """
     from paged.model.checkpoint import inside, read_json  # here: checkpoint has no reason to know tokenizers
 
     if not (directory / "tokenizer.json").is_file():
         return None
     path = inside(directory, "tokenizer.json")
+    if path.stat().st_size > MAX_TOKENIZER_BYTES:  # checked before the parser sees (and allocates for) it
+        raise ValueError(f"{path}: {path.stat().st_size:,} bytes, more than the {MAX_TOKENIZER_BYTES:,} a "
+                         "tokenizer.json may hold here (real ones are under 40 MB)")
     extra = {name: read_json(inside(directory, name)) if (directory / name).is_file() else None
              for name in ("generation_config.json", "tokenizer_config.json")}
     generation, tok_config = extra["generation_config.json"] or {}, extra["tokenizer_config.json"]

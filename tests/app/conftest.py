@@ -20,6 +20,15 @@ def _restore_torch_threads():
     torch.set_num_threads(before)
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _import_vllm_once():
+    """With vLLM installed, pages 4 and 6 drive its KVCacheManager: import it once here (seconds), outside any
+    page run's AppTest timeout."""
+    if importlib.util.find_spec("vllm") is not None:
+        importlib.import_module("vllm.v1.core.kv_cache_manager")
+        importlib.import_module("vllm.v1.request")
+
+
 def _hf_tiny():
     spec = importlib.util.spec_from_file_location("hf_tiny", Path(__file__).parents[1] / "paged" / "hf_tiny.py")
     module = importlib.util.module_from_spec(spec)

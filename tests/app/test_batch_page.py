@@ -178,3 +178,35 @@ def test_the_pool_hover_speaks_the_pages_language():
     assert "块内偏移" in chain and any(title.startswith(chain) for title in titles), titles[:3]
     english = ("logical block", "offset", "A token", "B token", "C token")  # "token" itself is the article's term
     assert not [title for title in titles if any(w in title for w in english)], titles[:3]
+
+
+def test_the_wrong_slot_break_draws_what_the_pool_holds():
+    """The article's batch, C's newest token (15, slot 27 by C's table [8, 5, 3, 6]) written one slot too far: the
+    pool is drawn from its contents, not from the tables: slot 28 (A's block 7, A's token 0) shows C15, marked
+    written wrongly, its tooltip naming C's token and A's lost token 0; slot 27 shows nothing, marked missing; the
+    legend names both marks; every other cell is as the tables say, unmarked."""
+    at = app_test(BATCH, params={"ops": "w2"}).run()
+    no_exception(at)
+    cells = pool_cells_shown(at)
+    wrong, missing = cells[28], cells[27]
+    assert wrong["text"] == "C15" and "pp-wrong" in wrong["classes"]
+    assert t("common.pool_lost", "en", seq="A", token=0) in wrong["title"]
+    assert t("common.pool_stray", "en", seq="C", token=15, meant=27) in wrong["title"]
+    assert missing["text"] == "" and "pp-missing" in missing["classes"]
+    assert t("common.pool_missing", "en", seq="C", token=15) in missing["title"]
+    assert [c["slot"] for c in cells if {"pp-wrong", "pp-missing"} & set(c["classes"])] == [27, 28]
+    assert cells[29]["text"] == "A1" and cells[26]["text"] == "C14"
+    (markup,) = [h.proto.body for h in at.get("html") if 'class="pp-grid"' in h.proto.body]
+    assert t("common.pool_wrong_key", "en") in markup and t("common.pool_missing_key", "en") in markup
+
+
+def test_a_link_with_the_break_on_breaks_the_first_decode():
+    """?wrong=1&wrong_seq=2 (a link from the guide): the first Decode is already the broken one (op w2), and the
+    switch is off after it."""
+    at = app_test(BATCH, params={"wrong": 1, "wrong_seq": 2}).run()
+    no_exception(at)
+    assert at.toggle(key="batch.wrong").value is True and at.selectbox(key="batch.wrong_seq").value == 2
+    at.button(key="batch.decode").click().run()
+    no_exception(at)
+    assert at.session_state["batch.lesson"].ops == ["w2"]
+    assert at.toggle(key="batch.wrong").value is False

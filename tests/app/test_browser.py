@@ -6,6 +6,8 @@
   without touching the sidebar: no truncated button label, no clipped figure title, no table to scroll sideways,
   no figure wider than its column, body text >= 20 px and figure text >= 16 px; the step shortcut works
 - a table wider than its column fades out at the edge(s) where more of it lies; one that fits does not
+- a projector is the main screen: at 1024x768 in presenter mode each page's key figure fits one screen, metric values
+  grow, page 4's source is folded, page 2's heatmaps name every head, the zh key badge says 空格
 - ten quick clicks on a step button are ten steps; the keyboard steps, goes back, plays and pauses, also just after
   the mouse set a toggle (presenter mode) or the speed; an Add refused while playing stays on screen, and Adds
   pressed while playing are each applied once
@@ -460,5 +462,95 @@ def test_adds_pressed_while_playing_are_each_applied_once(server, browser):
         assert logged == 3, "the Adds did not go through the ledger"
         assert "play=1" in page.url, "an Add paused the player"
         assert page.get_by_text("joined the waiting queue").count() == 1
+    finally:
+        context.close()
+
+
+# --- a projector is the main screen (issue 27): 1024x768, presenter mode -------------------------------------------
+SCREEN = {"width": 1024, "height": 768}
+# each page's key figure (its container's key): what a teacher points at must fit one screen
+KEY_FIGURES = {
+    "Address_translation": [".st-key-address-chain", ".st-key-address-pool"],
+    "Gather_and_attend?step=10": [".st-key-gather-pool"],
+    "Batch_decode?ops=d,d": [".st-key-batch-pool"],
+    "Engine?steps=3": [".st-key-engine-chain_live", ".st-key-engine-pool"],
+    "Bug_lab": [".st-key-buglab-pool"],
+    "Sharing?steps=3": [".st-key-sharing-pool"],
+}
+HEIGHT = "(sel) => { const e = document.querySelector(sel); return e ? e.getBoundingClientRect().height : -1; }"
+FONTS = """() => { const px = (e) => parseFloat(getComputedStyle(e).fontSize);
+    const main = document.querySelector('[data-testid="stMain"]');
+    return [...main.querySelectorAll('[data-testid="stMetricValue"] p')].map(px); }"""
+BOXES = """(sel) => [...document.querySelectorAll(sel)].filter(t => t.textContent.trim()).map(t => {
+    const r = t.getBoundingClientRect(); return [r.top, r.bottom, t.textContent]; })"""
+
+
+def _open_presenting(page, server, path: str, lang: str) -> None:
+    page.goto(f"{server}/{path}{'&' if '?' in path else '?'}lang={lang}&present=1", wait_until="domcontentloaded")
+    _check(page, path)
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_key_figures_fit_one_screen_and_metrics_grow(server, browser, lang):
+    """Every page's key figure is at most one 768 px screen tall at 1024 px in presenter mode (page 4's pool of 32
+    blocks was 1020 px); a metric's value is larger than the 36 px it has outside presenter mode (the body-text rule
+    made it 20 px); in 简体中文 the play button's "Space" key badge reads 空格."""
+    context = browser.new_context(viewport=SCREEN, locale="en-US")
+    page = context.new_page()
+    try:
+        too_tall = []
+        for path, selectors in KEY_FIGURES.items():
+            _open_presenting(page, server, path, lang)
+            for sel in selectors:
+                height = page.evaluate(HEIGHT, sel)
+                assert height > 0, f"{path}: {sel} not drawn"
+                if height > SCREEN["height"]:
+                    too_tall.append(f"{path} {sel}: {height:.0f} px")
+        assert not too_tall, too_tall
+        _open_presenting(page, server, "Gather_and_attend?step=10", lang)
+        sizes = page.evaluate(FONTS)
+        assert len(sizes) == 4 and min(sizes) > 36, sizes
+        badge = page.evaluate("""() => { const k = document.querySelector('kbd[aria-label="Shortcut Space"]');
+            return [getComputedStyle(k, '::after').content, getComputedStyle(k).webkitTextFillColor]; }""")
+        # the play button's key badge says the key's name in the page's language (Streamlit prints "Space")
+        assert badge == (['"空格"', "rgba(0, 0, 0, 0)"] if lang == "zh" else ["none", badge[1]]), badge
+    finally:
+        context.close()
+
+
+def test_engine_folds_its_source_and_gather_names_every_head(server, browser):
+    """Page 4: no code listing is open (the scheduler's source sits in an expander); page 2's output heatmap names
+    all four heads h0–h3 and its colour-bar tick labels do not overlap."""
+    context = browser.new_context(viewport=SCREEN, locale="en-US")
+    page = context.new_page()
+    try:
+        _open_presenting(page, server, "Engine?steps=3", "en")
+        assert page.locator('[data-testid="stMain"] [data-testid="stCode"] >> visible=true').count() == 0
+        _open_presenting(page, server, "Gather_and_attend?step=10", "en")
+        heads = [b[2] for b in page.evaluate(BOXES, ".st-key-gather-output .ytick text")]
+        assert heads == ["h0", "h1", "h2", "h3"], heads
+        ticks = sorted(page.evaluate(BOXES, ".st-key-gather-output .colorbar .cbaxis text, "
+                                            ".st-key-gather-output .colorbar text.ytick"))
+        assert len(ticks) == 3 and all(a[1] <= b[0] + 0.5 for a, b in zip(ticks, ticks[1:])), ticks
+    finally:
+        context.close()
+
+
+def test_guide_links_open_in_the_same_tab(server, browser):
+    """On the guide page every app link is an anchor with target=_self, and following one loads its page in the same
+    tab (the browser context still has one page)."""
+    context = browser.new_context(viewport=PROJECTORS[0], locale="en-US")
+    page = context.new_page()
+    try:
+        page.goto(f"{server}/Teaching_guide?lang=en", wait_until="domcontentloaded")
+        _check(page, "the guide")
+        anchors = page.eval_on_selector_all('[data-testid="stMain"] a[href^="/"]',
+                                            "els => els.map(e => [e.getAttribute('href'), e.getAttribute('target')])")
+        expected = guide_links((ROOT / "docs" / "teaching.md").read_text("utf-8"))
+        assert [href for href, _ in anchors] == expected and {target for _, target in anchors} == {"_self"}
+        page.click('[data-testid="stMain"] a[href^="/Batch_decode?lang=en&ops=w2"]')
+        page.wait_for_url("**/Batch_decode?**")
+        _check(page, "the page the link opened")
+        assert len(context.pages) == 1 and "ops=w2" in page.url
     finally:
         context.close()

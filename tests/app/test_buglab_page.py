@@ -73,7 +73,7 @@ def test_url_restores_fault_and_scenario():
     ok(at)
     assert at.selectbox(key="buglab.fault").value == "aliased_blocks" and not at.toggle(key="buglab.off_widget").value
     assert at.radio(key="buglab.task").value == "continue" and at.selectbox(key="buglab.block_size").value == 8
-    assert at.text_input(key="buglab.seed").value == "3" and at.slider(key="buglab.step").value == 2
+    assert at.text_input(key="buglab.seed").value == "3" and at.session_state["buglab.step"] == 2
     assert markers(at)
     assert {k: at.query_params[k] for k in ("fault", "task", "block_size", "seed", "step")} == \
         {"fault": "aliased_blocks", "task": "continue", "block_size": "8", "seed": "3", "step": "2"}
@@ -103,9 +103,9 @@ def test_missing_model_is_an_error_with_the_fix(monkeypatch):
 
 @needs_model
 def test_marker_on_a_special_token_is_well_formed_html():
-    """Aliased blocks, recall, block_size 4, seed 0: A's faulty first token is ⟨EOS⟩. The marker shows it as text in
+    """Aliased blocks, recall, block_size 8, seed 0: A's faulty first token is ⟨EOS⟩. The marker shows it as text in
     the marker's own colour; the visible-space stand-in (␣) is applied to text only, never inside a tag."""
-    at = app_test(PAGE, params={"fault": "aliased_blocks", "task": "recall", "block_size": 4, "seed": 0}).run()
+    at = app_test(PAGE, params={"fault": "aliased_blocks", "task": "recall", "block_size": 8, "seed": 0}).run()
     ok(at)
     boxes = markers(at)
     assert boxes
@@ -129,3 +129,15 @@ def test_steps_never_build_the_export(monkeypatch):
     ok(at)
     assert at.session_state["buglab.step"] >= 3 and at.get("download_button")
     assert built == []
+
+
+def test_one_control_for_the_pool_step():
+    """The pool's step has one control, the playback bar (no "pool after step" slider beside it): Next moves it
+    and the pool's title follows."""
+    at = app_test(PAGE, params={"step": 1}).run()
+    ok(at)
+    assert not at.slider and at.session_state["buglab.step"] == 1
+    at.button(key="buglab.next").click().run()
+    ok(at)
+    assert at.session_state["buglab.step"] == 2 and at.query_params["step"] == "2"
+    assert any(t("buglab.pool_title", "en", step=2) in m.value for m in at.markdown)

@@ -253,15 +253,34 @@ def test_a_step_reruns_only_what_it_changes(monkeypatch):
     monkeypatch.setattr(ui.chain_live, "stage_sources", lambda key: reads.append(key) or real_sources(key))
     ui.chain_live.sources.cache_clear()
     at = app_test(ENGINE, "en").run()
-    drawn = len(expanders)
-    assert t("engine.add_header", "en") in expanders
+    form = t("engine.add_header", "en")  # the chain's code expander is inside the fragment: it may be drawn again
+    drawn = expanders.count(form)
+    assert drawn == 1
     for _ in range(3):
         fragment_click(at, "engine.step", monkeypatch)
     no_exception(at)
     assert len(demo(at).steps) == 3
-    assert len(expanders) == drawn, expanders  # three fragment reruns, no form redrawn
+    assert expanders.count(form) == drawn, expanders  # three fragment reruns, no form redrawn
     assert reads == ["scheduler"], reads  # the picked module's code: read once, not once per step
     at.run()  # AppTest's tree after a fragment rerun holds that fragment only: draw the page again
     at.button(key="engine.add").click().run()
     no_exception(at)
-    assert len(demo(at).requests) == 4 and len(expanders) > drawn
+    assert len(demo(at).requests) == 4 and expanders.count(form) > drawn
+
+
+def test_a_pool_too_small_to_run_anything_says_so_and_names_each_refusal():
+    """num_blocks 4: every default request is refused. No box says "press Step" (Step is disabled); the page says no
+    step can run; each refusal names its request by its prompt, in both languages."""
+    from ui.params import quoted
+
+    for lang in ("en", "zh"):
+        at = app_test(ENGINE, lang, {"num_blocks": 4}).run()
+        no_exception(at)
+        lesson = at.session_state["engine.lesson"]
+        assert lesson.rejected and not lesson.can_step() and at.button(key="engine.step").disabled
+        infos = [i.value for i in at.info]
+        assert t("engine.no_step_possible", lang) in infos and t("engine.no_step_yet", lang) not in infos
+        errors = [e.value for e in at.error]
+        for spec, _ in lesson.rejected:
+            named = t("engine.refused_request", lang, prompt=quoted(spec.prompt, 40), step=spec.at_step)
+            assert any(e.lstrip("*").startswith(named) for e in errors), (named, errors)

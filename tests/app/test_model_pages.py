@@ -11,6 +11,7 @@ import json
 import pytest
 
 from paged.faults import Fault
+from ui.safe_text import shown_html, unescaped
 from ui.strings import t
 from viz.pool import read_pool
 
@@ -41,15 +42,15 @@ def test_bug_lab_runs_a_fault_on_the_picked_model_in_its_own_pieces(allowed):
     at = app_test(BUGLAB, params={"fault": "slot_off_by_one"}).run()
     no_exception(at)
     assert at.radio(key="buglab.task").options == [t("buglab.task_recall", "en"), t("buglab.task_continue", "en")]
-    at.selectbox(key="buglab.model").set_value(str(allowed)).run()
+    at.selectbox(key="buglab.model").set_value(allowed.name).run()
     no_exception(at)
     assert not at.error, [e.value for e in at.error]
     assert at.radio(key="buglab.task").options == [t("buglab.task_continue", "en")]
     assert any(t("buglab.recall_needs_sep", "en")[:40] in c.value for c in at.sidebar.caption)
-    assert at.query_params["model"] == str(allowed) and at.query_params["task"] == "continue"
-    assert t("buglab.model_header_picked", "en", name=allowed.name) in [s.value for s in at.subheader]
+    assert at.query_params["model"] == allowed.name and at.query_params["task"] == "continue"
+    assert t("buglab.model_header_picked", "en", name=allowed.name) in [unescaped(s.value) for s in at.subheader]
     runs = at.session_state["buglab.model_runs"]
-    run = next(r for (choice, fault, _), r in runs.items() if choice == str(allowed) and fault is Fault.SLOT_OFF_BY_ONE)
+    run = next(r for (choice, fault, _), r in runs.items() if choice == allowed.name and fault is Fault.SLOT_OFF_BY_ONE)
     hf = transformers.AutoTokenizer.from_pretrained(allowed)
     boxes = [m.value for m in at.markdown if "bl-marker" in m.value]
     drifts = [d for d in at.session_state["buglab.drifts"] if d.first_divergence is not None]
@@ -57,11 +58,11 @@ def test_bug_lab_runs_a_fault_on_the_picked_model_in_its_own_pieces(allowed):
     checked = 0
     for d in drifts:
         paged = next(p for p in run.paged if p.request_id == d.request_id)
-        prompt = html.escape(hf.decode(paged.prompt_token_ids, skip_special_tokens=True))
+        prompt = shown_html(hf.decode(paged.prompt_token_ids, skip_special_tokens=True))  # as the page escapes it
         box = next(b for b in boxes if prompt in b)  # the request's box shows its prompt in the model's text
         expected = shown_piece(hf, paged.token_ids[d.first_divergence])
         if expected is not None:
-            assert f"▶{html.escape(expected)}</mark>" in box
+            assert f"▶{shown_html(expected)}</mark>" in box
             checked += 1
     assert checked
     at.toggle(key="buglab.off_widget").set_value(True).run()
@@ -149,4 +150,4 @@ def test_the_bug_lab_export_names_the_model(allowed, monkeypatch):
     at = app_test(BUGLAB, params={"model": str(allowed), "fault": "use_after_free"}).run()
     no_exception(at)
     out = made["trace"]()
-    assert out["model"] == str(allowed) and out["fault"] == "use_after_free" and out["drift"]
+    assert out["model"] == allowed.name and out["fault"] == "use_after_free" and out["drift"]

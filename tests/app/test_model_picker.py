@@ -9,6 +9,7 @@ from __future__ import annotations
 import pytest
 
 from paged.model.tokenizer import ByteTokenizer, HFTokenizer
+from ui.safe_text import unescaped
 from ui.strings import t
 
 from .app_util import app_test, no_exception, url_warning
@@ -46,11 +47,11 @@ def test_picker_lists_the_allowed_checkpoint_and_runs_it_with_its_own_tokens(all
     picker = at.selectbox(key="engine.model")
     assert picker.options == [t("model.shipped", "en"), allowed.name] and picker.value == "shipped"
     assert isinstance(at.session_state["engine.lesson"].tokenizer, ByteTokenizer)
-    picker.set_value(str(allowed)).run()
+    picker.set_value(allowed.name).run()
     at.button(key="engine.step").click().run()
     no_exception(at)
     assert not at.error, [e.value for e in at.error]
-    assert at.query_params["model"] == str(allowed)
+    assert at.query_params["model"] == allowed.name  # the folder's name, never its server path
     demo = at.session_state["engine.lesson"]
     assert isinstance(demo.tokenizer, HFTokenizer) and demo.last.paged.phase == "prefill"
     hf = transformers.AutoTokenizer.from_pretrained(allowed)
@@ -59,8 +60,8 @@ def test_picker_lists_the_allowed_checkpoint_and_runs_it_with_its_own_tokens(all
     at.button(key="engine.step").click().run()
     no_exception(at)
     table = at.table[0].value
-    newest = table[t("engine.col_newest", "en")].tolist()
-    outputs = table[t("engine.col_output", "en")].tolist()
+    newest = [unescaped(c) for c in table[t("engine.col_newest", "en")]]  # cells are markdown: escaped text
+    outputs = [unescaped(c) for c in table[t("engine.col_output", "en")]]
     seqs, checked = at.session_state["engine.lesson"].view.seqs, 0
     for (sid, seq), cell, output in zip(sorted(seqs.items()), newest, outputs):
         expected = _expected_label(hf.convert_ids_to_tokens(seq.generated_token_ids[-1]))
@@ -78,9 +79,12 @@ def test_picker_lists_the_allowed_checkpoint_and_runs_it_with_its_own_tokens(all
 
 
 def test_sharing_page_has_the_picker_too(allowed):
+    """Page 6 has the picker; a link made when links held the folder's full path still opens that folder, and the
+    URL is rewritten to its name."""
     at = app_test(SHARING, "zh", params={"model": str(allowed)}).run()
     no_exception(at)
-    assert at.selectbox(key="sharing.model").value == str(allowed)
+    assert at.selectbox(key="sharing.model").value == allowed.name
+    assert at.query_params["model"] == allowed.name
     assert isinstance(at.session_state["sharing.lesson"].tokenizer, HFTokenizer)
     assert not at.error and "model" not in url_warning(at)
 
@@ -106,12 +110,13 @@ def test_paged_model_dir_is_the_default_and_a_bad_one_is_named(checkpoint, monke
     monkeypatch.setenv("PAGED_MODEL_DIR", str(checkpoint))
     at = app_test(ENGINE).run()
     no_exception(at)
-    assert at.selectbox(key="engine.model").value == str(checkpoint)
+    assert at.selectbox(key="engine.model").value == checkpoint.name
     assert isinstance(at.session_state["engine.lesson"].tokenizer, HFTokenizer)
     monkeypatch.setenv("PAGED_MODEL_DIR", str(tmp_path / "missing"))
     at = app_test(ENGINE, "zh").run()
     no_exception(at)
-    assert any(t("model.err_default", "zh", path=str(tmp_path / "missing")) in e.value for e in at.error)
+    assert any(t("model.err_default", "zh", path="missing") in e.value for e in at.error)
+    assert not any(str(tmp_path) in e.value for e in at.error), "the server's path is shown"
     assert isinstance(at.session_state["engine.lesson"].tokenizer, ByteTokenizer)
 
 
@@ -126,7 +131,7 @@ def test_a_kv_pool_larger_than_free_memory_is_an_error_box_with_the_numbers(allo
     at = app_test(ENGINE, lang, params={"model": str(allowed), "num_blocks": 64}).run()
     no_exception(at)
     need = 2 * 2 * 64 * 8 * 2 * 16 * 4
-    boxes = " ".join(e.value for e in at.error)
+    boxes = unescaped(" ".join(e.value for e in at.error))
     assert t("model.err_engine", lang, message="")[:6] in boxes
     for number in (f"{need:,} bytes", "64 blocks", "block_size 8", "2 kv heads", "head_dim 16", "100,000 bytes"):
         assert number in boxes
@@ -141,10 +146,10 @@ def test_choices_come_only_from_the_operators_lists(checkpoint, tmp_path):
     other.mkdir(), empty.mkdir()
     (other / "config.json").write_text("{}")
     assert model_choices({"PAGED_MODEL_DIRS": str(empty)}, secrets=[str(checkpoint), str(other)]) == (
-        [SHIPPED, str(checkpoint), str(other.resolve())], SHIPPED, None)
+        {checkpoint.name: checkpoint, "other": other.resolve()}, SHIPPED, None)
     assert model_choices({"PAGED_MODEL_DIR": str(checkpoint)}, secrets=[]) == (
-        [SHIPPED, str(checkpoint)], str(checkpoint), None)
-    assert model_choices({"PAGED_MODEL_DIR": str(empty)}, secrets=[]) == ([SHIPPED], SHIPPED, str(empty))
+        {checkpoint.name: checkpoint}, checkpoint.name, None)
+    assert model_choices({"PAGED_MODEL_DIR": str(empty)}, secrets=[]) == ({}, SHIPPED, "empty")
 
 
 def test_the_allow_list_can_live_in_streamlit_secrets(checkpoint, monkeypatch):

@@ -13,11 +13,58 @@ from .app_util import app_test, no_exception
 GATHER, BATCH = "app_pages/2_Gather_and_attend.py", "app_pages/3_Batch_decode.py"
 
 
+def in_order(at) -> list:
+    """Every element of the page's main area, in the order it is drawn."""
+    out, todo = [], list(at.main.children.values())
+    while todo:
+        node = todo.pop(0)
+        out.append(node)
+        todo[:0] = list(getattr(node, "children", {}).values())
+    return out
+
+
+def notes(at) -> list[str]:
+    return [i.value for i in at.info]
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_a_break_says_what_broke_next_to_its_switch(lang):
+    """Prefill, 8 tokens, mask removed, gather complete: the first box after the playback bar (above every figure)
+    is an error naming the break and how many rows differ (7 of 8) with the relative error; the check says
+    "differs" for the broken run; the note that every weight above the diagonal is 0 is gone, the weights drawn are
+    the unmasked ones (nonzero above the diagonal), and the mask drawn is the one that ran (all visible)."""
+    at = app_test(GATHER, lang, {"mode": "prefill", "context_len": 8, "no_mask": 1, "step": 8}).run()
+    no_exception(at)
+    br = at.session_state["gather.mask_break"]
+    top = t("breaks.top_mask", lang, changed=7, rows=8, rel=f"{br.rel_err:.2e}", tol="1e-05", dtype="float32",
+            worst=f"{br.max_abs_err:.2e}", told=8, context_len=8)
+    kinds = [(e.type, e.value if e.type == "error" else None) for e in in_order(at)]
+    assert ("error", top) in kinds
+    assert kinds.index(("error", top)) < [k for k, _ in kinds].index("plotly_chart")
+    assert [m.value for m in at.metric if m.label == t("gather.verdict", lang)] == [t("common.not_ok", lang)]
+    assert not any(t("gather.prefill_notice", lang) in n for n in notes(at))
+    assert any(t("gather.prefill_notice_off", lang) in n for n in notes(at))
+    future = br.weights[0].triu(1)  # head 0: weights above the diagonal, drawn on the page
+    assert future.abs().max() > 0.01 and br.weights.shape == (4, 8, 8)
+    assert any(t("gather.mask_title_off", lang) in m.value for m in at.markdown)
+
+
+def test_context_len_plus_one_draws_the_broken_decode():
+    """Decode told context_len 10 over a cache of 9: the weights figure is over the 10 tokens it read, the check's
+    verdict "differs", the correct run's bit-for-bit note is not shown."""
+    at = app_test(GATHER, "en", {"context_len": 9, "ctx_off": 1, "step": 9}).run()
+    no_exception(at)
+    assert any(t("gather.weights_title_told", "en", told=10) in m.value for m in at.markdown)
+    assert [m.value for m in at.metric if m.label == t("gather.verdict", "en")] == [t("common.not_ok", "en")]
+    assert not any("bit-for-bit" in n for n in notes(at))
+
+
 @pytest.mark.parametrize("lang", ["en", "zh"])
 def test_no_mask_changes_all_prefill_rows_but_the_last(lang):
     at = app_test(GATHER, lang, {"mode": "prefill", "context_len": 8, "no_mask": 1}).run()
     assert at.toggle(key="gather.no_mask").value
-    assert any(i.value == t("breaks.wait", lang) for i in at.info)
+    wait = t("breaks.wait", lang, what=t("breaks.what_mask", lang), all=t("gather.all", lang))
+    assert any(i.value == wait for i in at.info)
     at.button(key="gather.all").click().run()
     no_exception(at)
     br = at.session_state["gather.mask_break"]

@@ -11,6 +11,7 @@ from lessons.engine import EngineLesson
 from lessons.engine_requests import SAME_PROMPT, DemoConfig, RequestSpec, encode_requests
 from paged.model import load_model
 from ui.strings import t
+from viz.colors import seq_label
 from viz.chain_live import chain_labels
 
 from .app_util import app_test
@@ -57,7 +58,7 @@ def test_chunked_scenario_shows_a_mixed_step(lang):
     assert trace.phase == "mixed"
     chunk = dict(trace.why)["prefill_chunk"]
     assert chunk["seq"] == LONG and (chunk["start"], chunk["end"]) == (0, 29)
-    assert any(t("engine.why_prefill_chunk", lang, **chunk) in i.value for i in at.info)
+    assert any(t("engine.why_prefill_chunk", lang, **{**chunk, "seq": seq_label(LONG)}) in i.value for i in at.info)
     texts = chain_texts(at)
     assert any(x.startswith(t("chain.phase_mixed", lang)) for x in texts), texts
     assert any("C —" in x and t("chain.out_mid_prefill", lang, seqs="C") in x for x in texts), texts

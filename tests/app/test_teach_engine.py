@@ -82,6 +82,13 @@ def test_state_rule_table_for_a_chosen_sequence(lang):
     assert table.index.name == t("chain.col_step", lang) and list(table.columns)[0] == t("chain.col_phase", lang)
     assert len(table) == 3 and table.iloc[2][t("chain.col_cached", lang)] == \
         f"{rows[2].cached_before} → {rows[2].cached_after}"
+    # slots written: runs of neighbours, never one range over slots that are not contiguous (issue 27)
+    written = table.iloc[0][t("chain.col_slot", lang)].replace("\u2060", "")  # word joiners around each dash
+    runs = [piece.split("–") for piece in written.split(", ") if piece[0].isdigit()]
+    covered = [s for r in runs for s in range(int(r[0]), int(r[-1]) + 1)]
+    assert covered == list(rows[0].slots[:len(covered)]) and len(runs) <= 2
+    generated = table.iloc[2][t("chain.col_generated", lang)]  # the count, then text: no raw id list like "[84]"
+    assert generated.startswith(f"{len(rows[2].generated)} · ") and "[" not in generated
     fed = rows[2].fed[0]  # a decode feeds one token: shown as its visible piece and its id
     piece = "␣" if fed == ord(" ") else chr(fed) if 33 <= fed < 127 else None
     if piece is not None:

@@ -70,3 +70,31 @@ def test_engine_quiz_answer_is_the_cached_count_after_the_step(lang):
     for q in answer_then_step(at, "engine", "engine.step", right=False):
         assert at.session_state["engine.lesson"].view.seqs[q.prompt[1]["seq"]].cached_token_count == q.answer
     assert at.session_state["quiz.score"] == {"right": 0, "asked": 3}
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_an_open_address_question_hides_its_answer(lang):
+    """Page 1 with the quiz on and the token slider set to the very token asked about: while the question is open
+    no table of slots is drawn, no pool cell names a token (hover: only a slot's own address), no cell is outlined
+    and no metric shows the chain; after Reveal the table, the pool's labels and the chain are back."""
+    at = app_test(ADDRESS, lang, {"quiz": 1}).run()
+    token = at.session_state["quiz.address"]["question"].prompt[1]["token"]
+    at.slider(key="address.token").set_value(token).run()
+    no_exception(at)
+    assert at.session_state["quiz.address"]["revealed"] is None  # the same question is still open
+    assert not at.dataframe and not at.metric
+    traces = pool_traces(at)
+    assert traces["highlight"]["x"] == [] and traces["A"]["text"] and set(traces["A"]["text"]) == {""}
+    assert not any("→" in h for h in traces["A"]["hovertext"])  # no token's chain in a hover
+    answer(at, "address", right=True)
+    assert at.dataframe and len(at.metric) == 5
+    traces = pool_traces(at)
+    assert len(traces["highlight"]["x"]) == 1 and f"A{token}" in traces["A"]["text"]
+
+
+def pool_traces(at) -> dict:
+    """Page 1's pool figure as drawn: its traces by name."""
+    import json
+
+    (spec,) = [json.loads(c.proto.spec) for c in at.get("plotly_chart") if '"block ids"' in c.proto.spec]
+    return {tr["name"]: tr for tr in spec["data"]}

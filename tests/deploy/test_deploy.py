@@ -102,7 +102,7 @@ def deployment(tmp_path):
         assert f"url http://127.0.0.1:{port}/" in proc.stdout
         yield f"http://127.0.0.1:{port}", run_dir
     finally:
-        pids = [int(f.read_text()) for f in run_dir.glob("*.pid")]
+        pids = [int(f.read_text().split()[0]) for f in run_dir.glob("*.pid")]  # "PID START" (nginx.pid: PID)
         stop = subprocess.run(["bash", str(ROOT / "deploy" / "stop.sh"), str(run_dir)], env=env,
                               capture_output=True, text=True, timeout=60)
         assert stop.returncode == 0, stop.stderr

@@ -156,8 +156,8 @@ def test_a_write_past_the_pool_is_dropped_and_said_so():
     table = demo.tables()
     (sid, blocks), = table.items()
     demo.playground.sequences[sid].block_table[-1] = 3  # its one block is the pool's last: token 1 -> slot 7
-    demo.playground.manager.free_block_ids.remove(3)
-    demo.playground.manager.free_block_ids.append(blocks[-1])
+    del demo.playground.manager.free_block_ids[3]
+    demo.playground.manager.free_block_ids.put_back([blocks[-1]])
     demo.playground.manager.ref_counts[3], demo.playground.manager.ref_counts[blocks[-1]] = 1, 0
     demo.playground.manager.tables[sid] = demo.playground.sequences[sid].block_table
     event = demo.apply(f"w{sid}")

@@ -275,7 +275,8 @@ def test_mixed_step_shows_the_chunk_beside_decodes(tiny, monkeypatch):
             ctx = PageContext("engine", lang, translator("engine", lang))
             scheduler, sampler = arrow_label(ctx, stages["scheduler"]), arrow_label(ctx, stages["sampler"])
             assert scheduler.startswith(ctx.t("chain.phase_mixed"))
-            assert ctx.t("engine.why_prefill_chunk", **dict(trace.why)["prefill_chunk"]) in scheduler
+            named = {**dict(trace.why)["prefill_chunk"], "seq": seq_label(long_id)}  # a page names it by letter
+            assert ctx.t("engine.why_prefill_chunk", **named) in scheduler
             assert f"{seq_label(long_id)} —" in sampler and ctx.t("chain.out_mid_prefill", seqs=seq_label(long_id)) \
                 in sampler
             decoding = [s for s in trace.seqs if s.seq_id != long_id]

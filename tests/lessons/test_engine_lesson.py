@@ -195,7 +195,7 @@ def test_export_is_json_ready(tiny):
     assert data["steps_run"] == 2 and len(data["steps"]) == 2 and data["steps"][0]["paged"]["phase"] == "prefill"
 
 
-@pytest.mark.parametrize("scenario,num_blocks", [("prefix", 20), ("prefix", 34), ("same", 30), ("same", 50)])
+@pytest.mark.parametrize("scenario,num_blocks", [("prefix", 20), ("prefix", 30), ("same", 30), ("same", 50)])
 def test_sharing_under_memory_pressure_is_no_false_alarm(tiny, scenario, num_blocks):
     """With prefix caching only the paged engine saves steps, so under memory pressure the twins schedule
     differently; the verdict compares token by token and stays true, and every output equals the twin's."""

@@ -100,7 +100,7 @@ def test_evicted_hash_leaves_the_index():
     c = Sequence(1, [7, 8, 9, 10, 11])  # needs all 3 blocks: evicts every cached one
     bm.allocate(c)
     assert all(bm.block_tokens.get(b) != (1, 2) for b in range(3))
-    assert all(bm.block_hash[b] in bm.hash_to_block for b in bm.block_hash)
+    assert all(b in bm.cache.hash_blocks[bm.block_hash[b]] for b in bm.block_hash)
     bm.check_invariants()
 
 

@@ -143,6 +143,15 @@ def test_refcount_pool_figure_prints_ref_counts_and_outlines_shared():
     assert list(trace(fig, "block ids").text) == [str(b) for b in range(8)]
 
 
+def test_block_ids_stay_readable_on_a_shared_block():
+    """The shared outline runs around the cell (a marker as large as the cell's pitch, larger than the cell's own)
+    and the block ids are drawn after it, on top, so the outline never covers a shared block's id."""
+    fig = refcount_pool_figure(4, 4, {0: [1], 1: [1]}, {0: 4, 1: 4}, [0, 2, 0, 0], cols=4)
+    names = [tr.name for tr in fig.data]
+    assert names[-1] == "block ids" and names.index("shared") < names.index("block ids")
+    assert trace(fig, "shared").marker.size > trace(fig, "blocks").marker.size
+
+
 def test_memory_figure_shades_the_saving():
     fig = memory_figure([0, 1, 2], [0, 10, 12], [0, 10, 20], 64, held_name="held", without_name="tables")
     assert list(trace(fig, "held").y) == [0, 10, 12] and trace(fig, "held").fill == "tonexty"

@@ -4,7 +4,7 @@ Every key lives in one module of this package, one module per page (`home.py`, `
 for strings several pages share. A module is a plain dict `STRINGS = {key: {"en": …, "zh": …}}`.
 
 Keys are addressed as "<module>.<key>", e.g. ``t("address.title", "zh")``. The module part is the file name, so
-adding a page's strings is one file plus its name in `MODULES` below; `tests/test_i18n.py` fails if a module in
+adding a page's strings is one file plus its name in `MODULES` below; `tests/ui/test_strings.py` fails if a module in
 this folder is not registered, or if any key lacks a non-empty translation.
 
 Strings may hold `str.format` fields (``"token {token_index}"``); `t(key, lang, **fmt)` fills them. The vocabulary
@@ -24,7 +24,7 @@ DEFAULT_LANG = "en"
 
 # One entry per strings module. Adding a page: create ui/strings/<name>.py with STRINGS and add "<name>" here.
 MODULES = ("common", "classroom", "home", "address", "gather", "batch", "buglab", "engine", "sharing", "fast", "chain",
-           "breaks", "quiz", "beyond", "model", "guide")
+           "breaks", "quiz", "beyond", "model", "guide", "engine_fault", "vllm")
 
 
 @lru_cache(maxsize=None)

@@ -33,7 +33,7 @@ STRINGS = {
     "help_slot": {"en": "physical_block_id * block_size + block_offset: the row in the flat pool",
                   "zh": "physical_block_id * block_size + block_offset：在展平的 pool 中的行号"},
     "pool_title": {"en": "Physical pool: {num_blocks} blocks × {block_size} slots (block id on the left)",
-                   "zh": "Physical pool：{num_blocks} 个 block × {block_size} 个 slot（左侧为 block 编号）"},
+                   "zh": "物理 pool：{num_blocks} 个 block × {block_size} 个 slot（左侧为 block 编号）"},
     "pool_notice": {
         "en": ("Token {token_index} is the outlined cell, slot {slot} inside physical block {physical_block_id}. "
                "The sequence's blocks are not adjacent, yet reading them in block_table order gives tokens "
@@ -42,6 +42,25 @@ STRINGS = {
                "这个 sequence 的 block 并不相邻，但按 block_table 的顺序读取，得到的仍是按顺序的 token 0, 1, 2, …。"
                "灰色 block 空闲，可以给其他 sequence 使用。把鼠标悬停在格子上可以看到完整链路。"),
     },
+    "pool_notice_duplicate": {
+        "en": ("Token {token_index} is the outlined cell, slot {slot} inside physical block {physical_block_id}. "
+               "Block {block} is in the table twice, so each of its cells is claimed by two tokens (e.g. 4/8): "
+               "reading the table in order does not give tokens 0, 1, 2, … in order, because one token's K/V "
+               "overwrite the other's. Hover a cell for its chains."),
+        "zh": ("token {token_index} 是加粗边框的格子：physical block {physical_block_id} 中的 slot {slot}。"
+               "block {block} 在表中出现了两次，所以它的每个格子都被两个 token 占用（例如 4/8）：按表的顺序读取，"
+               "得到的不再是按顺序的 token 0, 1, 2, …，因为一个 token 的 K/V 会覆盖另一个的。把鼠标悬停在格子上可以看到链路。"),
+    },
+    # quiz mode (?quiz=1): while a question is open, what would give its answer away waits for Reveal
+    "quiz_hidden_chain": {"en": "The chain of token {token} is hidden until you reveal your prediction: it is the "
+                                "token the question asks about. Move token_index to follow another one.",
+                          "zh": "token {token} 的链路在你揭晓预测之前是隐藏的：题目问的正是这个 token。移动 token_index "
+                                "可以查看其他 token。"},
+    "quiz_hidden_pool": {"en": "While the question is open the cells name no token (hover shows only a slot's own "
+                               "address): work the chain out, then reveal.",
+                         "zh": "题目未揭晓时，格子里不显示 token（悬停只显示 slot 自身的地址）：先自己推算链路，再揭晓。"},
+    "quiz_hidden_table": {"en": "The table of every token's slot comes back once you reveal your prediction.",
+                          "zh": "揭晓预测之后，会重新显示每个 token 所在 slot 的表格。"},
     "table_heading": {"en": "Every token → (physical block, offset)", "zh": "每个 token →（physical block，块内偏移）"},
     "table_notice": {
         "en": ("Within a block the offset counts 0 … {block_size}-1 and the slot rises by one; at a block boundary "

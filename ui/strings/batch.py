@@ -78,7 +78,7 @@ STRINGS = {
         "zh": "本页最多记录 256 步（这样链接才能重放）：请点击“重置”重新开始。",
     },
     "pool_title": {"en": "Physical pool: {free} of {num_blocks} blocks free (cell = sequence + token_index)",
-                   "zh": "Physical pool：{num_blocks} 个 block 中有 {free} 个空闲（格子 = sequence + token_index）"},
+                   "zh": "物理 pool：{num_blocks} 个 block 中有 {free} 个空闲（格子 = sequence + token_index）"},
     "pool_notice": {
         "en": ("Each colour is one sequence, the same at every step. A new block is taken only when a sequence's "
                "last block is full; pale cells are slots a sequence owns but has not written yet."),

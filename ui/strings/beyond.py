@@ -84,6 +84,68 @@ STRINGS = {
                "vLLM 只在不超过 8192 个 token、且 context 只有一段或 sequence 数 × head 数已超过 512 时使用 v1；否则"
                "使用 v2。FlashAttention（split-KV，num_splits）和 FlashInfer 也用同样的方式切分长 context。"),
     },
+    # --- split-K, touchable (ui.beyond_lab) ---
+    "lab_header": {"en": "Try it: split a long context", "zh": "动手试：切分一条长 context"},
+    "lab_intro": {
+        "en": ("One decode query per head over a real paged pool (8 heads, head_dim 64, block_size 16, shuffled "
+               "blocks), cut into partitions as vLLM's v2 kernel does. Each partition keeps its max score m, its sum "
+               "of exponentials l and its own normalised output; the reduce rescales each by l · exp(m − M) and adds "
+               "them. The result is checked against plain attention over the whole context, in float64."),
+        "zh": ("在一个真实的分页 pool 上（8 个 head、head_dim 64、block_size 16、block 打乱），每个 head 一个 decode query，"
+               "像 vLLM 的 v2 kernel 那样切成若干段。每段保留自己的最大分数 m、指数和 l 以及自己归一化后的输出；归约时把每段"
+               "乘以 l · exp(m − M) 再相加。结果与对整个 context 做普通 attention 的结果（float64）核对。"),
+    },
+    "lab_context": {"en": "context_len (tokens)", "zh": "context_len（token 数）"},
+    "lab_partition": {"en": "partition size (tokens)", "zh": "每段大小（token 数）"},
+    "lab_part": {"en": "P{p}", "zh": "P{p}"},
+    "lab_tokens": {"en": "tokens {start}…{end}", "zh": "token {start}…{end}"},
+    "lab_stats": {"en": "m {m} · l {l}", "zh": "m {m} · l {l}"},
+    "lab_share": {"en": "{share} of the mass", "zh": "占权重 {share}"},
+    "lab_reduce": {"en": "reduce: Σ l·exp(m − M)·o / Σ l·exp(m − M)", "zh": "归约：Σ l·exp(m − M)·o / Σ l·exp(m − M)"},
+    "lab_more": {"en": "… {count} more", "zh": "…… 另有 {count} 段"},
+    "lab_plan_title": {"en": ("The plan: {parts} partition(s) of {size} tokens, head 0 (m, l and its share after "
+                              "the reduce)"),
+                       "zh": "切分方案：{parts} 段，每段 {size} 个 token，head 0（m、l 及归约后所占权重）"},
+    "lab_check": {"en": "Reduce vs plain attention (float64): max relative error {err}", "zh":
+                  "归约结果与普通 attention（float64）对比：最大相对误差 {err}"},
+    "lab_time_split": {"en": "split + reduce", "zh": "切分 + 归约"},
+    "lab_time_whole": {"en": "one partition", "zh": "不切分"},
+    "lab_blocks": {"en": "GPU thread blocks in flight", "zh": "GPU 上同时运行的线程块"},
+    "lab_time_note": {
+        "en": ("Timed here on the CPU, best of 5, in this session: {split} ms split vs {whole} ms whole. A CPU thread "
+               "works through the partitions one after another, so splitting only adds work (each partition's "
+               "bookkeeping, then the reduce). On a GPU each partition is its own thread block: with one sequence "
+               "and {heads} heads the whole context keeps {heads} blocks busy, split into {parts} partitions "
+               "{blocks}, which is why vLLM splits long contexts when sequences × heads are few."),
+        "zh": ("在本机 CPU 上计时（本会话，5 次取最好）：切分 {split} ms，不切分 {whole} ms。CPU 线程逐段依次计算，"
+               "所以切分只会多做工作（每段的记录，再加上归约）。在 GPU 上每段是一个独立的线程块：一条 sequence、"
+               "{heads} 个 head 时，不切分只能让 {heads} 个线程块工作，切成 {parts} 段则有 {blocks} 个——这就是 "
+               "sequence 数 × head 数较少时 vLLM 要切分长 context 的原因。"),
+    },
+    "lab_bad": {"en": "The reduce does not match plain attention: {err} ≥ 1e-5.",
+                "zh": "归约结果与普通 attention 不一致：{err} ≥ 1e-5。"},
+    "layouts_header": {"en": "The same tokens, three layouts, one pool", "zh": "同样的 token，三种排布，同一个 pool"},
+    "layouts_intro": {
+        "en": ("The article's batch (A, B, C; block_size 4) written once into a pool; each cell shows what the tensor "
+               "holds there. FlashAttention's paged k_cache is our tensor itself, indexed k_cache[block_table[b, "
+               "i // 4], i % 4]. FlashInfer's NHD layout is the same tensor too, found through its CSR page table "
+               "indptr = {indptr}, indices = {indices}, last_page_len = {last}; its HND layout is a second tensor "
+               "(heads before offsets), drawn below from its own memory."),
+        "zh": ("文章中的 batch（A、B、C；block_size 4）只写入 pool 一次；每个格子显示张量在该处存放的内容。FlashAttention 的分页 "
+               "k_cache 就是我们的张量本身，按 k_cache[block_table[b, i // 4], i % 4] 索引。FlashInfer 的 NHD 排布也是同一个"
+               "张量，通过它的 CSR 页表 indptr = {indptr}、indices = {indices}、last_page_len = {last} 找到；它的 HND 排布是"
+               "另一个张量（head 维在块内偏移之前），下面直接从它自己的内存画出。"),
+    },
+    "layouts_nhd": {"en": "Ours = FlashAttention = FlashInfer NHD: key_cache[page, offset, head 0]",
+                    "zh": "我们的 = FlashAttention = FlashInfer NHD：key_cache[page, offset, head 0]"},
+    "layouts_hnd": {"en": "FlashInfer HND (its own tensor): k[page, head 0, offset]",
+                    "zh": "FlashInfer HND（独立的张量）：k[page, head 0, offset]"},
+    "layouts_page": {"en": "page", "zh": "page"},
+    "layouts_offset": {"en": "offset", "zh": "offset"},
+    "layouts_agree": {"en": "Every token of A, B and C read through all four indexings: the same {count} keys, in the "
+                            "same order.",
+                      "zh": "通过全部四种索引读取 A、B、C 的每个 token：得到相同的 {count} 个 key，顺序也相同。"},
+    "layouts_differ": {"en": "The layouts disagree: {detail}", "zh": "排布之间不一致：{detail}"},
     "rungs_header": {"en": "Outside kernels as extra rungs", "zh": "外部 kernel 作为额外的梯级"},
     "rungs_text": {
         "en": ("On a CUDA GPU each installed kernel reads the ladder's own pool (block_size {block_size}), is checked "

@@ -13,8 +13,42 @@ STRINGS = {
     "off_0": {"en": "exact", "zh": "准确"},
     "off_-1": {"en": "−1 (one too few)", "zh": "−1（少一个）"},
     "off_1": {"en": "+1 (one too many)", "zh": "+1（多一个）"},
-    "wait": {"en": "The broken version appears once the gather is complete (press “All”).",
-             "zh": "gather 完成后（点击“全部”）才会显示弄坏后的结果。"},
+    "wait": {"en": "Break on: {what}. Its effect shows here once the gather is complete (press “{all}”).",
+             "zh": "已弄坏：{what}。gather 完成后（点击“{all}”）会在这里显示它的后果。"},
+    "what_mask": {"en": "no causal mask", "zh": "没有因果 mask"},
+    "what_len": {"en": "attention told context_len = {told} (the cache holds {context_len})",
+                 "zh": "attention 被告知 context_len = {told}（cache 中有 {context_len} 个）"},
+    "top_mask_decode": {
+        "en": ("Break on: no causal mask. In decode nothing differs (max |Δ| {worst}): the one query is the newest "
+               "token, so there is no future to hide."),
+        "zh": "已弄坏：没有因果 mask。decode 时没有任何不同（max |Δ| {worst}）：唯一的 query 就是最新的 token，没有需要隐藏的未来。",
+    },
+    "top_mask": {
+        "en": ("Break on: no causal mask. {changed} of {rows} query rows now differ from the masked reference "
+               "(relative error {rel}, {dtype} tolerance {tol}): the future leaks into the past. The weights, the "
+               "check and the Δ below are of the broken attention."),
+        "zh": ("已弄坏：没有因果 mask。{rows} 个 query 行中有 {changed} 行与带 mask 的参考结果不同（相对误差 {rel}，"
+               "{dtype} 容差 {tol}）：未来泄漏到了过去。下面的权重、校验和 Δ 都是弄坏后的 attention。"),
+    },
+    "top_mask_ok": {
+        "en": ("Break on: no causal mask. No query row differs beyond the {dtype} tolerance {tol} (relative error "
+               "{rel}): with q_len 1 the only query is the last token, which sees every key anyway."),
+        "zh": ("已弄坏：没有因果 mask。没有 query 行的差异超过 {dtype} 容差 {tol}（相对误差 {rel}）：q_len 为 1 时唯一的 "
+               "query 是最后一个 token，它本来就能看到所有 key。"),
+    },
+    "top_len": {
+        "en": ("Break on: attention told context_len = {told} (the cache holds {context_len}). Its output differs "
+               "from the reference: relative error {rel} against the {dtype} tolerance {tol}. The weights, the output, "
+               "the check and the Δ below are of the broken attention."),
+        "zh": ("已弄坏：attention 被告知 context_len = {told}（cache 中有 {context_len} 个）。输出与参考结果不同：相对误差 "
+               "{rel}，{dtype} 容差为 {tol}。下面的权重、输出、校验和 Δ 都是弄坏后的 attention。"),
+    },
+    "top_len_ok": {
+        "en": ("Break on: attention told context_len = {told} (the cache holds {context_len}), yet its output stays "
+               "within the {dtype} tolerance {tol} (relative error {rel})."),
+        "zh": ("已弄坏：attention 被告知 context_len = {told}（cache 中有 {context_len} 个），但输出仍在 {dtype} 容差 "
+               "{tol} 之内（相对误差 {rel}）。"),
+    },
     "mask_header": {"en": "Without the causal mask", "zh": "去掉因果 mask 之后"},
     "mask_title": {"en": "max |Δ| per query row: no mask vs the masked reference",
                    "zh": "每个 query 行的 max |Δ|：无 mask 与带 mask 的参考结果"},

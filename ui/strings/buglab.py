@@ -9,27 +9,27 @@ _ZH = {
         what="最新 token 的 K/V 还没写入就被算作已缓存，于是 attention 读取它的 slot 时，里面还是旧数据。",
         where="写入 slot ↔ context_len（状态规则）",
         symptom="每个 decode step 都对垃圾数据（全零，或已释放 sequence 的残留）做 attention，而不是最新的 key。",
-        caught_by="tests/test_attention.py::test_early_increment_reads_unwritten_slot_and_is_caught，以及 engine 的 "
+        caught_by="tests/paged/test_attention.py::test_early_increment_reads_unwritten_slot_and_is_caught，以及 engine 的 "
                   "paged == contiguous 一致性测试"),
     Fault.LATE_INCREMENT: dict(
         title="cached_token_count 加 1 太晚",
         what="最新 token 的 K/V 已经写入，但 context_len 仍然只计入之前的 token。",
         where="context_len",
         symptom="每个 decode step 都忽略了正在处理的 token：模型丢掉了最新的输入。",
-        caught_by="engine 的 paged == contiguous 一致性测试（tests/paged/test_engine.py）"),
+        caught_by="engine 的 paged == contiguous 一致性测试（tests/paged/engine/test_engine.py）"),
     Fault.SLOT_OFF_BY_ONE: dict(
         title="slot_mapping 差一",
         what="每个 token 的 K/V 都被写到比它的地址所指位置靠后一个的 slot。",
         where="block_offset → slot（写入端）",
         symptom="读出的是前一个 token 的 K/V；写在 block 最后一个 slot 之后的数据会溢出到下一个 physical block，"
                 "而那个 block 可能属于另一个 sequence。",
-        caught_by="tests/test_kv_cache.py::test_write_kv_lands_where_locate_reads 以及 engine 一致性测试"),
+        caught_by="tests/paged/test_kv_cache.py::test_write_kv_lands_where_locate_reads 以及 engine 一致性测试"),
     Fault.BLOCK_SIZE_MISMATCH: dict(
         title="写入端和读取端的 block_size 不一致",
         what="写入端计算 slot 时用的 block size 只有读取端的一半。",
         where="logical_block_id / block_offset（写入端）",
         symptom="token 落在错误的 offset 和错误的 block 里；读回的历史是乱的。",
-        caught_by="tests/test_addressing.py::test_slot_mapping_equals_locate 以及 engine 一致性测试"),
+        caught_by="tests/paged/test_addressing.py::test_slot_mapping_equals_locate 以及 engine 一致性测试"),
     Fault.USE_AFTER_FREE: dict(
         title="释放后使用（use after free）：过期的 block table",
         what="当另一个 sequence 接手 batch 中的某一行时，runner 仍保留这一行旧的 block table；于是一个 sequence "
@@ -42,19 +42,27 @@ _ZH = {
         what="decode 时把最新 token 放在 position num_tokens，而不是 num_tokens - 1。",
         where="positions（RoPE）",
         symptom="cache 的寻址完全正确，但旋转位置编码（RoPE）看到了错误的位置：轻微的漂移。",
-        caught_by="tests/paged/test_engine.py::test_state_rule_and_decode_positions 以及 engine 一致性测试"),
+        caught_by="tests/paged/engine/test_engine.py::test_state_rule_and_decode_positions 以及 engine 一致性测试"),
     Fault.PAD_NOT_SKIPPED: dict(
         title="padding 的 slot −1 没有被跳过",
         what="batch 用 slot −1 填充（CUDA graph 就会这样做），而写入时没有跳过它：−1 绕回到 pool 的最后一个 slot。",
         where="slot_mapping（padding）",
         symptom="拥有 pool 最后一个 physical block 的 sequence，会在它的最后一个 slot 里发现别人的 key。",
-        caught_by="tests/test_kv_cache.py::test_write_kv_skips_padding_slots"),
+        caught_by="tests/paged/test_kv_cache.py::test_write_kv_skips_padding_slots"),
     Fault.ALIASED_BLOCKS: dict(
         title="两个 logical block 指向同一个 physical block",
         what="logical block 1 被映射到与 logical block 0 相同的 physical block。",
         where="block_table",
         symptom="两个 logical block 的 token 互相覆盖；读第一个 block 的历史时，读到的是第二个 block 的内容。",
-        caught_by="tests/test_addressing.py 中的 validate_block_table（“appears twice”）"),
+        caught_by="tests/paged/test_addressing.py 中的 validate_block_table（“appears twice”）"),
+    Fault.STALE_SLOT_MAPPING: dict(
+        title="重放了过期的 slot_mapping",
+        what="写入端读取 slot 的缓冲区只在 token 数量变化时才刷新（就像重放 CUDA graph 时，它的静态输入必须手动刷新）："
+             "batch 大小不变的 decode step 会写到上一步的 slot。",
+        where="slot_mapping（写入端，跨 step）",
+        symptom="从一个 batch 的第二个 decode step 开始，每个新 token 的 K/V 都覆盖了前一个 token 的 K/V，而最新的 slot "
+                "里还是旧数据：每一步历史都丢掉一个 token。",
+        caught_by="engine 的 paged == contiguous 一致性测试（tests/paged/engine/test_engine.py）"),
 }
 
 # What to notice, per fault: where to look on this page.
@@ -101,6 +109,12 @@ _NOTICE = {
         "read of the first block returns the second's K/V.",
         "logical block 0 和 1 共用一个 physical block：prefill 时 token 4–7 覆盖了 token 0–3，之后每次读第一个 "
         "block 都得到第二个 block 的 K/V。"),
+    Fault.STALE_SLOT_MAPPING: (
+        "The first decode step is right; from the second on, every write lands in the cell the previous step wrote "
+        "(black squares on each sequence's newest tokens), and the newest token's own slot is read while it still "
+        "holds stale data.",
+        "第一个 decode step 是对的；从第二步开始，每次写入都落在上一步写过的格子里（每个 sequence 最新的 token 上有黑色方框），"
+        "而最新 token 自己的 slot 被读取时，里面还是旧数据。"),
 }
 
 _FIELDS = ("title", "what", "where", "symptom", "caught_by")
@@ -108,12 +122,12 @@ _FIELDS = ("title", "what", "where", "symptom", "caught_by")
 STRINGS = {
     "title": {"en": "5 · Bug lab", "zh": "5 · Bug 实验室"},
     "intro": {
-        "en": ("Eight classic paged-KV-cache bugs. None of them crashes: the output just drifts. Pick one, and the "
-               "same prompts run twice, through a paged engine with the bug and through a correct contiguous twin, "
-               "step by step. Then the same bug is acted out on random tensors, where you can see which cells of "
-               "the pool it damages."),
-        "zh": ("八个经典的 paged KV cache bug。它们都不会让程序崩溃：输出只是悄悄地漂移。选择一个 bug，同样的 prompt "
-               "会运行两次：一次经过带这个 bug 的 paged engine，一次经过正确的连续 cache 对照组，逐步比较。然后在随机"
+        "en": (f"{len(Fault)} classic paged-KV-cache bugs. None of them crashes: the output just drifts. Pick one, "
+               "and the same prompts run twice, through a paged engine with the bug and through a correct "
+               "contiguous twin, step by step. Then the same bug is acted out on random tensors, where you can see "
+               "which cells of the pool it damages."),
+        "zh": (f"{len(Fault)} 个经典的 paged KV cache bug。它们都不会让程序崩溃：输出只是悄悄地漂移。选择一个 bug，"
+               "同样的 prompt 会运行两次：一次经过带这个 bug 的 paged engine，一次经过正确的连续 cache 对照组，逐步比较。然后在随机"
                "张量上重演同一个 bug，看看它破坏了 pool 中的哪些格子。"),
     },
     "fault": {"en": "Fault", "zh": "Bug"},
@@ -210,7 +224,6 @@ STRINGS = {
                   "zh": "每个 decode step 的 paged decode 输出相对误差"},
     "rel_y": {"en": "relative error (log)", "zh": "相对误差（对数）"},
     "decode_step": {"en": "decode step", "zh": "decode 步数"},
-    "pool_step": {"en": "Pool after step", "zh": "查看第几步之后的 pool"},
     "pool_step_help": {"en": "Step 0 is the prefill (the prompts' writes).",
                        "zh": "第 0 步是 prefill（写入 prompt）。"},
     "pool_title": {"en": "Pool after step {step}: colours = where each token belongs",

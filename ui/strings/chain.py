@@ -12,6 +12,8 @@ STRINGS = {
     },
     "title": {"en": "Step {step}: who did what", "zh": "第 {step} 步：谁做了什么"},
     "title_none": {"en": "Before the first step: press Step", "zh": "第一步之前：点击“单步”"},
+    "title_nothing": {"en": "No step has run, and none can: no request can be scheduled",
+                      "zh": "还没有运行任何一步，也无法运行：没有可以调度的请求"},
     "pick": {"en": "Show the code of", "zh": "查看代码"},
     "code_from": {"en": "`{name}`, read from the library's source as it runs now",
                   "zh": "`{name}`，直接读取库中正在运行的源码"},
@@ -46,6 +48,8 @@ STRINGS = {
                           "zh": "没有结束的 sequence；空闲 {free}/{num_blocks}"},
     "out_none": {"en": "—", "zh": "—"},
     # --- the state rule, one sequence ---
+    "code_expander": {"en": "The code of {module}, read from the library as it runs now",
+                      "zh": "{module} 的代码，直接读取自正在运行的库"},
     "rule_header": {"en": "The state rule, step by step", "zh": "状态规则，逐步查看"},
     "rule_pick": {"en": "Sequence", "zh": "序列"},
     "rule_caption": {
@@ -66,7 +70,8 @@ STRINGS = {
     "col_fed": {"en": "token fed", "zh": "喂入的 token"},
     "col_slot": {"en": "slot written", "zh": "写入的 slot"},
     "col_cached": {"en": "cached before → after", "zh": "cached 之前 → 之后"},
-    "col_generated": {"en": "generated_token_ids", "zh": "generated_token_ids"},
+    "col_generated": {"en": "generated_token_ids: count · newest as text", "zh": "generated_token_ids：个数 · 最新几个的文本"},
+    "slots_more": {"en": "+{count} more runs", "zh": "另有 {count} 段"},
     "col_context": {"en": "context_len", "zh": "context_len"},
     "fed_many": {"en": "{count} tokens", "zh": "{count} 个 token"},
     "fed_fork": {"en": "none (forked)", "zh": "无（fork）"},

@@ -14,6 +14,8 @@ STRINGS = {
     "nav_guide": {"en": "Teacher's guide", "zh": "教师指南"},
     "previous": {"en": "Previous: {page}", "zh": "上一页：{page}"},
     "next": {"en": "Next: {page}", "zh": "下一页：{page}"},
+    # the name printed on the play button's shortcut badge (ui.present.key_names_css)
+    "key_space": {"en": "Space", "zh": "空格"},
     # presenter mode (ui.present)
     "present": {"en": "Presenter mode", "zh": "演示模式"},
     "present_help": {"en": "Large text and figures for a projector; the settings fold away. In the link: present=1.",

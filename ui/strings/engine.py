@@ -5,10 +5,10 @@ from paged.engine import WHY_ENGLISH
 # The scheduler's reasons for a step, by code (see the scheduler, paged/engine/scheduler.py): English from the scheduler itself.
 WHY_ZH = {
     "prefill": "prefill {count} 个等待中的 prompt，共 {tokens} 个 token",
-    "prefill_chunk": "seq {seq} 的 prefill 分块：第 {start}–{end} 个 token（共 {total} 个）",
+    "prefill_chunk": "{seq} 的 prefill 分块：第 {start}–{end} 个 token（共 {total} 个）",
     "stop_max_seqs": "停止：已达到 max_num_seqs {max_num_seqs}",
-    "stop_tokens": "停止：seq {seq}（{tokens} 个 token）会超过 max_num_batched_tokens {budget}",
-    "stop_blocks": "停止：seq {seq} 需要 {need} 个 block，空闲 {free} 个（watermark {watermark}）",
+    "stop_tokens": "停止：{seq}（{tokens} 个 token）会超过 max_num_batched_tokens {budget}",
+    "stop_blocks": "停止：{seq} 需要 {need} 个 block，空闲 {free} 个（watermark {watermark}）",
     "idle": "没有可运行的内容",
     "decode": "decode {count} 个运行中的 sequence，每个一个 token",
     "new_blocks": "{count} 个拿到了新 block（最后一个 block 已满或被共享）",
@@ -16,7 +16,9 @@ WHY_ZH = {
 }
 
 STRINGS = {
-    **{f"why_{code}": {"en": WHY_ENGLISH[code], "zh": WHY_ZH[code]} for code in WHY_ENGLISH},
+    # a page names a sequence by its letter (ui.engine_actions.why_values): "prefill chunk of C", not "of seq C"
+    **{f"why_{code}": {"en": WHY_ENGLISH[code].replace("seq {seq}", "{seq}"), "zh": WHY_ZH[code]}
+       for code in WHY_ENGLISH},
     "title": {"en": "4 · Engine", "zh": "4 · 推理引擎（Engine）"},
     "intro": {
         "en": ("The whole mini vLLM on the shipped tiny Llama, one step at a time: the Scheduler picks who runs "
@@ -172,6 +174,11 @@ STRINGS = {
     "run": {"en": "Run to end", "zh": "运行到结束"},
     "running": {"en": "Stepping both twins…", "zh": "两个孪生引擎运行中…"},
     "step_count": {"en": "**{steps}** steps run.", "zh": "已运行 **{steps}** 步。"},
+    "no_step_possible": {"en": "No step can run: no request is waiting. Add one above, or change the setting a "
+                               "refusal names; Step stays off until then.",
+                         "zh": "现在无法运行任何一步：没有等待中的请求。请在上方添加请求，或修改拒绝信息中指出的设置；在此之前“单步”不可用。"},
+    "refused_request": {"en": "Not added: the request “{prompt}” (arriving at step {step}).",
+                        "zh": "未添加：请求“{prompt}”（在第 {step} 步到达）。"},
     "no_step_yet": {"en": "No step yet: the requests wait in the queue. Press “Step”.",
                     "zh": "还没有运行任何一步：请求在队列中等待。点击“单步”。"},
     "step_info": {"en": "**Step {step} · {phase}.** Why: {reason}.", "zh": "**第 {step} 步 · {phase}。** 原因：{reason}。"},
@@ -217,7 +224,7 @@ STRINGS = {
                "decode（每个运行中的 sequence 生成一个 token）。只要有等待的 prompt 放得下，就先做 prefill。"),
     },
     "pool_title": {"en": "Physical pool: {free} of {num_blocks} blocks free (cell = sequence + token_index)",
-                   "zh": "Physical pool：{num_blocks} 个 block 中有 {free} 个空闲（格子 = sequence + token_index）"},
+                   "zh": "物理 pool：{num_blocks} 个 block 中有 {free} 个空闲（格子 = sequence + token_index）"},
     "pool_notice": {
         "en": ("Outlined cells are the slots written this step. A sequence's blocks are scattered over the pool, "
                "and a new one is taken only when its last block is full; pale cells are reserved but not written."),

@@ -37,7 +37,7 @@ STRINGS = {
     "all": {"en": "Gather all", "zh": "全部 gather"},
     "progress": {"en": "gathered {step} of {context_len} tokens", "zh": "已 gather {step} / {context_len} 个 token"},
     "pool_title": {"en": "Physical pool: {num_blocks} blocks; this sequence's block_table is {block_table}",
-                   "zh": "Physical pool：{num_blocks} 个 block；这个 sequence 的 block_table 为 {block_table}"},
+                   "zh": "物理 pool：{num_blocks} 个 block；这个 sequence 的 block_table 为 {block_table}"},
     "current_read": {"en": "Loop iteration {step}: token_index {token_index}",
                      "zh": "第 {step} 次循环：token_index {token_index}"},
     "press_next": {"en": "Press “Next token” to run one iteration of the loop.",
@@ -48,8 +48,10 @@ STRINGS = {
         "zh": ("循环按逻辑顺序遍历 token，所以会在 physical block 之间跳转：在一个 block 内读取相邻的 slot，"
                "每到 block 边界就跳到 block_table 的下一项。"),
     },
-    "strip_title": {"en": "Logical K/V so far: keys {shape}; a cell shows the physical block:offset it came from",
-                    "zh": "目前的逻辑 K/V：keys {shape}；格子中是来源的 physical block:块内偏移"},
+    "strip_title": {"en": "Logical K/V so far: a keys tensor of shape {shape} (tokens × num_kv_heads × head_dim); "
+                          "a cell shows the physical block:offset it came from",
+                    "zh": "目前的逻辑 K/V：keys 张量的形状为 {shape}（token 数 × num_kv_heads × head_dim）；格子中是来源的 "
+                          "physical block:块内偏移"},
     "loop_heading": {"en": "The loop being stepped (paged.attention.gather_kv_loop)",
                      "zh": "正在逐步执行的循环（paged.attention.gather_kv_loop）"},
     "attend_after": {"en": "Attention runs on the whole context: {remaining} token(s) left to gather.",
@@ -93,18 +95,42 @@ STRINGS = {
     "prefill_notice": {"en": "Above the diagonal every weight is exactly 0: the mask removed the future.",
                        "zh": "对角线以上的权重全部为 0：mask 去掉了未来。"},
     "verdict": {"en": "verdict", "zh": "结论"},
+    # with a break on (ui.breaks): the figures draw the broken attention, and say so
+    "weights_title_told": {"en": "Attention weights of the broken decode: heads × the {told} tokens it read",
+                           "zh": "弄坏后的 decode 的 attention 权重：head × 它读到的 {told} 个 token"},
+    "output_title_told": {"en": "Output of the broken decode (context_len {told}): heads × head_dim",
+                          "zh": "弄坏后的 decode 的输出（context_len {told}）：head × head_dim"},
+    "mask_title_off": {"en": "Causal mask: removed by the break (every key visible to every query)",
+                       "zh": "causal mask：已被弄坏去掉（每个 query 都能看到所有 key）"},
+    "mask_notice_off": {"en": "With the mask removed, query i also sees the keys after it: tokens it must not know yet.",
+                        "zh": "去掉 mask 后，query i 也能看到它之后的 key：那些它本不该知道的 token。"},
+    "prefill_weights_title_off": {"en": "Prefill weights of head {head} without the causal mask: queries × keys",
+                                  "zh": "去掉 causal mask 后 head {head} 的 prefill 权重：query × key"},
+    "prefill_notice_off": {"en": "Above the diagonal the weights are no longer 0: each query reads tokens after it.",
+                           "zh": "对角线以上的权重不再是 0：每个 query 都读到了它之后的 token。"},
+    "check_broken": {"en": "The broken attention vs the contiguous reference ({what})",
+                     "zh": "弄坏后的 attention 与连续 cache 参考结果对比（{what}）"},
+    "diff_title_broken": {"en": "broken − contiguous (float64 reference, no break), centred at 0",
+                          "zh": "弄坏后 − 连续 cache（float64 参考，未弄坏），以 0 为中心"},
+    "broken_notice": {"en": "Switch the break off and the paged output matches the reference again: paging itself "
+                            "is not what broke.",
+                      "zh": "关掉弄坏开关，paged 输出就又与参考结果一致：出错的并不是分页本身。"},
     "diff_title": {"en": "paged − contiguous (float64 reference), centred at 0",
                    "zh": "paged − 连续 cache（float64 参考），以 0 为中心"},
     "bitwise_yes": {
-        "en": ("In {dtype}, the paged output is bit-for-bit equal to the same attention over the contiguous cache: "
-               "paging changed where K/V were read, not the math. Any error shown is {dtype} rounding against the "
-               "float64 reference."),
-        "zh": ("在 {dtype} 下，paged 输出与在连续 cache 上做同样 attention 的结果逐位相同：分页只改变了 K/V 的读取位置，"
-               "没有改变数学。这里显示的误差只是 {dtype} 相对 float64 参考的舍入误差。"),
+        "en": ("Two comparisons. (1) The paged output against the same {dtype} attention over the contiguous cache: "
+               "bit-for-bit equal (every element identical): paging changed where K/V were read, not the math. "
+               "(2) The paged output against a float64 reference: max abs error {err}, relative {rel}, below the "
+               "{dtype} tolerance {tol}: that is {dtype} rounding, not a paging error."),
+        "zh": ("这里有两种比较。(1) paged 输出与在连续 cache 上用 {dtype} 做的同样 attention 相比：逐位相同（每个元素都一样）："
+               "分页只改变了 K/V 的读取位置，没有改变数学。(2) paged 输出与 float64 参考结果相比：最大绝对误差 {err}，"
+               "相对误差 {rel}，低于 {dtype} 容差 {tol}：这是 {dtype} 的舍入误差，不是分页的错误。"),
     },
     "bitwise_no": {
-        "en": ("In {dtype}, the paged output is not bit-for-bit equal to attention over the contiguous cache. "
-               "It is still judged against the tolerance above."),
-        "zh": "在 {dtype} 下，paged 输出与在连续 cache 上的 attention 并非逐位相同，但仍按上面的容差判断。",
+        "en": ("Two comparisons. (1) The paged output against the same {dtype} attention over the contiguous cache: "
+               "not bit-for-bit equal (some elements differ in their last bits). (2) Against a float64 reference: max "
+               "abs error {err}, relative {rel}, judged against the {dtype} tolerance {tol}."),
+        "zh": ("这里有两种比较。(1) paged 输出与在连续 cache 上用 {dtype} 做的同样 attention 相比：并非逐位相同（部分元素的最低几位不同）。"
+               "(2) 与 float64 参考结果相比：最大绝对误差 {err}，相对误差 {rel}，按 {dtype} 容差 {tol} 判断。"),
     },
 }

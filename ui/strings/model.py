@@ -24,9 +24,9 @@ STRINGS = {
         "zh": ("在侧边栏选择其他模型。该目录需要 config.json（Llama、Qwen2 或 Qwen3）、model.safetensors（或分片及其索引）"
                "和 tokenizer.json；可用 `python -m paged generate --model DIR` 检查。"),
     },
-    "err_default": {"en": "PAGED_MODEL_DIR={path} is not a model directory (no config.json there); the shipped "
-                          "model is the default instead.",
-                    "zh": "PAGED_MODEL_DIR={path} 不是模型目录（其中没有 config.json）；改用随附模型作为默认模型。"},
+    "err_default": {"en": "PAGED_MODEL_DIR names a folder “{path}” that is not a model directory (no config.json "
+                          "there); the shipped model is the default instead.",
+                    "zh": "PAGED_MODEL_DIR 指向的文件夹“{path}”不是模型目录（其中没有 config.json）；改用随附模型作为默认模型。"},
     "fix_default": {"en": "Point PAGED_MODEL_DIR at a local checkpoint directory and restart the app.",
                     "zh": "把 PAGED_MODEL_DIR 指向本地 checkpoint 目录，然后重启应用。"},
     "err_engine": {"en": "The engine could not be built: {message}", "zh": "无法创建引擎：{message}"},

@@ -51,11 +51,13 @@ STRINGS = {
     "pool_title": {"en": "Physical pool by block: ref count in each cell · {free} of {num_blocks} free",
                    "zh": "按 block 显示的 physical pool：格中为 ref count · {num_blocks} 个中 {free} 个空闲"},
     "pool_notice": {
-        "en": ("The number is the block's ref count: how many block tables hold it. Thick black outline and "
-               "coloured dots: a shared block and its holders. the recycling mark: free, but still hashed, so an equal prefix takes it "
-               "back. A red outline and arrow: this step's copy-on-write. Pale: a last block still filling up."),
-        "zh": ("数字是该 block 的 ref count：有多少个 block table 持有它。黑色粗框和彩色圆点：共享的 block 及其持有者。"
-               "回收标记：已空闲但仍保留 hash，相同前缀会直接取回它。红框和箭头：本步的 copy-on-write。浅色：还在写入的最后一个 block。"),
+        "en": ("The large number is the block's ref count: how many block tables hold it; the small one in the "
+               "corner is its physical block id. A black outline around a block and coloured dots: a shared block and "
+               "its holders. The recycling mark: free, but still hashed, so an equal prefix takes it back. A red "
+               "outline and arrow: this step's copy-on-write. Pale: a last block still filling up."),
+        "zh": ("大数字是该 block 的 ref count：有多少个 block table 持有它；角上的小数字是它的 physical block 编号。"
+               "block 外的黑框和彩色圆点：共享的 block 及其持有者。回收标记：已空闲但仍保留 hash，相同前缀会直接取回它。"
+               "红框和箭头：本步的 copy-on-write。浅色：还在写入的最后一个 block。"),
     },
     "hits_title": {"en": "Prefix-cache hits per logical block at allocation (newest first; physical block printed)",
                    "zh": "分配时每个 logical block 是否命中 prefix cache（最新在上；格中为 physical block）"},
