@@ -5,9 +5,9 @@ the entry and the rule."""
 import pytest
 import torch
 
-from paged.addressing import (MAX_CONTEXT_LEN, address_table, batch_slot_mapping, blocks_needed_tensor,
-                              check_block_tables, locate,
-                              logical_address, pad_block_tables, slot_mapping, validate_block_table)
+from paged.addressing import (MAX_ADDRESS_TABLE_LEN, MAX_CONTEXT_LEN, address_table, batch_slot_mapping,
+                              blocks_needed_tensor, locate, logical_address, pad_block_tables, slot_mapping,
+                              validate_block_table)
 
 INT64_MAX = 2**63 - 1
 
@@ -93,14 +93,17 @@ def test_validate_block_table_errors_name_the_rule():
 
 
 def test_a_context_of_max_context_len_tokens_is_not_refused_for_its_length():
-    """MAX_CONTEXT_LEN tokens is the limit itself: accepted; one more token is refused."""
+    """MAX_CONTEXT_LEN tokens (MAX_ADDRESS_TABLE_LEN for address_table, which lists every token) is the limit
+    itself: accepted; one more token is refused."""
     block_size = 2**16
     table = list(range(MAX_CONTEXT_LEN // block_size))
     validate_block_table(table, len(table), block_size, MAX_CONTEXT_LEN)
     with pytest.raises(ValueError, match="MAX_CONTEXT_LEN"):
         validate_block_table(table + [len(table)], len(table) + 1, block_size, MAX_CONTEXT_LEN + 1)
     with pytest.raises(ValueError, match="lives in logical block 0"):  # refused for its table, not its length
-        address_table([], MAX_CONTEXT_LEN, 1)
+        address_table([], MAX_ADDRESS_TABLE_LEN, 1)
+    with pytest.raises(ValueError, match="past MAX_ADDRESS_TABLE_LEN"):
+        address_table([], MAX_ADDRESS_TABLE_LEN + 1, 1)
 
 
 def test_address_table_context_len_rules():
@@ -141,17 +144,3 @@ def test_a_block_table_that_is_not_a_sequence_of_integers_is_named():
     for bad in ("ab", 5):
         with pytest.raises(ValueError, match="block_table must be a sequence of integers"):
             locate(0, bad, 4)
-
-
-def test_check_block_tables_rules_at_their_edges():
-    """The batch check accepts a row of exactly MAX_CONTEXT_LEN tokens, refuses block id num_blocks (the pool is
-    [0, num_blocks)), a table wider than the batch's width (naming the row) and disagreeing batch sizes."""
-    block_size = 2**16
-    table = list(range(MAX_CONTEXT_LEN // block_size))
-    check_block_tables(torch.tensor([table]), torch.tensor([MAX_CONTEXT_LEN]), len(table), block_size, [table])
-    with pytest.raises(ValueError, match=r"outside the pool \[0, 4\)"):
-        check_block_tables(torch.tensor([[4]]), torch.tensor([1]), 4, 4, [[4]])
-    with pytest.raises(ValueError, match=r"batch row 0: block table \[0, 1\] does not cover context_len 1"):
-        check_block_tables(torch.tensor([[0]]), torch.tensor([1]), 4, 4, [[0, 1]])
-    with pytest.raises(ValueError, match="2 block-table rows, 1 context_lens and 2 tables: one of each per sequence"):
-        check_block_tables(torch.tensor([[0], [1]]), torch.tensor([1]), 4, 4, [[0], [1]])

@@ -229,12 +229,13 @@ def test_forked_samples_copy_their_shared_last_block_once(tiny):
     assert t1.block_tables_after[other] == parent and t1.block_tables_after[sid] == [parent[0], new[0]]
 
 
-def test_chunked_stop_blocks_names_the_chunk_it_could_not_place(tiny):
-    """Chunked prefill: a waiting prompt that cannot get blocks even for the chunk the budget leaves it stops the
-    step; the why names it, the blocks that chunk needs, the free ones and the watermark."""
+def test_chunked_stop_blocks_names_the_blocks_of_the_whole_prompt(tiny):
+    """Chunked prefill: a waiting prompt is admitted only if its whole prompt fits (vLLM 0.32's reservation), though
+    a chunk is all the budget leaves it; else it stops the step, and the why names it, the blocks its whole prompt
+    needs, the free ones and the watermark."""
     eng = make_engine(tiny, budget=26, num_blocks=12, block_size=2, chunked=True)
     params = SamplingParams(max_tokens=1, ignore_eos=True)
     eng.add_request(prompt(22), params)  # 11 of the 12 blocks
-    b = eng.add_request(prompt(20, 1), params)  # 4 tokens of budget left: 2 blocks, 1 free
+    b = eng.add_request(prompt(20, 1), params)  # 4 tokens of budget left, 1 block free; its prompt needs 10
     t = eng.step()
-    assert t.why[-1] == ("stop_blocks", {"seq": b, "need": 2, "free": 1, "watermark": 0}) and t.waiting == [b]
+    assert t.why[-1] == ("stop_blocks", {"seq": b, "need": 10, "free": 1, "watermark": 0}) and t.waiting == [b]
