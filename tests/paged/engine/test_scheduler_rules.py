@@ -73,10 +73,12 @@ def test_whole_prompt_steps_say_what_stopped_them(tiny):
     assert [len(eng.output(r).token_ids) for r in (a, b, c)] == [2, 2, 1]
 
 
-def test_decode_preempts_only_when_the_free_blocks_fall_short(tiny):
+@pytest.mark.parametrize("chunked", [False, True])
+def test_decode_preempts_only_when_the_free_blocks_fall_short(tiny, chunked):
     """Two sequences whose last blocks are full need one block each: with exactly two free, nobody is preempted
-    and each takes one; with none free the newest is preempted and its blocks go to the other."""
-    eng = make_engine(tiny, num_blocks=4, block_size=2)
+    and each takes one; with none free the newest is preempted and its blocks go to the other (whole-prompt and
+    chunked prefill alike)."""
+    eng = make_engine(tiny, num_blocks=4, block_size=2, chunked=chunked)
     params = SamplingParams(max_tokens=5, ignore_eos=True)
     a, b = eng.add_request(prompt(2), params), eng.add_request(prompt(2, 1), params)
     t0 = eng.step()
