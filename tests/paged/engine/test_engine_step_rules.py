@@ -123,3 +123,71 @@ def test_steps_are_numbered_and_record_false_keeps_no_tables(tiny):
         assert [t.step for t in traces] == [0, 1, 2]
         kept = [(t.block_tables_before, t.block_tables_after, t.seqs, t.running) for t in traces[1:]]
         assert all(all(k) for k in kept) if record else not any(any(k) for k in kept)
+
+
+def test_a_row_of_nan_logits_ends_its_own_request(tiny, monkeypatch):
+    """When the second sequence's logits are NaN, the step fails naming that, its request (not the first one) is
+    ended with finish_reason "error", and the other request finishes; finite logits whose sum overflows are fine."""
+    model, tok = tiny
+    eng = LLMEngine(model, tok, CacheConfig(block_size=4, num_blocks=32), attn_impl="gather")
+    params = SamplingParams(max_tokens=3, ignore_eos=True)
+    a, b = eng.add_request(PROMPT, params), eng.add_request(PROMPT[:3], params)
+    real = eng.runner.run
+
+    def nan_second_row(seqs, batch):
+        out = real(seqs, batch).clone()
+        out[1] = float("nan")
+        return out
+
+    monkeypatch.setattr(eng.runner, "run", nan_second_row)
+    with pytest.raises(EngineStepError, match=rf"the model's logits hold NaN or inf\. .*request {b} \(seq {b}\) was "
+                                              "ended with finish_reason 'error'") as info:
+        eng.step()
+    assert info.value.ended_request == b and eng.output(b).finish_reason == "error"
+
+    def huge_but_finite(seqs, batch):
+        out = real(seqs, batch).clone()
+        out[:, :2] = 3e38  # each logit finite, their sum inf
+        return out
+
+    monkeypatch.setattr(eng.runner, "run", huge_but_finite)
+    t = eng.step()
+    assert t.scheduled == [a] and len(eng.output(a).token_ids) == 1
+
+
+def test_elapsed_ms_is_the_steps_own_time(tiny, monkeypatch):
+    """elapsed_ms covers the step's work: at least a 20 ms pause inside the model run, at most the time measured
+    around the whole step call."""
+    import time
+
+    model, tok = tiny
+    eng = LLMEngine(model, tok, CacheConfig(block_size=4, num_blocks=32), attn_impl="gather")
+    eng.add_request(PROMPT, SamplingParams(max_tokens=2))
+    real = eng.runner.run
+
+    def slow(seqs, batch):
+        time.sleep(0.02)
+        return real(seqs, batch)
+
+    monkeypatch.setattr(eng.runner, "run", slow)
+    start = time.perf_counter()
+    t = eng.step()
+    wall_ms = (time.perf_counter() - start) * 1000
+    assert 20 <= t.elapsed_ms <= wall_ms
+
+
+@pytest.mark.parametrize("layout", ["paged", "contiguous"])
+def test_traces_name_their_layout_and_fork_nothing_for_one_sample(tiny, layout):
+    """Every trace names the engine's kv_layout; with n = 1 no step forks; a chunked prompt without ignore_eos
+    runs to its end (a chunk mid-prefill has no token to stop on)."""
+    model, tok = tiny
+    from paged.config import SchedulerConfig
+
+    eng = LLMEngine(model, tok, CacheConfig(block_size=4, num_blocks=32), SchedulerConfig(
+        max_num_batched_tokens=8, enable_chunked_prefill=True), kv_layout=layout, attn_impl="gather")
+    rid = eng.add_request(PROMPT * 4, SamplingParams(max_tokens=2))
+    traces = []
+    while eng.has_unfinished():
+        traces.append(eng.step())
+    assert all(t.kv_layout == layout and t.forked == {} for t in traces)
+    assert any(s.token_out is None for t in traces for s in t.seqs) and eng.output(rid).finished

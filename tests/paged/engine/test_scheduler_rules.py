@@ -92,6 +92,7 @@ def test_decode_preempts_only_when_the_free_blocks_fall_short(tiny, chunked):
     assert t3.why == [("decode", {"count": 1}), ("new_blocks", {"count": 1}), ("preempted", {"seqs": [b]})]
     assert sorted(t3.blocks_freed[b]) == sorted(t2.block_tables_after[b])
     assert t3.blocks_allocated[a][0] in t3.blocks_freed[b]
+    assert (eng.output(a).num_preemptions, eng.output(b).num_preemptions) == (0, 1)
 
 
 def test_chunked_step_uses_its_budget_to_the_last_token(tiny):

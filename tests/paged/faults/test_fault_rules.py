@@ -49,3 +49,19 @@ def test_no_fault_pads_nothing():
     """The identity hook writes no padding rows: its pad slots are an empty int64 tensor."""
     pad = FaultHook(BS, BS * NUM_BLOCKS).pad_slots()
     assert (pad.numel(), pad.dtype) == (0, torch.long)
+
+
+def test_every_hook_knows_its_pool():
+    """Each fault's hook is built for the pool it is given: its block size and number of slots."""
+    for fault in [None, *Fault]:
+        hook = fault_hook(fault, BS, BS * NUM_BLOCKS)
+        assert (hook.block_size, hook.num_slots) == (BS, BS * NUM_BLOCKS)
+
+
+def test_a_stale_slot_mapping_starts_fresh():
+    """STALE_SLOT_MAPPING replays the last write's slots only once there is one: the first write, even of a
+    single token, goes where the chain says; a later write of the same size replays it."""
+    hook = fault_hook(Fault.STALE_SLOT_MAPPING, BS, BS * NUM_BLOCKS)
+    rows, index = torch.tensor([0]), torch.tensor([1])
+    assert hook.write_slots(torch.tensor([5]), [[1]], rows, index).tolist() == [5]
+    assert hook.write_slots(torch.tensor([9]), [[2]], rows, index).tolist() == [5]
