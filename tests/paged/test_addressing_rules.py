@@ -6,8 +6,8 @@ import pytest
 import torch
 
 from paged.addressing import (MAX_ADDRESS_TABLE_LEN, MAX_CONTEXT_LEN, address_table, batch_slot_mapping,
-                              blocks_needed_tensor, locate, logical_address, pad_block_tables, slot_mapping,
-                              validate_block_table)
+                              block_tables, blocks_needed_tensor, locate, logical_address, pad_block_tables,
+                              slot_mapping, validate_block_table)
 
 INT64_MAX = 2**63 - 1
 
@@ -144,3 +144,23 @@ def test_a_block_table_that_is_not_a_sequence_of_integers_is_named():
     for bad in ("ab", 5):
         with pytest.raises(ValueError, match="block_table must be a sequence of integers"):
             locate(0, bad, 4)
+
+
+def test_block_tables_pads_to_the_widest_row_and_at_least_one_column():
+    """The unchecked batch form: rows padded with -1 to the longest (or the given) width, never fewer than one
+    column, int32 unless asked for int64."""
+    assert block_tables([[1], [2, 3]]).tolist() == [[1, -1], [2, 3]]
+    assert block_tables([[5]]).tolist() == [[5]] and block_tables([[5]], width=1).tolist() == [[5]]
+    assert block_tables([[5]], width=3).tolist() == [[5, -1, -1]]
+    assert block_tables([[]]).tolist() == [[-1]] and block_tables([[]], width=0).tolist() == [[-1]]
+    assert tuple(block_tables([]).shape) == (0, 1)
+    assert block_tables([[1]]).dtype == torch.int32 and block_tables([[1]], dtype=torch.int64).dtype == torch.int64
+
+
+def test_address_table_names_its_own_limit():
+    """A context too long to list token by token is refused naming MAX_ADDRESS_TABLE_LEN and what to use instead,
+    up to MAX_CONTEXT_LEN itself."""
+    for n in (MAX_ADDRESS_TABLE_LEN + 1, MAX_CONTEXT_LEN):
+        with pytest.raises(ValueError, match="past MAX_ADDRESS_TABLE_LEN .*address_table lists every token; use "
+                                             "slot_mapping for a long context"):
+            address_table([], n, 1)
