@@ -82,3 +82,36 @@ def test_a_block_filled_by_a_decode_is_found_by_the_next_prompt():
     eng.add_request(block + [10, 11], SamplingParams(max_tokens=1, ignore_eos=True))
     t = eng.step()
     assert t.seqs[0].positions == [4, 5]
+
+
+def test_construction_refuses_bad_settings_by_name():
+    """watermark in [0, 1), an integer seed and a bool enable_prefix_caching, each refused by name."""
+    for kwargs, rule in (({"watermark": -0.1}, "watermark"), ({"watermark": 1.0}, r"watermark must be in \[0, 1\)"),
+                         ({"seed": 1.5}, "seed must be an integer"),
+                         ({"enable_prefix_caching": "yes"}, "enable_prefix_caching")):
+        with pytest.raises(ValueError, match=rule):
+            BlockManager(4, 2, **kwargs)
+    assert BlockManager(4, 2, watermark=0.0).watermark_blocks == 0
+
+
+def test_move_to_front_takes_free_block_ids_only():
+    """The teaching demos' reordering: ids must be a list of block ids in [0, num_blocks) that are free; the error
+    names the pool's range."""
+    bm = BlockManager(4, 2, watermark=0.0)
+    bm.move_to_front([3, 0])
+    assert bm.allocate(Sequence(0, [1, 2, 3])) == [3, 0]
+    for bad, rule in (("ab", "block_ids must be a list of physical block ids"), ([-1], r"block id .*\[0, 3\]"),
+                      ([4], r"block id .*\[0, 3\]"), ([3], r"physical block\(s\) \[3\] are not free \(pool has "
+                                                          r"blocks 0\.\.3\)")):
+        with pytest.raises(ValueError, match=rule):
+            bm.move_to_front(bad)
+
+
+def test_a_prompt_reuses_every_cached_full_block_but_computes_its_last_token():
+    """Prefix caching: a prompt of two cached blocks plus one token is fed that one token only."""
+    model, tok = tiny_model(hidden_size=16, num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=1)
+    eng = LLMEngine(model, tok, CacheConfig(block_size=4, num_blocks=16, watermark=0.0, enable_prefix_caching=True),
+                    attn_impl="gather")
+    eng.generate([list(range(10, 19))], SamplingParams(max_tokens=1, ignore_eos=True))
+    eng.add_request(list(range(10, 18)) + [99], SamplingParams(max_tokens=1, ignore_eos=True))
+    assert eng.step().seqs[0].positions == [8]
