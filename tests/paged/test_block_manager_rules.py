@@ -32,6 +32,8 @@ def test_refusals_name_the_sequence_and_the_rule():
         bm.allocate(stray)
     with pytest.raises(ValueError, match="sequence 0 holds no blocks"):
         bm.append_slot(stray)
+    with pytest.raises(ValueError, match="sequence 0 holds no blocks"):
+        bm.ensure_capacity(stray, 4)
     with pytest.raises(ValueError, match="cannot fork sequence 3: it holds no blocks"):
         bm.fork(Sequence(3, [1]), Sequence(4, [1]))
     a, b = Sequence(1, [1, 2]), Sequence(2, [3, 4])
@@ -40,7 +42,7 @@ def test_refusals_name_the_sequence_and_the_rule():
     with pytest.raises(ValueError, match="sequence 2 already holds blocks"):
         bm.fork(a, b)
     a.on_prefill_done(5)
-    with pytest.raises(ValueError, match=r"the pool is full \(the scheduler should preempt\)"):
+    with pytest.raises(ValueError, match=r"the pool is full \(the scheduler should preempt\)$"):
         bm.append_slot(a)
 
 
@@ -63,11 +65,11 @@ def test_check_invariants_names_what_is_broken():
     bm.allocate(Sequence(0, [1, 2, 3]))
     bm.check_invariants()
     bm.ref_counts[bm.tables[0][0]] += 1
-    with pytest.raises(AssertionError, match="ref counts differ from the number of tables holding each block"):
+    with pytest.raises(AssertionError, match="^ref counts differ from the number of tables holding each block$"):
         bm.check_invariants()
     bm.ref_counts[bm.tables[0][0]] -= 1
     bm.free_block_ids[bm.tables[0][0]] = None
-    with pytest.raises(AssertionError, match="free queue != blocks with ref 0"):
+    with pytest.raises(AssertionError, match="^free queue != blocks with ref 0$"):
         bm.check_invariants()
 
 
@@ -88,7 +90,7 @@ def test_construction_refuses_bad_settings_by_name():
     """watermark in [0, 1), an integer seed and a bool enable_prefix_caching, each refused by name."""
     for kwargs, rule in (({"watermark": -0.1}, "watermark"), ({"watermark": 1.0}, r"watermark must be in \[0, 1\)"),
                          ({"seed": 1.5}, "seed must be an integer"),
-                         ({"enable_prefix_caching": "yes"}, "enable_prefix_caching")):
+                         ({"enable_prefix_caching": "yes"}, "^enable_prefix_caching must be")):
         with pytest.raises(ValueError, match=rule):
             BlockManager(4, 2, **kwargs)
     assert BlockManager(4, 2, watermark=0.0).watermark_blocks == 0

@@ -20,9 +20,9 @@ def test_a_chunk_is_never_empty_nor_the_whole_rest():
     goes through on_prefill_done), are invariant violations that say so; the largest non-final chunk leaves one
     token."""
     seq = Sequence(0, list(range(10)))
-    with pytest.raises(AssertionError, match="a non-final chunk leaves at least one token uncached"):
+    with pytest.raises(AssertionError, match="^a non-final chunk leaves at least one token uncached$"):
         seq.on_chunk_done(0)
-    with pytest.raises(AssertionError, match="a non-final chunk leaves at least one token uncached"):
+    with pytest.raises(AssertionError, match="^a non-final chunk leaves at least one token uncached$"):
         seq.on_chunk_done(10)
     seq.on_chunk_done(9)
     assert seq.num_uncached_tokens == 1
@@ -49,5 +49,5 @@ def test_last_block_fill_before_anything_is_cached():
 
 def test_decode_before_its_prefill_says_what_it_expected():
     """on_decode_done on a sequence with more than one uncached token (its prefill never ran) names the rule."""
-    with pytest.raises(AssertionError, match="decode expects exactly one uncached token"):
+    with pytest.raises(AssertionError, match="^decode expects exactly one uncached token$"):
         Sequence(0, [1, 2, 3]).on_decode_done(4)
