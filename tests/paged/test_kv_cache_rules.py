@@ -60,3 +60,11 @@ def test_layer_and_length_bounds():
 def test_default_device_is_cuda_when_there_is_one():
     """The default device: cuda when torch sees a GPU, else the CPU."""
     assert default_device() == torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def test_an_empty_update_writes_nothing_and_returns_the_history():
+    """An update of no token (n = 0) is allowed: it returns the layer's keys and values as they are."""
+    cache = ContiguousKVCache(1, 1, 2)
+    cache.update(0, torch.arange(2), torch.ones(2, 1, 2), torch.ones(2, 1, 2))
+    keys, values = cache.update(0, torch.arange(0), torch.zeros(0, 1, 2), torch.zeros(0, 1, 2))
+    assert keys.shape == (2, 1, 2) and torch.equal(values, torch.ones(2, 1, 2))
