@@ -255,11 +255,14 @@ def test_bench_cold_tells_native_its_kv_left_the_caches(monkeypatch):
 
 def test_short_calls_get_more_reps_until_min_ms_of_timed_calls(monkeypatch):
     """After `reps` reps, _time_interleaved goes on until every callable's timed calls add up to min_ms, never past
-    MAX_REPS; min_ms 0 keeps exactly `reps`. A probe is timed in the first `reps` reps only."""
-    import time as clock
+    MAX_REPS; min_ms 0 keeps exactly `reps`. A probe is timed in the first `reps` reps only. The bench's clock is a
+    fake one that each call advances by its own cost, so the counts do not depend on the machine's load."""
+    from types import SimpleNamespace
 
     from paged.bench import kernels
 
+    now = [0.0]
+    monkeypatch.setattr(kernels, "time", SimpleNamespace(perf_counter=lambda: now[0]))
     monkeypatch.setattr(kernels, "MAX_REPS", 7)
     counts = {"quick": 0, "slow": 0}
 
@@ -268,19 +271,22 @@ def test_short_calls_get_more_reps_until_min_ms_of_timed_calls(monkeypatch):
 
     def slow():
         counts["slow"] += 1
-        clock.sleep(0.003)
+        now[0] += 0.003  # 3 ms a call
+
+    def probe():
+        now[0] += 0.001
 
     cpu = torch.device("cpu")
     for min_ms, expected in ((0.0, 2), (1e9, 7)):
         counts.update(quick=0, slow=0)
         probe_ms: list[float] = []
-        kernels._time_interleaved({"quick": quick, "slow": slow}, 2, 0, cpu, min_ms=min_ms,
-                                  probe=lambda: clock.sleep(0.001), probe_ms=probe_ms)
+        kernels._time_interleaved({"quick": quick, "slow": slow}, 2, 0, cpu, min_ms=min_ms, probe=probe,
+                                  probe_ms=probe_ms)
         assert counts == {"quick": expected, "slow": expected}
-        assert len(probe_ms) == 2 and min(probe_ms) >= 1.0  # the probe: once in each of the first `reps` reps
+        assert len(probe_ms) == 2 and min(probe_ms) == pytest.approx(1.0)  # once in each of the first `reps` reps
     counts.update(slow=0)
-    kernels._time_interleaved({"slow": slow}, 1, 0, cpu, min_ms=7.0)  # >= 3 ms a call: 3 reps reach 7 ms
-    assert 3 <= counts["slow"] < 7
+    kernels._time_interleaved({"slow": slow}, 1, 0, cpu, min_ms=7.0)  # 3 ms a call: 3 reps reach 7 ms (6 < 7 <= 9)
+    assert counts["slow"] == 3
 
 
 def test_percent_of_bandwidth_is_taken_against_the_probe_timed_between_the_reps():
