@@ -26,6 +26,7 @@ WHY_ENGLISH = {
     "prefill": "prefill {count} waiting prompt(s), {tokens} tokens",
     "prefill_chunk": "prefill chunk of seq {seq}: tokens {start}–{end} of {total}",
     "stop_max_seqs": "stopped: max_num_seqs {max_num_seqs} reached",
+    "stop_decode_budget": "stopped: {seats} running would pass max_num_batched_tokens {budget} in a decode step",
     "stop_tokens": "stopped: seq {seq} ({tokens} tokens) would pass max_num_batched_tokens {budget}",
     "stop_blocks": "stopped: seq {seq} needs {need} blocks, {free} free (watermark {watermark})",
     "idle": "nothing to run",
@@ -39,6 +40,12 @@ Why = list[tuple[str, dict]]
 def explain(why: Why, templates: dict[str, str] = WHY_ENGLISH) -> str:
     """The pieces of a step's why, filled into `templates` (code -> format string) and joined with "; "."""
     return "; ".join(templates[code].format(**values) for code, values in why)
+
+
+def seats(seqs) -> int:
+    """The sequences these will be once running: a prompt with n parallel samples forks into n after its prefill
+    (until then it is one Sequence with n > 1 and no generated token), so it takes n of max_num_seqs."""
+    return sum(seq.n if not seq.generated_token_ids else 1 for seq in seqs)
 
 
 @dataclass
@@ -86,9 +93,12 @@ class Scheduler:
         while self.waiting:
             seq = self.waiting[0]
             n = seq.num_uncached_tokens
-            group = seq.n if not seq.generated_token_ids else 1  # parallel samples fork after prefill
-            if len(self.running) + len(batch) + group > cfg.max_num_seqs:
+            taken = seats(self.running) + seats(batch) + seats([seq])
+            if taken > cfg.max_num_seqs:
                 why_stop = ("stop_max_seqs", dict(max_num_seqs=cfg.max_num_seqs))
+                break
+            if taken > cfg.max_num_batched_tokens:  # the next decode step feeds one token per running sequence
+                why_stop = ("stop_decode_budget", dict(seats=taken, budget=cfg.max_num_batched_tokens))
                 break
             if tokens + n > cfg.max_num_batched_tokens:
                 why_stop = ("stop_tokens", dict(seq=seq.seq_id, tokens=n, budget=cfg.max_num_batched_tokens))
@@ -185,8 +195,7 @@ class Scheduler:
         why_stop = None
         while self.waiting and budget > 0 and not preempted:
             seq = self.waiting[0]
-            group = seq.n if not seq.generated_token_ids else 1
-            if len(self.running) + group > cfg.max_num_seqs:
+            if seats(self.running) + seats([seq]) > cfg.max_num_seqs:
                 why_stop = ("stop_max_seqs", dict(max_num_seqs=cfg.max_num_seqs))
                 break
             # Admitted only if its whole prompt fits (vLLM 0.32's default, scheduler_reserve_full_isl), though only

@@ -7,6 +7,7 @@ WHY_ZH = {
     "prefill": "prefill {count} 个等待中的 prompt，共 {tokens} 个 token",
     "prefill_chunk": "{seq} 的 prefill 分块：第 {start}–{end} 个 token（共 {total} 个）",
     "stop_max_seqs": "停止：已达到 max_num_seqs {max_num_seqs}",
+    "stop_decode_budget": "停止：{seats} 个运行中的 sequence 会让一次 decode 超过 max_num_batched_tokens {budget}",
     "stop_tokens": "停止：{seq}（{tokens} 个 token）会超过 max_num_batched_tokens {budget}",
     "stop_blocks": "停止：{seq} 需要 {need} 个 block，空闲 {free} 个（watermark {watermark}）",
     "idle": "没有可运行的内容",

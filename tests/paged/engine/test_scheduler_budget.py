@@ -43,8 +43,7 @@ def workloads(draw):
     edge (their lengths summing to the budget, or to one more)."""
     chunked = draw(st.booleans())
     budget = draw(st.integers(2, 40))
-    # Whole-prompt prefill decodes every running sequence in one step: max_num_seqs <= budget (vLLM requires it).
-    max_num_seqs = draw(st.integers(1, 8 if chunked else min(8, budget)))
+    max_num_seqs = draw(st.integers(1, 8))  # above the budget too: a decode step must still fit the budget
     max_tokens = draw(st.integers(1, min(4, budget - 1)))
     cap = 60 if chunked else budget - max_tokens  # whole-prompt: prompt + max_tokens must fit one step (admission)
     lengths = draw(st.lists(st.integers(1, cap), min_size=1, max_size=6))

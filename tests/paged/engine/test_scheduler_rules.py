@@ -242,3 +242,33 @@ def test_chunked_stop_blocks_names_the_blocks_of_the_whole_prompt(tiny):
     b = eng.add_request(prompt(20, 1), params)  # 4 tokens of budget left, 1 block free; its prompt needs 10
     t = eng.step()
     assert t.why[-1] == ("stop_blocks", {"seq": b, "need": 10, "free": 1, "watermark": 0}) and t.waiting == [b]
+
+
+def test_whole_prompt_decodes_stay_within_the_budget_when_max_num_seqs_is_larger(tiny):
+    """Whole-prompt prefill with max_num_seqs (6) above max_num_batched_tokens (4): no more prompts start than a
+    decode step can feed, so no step feeds more than 4 tokens, the stop names the decode budget, and all six finish."""
+    eng = make_engine(tiny, budget=4, max_num_seqs=6)
+    params = SamplingParams(max_tokens=3, ignore_eos=True)
+    ids = [eng.add_request(prompt(1, i), params) for i in range(6)]
+    traces = []
+    while eng.has_unfinished():
+        traces.append(eng.step())
+        assert len(traces) < 100
+    assert max(sum(fed(t).values()) for t in traces) <= 4
+    assert any(code == "stop_decode_budget" for t in traces for code, _ in t.why)
+    assert [len(eng.output(i).token_ids) for i in ids] == [3] * 6
+
+
+@pytest.mark.parametrize("chunked", [False, True])
+def test_two_parallel_sample_requests_admitted_together_keep_max_num_seqs(tiny, chunked):
+    """Two requests with n = 2 and max_num_seqs = 3: the second waits, since admitting both in one step would fork
+    into four running sequences; every step runs at most 3, and both end with their two samples."""
+    eng = make_engine(tiny, max_num_seqs=3, chunked=chunked)
+    params = SamplingParams(max_tokens=3, ignore_eos=True, n=2, temperature=1.0, seed=0)
+    ids = [eng.add_request(prompt(5, i), params) for i in range(2)]
+    traces = []
+    while eng.has_unfinished():
+        traces.append(eng.step())
+        assert len(traces) < 100
+    assert max(len(t.running) for t in traces) <= 3
+    assert all(len(eng.output(i).samples) == 2 for i in ids)
