@@ -61,6 +61,13 @@ def test_default_device_is_cuda_when_there_is_one():
     assert default_device() == torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
 
+@pytest.mark.parametrize("has_gpu, want", [(True, "cuda"), (False, "cpu")])
+def test_default_device_follows_what_torch_sees(monkeypatch, has_gpu, want):
+    """With torch told a GPU is there (or not), the default device is cuda (or the CPU), on any machine."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: has_gpu)
+    assert default_device() == torch.device(want)
+
+
 def test_an_empty_update_writes_nothing_and_returns_the_history():
     """An update of no token (n = 0) is allowed: it returns the layer's keys and values as they are."""
     cache = ContiguousKVCache(1, 1, 2)
