@@ -177,3 +177,11 @@ def test_no_query_row_is_an_empty_result_and_a_square_causal_prefill_is_the_refe
     assert empty.shape == (0, 2, 4) and empty.dtype == torch.float64
     q = rand(4, 2, 4, seed=52)
     assert close(attend(q, k, v, causal=True), reference(q, k, v, 0.5, causal=True), 1e-5)
+
+
+@pytest.mark.parametrize("dtype, rel", [(torch.float16, 1e-2), (torch.float64, 1e-5)])
+def test_attention_weights_of_half_and_float64_inputs(dtype, rel):
+    """attention_weights takes the dtypes attention takes: half or float64 q and keys give the float64 softmax."""
+    q, k = rand(4, 8, seed=60, dtype=dtype), rand(5, 4, 8, seed=61, dtype=dtype)
+    want = torch.stack([torch.softmax(k[:, h].double() @ q[h].double() / math.sqrt(8), dim=0) for h in range(4)])
+    assert close(attention_weights(q, k), want, rel)
