@@ -48,7 +48,7 @@ def test_tolerance_is_1e5_for_fp32_fp64_and_1e2_for_half():
 
 @pytest.mark.parametrize("attend", [attention, attention_sdpa])
 def test_float64_attention_stays_float64_to_its_precision(attend):
-    """attention and attention_sdpa: float64 in: computed and returned in float64, equal to the float64 reference far below float32's error."""
+    """Both attentions keep float64: computed and returned in it, equal to the reference far below float32's error."""
     q, k, v = rand(3, 4, 8, seed=1, dtype=torch.float64), rand(6, 2, 8, seed=2, dtype=torch.float64), \
         rand(6, 2, 8, seed=3, dtype=torch.float64)
     out = attend(q, k, v, scale=0.7, causal=True)
@@ -57,7 +57,7 @@ def test_float64_attention_stays_float64_to_its_precision(attend):
 
 @pytest.mark.parametrize("attend", [attention, attention_sdpa])
 def test_half_query_returns_half_and_fp32_accuracy_inside(attend):
-    """attention and attention_sdpa: a float16 query gives a float16 result within half precision of the float64 reference."""
+    """Both attentions: a float16 query gives a float16 result within half precision of the float64 reference."""
     q, k, v = rand(2, 4, 8, seed=4, dtype=torch.float16), rand(5, 4, 8, seed=5, dtype=torch.float16), \
         rand(5, 4, 8, seed=6, dtype=torch.float16)
     out = attend(q, k, v, causal=True)
@@ -66,7 +66,7 @@ def test_half_query_returns_half_and_fp32_accuracy_inside(attend):
 
 @pytest.mark.parametrize("attend", [attention, attention_sdpa])
 def test_grouped_query_heads_read_their_kv_head(attend):
-    """attention and attention_sdpa: 8 query heads over 2 kv heads: head h attends with kv head h // 4 (each kv head distinct, so a wrong map shows)."""
+    """Both attentions, 8 query heads over 2 distinct kv heads: head h attends with kv head h // 4, as the reference."""
     q, k, v = rand(8, 16, seed=7), rand(5, 2, 16, seed=8), rand(5, 2, 16, seed=9)
     out = attend(q, k, v)
     assert out.shape == (8, 16) and close(out, reference(q, k, v, 0.25), 1e-5)
@@ -74,7 +74,7 @@ def test_grouped_query_heads_read_their_kv_head(attend):
 
 @pytest.mark.parametrize("attend", [attention, attention_sdpa])
 def test_causal_prefill_matches_the_reference_and_its_mask_follows_the_query(attend):
-    """attention and attention_sdpa: causal prefill of 3 queries over 7 keys equals the reference; causal_mask is built on the device asked."""
+    """Both attentions: causal prefill of 3 queries over 7 keys is the reference; the mask is on the query's device."""
     q, k, v = rand(3, 2, 4, seed=10), rand(7, 1, 4, seed=11), rand(7, 1, 4, seed=12)
     assert close(attend(q, k, v, scale=0.9, causal=True), reference(q, k, v, 0.9, causal=True), 1e-5)
     assert causal_mask(3, 7, device="meta").device.type == "meta"
@@ -83,8 +83,7 @@ def test_causal_prefill_matches_the_reference_and_its_mask_follows_the_query(att
 
 
 def test_attention_weights_are_softmax_of_scaled_scores_per_head():
-    """Decode weights [H, ctx]: each head's row sums to 1 and equals softmax(q·k_{h//group}·scale), scale given or
-    1/sqrt(head_dim)."""
+    """Decode weights [H, ctx]: each row sums to 1 and is softmax(q·k_{h//group}·scale), scale given or 1/sqrt(D)."""
     q, k = rand(4, 9, seed=13), rand(6, 2, 9, seed=14)
     for scale, used in ((None, 1 / 3), (0.4, 0.4)):
         w = attention_weights(q, k, scale)
@@ -127,8 +126,7 @@ def pool_case(lens, block_size=2, heads=2, kv_heads=1, dim=4, seed=18):
 
 
 def test_prefill_with_its_defaults_equals_the_causal_reference():
-    """paged_attention_prefill (impl and validate left to their defaults, a scale given): each sequence's newest
-    query_lens[b] tokens attend causally to its context, as the reference; "loop" gives the same."""
+    """Prefill with impl and validate left to their defaults (and impl "loop") is the causal reference, scale given."""
     kc, vc, tables, kvs = pool_case([5, 3])
     qlens = [2, 3]
     q = rand(sum(qlens), 2, 4, seed=30)
@@ -171,7 +169,7 @@ def test_decode_returns_the_query_dtype_whatever_the_kernel_returns():
 
 @pytest.mark.parametrize("attend", [attention, attention_sdpa])
 def test_no_query_row_is_an_empty_result_and_a_square_causal_prefill_is_the_reference(attend):
-    """q_len 0 gives an empty [0, H, D] result; a causal prefill of the whole context (q_len == ctx) is the reference."""
+    """q_len 0 gives an empty [0, H, D] result; a causal prefill of all the context (q_len == ctx) is the reference."""
     k, v = rand(4, 1, 4, seed=50), rand(4, 1, 4, seed=51)
     empty = attend(torch.zeros(0, 2, 4, dtype=torch.float64), k, v, causal=True)
     assert empty.shape == (0, 2, 4) and empty.dtype == torch.float64

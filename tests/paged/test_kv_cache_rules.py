@@ -76,7 +76,7 @@ def test_an_empty_update_writes_nothing_and_returns_the_history():
     assert keys.shape == (2, 1, 2) and torch.equal(values, torch.ones(2, 1, 2))
 
 
-# --- KVCachePool: the paged pool ---------------------------------------------------------------------------------------
+# --- KVCachePool: the paged pool --------------------------------------------------------------------------------------
 def test_pool_sizes_and_name_in_its_errors():
     """Each of the pool's sizes is named in its error; a pool over max_bytes is named KVCachePool with its shape."""
     base = dict(num_layers=1, num_blocks=2, block_size=4, num_kv_heads=1, head_dim=2)
