@@ -39,7 +39,11 @@ def generate_main(argv: list[str]) -> int:
                         "same text")
     p.add_argument("--trace", default=None, help="write every StepTrace as JSON to this file")
     p.add_argument("--quiet", action="store_true", help="no per-step summary lines")
+    p.add_argument("--json", action="store_true",
+                   help="print one JSON list on stdout, an object per prompt (prompt, token_ids, text, "
+                        "finish_reason, num_preemptions), instead of streaming text; implies --quiet")
     args = p.parse_args(argv)
+    args.quiet = args.quiet or args.json
 
     import torch
 
@@ -72,20 +76,33 @@ def generate_main(argv: list[str]) -> int:
         traces.append(trace.to_dict())
         if not args.quiet:
             print(trace.summary(), file=sys.stderr)
+        if args.json:
+            continue
         out = engine.output(ids[0])
         for tok in out.token_ids[streamed:]:
             if tok != tokenizer.eos_token_id:
                 sys.stdout.write(decoder.push(tok))
         streamed = len(out.token_ids)
         sys.stdout.flush()
-    sys.stdout.write(decoder.flush() + "\n")
-    for rid in ids[1:]:
-        print(engine.output(rid).text)
+    if args.json:
+        print(json.dumps([json_record(engine, rid, prompt) for rid, prompt in zip(ids, args.prompts)],
+                         ensure_ascii=False))
+    else:
+        sys.stdout.write(decoder.flush() + "\n")
+        for rid in ids[1:]:
+            print(engine.output(rid).text)
     if args.trace:
         with open(args.trace, "w", encoding="utf-8") as f:
             json.dump(traces, f, ensure_ascii=False, indent=1)
         print(f"wrote {len(traces)} step traces to {args.trace}", file=sys.stderr)
     return 0
+
+
+def json_record(engine, request_id: int, prompt: str) -> dict:
+    """What --json prints for one prompt: its finished output as plain JSON values."""
+    out = engine.output(request_id)
+    return {"prompt": prompt, "token_ids": list(out.token_ids), "text": out.text,
+            "finish_reason": out.finish_reason, "num_preemptions": out.num_preemptions}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -118,3 +118,19 @@ def test_impl_choices_are_the_registered_impls(monkeypatch, capsys):
     assert capsys.readouterr().out.strip()
     with pytest.raises(SystemExit):
         generate_main(["Hi", "--impl", "magic"])
+
+
+def test_generate_json_lists_one_object_per_prompt():
+    """--json prints only a JSON list on stdout, one object per prompt, whose token_ids are the engine's own
+    greedy tokens for that prompt (checked against a run through the library)."""
+    proc = run_cli("generate", "Hello", "1 2 3", "--max-tokens", "5", "--json")
+    assert proc.returncode == 0, proc.stderr
+    rows = json.loads(proc.stdout)
+    assert [r["prompt"] for r in rows] == ["Hello", "1 2 3"]
+    from paged.config import SamplingParams
+    from paged.engine import LLMEngine
+    from paged.model import load_model
+    model, tok = load_model(None)
+    outs = LLMEngine(model, tok).generate(["Hello", "1 2 3"], SamplingParams(max_tokens=5))
+    assert [r["token_ids"] for r in rows] == [o.token_ids for o in outs]
+    assert all(r["text"] == o.text and r["finish_reason"] == o.finish_reason for r, o in zip(rows, outs))
