@@ -210,13 +210,18 @@ class SchedulerConfig:
     enable_chunked_prefill: vLLM v1's way: no prefill / decode phases; each step gives every running sequence its
         uncached tokens (1 for a decode) and waiting prompts a chunk, within max_num_batched_tokens, so a prompt
         longer than the budget is prefilled over several steps.
+    speculative: speculative decoding, off by default: ("ngram", k), "ngram:K" or a paged.speculative.
+        SpeculativeConfig; a decode step then feeds each sequence up to k + 1 tokens, counted in the token budget.
     """
 
     max_num_batched_tokens: int = 2048
     max_num_seqs: int = 32
     enable_chunked_prefill: bool = False
+    speculative: object = None
 
     def __post_init__(self) -> None:
         _set(self, "max_num_batched_tokens", as_int(self.max_num_batched_tokens, "max_num_batched_tokens", 1))
         _set(self, "max_num_seqs", as_int(self.max_num_seqs, "max_num_seqs", 1))
         _set(self, "enable_chunked_prefill", as_bool(self.enable_chunked_prefill, "enable_chunked_prefill"))
+        from .speculative import as_speculative  # a module of its own (its chapter); it imports no config
+        _set(self, "speculative", as_speculative(self.speculative))

@@ -30,6 +30,7 @@ from .recording import StepRecorder, block_tables, record_queues
 from .runner import ModelRunner
 from .sampler import make_generator, sample_one, sample_step
 from .scheduler import Scheduler, SchedulerOutput
+from .speculation import SpeculativeDecoder
 from .trace import StepTrace
 
 
@@ -77,6 +78,7 @@ class LLMEngine:
         if self.fault is not None and self.scheduler_config.enable_chunked_prefill:
             raise ValueError("faults are injected with whole-prompt prefill only; set enable_chunked_prefill=False")
         self.runner = ModelRunner(model, num_blocks, cc.block_size, kv_layout, impl, self.fault)
+        self.speculative = SpeculativeDecoder.for_engine(self)  # None unless scheduler_config.speculative
         self.kv_layout = kv_layout
         self.requests: dict[int, Sequence] = {}
         self.groups: dict[int, list[Sequence]] = {}  # request id -> its sequences (n > 1: parent + forked children)
@@ -225,6 +227,8 @@ class LLMEngine:
         """One step, in nano-vllm's order: schedule → prepare → run → sample → update → free."""
         t0 = time.perf_counter()
         sched, trace = self._schedule()
+        if self.speculative is not None and self.speculative.step(sched, trace):  # speculation.py ran it
+            return self._end(trace, t0)
         if sched.phase != "idle":
             is_prefill = sched.phase in ("prefill", "mixed")  # mixed: the prefill path, a decode is a 1-token chunk
             chunks = [sched.num_tokens[s.seq_id] for s in sched.seqs] if sched.num_tokens else None
