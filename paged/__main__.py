@@ -37,6 +37,9 @@ def generate_main(argv: list[str]) -> int:
     p.add_argument("--impl", choices=list(DECODE_IMPLS), default=None,
                    help="paged decode attention impl (default: the fastest for the device); every one gives the "
                         "same text")
+    p.add_argument("--speculative", default=None, metavar="ngram:K",
+                   help="speculative decoding: prompt lookup guesses K tokens a step, checked in one pass (greedy "
+                        "requests; the same text); --json adds num_proposed / num_accepted per prompt")
     p.add_argument("--trace", default=None, help="write every StepTrace as JSON to this file")
     p.add_argument("--quiet", action="store_true", help="no per-step summary lines")
     p.add_argument("--json", action="store_true",
@@ -47,7 +50,7 @@ def generate_main(argv: list[str]) -> int:
 
     import torch
 
-    from .config import CacheConfig, SamplingParams
+    from .config import CacheConfig, SamplingParams, SchedulerConfig
     from .engine import LLMEngine
     from .model import load_model
 
@@ -56,7 +59,7 @@ def generate_main(argv: list[str]) -> int:
         params = SamplingParams(max_tokens=args.max_tokens, temperature=args.temperature, top_k=args.top_k,
                                 top_p=args.top_p, seed=args.seed)
         engine = LLMEngine(model, tokenizer, CacheConfig(block_size=args.block_size, num_blocks=args.num_blocks),
-                           kv_layout=args.kv_layout, attn_impl=args.impl)
+                           SchedulerConfig(speculative=args.speculative), kv_layout=args.kv_layout, attn_impl=args.impl)
         ids = [engine.add_request(prompt, params) for prompt in args.prompts]
     except (ValueError, FileNotFoundError) as err:
         print(f"error: {err}", file=sys.stderr)
@@ -102,7 +105,14 @@ def json_record(engine, request_id: int, prompt: str) -> dict:
     """What --json prints for one prompt: its finished output as plain JSON values."""
     out = engine.output(request_id)
     return {"prompt": prompt, "token_ids": list(out.token_ids), "text": out.text,
-            "finish_reason": out.finish_reason, "num_preemptions": out.num_preemptions}
+            "finish_reason": out.finish_reason, "num_preemptions": out.num_preemptions,
+            **({} if getattr(engine, "speculative", None) is None else _speculation_counts(engine, request_id))}
+
+
+def _speculation_counts(engine, request_id: int) -> dict:
+    """--speculative: the guesses made for this prompt and how many of them were kept."""
+    stats = engine.speculative.request_stats(request_id)
+    return {"num_proposed": stats["num_proposed"], "num_accepted": stats["num_accepted"]}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -181,3 +181,14 @@ def test_forgetting_the_rollback_drifts():
     e.speculative.rollback = False
     out = e.generate([list(p) for p in prompts()], SamplingParams(max_tokens=MAX_TOKENS))
     assert [tuple(o.token_ids) for o in out] != list(plain())
+
+
+def test_prefix_cache_hashes_what_plain_decoding_hashes():
+    """With prefix caching, the full blocks a speculating engine has indexed once every request finished hold the
+    same token runs as plain decoding's (accepted tokens' blocks are hashed, never a block holding a guess)."""
+    indexed = []
+    for spec in (None, ("ngram", 4)):
+        e = engine(block_size=4, num_blocks=128, speculative=spec, prefix=True)
+        assert run(e) == list(plain())
+        indexed.append(sorted(e.block_manager.cache.block_tokens.values()))
+    assert indexed[0] == indexed[1] and len(indexed[0]) > 20
