@@ -14,6 +14,18 @@ STRINGS = {
                    "zh": "现在没有题目：没有运行中的 sequence，或者下一次 decode 会被拒绝（pool 已满）。"},
     "none_engine": {"en": "No question now: every request has finished.", "zh": "现在没有题目：所有请求都已结束。"},
     "none_choice": {"en": "none", "zh": "没有"},
+    # page 12 · speculative decoding
+    "spec_q": {"en": ("{seq} was fed {fed} tokens from cached_token_count {before} (its last known token and "
+                      "{proposed} guesses); the model kept {accepted} of the guesses. What is its cached_token_count "
+                      "now?"),
+               "zh": ("{seq} 从 cached_token_count {before} 起送入了 {fed} 个 token（最后一个已知 token 和 {proposed} 个猜测）；"
+                      "模型保留了其中 {accepted} 个猜测。它现在的 cached_token_count 是多少？")},
+    "spec_why": {"en": ("{before} + 1 (the last known token) + {accepted} kept guesses = {answer}; the {rejected} "
+                        "rejected ones were written but rolled back, and the model's own new token is not cached yet."),
+                 "zh": ("{before} + 1（最后一个已知 token）+ {accepted} 个保留的猜测 = {answer}；{rejected} 个被拒绝的猜测虽已写入，"
+                        "但被回退，模型自己的新 token 还未缓存。")},
+    "none_spec": {"en": "No question now: the step shown speculated nothing to ask about (or the rollback is broken).",
+                  "zh": "现在没有题目：显示的这一步没有可问的推测（或者回退已被破坏）。"},
     # page 1 · address translation
     "ask_physical_block_id": {"en": "Token {token} (block_size {block_size}): which physical block holds it?",
                               "zh": "token {token}（block_size {block_size}）：它在哪个 physical block 中？"},
