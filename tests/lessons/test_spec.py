@@ -1,0 +1,84 @@
+"""lessons/spec.py: page 12's speculating paged engine and its contiguous twin, what each step did to the guesses,
+the break-it (the rollback forgotten) and the quiz question."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+import pytest
+
+from lessons.spec import SpecConfig, SpecLesson, spec_question
+from paged.config import SamplingParams
+from paged.engine import LLMEngine
+from paged.model import load_model
+
+
+@lru_cache(maxsize=1)
+def shipped():
+    return load_model()
+
+
+@lru_cache(maxsize=None)
+def finished(config: SpecConfig) -> SpecLesson:
+    lesson = SpecLesson(config, *shipped())
+    while lesson.step():
+        assert lesson.table_lengths_ok()
+    return lesson
+
+
+def plain_tokens(lesson: SpecLesson) -> list[list[int]]:
+    """Plain greedy decoding of the lesson's prompts (no speculation): the reference."""
+    e = LLMEngine(*shipped())
+    seqs = [lesson.twin.requests[r] for r in sorted(lesson.twin.requests)]
+    return [o.token_ids for o in e.generate([list(s.prompt_token_ids) for s in seqs], SamplingParams(max_tokens=48))]
+
+
+def test_both_twins_equal_plain_greedy_and_free_the_rejected_tails_blocks():
+    """With the rollback, the paged output and the twin's equal plain greedy decoding; the count's rejected guesses
+    opened blocks that were freed; guesses on the copy pay: more than one token per forward pass."""
+    lesson = finished(SpecConfig(k=4, block_size=2, scenario="mixed"))
+    assert [p for _, p, _ in lesson.outputs()] == [t for _, _, t in lesson.outputs()] == plain_tokens(lesson)
+    rows = [r for i in range(len(lesson.steps)) for r in lesson.rows(i)]
+    assert any(r.blocks_freed for r in rows) and all(set(r.blocks_freed) <= set(r.blocks_taken) for r in rows)
+    assert all(r.cached_after == r.twin_cached_after for r in rows)
+    totals = lesson.totals()
+    assert 0 < totals["rate"] < 1 and totals["per_pass"] > 1.5 and lesson.first_divergence() is None
+
+
+def test_forgetting_the_rollback_drifts_from_the_twin():
+    """The break-it: cached_token_count runs ahead of num_tokens - 1 once a guess is rejected, and the paged output
+    parts from the twin's (which still equals plain greedy decoding)."""
+    lesson = SpecLesson(SpecConfig(forget_rollback=True), *shipped())
+    ahead = 0
+    while lesson.step():
+        ahead = max([ahead, *lesson.drift().values()])
+    assert ahead > 0 and lesson.first_divergence() is not None
+    assert [t for _, _, t in lesson.outputs()] == plain_tokens(lesson)
+
+
+def test_replay_lands_where_stepping_lands():
+    """Back and share links: a fresh replay to step n shows what stepping there showed."""
+    config = SpecConfig(k=2, block_size=4, scenario="copies")
+    stepped = SpecLesson(config, *shipped())
+    for _ in range(5):
+        stepped.step()
+    assert SpecLesson.replay(config, 5, *shipped()).rows() == stepped.rows() != []
+
+
+def test_the_question_is_answered_by_the_step():
+    """The quiz's answer is the cached_token_count the step's own trace records for that sequence."""
+    lesson = SpecLesson(SpecConfig(k=4, block_size=4, scenario="copies"), *shipped())
+    asked = 0
+    while lesson.step():
+        q = spec_question(lesson, seed=len(lesson.steps))
+        if q is not None:
+            row = next(r for r in lesson.rows() if r.seq_id == q.prompt[1]["seq"])
+            assert q.answer == row.cached_after and len(set(q.choices)) == 4
+            asked += 1
+    assert asked >= 3
+
+
+def test_config_refuses_values_off_the_menu():
+    """A k, block_size or scenario the page does not offer is refused by name."""
+    with pytest.raises(ValueError, match="k must be one of"):
+        SpecConfig(k=3)
