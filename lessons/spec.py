@@ -149,15 +149,25 @@ class SpecLesson:
         found = [i for i in found if i is not None]
         return min(found) if found else None
 
+    def _last_states(self):
+        """(state, block table after) of each sequence the last paged step ran that is still running."""
+        if not self.steps:
+            return []
+        last = self.steps[-1][0]
+        return [(s, last.block_tables_after[s.seq_id]) for s in last.seqs if s.seq_id in last.block_tables_after]
+
     def drift(self) -> dict[int, int]:
-        """seq id -> cached_token_count minus what the state rule allows (num_tokens - 1), for running sequences:
-        0 with the rollback, the rejected guesses kept without it."""
-        return {s.seq_id: s.cached_token_count - (s.num_tokens - 1) for s in self.paged.scheduler.running}
+        """seq id -> cached_token_count minus what the state rule allows (num_tokens - 1), for the sequences the
+        last step ran that still run: 0 with the rollback, the rejected guesses kept without it."""
+        prompt = {rid: len(self.paged.output(rid).prompt_token_ids) for rid in self.paged.requests}
+        return {s.seq_id: s.cached_token_count - (prompt[s.seq_id] + s.generated_len - 1)
+                for s, _ in self._last_states()}
 
     def table_lengths_ok(self) -> bool:
-        """Every running sequence holds exactly blocks_needed(cached_token_count) blocks (what plain decoding holds)."""
+        """Each sequence the last step ran holds exactly blocks_needed(cached_token_count) blocks after it (what
+        plain decoding holds)."""
         bs = self.config.block_size
-        return all(len(s.block_table) == blocks_needed(s.cached_token_count, bs) for s in self.paged.scheduler.running)
+        return all(len(table) == blocks_needed(s.cached_token_count, bs) for s, table in self._last_states())
 
     def to_dict(self) -> dict:
         return {"config": vars(self.config), "steps": [{"paged": p.to_dict(), "contiguous": c.to_dict()}
