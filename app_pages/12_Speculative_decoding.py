@@ -1,4 +1,5 @@
-"""12 · Speculative decoding: guesses checked in one pass, the rejected tail rolled back (cached_token_count, blocks)."""
+"""12 · Speculative decoding: guesses checked in one pass, the rejected tail rolled back (cached_token_count and
+blocks)."""
 
 import streamlit as st
 

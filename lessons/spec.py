@@ -75,7 +75,8 @@ class SpecLesson:
                           SchedulerConfig(speculative=("ngram", cfg.k)), kv_layout=layout, attn_impl="gather")
             for name in SCENARIOS[cfg.scenario]:
                 task, prompt = PROMPT_PRESETS[name]
-                e.add_request(RequestSpec(prompt, task).token_ids(self.tokenizer), SamplingParams(max_tokens=MAX_TOKENS))
+                e.add_request(RequestSpec(prompt, task).token_ids(self.tokenizer),
+                              SamplingParams(max_tokens=MAX_TOKENS))
             self.engines.append(e)
         self.engines[0].speculative.rollback = not cfg.forget_rollback
 

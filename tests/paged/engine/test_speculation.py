@@ -192,3 +192,23 @@ def test_prefix_cache_hashes_what_plain_decoding_hashes():
         assert run(e) == list(plain())
         indexed.append(sorted(e.block_manager.cache.block_tokens.values()))
     assert indexed[0] == indexed[1] and len(indexed[0]) > 20
+
+
+def test_parallel_samples_and_no_recording():
+    """n = 2 greedy samples (children share the prompt's blocks, copy-on-write on their first decode) and an engine
+    that records nothing both give what plain decoding gives."""
+    outs = []
+    for spec in (None, ("ngram", 4)):
+        e = engine(block_size=4, num_blocks=80, speculative=spec)
+        e.record = False
+        got = e.generate([list(p) for p in prompts()[:2]], SamplingParams(max_tokens=16, n=2))
+        outs.append([o.samples for o in got])
+        assert e.block_manager.num_free_blocks == e.num_blocks
+    assert outs[0] == outs[1] and outs[0][0][0] == outs[0][0][1]
+
+
+def test_a_fault_is_refused_with_speculation():
+    """Bug-lab faults rebuild a plain step's inputs: combined with speculation they are refused by name."""
+    model, tok = shipped()
+    with pytest.raises(ValueError, match="without speculative decoding"):
+        LLMEngine(model, tok, scheduler_config=SchedulerConfig(speculative=("ngram", 2)), fault="late_increment")
