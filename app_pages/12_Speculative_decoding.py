@@ -81,7 +81,7 @@ def spec_view() -> None:
     if not lesson.steps:
         st.info(ctx.t("no_step"), icon=":material/info:")
     elif not rows:
-        st.info(ctx.t("prefill_step", step=len(lesson.steps) - 1), icon=":material/info:")
+        st.info(ctx.t("prefill_step", step=len(lesson.steps)), icon=":material/info:")
     drift = lesson.drift()
     for r in rows:
         before = r.positions[0]
@@ -96,7 +96,7 @@ def spec_view() -> None:
             line += ctx.t("sep") + ctx.t("row_bug", ahead=drift[r.seq_id])
         (st.warning if drift.get(r.seq_id, 0) > 0 else st.success)(line, icon=":material/bolt:")
     if rows:
-        bar.say(ctx.t("say", step=len(lesson.steps) - 1, kept=sum(len(r.emitted) for r in rows)))
+        bar.say(ctx.t("say", step=len(lesson.steps), kept=sum(len(r.emitted) for r in rows)))
 
     totals = lesson.totals()
     m1, m2, m3, m4 = st.columns(4)
