@@ -212,3 +212,25 @@ def test_a_fault_is_refused_with_speculation():
     model, tok = shipped()
     with pytest.raises(ValueError, match="without speculative decoding"):
         LLMEngine(model, tok, scheduler_config=SchedulerConfig(speculative=("ngram", 2)), fault="late_increment")
+
+
+def test_a_failing_step_is_rolled_back():
+    """A verification pass that raises after the guesses took their blocks: the step is rolled back (blocks,
+    cached_token_count as before it), and the engine, stepped on once mended, still gives plain greedy's tokens."""
+    from paged.engine.checkpoint import EngineStepError
+
+    e = engine(block_size=2, num_blocks=60, speculative=("ngram", 4))
+    rid = e.add_request(list(prompts()[0]), SamplingParams(max_tokens=MAX_TOKENS))
+    for _ in range(3):
+        e.step()
+    seq = e.requests[rid]
+    before = (seq.cached_token_count, list(seq.block_table), e.block_manager.num_free_blocks)
+    assert len(e.speculative.proposer(seq, 4)) == 4  # this step's guesses need blocks of their own (block_size 2)
+    e.speculative._forward = lambda seqs, batch: 1 / 0  # after ensure_capacity took the guesses' blocks
+    with pytest.raises(EngineStepError, match="ZeroDivisionError"):
+        e.step()
+    assert (seq.cached_token_count, list(seq.block_table), e.block_manager.num_free_blocks) == before
+    del e.speculative._forward
+    while e.has_unfinished():
+        e.step()
+    assert tuple(e.output(rid).token_ids) == plain()[0]
