@@ -39,6 +39,7 @@ class Swapper:
         self.into: dict[int, list[tuple[int, int]]] = {}  # this step: seq_id -> (swap block, pool block) pairs
         self.fallback: list[tuple[int, int]] = []  # this step's (victim, swap blocks it needed): recomputed instead
         self.bytes_copied = 0  # K/V bytes moved between the pools, both ways, since the engine started
+        self.break_it: str | None = None  # teaching only (the swap page): "no_copy" or "wrong_blocks", see misroute
 
     def holds(self, seq: Sequence) -> bool:
         return self.space.holds(seq.seq_id)
@@ -122,7 +123,7 @@ class Swapper:
                 self.store[sid] = runner.contiguous.pop(sid)
         for sid, pairs in self.into.items():
             if self.pool is not None:
-                self.bytes_copied += copy_blocks_between(self.pool, runner.pool, pairs)
+                self.bytes_copied += copy_blocks_between(self.pool, runner.pool, misroute(pairs, self.break_it))
             elif sid in self.store:
                 runner.contiguous[sid] = self.store.pop(sid)
         return dict(swap_out=dict(self.out), swap_in=dict(self.into), swapped=[s.seq_id for s in self.swapped],
@@ -137,6 +138,22 @@ class Swapper:
         self.swapped = deque(swapped)
         self.space.restore(space)
         self.store, self.num_swaps = dict(store), dict(num_swaps)
+
+
+BREAKS = ("no_copy", "wrong_blocks")
+
+
+def misroute(pairs: list[tuple[int, int]], how: str | None) -> list[tuple[int, int]]:
+    """The swap-in copies a broken swapper makes (the page's break-it; the contiguous twin never breaks): None, the
+    right ones; "no_copy": none (the table names fresh blocks that never got the K/V back); "wrong_blocks": each swap
+    block lands in the pool block of the next logical block (the table is right, the data is not)."""
+    if how is None:
+        return pairs
+    if how == "no_copy":
+        return []
+    if how == "wrong_blocks":
+        return [(src, pairs[(i + 1) % len(pairs)][1]) for i, (src, _) in enumerate(pairs)]
+    raise ValueError(f"break_it must be None or one of {BREAKS}, got {how!r}")
 
 
 def make_swapper(scheduler: "Scheduler") -> Swapper | None:
