@@ -66,8 +66,12 @@ def labels(ids) -> str:
 
 
 def mode_column(col, run, title: str, swap: bool) -> None:
-    """One mode at this step: its reason, what left and came back, both pools, its costs so far."""
+    """One mode at this step: its reason, what left and came back, both pools, its costs so far. Messages are
+    markdown lines, not alert boxes: a row of columns holding an alert is stacked on a narrow screen (ui.present),
+    and these two columns are the side-by-side comparison."""
     col.subheader(title)
+    col.caption(f'SchedulerConfig(preemption_mode="{"swap" if swap else "recompute"}"'
+                + (f", swap_space={swap_space})" if swap else ")"))
     state = run.at(step)
     if state is None:
         col.caption(ctx.t("no_step"))
@@ -80,16 +84,16 @@ def mode_column(col, run, title: str, swap: bool) -> None:
     else:
         col.markdown(explain_step(ctx, trace.why))
         for sid, pairs in trace.swap_out.items():
-            col.warning(ctx.t("out_msg", seq=seq_label(sid), src=[a for a, _ in pairs], dst=[b for _, b in pairs],
-                              cached=_cached_at(run, sid)), icon=":material/upload:")
+            col.markdown(":material/upload: " + ctx.t("out_msg", seq=seq_label(sid), src=[a for a, _ in pairs], dst=[b for _, b in pairs],
+                              cached=_cached_at(run, sid)))
         for sid, pairs in trace.swap_in.items():
-            col.success(ctx.t("in_msg", seq=seq_label(sid), src=[a for a, _ in pairs], dst=[b for _, b in pairs]),
-                        icon=":material/download:")
+            col.markdown(":material/download: " + ctx.t("in_msg", seq=seq_label(sid), src=[a for a, _ in pairs],
+                                                         dst=[b for _, b in pairs]))
         for sid in (s for s in trace.preempted if s not in trace.swap_out):
-            col.error(ctx.t("recompute_msg", seq=seq_label(sid), blocks=trace.blocks_freed.get(sid, [])),
-                      icon=":material/delete:")
+            col.markdown(":material/delete: " + ctx.t("recompute_msg", seq=seq_label(sid),
+                                                       blocks=trace.blocks_freed.get(sid, [])))
         for sid, n in state.recomputed_now.items():
-            col.info(ctx.t("back_msg", seq=seq_label(sid), n=n), icon=":material/calculate:")
+            col.markdown(":material/calculate: " + ctx.t("back_msg", seq=seq_label(sid), n=n))
     now = step <= len(run.steps)
     markup = pools_html(num_blocks, state.tables, swap_space if swap else 0, state.swap_tables,
                         trace.swap_out if now else {}, trace.swap_in if now else {},

@@ -45,8 +45,8 @@ def _pool_row(name: str, num_blocks: int, tables: Mapping[int, Sequence[int]], l
             tip = words.held.format(pool=name, block=block, seq=seq_label(sid), logical=logical, what=what)
         else:
             color, text, tip = FREE_COLOR, str(block), words.free.format(pool=name, block=block, what=what)
-        cells.append(f'<span class="pg-cell{extra}" data-block="{block}" style="background:{color};'
-                     f'color:{text_color(color)}" title="{html.escape(tip)}">{html.escape(text)}</span>')
+        cells.append(f'<span class="pg-cell{extra}" style="background:{color};color:{text_color(color)}" '
+                     f'title="{html.escape(tip)}">{html.escape(text)}</span>')  # viz.cells.read_cells reads it
     return (f'<div class="pg-row" data-pool="{kind}"><div class="pg-name">{html.escape(name)}</div>'
             f'<div class="pg-list">{"".join(cells)}</div></div>')
 
