@@ -129,7 +129,7 @@ ui.notice(ctx, ctx.t("notice"))
 broken_at = lesson.twin_break()
 if broken_at is not None and broken_at <= step:
     st.error(ctx.t("twin_bad", step=broken_at, worst=f"{lesson.diffs[broken_at - 1][0]:.2e}") + " "
-             + ctx.t("tokens_hide"), icon=":material/error:")
+             + ctx.t("tokens_hide"), icon=":material/bug_report:")
 elif broken_at is not None:
     st.caption(ctx.t("twin_later", step=broken_at))
 elif step:

@@ -16,7 +16,7 @@ class SwapWords:
     """Row names and tooltips (English by default; the page passes its language's). Tooltip fields: {pool} (the
     row's name), {block} (its id), {seq} (label), {logical} (logical block), {what} (moved / arrived / "")."""
 
-    pool: str = "pool"
+    pool: str = "KV pool"
     swap_pool: str = "swap pool (host)"
     held: str = "{pool} block {block}: {seq}, logical block {logical}{what}"
     free: str = "{pool} block {block}: free{what}"
@@ -77,7 +77,7 @@ class CostWords:
     swap: str = "swap out + in (one copy per direction)"
     per_block: str = "swap out + in (a copy per block and layer, as vLLM v0)"
     recompute: str = "recompute (prefill of every token)"
-    x: str = "block_size"
+    x: str = "block_size (tokens per block)"
     y: str = "ms (log scale)"
 
 

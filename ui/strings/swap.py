@@ -36,7 +36,7 @@ STRINGS = {
                     "zh": "第 {step} 步之后的 pool 和 swap pool（标签 = sequence + logical block）"},
     "pool_title": {"en": "Pool after step {step} (label = sequence + logical block)",
                    "zh": "第 {step} 步之后的 pool（标签 = sequence + logical block）"},
-    "cell_pool": {"en": "pool", "zh": "pool"},
+    "cell_pool": {"en": "KV pool", "zh": "KV 缓存池"},
     "cell_swap_pool": {"en": "swap pool (host)", "zh": "swap pool（主机）"},
     "col_ratio": {"en": "recompute / swap", "zh": "重算 / 换出"},
     "cell_held": {"en": "{pool} block {block}: {seq}, logical block {logical}{what}",
@@ -90,7 +90,7 @@ STRINGS = {
     "cost_per_block": {"en": "swap out + in (a copy per block and layer, as vLLM v0)",
                        "zh": "换出 + 换回（每个 block、每层一次复制，同 vLLM v0）"},
     "cost_recompute": {"en": "recompute (prefill of every token)", "zh": "重算（对每个 token 做 prefill）"},
-    "cost_x": {"en": "block_size", "zh": "block_size"},
+    "cost_x": {"en": "block_size (tokens per block)", "zh": "block_size（每个 block 的 token 数）"},
     "cost_y": {"en": "ms (log scale)", "zh": "毫秒（对数坐标）"},
     "paper_note": {
         "en": ("The paper's reference (§4.5, Fig. 19, on a GPU): swapping pays for many small PCIe copies when blocks "
