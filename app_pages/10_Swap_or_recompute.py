@@ -102,11 +102,17 @@ def mode_column(col, run, title: str, swap: bool) -> None:
                f"swap.pools_{swap}", where=col)
     if swap:
         col.caption(ctx.t("swapped_now", seqs=labels(state.swap_tables)))
+
+
+def mode_costs(col, run) -> None:
+    """One mode's costs so far, in a row of their own below the columns: a row holding metrics is bottom-aligned
+    (ui.present), which would shift the two columns above against each other."""
+    state = run.at(step)
     m1, m2, m3 = col.columns(3)
-    m1.metric(ctx.t("metric_copied"), state.blocks_copied)
-    m2.metric(ctx.t("metric_bytes"), f"{state.blocks_copied * lesson.bytes_per_block / 1024:.0f} KiB")
-    m3.metric(ctx.t("metric_recomputed"), state.tokens_recomputed)
-    col.caption(f"{ctx.t('metric_preempt')}: {state.swaps} / {state.recomputes}")
+    m1.metric(ctx.t("metric_copied"), state.blocks_copied if state else 0)
+    m2.metric(ctx.t("metric_bytes"), f"{(state.blocks_copied if state else 0) * lesson.bytes_per_block / 1024:.0f} KiB")
+    m3.metric(ctx.t("metric_recomputed"), state.tokens_recomputed if state else 0)
+    col.caption(f"{ctx.t('metric_preempt')}: {state.swaps if state else 0} / {state.recomputes if state else 0}")
 
 
 def _cached_at(run, sid: int) -> int:
@@ -121,6 +127,8 @@ def _cached_at(run, sid: int) -> int:
 left, right = st.columns(2)
 mode_column(left, lesson.swap, ctx.t("col_swap"), True)
 mode_column(right, lesson.recompute, ctx.t("col_recompute"), False)
+for col, run in zip(st.columns(2), (lesson.swap, lesson.recompute)):
+    mode_costs(col, run)
 current = lesson.swap.at(step)
 if current is not None and step <= len(lesson.swap.steps):
     bar.say(explain_step(ctx, current.trace.why))

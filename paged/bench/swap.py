@@ -129,14 +129,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--model", default=None, help="a local Hugging Face checkpoint directory (default: shipped)")
     p.add_argument("--random-135m", action="store_true", help="SmolLM2-135M's shape, random weights")
+    p.add_argument("--threads", type=int, default=1, help="torch threads (1: steadier on a shared machine)")
     p.add_argument("--json", action="store_true")
     args = p.parse_args(argv)
     from .engine import bench_model
 
     try:
         sizes = [int(s) for s in args.block_sizes.split(",") if s.strip()]
-        if not sizes or min(sizes) < 1 or args.repeats < 1:
-            raise ValueError("block sizes and --repeats must be integers >= 1")
+        if not sizes or min(sizes) < 1 or args.repeats < 1 or args.threads < 1:
+            raise ValueError("block sizes, --repeats and --threads must be integers >= 1")
+        torch.set_num_threads(args.threads)
         torch.manual_seed(0)
         model, _, label = bench_model(args.model, args.random_135m)
         rows = measure(model, sizes, args.context_len, args.repeats)
@@ -146,8 +148,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         print(json.dumps(dict(model=label, context_len=args.context_len, rows=rows), indent=1))
     else:
-        print(f"{label}, one sequence of {args.context_len} tokens, best of {args.repeats}; swap = a copy between two "
-              "host pools (out + back in)")
+        print(f"{label}, one sequence of {args.context_len} tokens, best of {args.repeats}, {args.threads} thread(s); "
+              "swap = a copy between two host pools (out + back in)")
         print(format_rows(rows))
     return 0
 
