@@ -168,3 +168,28 @@ def test_a_failed_step_after_a_swap_out_is_rolled_back_and_the_victim_recomputed
         engine.step()
     assert [engine.output(i).token_ids for i in ids] == no_pressure
     assert engine.block_manager.num_free_blocks == engine.num_blocks
+
+
+@pytest.mark.parametrize("prefix_caching, n", [(True, 1), (False, 2)])
+def test_swap_with_prefix_caching_or_parallel_samples(shipped, prefix_caching, n):
+    """Swap mode under pressure with prefix caching on (shared prompt heads), or with n = 2 seeded samples (blocks
+    shared by siblings, each swapped on its own): every sample equals the unpressured run's; nothing leaked."""
+    model, tok = shipped
+    prompts = ["abcdefghijklmnop and", "abcdefghijklmnop or", "1 2 3 4 5 6", "Hello, paged world!"]
+    params = SamplingParams(max_tokens=16, ignore_eos=True, n=n, temperature=1.0 if n > 1 else 0.0, seed=7)
+
+    def samples(num_blocks, mode):
+        engine = LLMEngine(model, tok, CacheConfig(block_size=4, num_blocks=num_blocks, seed=3,
+                                                   enable_prefix_caching=prefix_caching),
+                           SchedulerConfig(preemption_mode=mode, swap_space=64), attn_impl="gather")
+        ids = [engine.add_request(p, params) for p in prompts]
+        swaps = 0
+        while engine.has_unfinished():
+            swaps += len(engine.step().swap_out)
+        assert engine.block_manager.num_free_blocks == engine.num_blocks
+        assert engine.swapper.space.num_free_blocks == 64
+        return [engine.output(i).samples for i in ids], swaps
+
+    free, _ = samples(400, "swap")
+    tight, swaps = samples(16 if n == 1 else 22, "swap")
+    assert swaps > 0 and tight == free
