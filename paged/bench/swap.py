@@ -28,18 +28,29 @@ from ..addressing import blocks_needed
 from ..config import CacheConfig, SamplingParams
 from ..kv_cache import KVCachePool
 from ..swap import copy_blocks_between
+from .hf import _sync
 
 BLOCK_SIZES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 
 
-def _best(fn, repeats: int) -> float:
-    """Best wall time of fn() over `repeats` runs, in ms."""
+def _best(fn, repeats: int, device: torch.device) -> float:
+    """Best wall time of fn() over `repeats` runs, in ms (a GPU's queue drained before and after each)."""
     best = float("inf")
     for _ in range(repeats):
+        _sync(device)
         t0 = time.perf_counter()
         fn()
+        _sync(device)
         best = min(best, time.perf_counter() - t0)
     return best * 1000
+
+
+def host_zeros(device: torch.device):
+    """The swap pool's allocator: pinned host memory beside a GPU pool (as vLLM v0's swap space: copies to and from
+    it can run at PCIe speed), plain torch.zeros beside a CPU one."""
+    if device.type != "cuda":
+        return torch.zeros
+    return lambda shape, dtype, device: torch.zeros(shape, dtype=dtype, device=device).pin_memory()
 
 
 def _copy_per_block(src: KVCachePool, dst: KVCachePool, pairs: list[tuple[int, int]]) -> None:
@@ -62,7 +73,7 @@ def measure_block_size(model, block_size: int, context_len: int = 512, repeats: 
     param = next(model.parameters())
     shape = (cfg.num_hidden_layers, 2 * num, block_size, cfg.num_key_value_heads, cfg.head_dim)
     pool = KVCachePool(*shape, dtype=param.dtype, device=param.device)
-    swap = KVCachePool(shape[0], num, *shape[2:], dtype=param.dtype, device="cpu")
+    swap = KVCachePool(shape[0], num, *shape[2:], dtype=param.dtype, device="cpu", zeros=host_zeros(param.device))
     pool.key_cache.normal_(), pool.value_cache.normal_()
     rng = random.Random(seed)
     table = rng.sample(range(2 * num), num)  # scattered through the pool, as after some serving
@@ -87,9 +98,9 @@ def measure_block_size(model, block_size: int, context_len: int = 512, repeats: 
         engine.step()  # the prefill of every token: what a recomputed sequence runs again
         engine.abort(rid)
 
-    batched = _best(swap_batched, repeats)
-    per_block = _best(swap_per_block, repeats)
-    recompute_ms = _best(recompute, repeats)
+    batched = _best(swap_batched, repeats, param.device)
+    per_block = _best(swap_per_block, repeats, param.device)
+    recompute_ms = _best(recompute, repeats, param.device)
     return dict(block_size=block_size, blocks=num, swap_bytes=nbytes[0], swap_ms=batched, swap_per_block_ms=per_block,
                 recompute_tokens=context_len, recompute_ms=recompute_ms, recompute_over_swap=recompute_ms / batched,
                 recompute_over_swap_per_block=recompute_ms / per_block)
@@ -129,6 +140,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--model", default=None, help="a local Hugging Face checkpoint directory (default: shipped)")
     p.add_argument("--random-135m", action="store_true", help="SmolLM2-135M's shape, random weights")
+    p.add_argument("--device", default="cpu", help="the pool's device (cuda: the swap crosses PCIe, as in the paper)")
     p.add_argument("--threads", type=int, default=1, help="torch threads (1: steadier on a shared machine)")
     p.add_argument("--json", action="store_true")
     args = p.parse_args(argv)
@@ -139,10 +151,13 @@ def main(argv: list[str] | None = None) -> int:
         if not sizes or min(sizes) < 1 or args.repeats < 1 or args.threads < 1:
             raise ValueError("block sizes, --repeats and --threads must be integers >= 1")
         torch.set_num_threads(args.threads)
+        device = torch.device(args.device)
+        if device.type == "cuda" and not torch.cuda.is_available():
+            raise ValueError(f"--device {args.device}: this torch sees no CUDA GPU")
         torch.manual_seed(0)
-        model, _, label = bench_model(args.model, args.random_135m)
+        model, _, label = bench_model(args.model, args.random_135m, device)
         rows = measure(model, sizes, args.context_len, args.repeats)
-    except ValueError as err:
+    except (ValueError, RuntimeError) as err:  # RuntimeError: e.g. --device cuda without a GPU
         print(f"error: {err}", file=sys.stderr)
         return 2
     if args.json:

@@ -17,6 +17,8 @@ from __future__ import annotations
 from collections import deque
 from typing import TYPE_CHECKING
 
+import torch
+
 from ..kv_cache import KVCachePool
 from ..sequence import Sequence, SequenceStatus
 from ..swap import SwapSpace, copy_blocks_between
@@ -167,8 +169,9 @@ def attach_swapper(scheduler: "Scheduler", runner: ModelRunner) -> Swapper | Non
     swapper = scheduler.swapper
     if swapper is not None and runner.pool is not None:
         p = runner.pool
+        pinned = (lambda shape, dtype, device: torch.zeros(shape, dtype=dtype, device=device).pin_memory())
         swapper.pool = KVCachePool(p.num_layers, swapper.space.num_blocks, p.block_size, p.num_kv_heads, p.head_dim,
-                                   p.dtype, "cpu")
+                                   p.dtype, "cpu", zeros=pinned if p.device.type == "cuda" else torch.zeros)
     return swapper
 
 

@@ -30,9 +30,10 @@ def test_rows_count_the_bytes_each_block_size_moves(shipped):
 
 
 def test_cli_prints_json_and_refuses_bad_sizes(capsys):
-    """--json gives one row per block size asked for; a block size of 0 is an error with status 2."""
+    """--json gives one row per block size asked for; a block size of 0 or an unknown device is an error (status 2)."""
     assert bench_main(["swap", "--block-sizes", "4,16", "--context-len", "24", "--repeats", "1", "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert [r["block_size"] for r in report["rows"]] == [4, 16] and report["context_len"] == 24
     assert bench_main(["swap", "--block-sizes", "0"]) == 2
     assert "block sizes" in capsys.readouterr().err
+    assert bench_main(["swap", "--device", "nowhere"]) == 2 and "nowhere" in capsys.readouterr().err
