@@ -84,8 +84,8 @@ def mode_column(col, run, title: str, swap: bool) -> None:
     else:
         col.markdown(explain_step(ctx, trace.why))
         for sid, pairs in trace.swap_out.items():
-            col.markdown(":material/upload: " + ctx.t("out_msg", seq=seq_label(sid), src=[a for a, _ in pairs], dst=[b for _, b in pairs],
-                              cached=_cached_at(run, sid)))
+            col.markdown(":material/upload: " + ctx.t("out_msg", seq=seq_label(sid), src=[a for a, _ in pairs],
+                                                       dst=[b for _, b in pairs], cached=_cached_at(run, sid)))
         for sid, pairs in trace.swap_in.items():
             col.markdown(":material/download: " + ctx.t("in_msg", seq=seq_label(sid), src=[a for a, _ in pairs],
                                                          dst=[b for _, b in pairs]))

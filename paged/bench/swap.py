@@ -88,9 +88,9 @@ def measure_block_size(model, block_size: int, context_len: int = 512, repeats: 
         _copy_per_block(pool, swap, out_pairs)
         _copy_per_block(swap, pool, back_pairs)
 
-    engine = LLMEngine(model, _Tok(), CacheConfig(block_size=block_size, num_blocks=blocks_needed(context_len + 2, block_size),
-                                             watermark=0.0), attn_impl="gather",
-                       record=False)
+    pool_blocks = blocks_needed(context_len + 2, block_size)  # the request (and the 2 tokens it may sample) alone
+    engine = LLMEngine(model, _Tok(), CacheConfig(block_size=block_size, num_blocks=pool_blocks, watermark=0.0),
+                       attn_impl="gather", record=False)
     prompt = [rng.randrange(min(cfg.vocab_size, 256)) for _ in range(context_len)]
 
     def recompute():

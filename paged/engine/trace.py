@@ -86,7 +86,8 @@ class StepTrace:
     def to_dict(self) -> dict:
         d = asdict(replace(self, seqs=[]))  # asdict would deep-copy each state's decode (its tokenizer)
         d["seqs"] = [s.to_dict() for s in self.seqs]
-        for key in ("block_tables_before", "block_tables_after", "blocks_allocated", "blocks_freed", "forked", "swap_out", "swap_in"):
+        for key in ("block_tables_before", "block_tables_after", "blocks_allocated", "blocks_freed", "forked",
+                    "swap_out", "swap_in"):
             d[key] = {str(k): v for k, v in d[key].items()}  # JSON object keys are strings
         d["scheduled"] = self.scheduled
         # physical block -> first running owner after the step: derived here, for exports only, not on the step

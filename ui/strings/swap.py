@@ -73,7 +73,8 @@ STRINGS = {
                    "zh": "已经弄坏了，但还看不出来：twin 会在第 {step} 步发现。"},
     "tokens_hide": {"en": "The tokens may even look right: greedy argmax can survive wrong K/V; the logits do not.",
                     "zh": "生成的 token 甚至可能看起来是对的：greedy 的 argmax 可能扛得住错误的 K/V，logits 却不会。"},
-    "measure_header": {"en": "Measured here: the cost of each mode by block size", "zh": "在这台机器上测量：两种模式的开销随 block_size 的变化"},
+    "measure_header": {"en": "Measured here: the cost of each mode by block size",
+                       "zh": "在这台机器上测量：两种模式的开销随 block_size 的变化"},
     "measure_button": {"en": "Measure on this machine", "zh": "在这台机器上测量"},
     "measuring": {"en": "Timing swap copies and a recompute prefill…", "zh": "正在计时 swap 复制和重算 prefill……"},
     "measure_caption": {
@@ -96,7 +97,8 @@ STRINGS = {
         "en": ("The paper's reference (§4.5, Fig. 19, on a GPU): swapping pays for many small PCIe copies when blocks "
                "are small, recompute costs the same at every block size; recompute wins at small blocks, swapping at "
                "large ones, and from 16 to 64 the two are about even. Here the copy never leaves host memory, so "
-               "swapping is far cheaper than on a GPU; vLLM v1 (0.32) dropped swapping and preempts by recompute only."),
+               "swapping is far cheaper than on a GPU; vLLM v1 (0.32) dropped swapping and preempts by recompute "
+               "only."),
         "zh": ("论文的参考结论（§4.5，图 19，GPU 上）：block 小时，swap 要付出大量小的 PCIe 复制；重算的开销与 block_size "
                "无关；block 小时重算更好，block 大时 swap 更好，16 到 64 之间两者相当。这里的复制不离开主机内存，所以 "
                "swap 比在 GPU 上便宜得多；vLLM v1（0.32）已经去掉了 swap，只用重算来抢占。"),
