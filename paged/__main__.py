@@ -31,6 +31,9 @@ def generate_main(argv: list[str]) -> int:
                    help="compute dtype (default float32, whatever the checkpoint stores: reduced-precision matmuls "
                         "are slow on most CPUs)")
     p.add_argument("--kv-layout", choices=["paged", "contiguous"], default="paged")
+    p.add_argument("--preemption", choices=["recompute", "swap"], default="recompute",
+                   help="when the pool is full: free a victim's blocks and recompute it, or swap them to a host pool")
+    p.add_argument("--swap-space", type=int, default=None, help="swap pool blocks (default: --num-blocks, else 256)")
     from . import kernels  # noqa: F401  (registers the faster impls, so every registered one is a choice)
     from .attention import DECODE_IMPLS
 
@@ -58,8 +61,11 @@ def generate_main(argv: list[str]) -> int:
         model, tokenizer = load_model(args.model, dtype=getattr(torch, args.dtype))
         params = SamplingParams(max_tokens=args.max_tokens, temperature=args.temperature, top_k=args.top_k,
                                 top_p=args.top_p, seed=args.seed)
+        swap = SchedulerConfig(preemption_mode=args.preemption, swap_space=0 if args.preemption == "recompute" else
+                               args.num_blocks or 256 if args.swap_space is None else args.swap_space,
+                               speculative=args.speculative)
         engine = LLMEngine(model, tokenizer, CacheConfig(block_size=args.block_size, num_blocks=args.num_blocks),
-                           SchedulerConfig(speculative=args.speculative), kv_layout=args.kv_layout, attn_impl=args.impl)
+                           swap, kv_layout=args.kv_layout, attn_impl=args.impl)
         ids = [engine.add_request(prompt, params) for prompt in args.prompts]
     except (ValueError, FileNotFoundError) as err:
         print(f"error: {err}", file=sys.stderr)
@@ -104,8 +110,12 @@ def generate_main(argv: list[str]) -> int:
 def json_record(engine, request_id: int, prompt: str) -> dict:
     """What --json prints for one prompt: its finished output as plain JSON values."""
     out = engine.output(request_id)
+    from .engine.swapping import preemption_counts
+
+    num_swaps, num_recomputes = preemption_counts(engine, request_id)
     return {"prompt": prompt, "token_ids": list(out.token_ids), "text": out.text,
             "finish_reason": out.finish_reason, "num_preemptions": out.num_preemptions,
+            "num_swaps": num_swaps, "num_recomputes": num_recomputes,
             **({} if getattr(engine, "speculative", None) is None else _speculation_counts(engine, request_id))}
 
 

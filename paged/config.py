@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 from .checks import as_bool, as_float, as_int
+from .swap import check_swap
 
 MAX_NUM_BLOCKS = 2**20  # blocks in one pool: far beyond any demo; more is refused up front, not a MemoryError
 MAX_BLOCK_SIZE = 2**16  # tokens per block (vLLM uses 16-256)
@@ -218,6 +219,8 @@ class SchedulerConfig:
     max_num_seqs: int = 32
     enable_chunked_prefill: bool = False
     speculative: object = None
+    preemption_mode: str = "recompute"  # or "swap": a victim's blocks go to a host swap pool (paged/swap.py)
+    swap_space: int = 0  # blocks of that swap pool; a victim that does not fit is recomputed instead
 
     def __post_init__(self) -> None:
         _set(self, "max_num_batched_tokens", as_int(self.max_num_batched_tokens, "max_num_batched_tokens", 1))
@@ -225,3 +228,4 @@ class SchedulerConfig:
         _set(self, "enable_chunked_prefill", as_bool(self.enable_chunked_prefill, "enable_chunked_prefill"))
         from .speculative import as_speculative  # a module of its own (its chapter); it imports no config
         _set(self, "speculative", as_speculative(self.speculative))
+        _set(self, "swap_space", check_swap(self.preemption_mode, self.swap_space, self.enable_chunked_prefill))

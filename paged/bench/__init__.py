@@ -3,6 +3,7 @@
     kernels   decode attention: loop / gather / fused / triton vs contiguous SDPA, same data, one run
     memory    KV memory reserved vs needed: contiguous reservation vs paged, per block size
     engine    paged vs contiguous engine throughput (paged/bench/engine.py)
+    swap      preempting one sequence: swap out + in vs recompute, per block size (the paper's Fig. 19)
     external  outside paged kernels (flash-attn, FlashInfer, flex_attention) on our pool, CUDA only
 
 The app's own benchmarks (server time per click) need streamlit, which paged/ never imports: they live with the
@@ -22,6 +23,7 @@ SUBCOMMANDS: dict[str, str] = {
     "memory": "paged.bench.memory_cli:main",
     "engine": "paged.bench.engine:main",
     "external": "paged.bench.external:main",
+    "swap": "paged.bench.swap:main",
 }
 MOVED = {"app": "python -m ui.bench"}  # old subcommands that now live above paged/
 

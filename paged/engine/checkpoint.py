@@ -21,6 +21,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ..sequence import Sequence
+from .swapping import swapped_seqs
 
 if TYPE_CHECKING:
     from .engine import LLMEngine
@@ -56,7 +57,8 @@ class StepCheckpoint:
         bm, sched = engine.block_manager, engine.scheduler
         self.engine = engine
         self.waiting, self.running = list(sched.waiting), list(sched.running)
-        live = self.running + self.waiting  # every unfinished sequence is queued or running
+        live = self.running + self.waiting + swapped_seqs(sched)  # every unfinished sequence is queued or running
+        self.swap = sched.swapper.snapshot() if sched.swapper else None
         self.seqs = [(s, s.cached_token_count, len(s.generated_token_ids), s.status, s.finish_reason, s.preemptions,
                       s.n) for s in live]
         # a greedy sequence never draws from its generator; a sampling one draws once per step
@@ -82,7 +84,7 @@ class StepCheckpoint:
         engine = self.engine
         bm, sched = engine.block_manager, engine.scheduler
         was_running = {s.seq_id for s in self.running}
-        preempted = [s for s in sched.waiting if s.seq_id in was_running]  # only preemption moves running -> waiting
+        preempted = [s for s in [*sched.waiting, *swapped_seqs(sched)] if s.seq_id in was_running]  # preemption
         hashes_then = dict(bm.block_hash)
         for seq, cached, generated, status, finish_reason, preemptions, n in self.seqs:
             seq.cached_token_count, seq.status, seq.finish_reason = cached, status, finish_reason
@@ -107,6 +109,8 @@ class StepCheckpoint:
         sched.waiting.clear()
         sched.waiting.extend(self.waiting)
         sched.running[:] = self.running
+        if self.swap:  # a sequence the step swapped out is recomputed below: its pool blocks may be overwritten
+            sched.swapper.restore(self.swap)
         for sid in born:
             del engine.sequences[sid]
             engine.last_logits.pop(sid, None)
@@ -126,6 +130,6 @@ class StepCheckpoint:
 
     def _preempt(self, seq: Sequence) -> None:
         engine = self.engine
-        engine.scheduler.preempt(seq)
+        engine.scheduler.preempt(seq, allow_swap=False)
         seq.preemptions += 1
         engine.runner.release(seq.seq_id)

@@ -30,6 +30,7 @@ from .recording import StepRecorder, block_tables, record_queues
 from .runner import ModelRunner
 from .sampler import make_generator, sample_one, sample_step
 from .scheduler import Scheduler, SchedulerOutput
+from .swapping import attach_swapper
 from .speculation import SpeculativeDecoder
 from .trace import StepTrace
 
@@ -78,6 +79,7 @@ class LLMEngine:
         if self.fault is not None and self.scheduler_config.enable_chunked_prefill:
             raise ValueError("faults are injected with whole-prompt prefill only; set enable_chunked_prefill=False")
         self.runner = ModelRunner(model, num_blocks, cc.block_size, kv_layout, impl, self.fault)
+        self.swapper = attach_swapper(self.scheduler, self.runner)  # swap mode's host pool (swapping.py), or None
         self.speculative = SpeculativeDecoder.for_engine(self)  # None unless scheduler_config.speculative
         self.kv_layout = kv_layout
         self.requests: dict[int, Sequence] = {}
@@ -249,12 +251,13 @@ class LLMEngine:
         before = block_tables(self.scheduler.running) if self.record else {}
         sched = self.scheduler.schedule()
         self._in_flight = (sched.phase, [s.seq_id for s in sched.seqs])
+        swaps = self.swapper.apply(self.runner) if self.swapper else {}  # swap-out / swap-in copies, first
         copies, bm.pending_copies = bm.pending_copies, []
         self.runner.copy_blocks(copies)
         trace = StepTrace(step=self.step_count, phase=sched.phase, reason=sched.reason, why=sched.why,
                           kv_layout=self.kv_layout, block_tables_before=before, blocks_allocated=sched.allocated,
                           blocks_freed=dict(sched.freed), preempted=sched.preempted, num_blocks=bm.num_blocks,
-                          copies=copies)
+                          copies=copies, **swaps)
         for seq_id in sched.preempted:
             self.sequences[seq_id].preemptions += 1
             self.runner.release(seq_id)

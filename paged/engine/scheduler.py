@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from ..block_manager import BlockManager
 from ..config import SchedulerConfig
 from ..sequence import Sequence, SequenceStatus
+from .swapping import make_swapper
 
 
 # Why a step runs what it runs, as (code, values) pieces: a UI translates each code (ui.strings, "engine.why_<code>"),
@@ -33,6 +34,10 @@ WHY_ENGLISH = {
     "decode": "decode {count} running sequence(s), one token each",
     "new_blocks": "{count} took a new block (last block full or shared)",
     "preempted": "preempted {seqs} by recompute (pool full)",
+    "swapped_out": "swapped out {seqs} to the swap pool ({blocks} blocks copied, pool full)",
+    "swapped_in": "swapped in {seqs} from the swap pool ({blocks} blocks copied back)",
+    "swap_full": "swap pool full: seq {seq} needs {need} swap blocks, {free} of {swap_space} free, so it is recomputed",
+    "swap_wait": "waiting prompts wait: {count} sequence(s) in the swap pool come back first",
 }
 Why = list[tuple[str, dict]]
 
@@ -73,17 +78,20 @@ class Scheduler:
         self.block_manager = block_manager
         self.waiting: deque[Sequence] = deque()
         self.running: list[Sequence] = []
+        self.swapper = make_swapper(self)  # preemption_mode="swap" only (swapping.py); None: recompute
 
     def add(self, seq: Sequence) -> None:
         seq.status = SequenceStatus.WAITING
         self.waiting.append(seq)
 
     def has_unfinished(self) -> bool:
-        return bool(self.waiting or self.running)
+        return bool(self.waiting or self.running or (self.swapper and self.swapper.swapped))
 
     def schedule(self) -> SchedulerOutput:
         if self.config.enable_chunked_prefill:
             return self._schedule_chunked()
+        if self.swapper is not None:
+            return self.swapper.schedule()
         out = self._schedule_prefill()
         return out if out is not None else self._schedule_decode()
 
@@ -241,9 +249,11 @@ class Scheduler:
         start = seq.cached_token_count
         return ("prefill_chunk", dict(seq=seq.seq_id, start=start, end=start + n - 1, total=seq.num_tokens))
 
-    def preempt(self, seq: Sequence) -> list[int]:
+    def preempt(self, seq: Sequence, allow_swap: bool = True) -> list[int]:
         """Preemption by recompute: free a running seq's blocks, forget its cache, put it at the front of the waiting
-        queue. Returns the blocks released."""
+        queue. Returns the blocks released. In swap mode (allow_swap) the swapper swaps it out instead if it can."""
+        if allow_swap and self.swapper is not None and (released := self.swapper.preempt(seq)) is not None:
+            return released
         self.running.remove(seq)
         released = self.block_manager.free(seq)
         seq.reset_for_recompute()
@@ -260,5 +270,7 @@ class Scheduler:
             self.waiting.remove(seq)
             if seq.seq_id in self.block_manager.tables:
                 released = self.block_manager.free(seq)
+        elif self.swapper is not None and self.swapper.holds(seq):
+            self.swapper.drop(seq)
         seq.status = SequenceStatus.FINISHED
         return released

@@ -63,6 +63,22 @@ class StepTrace:
     elapsed_ms: float = 0.0
     why: list[tuple[str, dict]] = field(default_factory=list)  # see paged.engine.scheduler.WHY_ENGLISH
     speculative: dict[int, dict] = field(default_factory=dict)  # seq_id -> its guesses' fate (engine/speculation.py)
+    # preemption_mode="swap" (paged/engine/swapping.py): seq id -> (pool block, swap block) pairs copied out this
+    # step, seq id -> (swap block, pool block) pairs copied back, the seqs waiting in the swap pool after it
+    swap_out: dict[int, list[tuple[int, int]]] = field(default_factory=dict)
+    swap_in: dict[int, list[tuple[int, int]]] = field(default_factory=dict)
+    swapped: list[int] = field(default_factory=list)
+    num_free_swap_blocks: int = 0
+    num_swap_blocks: int = 0  # 0: recompute mode, no swap pool
+
+    @property
+    def blocks_to_swap_out(self) -> list[tuple[int, int]]:
+        """vLLM v0's mapping: every (src, dst) pair this step swapped out, in order."""
+        return [p for pairs in self.swap_out.values() for p in pairs]
+
+    @property
+    def blocks_to_swap_in(self) -> list[tuple[int, int]]:
+        return [p for pairs in self.swap_in.values() for p in pairs]
 
     @property
     def scheduled(self) -> list[int]:
@@ -72,7 +88,7 @@ class StepTrace:
         d = asdict(replace(self, seqs=[]))  # asdict would deep-copy each state's decode (its tokenizer)
         d["seqs"] = [s.to_dict() for s in self.seqs]
         for key in ("block_tables_before", "block_tables_after", "blocks_allocated", "blocks_freed", "forked",
-                    "speculative"):
+                    "speculative", "swap_out", "swap_in"):
             d[key] = {str(k): v for k, v in d[key].items()}  # JSON object keys are strings
         d["scheduled"] = self.scheduled
         # physical block -> first running owner after the step: derived here, for exports only, not on the step
@@ -90,6 +106,8 @@ class StepTrace:
             extra += f" new_blocks={self.blocks_allocated}"
         if self.preempted:
             extra += f" preempted={self.preempted}"
+        if self.swap_out or self.swap_in:
+            extra += f" swap_out={self.blocks_to_swap_out} swap_in={self.blocks_to_swap_in}"
         if self.finished:
             extra += f" finished={self.finished}"
         return (f"[step {self.step:3d}] {self.phase:7s} seqs={ids} slots={self.slot_mapping[:8]}"

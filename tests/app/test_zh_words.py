@@ -39,6 +39,8 @@ WORDS = {
     "viz.sharing.RefcountWords": "sharing.ref",
     "viz.sharing.HitsLabels": "sharing.hits",
     "viz.buglab.BadCellWords": "buglab.w",
+    "viz.swap.SwapWords": "swap.cell",
+    "viz.swap.CostWords": "swap.cost",
     "viz.spec.SpecWords": "spec.cell",
 }
 
@@ -258,8 +260,10 @@ STEPS = {
     "5_Bug_lab": ["buglab.next"],
     "6_Sharing": ["sharing.step", "sharing.step"],
     "7_Correct_to_fast": ["fast.run"],  # the ladder, its sweeps and its table, at tiny sizes
+    "10_Swap_or_recompute": ["swap.step_btn", "swap.measure"],  # the first swap-out, then the cost figure
 }
-PARAMS = {"5_Bug_lab": {"fault": "slot_off_by_one"},  # every write lands one slot late: a hover line per token
+PARAMS = {"10_Swap_or_recompute": {"step": 9},
+          "5_Bug_lab": {"fault": "slot_off_by_one"},  # every write lands one slot late: a hover line per token
           "7_Correct_to_fast": dict(batch=1, context_len=32, num_heads=2, num_kv_heads=1, head_dim=32, block_size=4,
                                     requests=40)}
 

@@ -14,6 +14,10 @@ WHY_ZH = {
     "decode": "decode {count} 个运行中的 sequence，每个一个 token",
     "new_blocks": "{count} 个拿到了新 block（最后一个 block 已满或被共享）",
     "preempted": "以重算方式抢占了 {seqs}（pool 已满）",
+    "swapped_out": "把 {seqs} 换出到 swap pool（复制了 {blocks} 个 block，pool 已满）",
+    "swapped_in": "把 {seqs} 从 swap pool 换回（复制回 {blocks} 个 block）",
+    "swap_full": "swap pool 已满：{seq} 需要 {need} 个 swap block，空闲 {free} 个（共 {swap_space} 个），改为重算",
+    "swap_wait": "等待中的 prompt 先等：swap pool 里的 {count} 个 sequence 先回来",
 }
 
 STRINGS = {

@@ -14,6 +14,15 @@ STRINGS = {
                    "zh": "现在没有题目：没有运行中的 sequence，或者下一次 decode 会被拒绝（pool 已满）。"},
     "none_engine": {"en": "No question now: every request has finished.", "zh": "现在没有题目：所有请求都已结束。"},
     "none_choice": {"en": "none", "zh": "没有"},
+    # the swap page
+    "swap_q_blocks": {"en": "Swap mode, step {step}: {seq} is preempted. How many blocks go to the swap pool?",
+                      "zh": "swap 模式，第 {step} 步：{seq} 被抢占。有多少个 block 被复制到 swap pool？"},
+    "swap_a_blocks": {"en": "Every block of {seq}'s block table is copied, one swap block each: {n}.",
+                      "zh": "{seq} 的 block table 中每个 block 各复制到一个 swap block：{n} 个。"},
+    "swap_q_tokens": {"en": "Recompute mode, step {step}: {seq} comes back. How many tokens does its prefill feed?",
+                      "zh": "重算模式，第 {step} 步：{seq} 回来了。它的 prefill 要输入多少个 token？"},
+    "swap_a_tokens": {"en": "Its cache was forgotten (cached_token_count 0): prompt and generated tokens, {n}.",
+                      "zh": "它的缓存已被丢弃（cached_token_count 为 0）：prompt 加已生成的 token，共 {n} 个。"},
     # page 12 · speculative decoding
     "spec_q": {"en": ("{seq} was fed {fed} tokens from cached_token_count {before} (its last known token and "
                       "{proposed} guesses); the model kept {accepted} of the guesses. What is its cached_token_count "
