@@ -55,8 +55,9 @@ class BeamParams:
 @dataclass
 class BeamStepTrace(StepTrace):
     """A StepTrace plus what the beam tree did: beams (after the step, best first: seq_id, parent seq_id, token,
-    score), pruned seq ids (their freed blocks are in blocks_freed), hypotheses finished this step, the tables the
-    model read (tables_read), and cow_skipped (break-it: (seq_id, shared block) written without a copy)."""
+    score, cached_token_count, token_ids generated so far), pruned seq ids (their freed blocks are in
+    blocks_freed), hypotheses finished this step (parent seq_id, token_ids, score), the tables the model read
+    (tables_read), and cow_skipped (break-it: (seq_id, shared block) written without a copy)."""
 
     beams: list[dict] = field(default_factory=list)
     pruned: list[int] = field(default_factory=list)
@@ -229,7 +230,8 @@ class _Group:
         for s, n, ctx in zip(seqs, batch.query_lens, batch.context_lens.tolist()):
             trace.seqs.append(SeqStepState(s.seq_id, s.token_ids[s.cached_token_count:s.cached_token_count + n],
                                            list(range(s.cached_token_count, s.cached_token_count + n)),
-                                           trace.slot_mapping[at:at + n], ctx, None))
+                                           trace.slot_mapping[at:at + n], ctx, None, cached_token_count=ctx,
+                                           generated_len=len(s.generated_token_ids)))
             at += n
         if is_prefill and chunk is not None and chunk < seqs[0].num_uncached_tokens:
             seqs[0].on_chunk_done(chunk)
@@ -247,7 +249,8 @@ class _Group:
         last = len(histories[0]) + 1 >= p.max_tokens
         choices, entered = select(logits, self.scores, histories, self.finished, self.search.eos_ids, last,
                                   p.length_penalty)
-        trace.hypotheses = [{"token_ids": h.token_ids, "score": h.score} for h in entered]
+        trace.hypotheses = [{"parent": self.beams[row].seq_id, "token_ids": h.token_ids, "score": h.score}
+                            for row, h in entered]
         self.done = last or self.finished.full
         if self.done:
             choices = []
@@ -271,8 +274,9 @@ class _Group:
             taken.add(c.parent)
             new_beams.append(seq)
             trace.beams.append({"seq_id": seq.seq_id, "parent": parent.seq_id, "token": c.token, "score": c.score})
-        for seq, c in zip(new_beams, choices):  # each beam now knows one more token than it has cached
+        for seq, c, said in zip(new_beams, choices, trace.beams):  # each beam knows one token more than it cached
             seq.generated_token_ids.append(c.token)
+            said.update(cached_token_count=seq.cached_token_count, token_ids=list(seq.generated_token_ids))
         self.beams = new_beams
         self.scores = torch.tensor([c.score for c in choices], dtype=torch.float32)
 

@@ -61,11 +61,12 @@ class Finished:
 
 
 def select(logits: torch.Tensor, scores: torch.Tensor, histories: list[list[int]], finished: Finished,
-           eos_ids: tuple[int, ...], last: bool, length_penalty: float) -> tuple[list[Choice], list[Hypothesis]]:
+           eos_ids: tuple[int, ...], last: bool, length_penalty: float
+           ) -> tuple[list[Choice], list[tuple[int, Hypothesis]]]:
     """One step's choice. logits [B, vocab] (one row per running beam; B = 1 after the prompt), scores [B] float32
     (their running scores), histories: each row's generated tokens so far; last: this token is the max_tokens-th.
     Updates `finished` in place; returns the next running beams (K of them, best first) and the hypotheses that
-    entered `finished` this step."""
+    entered `finished` this step, each with its parent's row."""
     K = finished.beam_width
     vocab = logits.shape[-1]
     keep = max(2, 1 + len(eos_ids)) * K
@@ -92,7 +93,7 @@ def select(logits: torch.Tensor, scores: torch.Tensor, histories: list[list[int]
             c = j - K
             hyp = Hypothesis(histories[parents[c]] + [tokens[c]], float(final[c]))
             hyps.append(hyp)
-            entered.append(hyp)
+            entered.append((parents[c], hyp))
         else:
             hyps.append(None)
     finished.hyps, finished.scores = hyps, merged[pick]
