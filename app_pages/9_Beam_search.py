@@ -5,9 +5,9 @@ import streamlit as st
 import ui
 import ui.quiz
 from lessons.beam import (BLOCK_SIZES, PAPER_SAVING, PENALTIES, PROMPTS, WIDTHS, BeamConfig, BeamLesson,
-                          beam_question, memory_savings)
+                          beam_question)
 from lessons.tokens import shown_text
-from ui.beam import shipped_model
+from ui.beam import savings_rows, shipped_model
 from ui.playback import Stepper, playback_bar
 from viz.beam import TreeWords, savings_figure, tree_figure
 from viz.colors import seq_label
@@ -129,7 +129,7 @@ else:
 
 # --- measured: the paper's §4.4 comparison ----------------------------------------------------------------------------
 st.subheader(ctx.t("savings_header"))
-rows = ui.session_cached("beam.savings", "shipped", lambda: memory_savings(model, tokenizer), 1)
+rows = savings_rows(model, tokenizer)  # measured once per process: the shipped model and the search are fixed
 fig_col, note_col = st.columns([3, 1])
 ui.show_figure(savings_figure(rows, PAPER_SAVING, ctx.t("savings_title"), paper_name=ctx.t("paper_name"),
                               y_title=ctx.t("savings_y")), "beam.savings", where=fig_col)

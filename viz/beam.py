@@ -24,6 +24,7 @@ class TreeWords:
     legend_beam: str = "running beam"
     legend_pruned: str = "pruned"
     legend_finished: str = "finished (EOS or max_tokens)"
+    legend_ended: str = "still running at the end"
     x_title: str = "tokens generated"
 
 
@@ -35,7 +36,7 @@ def tree_figure(nodes: Sequence[Mapping], edges: Sequence[tuple], title: str = "
     """nodes: {key, depth, rank, seq_id, token, score, kind} (lessons.beam.BeamLesson.tree); edges: (parent key,
     child key). x = depth (tokens generated), y = rank at that depth (best on top; finished hypotheses below the
     live beams). Each node is its beam's colour with its token printed beside it. Traces: "edges", then one per kind
-    present ("root", "ended" by their kind; "beam", "pruned", "finished" by their legend name)."""
+    present, named by its legend word (the root: words.root, not in the legend)."""
     at = {n["key"]: n for n in nodes}
     y = lambda n: -n["rank"] if n["kind"] != "finished" else n["rank"] - 0.5  # noqa: E731  hypotheses under the beams
     ex, ey = [], []
@@ -45,7 +46,8 @@ def tree_figure(nodes: Sequence[Mapping], edges: Sequence[tuple], title: str = "
             ey += [y(at[parent]), y(at[child]), None]
     data = [dict(type="scatter", name="edges", x=ex, y=ey, mode="lines", hoverinfo="skip", showlegend=False,
                  line=dict(color="#999999", width=1.5))]
-    legend = {"beam": words.legend_beam, "pruned": words.legend_pruned, "finished": words.legend_finished}
+    legend = {"beam": words.legend_beam, "ended": words.legend_ended, "pruned": words.legend_pruned,
+              "finished": words.legend_finished}
     for kind in ("root", "beam", "ended", "pruned", "finished"):
         group = [n for n in nodes if n["kind"] == kind]
         if not group:
@@ -53,10 +55,10 @@ def tree_figure(nodes: Sequence[Mapping], edges: Sequence[tuple], title: str = "
         hover = [words.root if kind == "root" else getattr(words, kind).format(
             seq=seq_label(n["seq_id"]), token=n["token"], score=f"{n['score']:.3f}") for n in group]
         colors = ["#444444" if kind == "root" else seq_color(n["seq_id"]) for n in group]
-        data.append(dict(type="scatter", name=legend.get(kind, kind), x=[n["depth"] for n in group], y=[y(n) for n in group],
+        data.append(dict(type="scatter", name=legend.get(kind, words.root), x=[n["depth"] for n in group],
+                         y=[y(n) for n in group],
                          mode="markers+text", text=[n["token"] for n in group], textposition="top center",
                          hovertext=hover, hoverinfo="text", showlegend=kind in legend,
-                         legendgroup=kind,
                          marker=dict(symbol=MARKERS[kind], size=13 if kind != "finished" else 16, color=colors,
                                      line=dict(color=OKABE_ITO["black"], width=1))))
     depth = max([n["depth"] for n in nodes] + [1])
@@ -67,10 +69,11 @@ def tree_figure(nodes: Sequence[Mapping], edges: Sequence[tuple], title: str = "
     return make_figure(data, layout)
 
 
-def savings_figure(rows: Sequence[Mapping], paper: tuple[float, float], title: str = "", paper_name: str = "paper",
-                   x_title: str = "beam_width", y_title: str = "KV memory saved (%)") -> go.Figure:
+def savings_figure(rows: Sequence[Mapping], paper: tuple[float, float], title: str = "", paper_name: str = "",
+                   x_title: str = "beam_width", y_title: str = "") -> go.Figure:
     """rows: {prompt, beam_width, saving} (lessons.beam.memory_savings); one line of markers per prompt over the
-    beam widths, and the paper's range (§4.4) as a shaded band. Traces: one per prompt, then paper_name."""
+    beam widths, and the paper's range (§4.4) as a shaded band named paper_name; y_title names the saving in %
+    (the page passes both translated). Traces: one per prompt, then the band."""
     prompts = list(dict.fromkeys(r["prompt"] for r in rows))
     widths = sorted({r["beam_width"] for r in rows})
     data = []

@@ -39,6 +39,7 @@ WORDS = {
     "viz.sharing.RefcountWords": "sharing.ref",
     "viz.sharing.HitsLabels": "sharing.hits",
     "viz.buglab.BadCellWords": "buglab.w",
+    "viz.beam.TreeWords": "beam.tree",
 }
 
 
@@ -259,6 +260,7 @@ STEPS = {
     "7_Correct_to_fast": ["fast.run"],  # the ladder, its sweeps and its table, at tiny sizes
 }
 PARAMS = {"5_Bug_lab": {"fault": "slot_off_by_one"},  # every write lands one slot late: a hover line per token
+          "9_Beam_search": {"step": 4},  # forks, a copy, a prune: the pool's and the tree's hovers
           "7_Correct_to_fast": dict(batch=1, context_len=32, num_heads=2, num_kv_heads=1, head_dim=32, block_size=4,
                                     requests=40)}
 

@@ -55,9 +55,11 @@ STRINGS = {
                "copy-on-write 画成从共享 block 指向副本的箭头。被剪枝的 beam 的 block 立即变回空闲。")},
     "tree_title": {"en": "The beam tree (best beam on top)", "zh": "beam 树（最好的 beam 在最上面）"},
     "tree_notice": {
-        "en": ("Each column is one generated token. A beam with two children was forked; ✕ marks a pruned beam; "
-               "★ a finished hypothesis (EOS or max_tokens)."),
-        "zh": "每一列是一个生成的 token。有两个子节点的 beam 被分叉过；✕ 表示被剪枝的 beam；★ 表示结束的候选（EOS 或 max_tokens）。"},
+        "en": ("Each column is one generated token. A beam with two children was forked; a cross marks a pruned "
+               "beam, a star a finished hypothesis (EOS or max_tokens), an open circle a beam still running when "
+               "the search ended."),
+        "zh": ("每一列是一个生成的 token。有两个子节点的 beam 被分叉过；叉号表示被剪枝的 beam，星号表示结束的候选（EOS 或 "
+               "max_tokens），空心圆表示搜索结束时仍在运行的 beam。")},
     "tree_beam": {"en": "beam {seq} · token {token} · running score {score}",
                   "zh": "beam {seq} · token {token} · 累计得分 {score}"},
     "tree_pruned": {"en": "beam {seq} · token {token} · pruned: no continuation chose it, its blocks were freed",
@@ -70,6 +72,7 @@ STRINGS = {
     "tree_legend_beam": {"en": "running beam", "zh": "运行中的 beam"},
     "tree_legend_pruned": {"en": "pruned", "zh": "被剪枝"},
     "tree_legend_finished": {"en": "finished (EOS or max_tokens)", "zh": "结束（EOS 或 max_tokens）"},
+    "tree_legend_ended": {"en": "still running at the end", "zh": "结束时仍在运行"},
     "tree_x_title": {"en": "tokens generated", "zh": "已生成的 token 数"},
     "memory_title": {"en": "KV blocks the beams read, with and without sharing",
                      "zh": "beam 读取的 KV block：共享与不共享"},
