@@ -68,10 +68,13 @@ else:
     st.success(said, icon=":material/edit_note:")
 bar.say(said)
 if trace is not None:
-    for seq, block in trace.cow_skipped:
-        st.error(ctx.t("skipped_msg", seq=label(seq), block=block), icon=":material/bug_report:")
-    for src, dst in trace.copies:
-        st.warning(ctx.t("cow_msg", src=src, dst=dst), icon=":material/content_copy:")
+    if trace.cow_skipped:  # one line per step, whatever the width: the pool stays near the bar
+        st.error(ctx.t("skipped_msg", seqs=", ".join(label(s) for s, _ in trace.cow_skipped),
+                       blocks=", ".join(str(b) for b in dict.fromkeys(b for _, b in trace.cow_skipped))),
+                 icon=":material/bug_report:")
+    if trace.copies:
+        st.warning(ctx.t("cow_msg", copies=", ".join(f"{src} → {dst}" for src, dst in trace.copies)),
+                   icon=":material/content_copy:")
     for parent, children in trace.forked.items():
         st.info(ctx.t("fork_msg", seq=label(parent), times=len(children) + 1,
                       children=", ".join(label(c) for c in children), blocks=len(view.tables.get(parent, ()))),

@@ -34,8 +34,8 @@ STRINGS = {
                     "zh": "第 {step} 步：{beams} 个 beam 各写入一个 token。"},
     "fork_msg": {"en": "Beam {seq} was chosen {times} times: forked into {children}, sharing its {blocks} blocks.",
                  "zh": "beam {seq} 被选中 {times} 次：分叉出 {children}，共享它的 {blocks} 个 block。"},
-    "cow_msg": {"en": "Copy-on-write: shared block {src} copied to block {dst} before a beam wrote into it.",
-                "zh": "copy-on-write：在 beam 写入之前，把共享的 block {src} 复制到 block {dst}。"},
+    "cow_msg": {"en": "Copy-on-write: {copies} (shared block → its copy), before a beam wrote into it.",
+                "zh": "copy-on-write：{copies}（共享 block → 它的副本），在 beam 写入之前完成。"},
     "prune_msg": {"en": "Beam {seq} pruned: no continuation chose it; freed blocks {blocks}.",
                   "zh": "beam {seq} 被剪枝：没有延续选中它；释放了 block {blocks}。"},
     "prune_none": {"en": "Beam {seq} pruned: its blocks are all still held by other beams, none freed.",
@@ -43,8 +43,8 @@ STRINGS = {
     "hyp_msg": {"en": "Finished: {text} (score {score}).", "zh": "结束：{text}（得分 {score}）。"},
     "end_msg": {"en": "The search ended: every block is free again.", "zh": "搜索结束：所有 block 都重新空闲。"},
     "skipped_msg": {
-        "en": "Break-it: beam {seq} wrote into shared block {block} (ref count > 1) without copying it.",
-        "zh": "破坏实验：beam {seq} 没有复制就写进了共享的 block {block}（ref count > 1）。"},
+        "en": "Break-it: beams {seqs} wrote into shared block {blocks} (ref count > 1) without copying it.",
+        "zh": "破坏实验：beam {seqs} 没有复制就写进了共享的 block {blocks}（ref count > 1）。"},
     "pool_title": {"en": "The pool after this step: {free} of {num_blocks} blocks free",
                    "zh": "这一步之后的 pool：{num_blocks} 个 block 中 {free} 个空闲"},
     "pool_notice": {
