@@ -1,6 +1,7 @@
 """`python -m paged generate PROMPT... --beam-width K [--length-penalty X] [--json]`: beam search from the CLI.
 
-Each prompt is searched in turn on one pool (paged/beam.py). With --json, each prompt's object holds the usual
+The prompts are searched together on one pool (BeamSearch.run_all: a group is preempted as a whole when the pool
+runs short). With --json, each prompt's object holds the usual
 fields for its best beam plus "beams": [{"token_ids": [...], "score": ...}, ...], best first."""
 
 from __future__ import annotations
@@ -17,7 +18,8 @@ def beam_record(result: BeamResult, tokenizer, prompt: str, eos_ids: tuple[int, 
     finished beam, best first."""
     best = result.beams[0]
     return {"prompt": prompt, "token_ids": list(best.token_ids), "text": tokenizer.decode(best.token_ids),
-            "finish_reason": "eos" if best.token_ids[-1] in eos_ids else "length", "num_preemptions": 0,
+            "finish_reason": "eos" if best.token_ids[-1] in eos_ids else "length",
+            "num_preemptions": result.preemptions,
             "beams": [{"token_ids": list(b.token_ids), "score": b.score} for b in result.beams]}
 
 
@@ -29,7 +31,7 @@ def beam_main(args, model, tokenizer) -> int:
     params = BeamParams(beam_width=args.beam_width, length_penalty=args.length_penalty, max_tokens=args.max_tokens)
     search = BeamSearch(model, tokenizer, CacheConfig(block_size=args.block_size, num_blocks=args.num_blocks),
                         kv_layout=args.kv_layout, attn_impl=args.impl)
-    results = [search.run(prompt, params) for prompt in args.prompts]
+    results = search.run_all(args.prompts, params)
     if args.json:
         print(json.dumps([beam_record(r, tokenizer, p, search.eos_ids) for r, p in zip(results, args.prompts)],
                          ensure_ascii=False))

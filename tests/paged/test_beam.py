@@ -110,6 +110,39 @@ def test_tree_forks_copies_and_frees(shipped):
     assert 0 < shared < unshared  # sharing saves blocks
 
 
+@pytest.mark.parametrize("layout", ["paged", "contiguous"])
+def test_groups_preempted_whole_and_resumed_give_the_same_beams(shipped, hf_model, layout):
+    """Three prompts searched together in a pool that holds one group alone: groups are preempted as a whole
+    (every beam's blocks freed at once), resumed by recompute (the prompt prefilled again, the K beams forked
+    again), and every prompt's beams still equal transformers' and its own search without pressure."""
+    model, tokenizer = shipped
+    prompts = [recall(tokenizer, p) for p in ("hello world", "abc 123", "PagedAttention")]
+    engine = BeamSearch(model, tokenizer, CacheConfig(block_size=4, num_blocks=24, watermark=0.0),
+                        SchedulerConfig(max_num_batched_tokens=8, enable_chunked_prefill=True), kv_layout=layout)
+    results = engine.run_all(prompts, BeamParams(beam_width=4, max_tokens=MAX_TOKENS))
+    assert sum(r.preemptions for r in results) > 0
+    for ids, result in zip(prompts, results):
+        theirs, their_scores = hf_beams(hf_model, ids, 4, 1.0)
+        alone = search(model, tokenizer, ids, 4, layout=layout)
+        assert [b.token_ids for b in result.beams] == theirs == [b.token_ids for b in alone.beams]
+        assert torch.allclose(torch.tensor([b.score for b in result.beams]), their_scores, rtol=1e-4)
+        for i, t in enumerate(result.traces):
+            if t.phase != "preempt":
+                continue
+            beams = len(t.block_tables_before)  # the whole group at once: every beam, every block it held
+            assert set(t.preempted) == set(t.blocks_freed) == set(t.block_tables_before)
+            assert {b for blocks in t.blocks_freed.values() for b in blocks} == {
+                b for table in t.block_tables_before.values() for b in table}
+            later = result.traces[i + 1:]
+            assert later[0].phase == "prefill"  # resumed by recompute: the prompt first
+            if beams > 1:  # then forked into the same number of beams again, and their tokens fed again
+                refork = next(u for u in later if u.forked)
+                assert len(next(iter(refork.forked.values()))) == beams - 1
+                assert any(u.reason.startswith("recompute") and all(len(x.tokens_in) > 1 for x in u.seqs)
+                           for u in later)
+    assert engine.block_manager.num_free_blocks == 24
+
+
 def test_skip_cow_corrupts_beams(shipped):
     """The break-it: without copy-on-write two beams write into one shared block, and the beams no longer match
     the contiguous twin."""
@@ -128,7 +161,7 @@ def test_refusals_are_clear(shipped):
     refused with a ValueError naming the value."""
     model, tokenizer = shipped
     ids = recall(tokenizer, "hi")
-    with pytest.raises(ValueError, match="never preempts"):
+    with pytest.raises(ValueError, match="preempted only as a whole"):
         search(model, tokenizer, ids, 4, num_blocks=8)
     with pytest.raises(ValueError, match="max_num_seqs"):
         BeamSearch(model, tokenizer, CacheConfig(block_size=4, num_blocks=64),

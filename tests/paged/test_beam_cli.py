@@ -14,16 +14,17 @@ from paged.model.tokenizer import EOS, ByteTokenizer
 
 @torch.no_grad()
 def test_beam_width_json_matches_transformers(capsys):
-    """--beam-width 4 --length-penalty 2 --json: per prompt, K beams whose tokens and scores are transformers',
-    best first, and token_ids / text are the best beam's."""
+    """--beam-width 4 --length-penalty 2 --json in a pool that holds one group alone: per prompt, K beams whose
+    tokens and scores are transformers', best first, token_ids / text are the best beam's, and a group was
+    preempted (num_preemptions)."""
     transformers = pytest.importorskip("transformers")
     from paged.model.io import DEFAULT_DIR
     hf = transformers.LlamaForCausalLM.from_pretrained(DEFAULT_DIR, attn_implementation="eager").eval()
-    prompts = ["no", "Beam"]
+    prompts = ["Beam", "hello"]
     assert main(["generate", *prompts, "--json", "--beam-width", "4", "--length-penalty", "2", "--max-tokens", "5",
-                 "--block-size", "4", "--num-blocks", "48"]) == 0
+                 "--block-size", "4", "--num-blocks", "12"]) == 0
     records = json.loads(capsys.readouterr().out)
-    assert [r["prompt"] for r in records] == prompts
+    assert [r["prompt"] for r in records] == prompts and sum(r["num_preemptions"] for r in records) > 0
     for record in records:
         ids = ByteTokenizer().encode(record["prompt"])
         out = hf.generate(torch.tensor([ids]), num_beams=4, num_return_sequences=4, do_sample=False,
