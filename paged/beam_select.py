@@ -63,14 +63,15 @@ class Finished:
 def select(logits: torch.Tensor, scores: torch.Tensor, histories: list[list[int]], finished: Finished,
            eos_ids: tuple[int, ...], last: bool, length_penalty: float
            ) -> tuple[list[Choice], list[tuple[int, Hypothesis]]]:
-    """One step's choice. logits [B, vocab] (one row per running beam; B = 1 after the prompt), scores [B] float32
+    """One step's choice. logits [B, vocab] on any device (one row per running beam; B = 1 after the prompt;
+    chosen on the CPU, where scores live), scores [B] float32
     (their running scores), histories: each row's generated tokens so far; last: this token is the max_tokens-th.
     Updates `finished` in place; returns the next running beams (K of them, best first) and the hypotheses that
     entered `finished` this step, each with its parent's row."""
     K = finished.beam_width
     vocab = logits.shape[-1]
     keep = max(2, 1 + len(eos_ids)) * K
-    acc = (torch.log_softmax(logits.float(), dim=-1) + scores[:, None]).reshape(-1)  # [B * vocab]
+    acc = (torch.log_softmax(logits.float().cpu(), dim=-1) + scores[:, None]).reshape(-1)  # [B * vocab], on CPU
     top_scores, top_idx = torch.topk(acc, k=keep)
     parents, tokens = (top_idx // vocab).tolist(), (top_idx % vocab).tolist()
     stops = torch.tensor([last or t in eos_ids for t in tokens])
