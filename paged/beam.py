@@ -133,7 +133,8 @@ class BeamSearch:
             for group in list(running):
                 while group in running and group.blocks_for_next_step() > self.block_manager.num_free_blocks:
                     victim = running.pop()
-                    traces[id(victim)].append(self._preempted(victim))
+                    if victim.holds_blocks:  # else it was admitted but never ran: it only goes back to waiting
+                        traces[id(victim)].append(self._preempted(victim))
                     waiting.insert(0, victim)
                 if group in running:
                     traces[id(group)].append(group.step())

@@ -6,6 +6,7 @@ generated tokens fed again in one step), then decoding goes on where it stopped.
 from __future__ import annotations
 
 from collections import Counter
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -14,6 +15,9 @@ from .beam_select import Finished, select
 from .beam_trace import BeamStepTrace
 from .engine.trace import SeqStepState
 from .sequence import Sequence, SequenceStatus
+
+if TYPE_CHECKING:
+    from .beam import BeamParams, BeamSearch
 
 
 class BeamGroup:
@@ -136,6 +140,10 @@ class BeamGroup:
             need += sum(max(0, blocks_needed(s.num_tokens - 1, bm.block_size) - len(s.block_table)
                             - bm.needs_new_block(s)) for s in seqs)
         return need
+
+    @property
+    def holds_blocks(self) -> bool:
+        return any(s.block_table for s in self.beams)
 
     def preempt(self) -> dict[int, list[int]]:
         """Preempt the whole group: every beam's blocks freed (returned: seq id -> blocks released), its tokens,
