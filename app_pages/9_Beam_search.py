@@ -83,9 +83,10 @@ if trace is not None:
         freed = trace.blocks_freed.get(seq, [])
         st.info(ctx.t("prune_msg", seq=label(seq), blocks=freed) if freed else ctx.t("prune_none", seq=label(seq)),
                 icon=":material/content_cut:")
-    for h in trace.hypotheses:
-        st.success(ctx.t("hyp_msg", text=f"`{shown_text(tokenizer, h['token_ids'], specials=True)}`",
-                         score=f"{h['score']:.3f}"), icon=":material/star:")
+    if trace.hypotheses:
+        st.success(ctx.t("hyp_msg", hyps=", ".join(f"`{shown_text(tokenizer, h['token_ids'], specials=True)}` "
+                                                   f"({h['score']:.3f})" for h in trace.hypotheses)),
+                   icon=":material/star:")
     if step == last:
         st.success(ctx.t("end_msg"), icon=":material/done_all:")
 same, first_bad = lesson.twin_check()

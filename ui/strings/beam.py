@@ -40,7 +40,7 @@ STRINGS = {
                   "zh": "beam {seq} 被剪枝：没有延续选中它；释放了 block {blocks}。"},
     "prune_none": {"en": "Beam {seq} pruned: its blocks are all still held by other beams, none freed.",
                    "zh": "beam {seq} 被剪枝：它的 block 仍被其他 beam 持有，没有释放任何 block。"},
-    "hyp_msg": {"en": "Finished: {text} (score {score}).", "zh": "结束：{text}（得分 {score}）。"},
+    "hyp_msg": {"en": "Finished this step (text, score): {hyps}.", "zh": "本步结束的候选（文本，得分）：{hyps}。"},
     "end_msg": {"en": "The search ended: every block is free again.", "zh": "搜索结束：所有 block 都重新空闲。"},
     "skipped_msg": {
         "en": "Break-it: beams {seqs} wrote into shared block {blocks} (ref count > 1) without copying it.",
