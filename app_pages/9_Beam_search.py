@@ -9,7 +9,7 @@ from lessons.beam import (BLOCK_SIZES, PAPER_SAVING, PENALTIES, PROMPTS, WIDTHS,
 from lessons.tokens import shown_text
 from ui.beam import savings_rows, shipped_model
 from ui.playback import Stepper, playback_bar
-from viz.beam import TreeWords, savings_figure, tree_figure
+from viz.beam import TreeWords, freed_overlay, savings_figure, tree_figure
 from viz.colors import seq_label
 from viz.sharing import RefcountWords, memory_figure, refcount_pool_figure
 
@@ -94,10 +94,12 @@ if first_bad is not None and step >= first_bad:
     st.error(ctx.t("twin_bad", step=first_bad), icon=":material/bug_report:")  # the break-it's report
 
 # --- the pool and the tree --------------------------------------------------------------------------------------------
+cols = min(view.num_blocks, 16)
 pool = refcount_pool_figure(view.num_blocks, view.block_size, view.tables, view.cached, view.ref_counts, (),
                             view.copies, title=ctx.t("pool_title", free=view.num_free_blocks,
-                                                     num_blocks=view.num_blocks),
+                                                     num_blocks=view.num_blocks), cols=cols,
                             token_text=lesson.token_texts(step), words=ui.viz_labels(ctx, RefcountWords, "sharing.ref"))
+pool = freed_overlay(pool, view.freed, cols, ctx.t("freed_hover"))  # a cross on each block freed this step
 fig_col, note_col = st.columns([3, 1])
 ui.show_figure(pool, "beam.pool", where=fig_col)
 ui.notice(ctx, ctx.t("pool_notice"), where=note_col)

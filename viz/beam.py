@@ -92,3 +92,19 @@ def savings_figure(rows: Sequence[Mapping], paper: tuple[float, float], title: s
                   yaxis=dict(title=dict(text=y_title), range=[0, 100], gridcolor="#E5E5E5"),
                   legend=dict(orientation="h", y=-0.3, yanchor="top", x=0))
     return make_figure(data, layout)
+
+
+def freed_overlay(fig, freed: Mapping[int, Sequence[int]], cols: int, hover: str = ""):
+    """Mark the blocks freed this step (seq id -> its blocks released) on a viz.sharing.refcount_pool_figure drawn
+    with `cols` columns: a vermillion cross on each, its hover `hover` filled with {block} and {seq}. Returns the
+    figure with one more trace, "freed"."""
+    xs, ys, hovers = [], [], []
+    for seq_id, blocks in freed.items():
+        for b in blocks:
+            xs.append(b % cols)
+            ys.append(b // cols)
+            hovers.append(hover.format(block=b, seq=seq_label(seq_id)))
+    fig.add_trace(dict(type="scatter", name="freed", x=xs, y=ys, mode="markers", hovertext=hovers, hoverinfo="text",
+                       showlegend=False, marker=dict(symbol="x-thin", size=14, color=OKABE_ITO["vermillion"],
+                                                     line=dict(width=3, color=OKABE_ITO["vermillion"]))))
+    return fig

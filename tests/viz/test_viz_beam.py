@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from viz.beam import TreeWords, savings_figure, tree_figure
+from viz.beam import TreeWords, freed_overlay, savings_figure, tree_figure
+from viz.sharing import refcount_pool_figure
 from viz_util import trace
 
 NODES = [dict(key=(0, -1), depth=0, rank=0, seq_id=-1, token="⟨prompt⟩", score=0.0, kind="root"),
@@ -31,3 +32,13 @@ def test_savings_figure_one_line_per_prompt_and_the_paper_band(validate_figures)
     fig = savings_figure(rows, (37.6, 55.2), "t", paper_name="paper", y_title="saved")
     assert list(trace(fig, "'no'").y) == [23.1, 34.8] and list(trace(fig, "'abc'").x) == [2]
     assert sorted(set(trace(fig, "paper").y)) == [37.6, 55.2]
+
+
+def test_freed_overlay_crosses_the_freed_blocks_where_the_pool_draws_them(validate_figures):
+    """Each freed block gets a cross at its own cell of the pool (same columns), its hover naming block and beam."""
+    pool = refcount_pool_figure(20, 4, {0: [1, 2]}, {0: 6}, [0, 1, 1] + [0] * 17, cols=8)
+    fig = freed_overlay(pool, {3: [5, 12]}, 8, "block {block} freed by {seq}")
+    cells = trace(fig, "blocks")
+    freed = trace(fig, "freed")
+    assert [(x, y) for x, y in zip(freed.x, freed.y)] == [(cells.x[5], cells.y[5]), (cells.x[12], cells.y[12])]
+    assert list(freed.hovertext) == ["block 5 freed by D", "block 12 freed by D"]

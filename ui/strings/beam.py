@@ -49,10 +49,13 @@ STRINGS = {
                    "zh": "这一步之后的 pool：{num_blocks} 个 block 中 {free} 个空闲"},
     "pool_notice": {
         "en": ("The number in a block is its ref count: how many beams' tables hold it. Outlined blocks are shared; "
-               "a copy-on-write is drawn as an arrow from the shared block to its copy. Pruned beams' blocks go "
-               "back to free at once."),
+               "a copy-on-write is drawn as an arrow from the shared block to its copy. A cross marks a block freed "
+               "this step: a pruned beam's blocks go back to free at once."),
         "zh": ("block 中的数字是它的 ref count：有多少个 beam 的 block table 持有它。带粗边框的 block 是共享的；"
-               "copy-on-write 画成从共享 block 指向副本的箭头。被剪枝的 beam 的 block 立即变回空闲。")},
+               "copy-on-write 画成从共享 block 指向副本的箭头。叉号标出这一步释放的 block：被剪枝的 beam 的 block "
+               "立即变回空闲。")},
+    "freed_hover": {"en": "physical block {block}: freed this step (beam {seq} let it go, no other beam held it)",
+                    "zh": "physical block {block}：这一步被释放（beam {seq} 放弃了它，没有其他 beam 持有）"},
     "tree_title": {"en": "The beam tree (best beam on top)", "zh": "beam 树（最好的 beam 在最上面）"},
     "tree_notice": {
         "en": ("Each column is one generated token. A beam with two children was forked; a cross marks a pruned "
