@@ -43,6 +43,8 @@ def generate_main(argv: list[str]) -> int:
     p.add_argument("--speculative", default=None, metavar="ngram:K",
                    help="speculative decoding: prompt lookup guesses K tokens a step, checked in one pass (greedy "
                         "requests; the same text); --json adds num_proposed / num_accepted per prompt")
+    p.add_argument("--beam-width", type=int, default=None, help="beam search with K beams (greedy, shared blocks)")
+    p.add_argument("--length-penalty", type=float, default=1.0, help="beam search: score = logprob / len ** this")
     p.add_argument("--trace", default=None, help="write every StepTrace as JSON to this file")
     p.add_argument("--quiet", action="store_true", help="no per-step summary lines")
     p.add_argument("--json", action="store_true",
@@ -59,6 +61,9 @@ def generate_main(argv: list[str]) -> int:
 
     try:
         model, tokenizer = load_model(args.model, dtype=getattr(torch, args.dtype))
+        if args.beam_width is not None:  # paged/beam_cli.py: --json adds each prompt's "beams"
+            from .beam_cli import beam_main
+            return beam_main(args, model, tokenizer)
         params = SamplingParams(max_tokens=args.max_tokens, temperature=args.temperature, top_k=args.top_k,
                                 top_p=args.top_p, seed=args.seed)
         swap = SchedulerConfig(preemption_mode=args.preemption, swap_space=0 if args.preemption == "recompute" else

@@ -40,6 +40,7 @@ PAGES = (
     NavPage("app_pages/5_Bug_lab.py", "Bug_lab", "buglab", ":material/bug_report:"),
     NavPage("app_pages/6_Sharing.py", "Sharing", "sharing", ":material/call_split:"),
     NavPage("app_pages/7_Correct_to_fast.py", "Correct_to_fast", "fast", ":material/speed:"),
+    NavPage("app_pages/9_Beam_search.py", "Beam_search", "beam", ":material/account_tree:"),
     NavPage("app_pages/10_Swap_or_recompute.py", "Swap_or_recompute", "swap", ":material/swap_horiz:"),
     NavPage("app_pages/12_Speculative_decoding.py", "Speculative_decoding", "spec", ":material/bolt:"),
     NavPage("app_pages/8_Teaching_guide.py", "Teaching_guide", "guide", ":material/school:"),

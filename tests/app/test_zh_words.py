@@ -42,6 +42,7 @@ WORDS = {
     "viz.swap.SwapWords": "swap.cell",
     "viz.swap.CostWords": "swap.cost",
     "viz.spec.SpecWords": "spec.cell",
+    "viz.beam.TreeWords": "beam.tree",
 }
 
 
@@ -264,6 +265,7 @@ STEPS = {
 }
 PARAMS = {"10_Swap_or_recompute": {"step": 9},
           "5_Bug_lab": {"fault": "slot_off_by_one"},  # every write lands one slot late: a hover line per token
+          "9_Beam_search": {"step": 4},  # forks, a copy, a prune: the pool's and the tree's hovers
           "7_Correct_to_fast": dict(batch=1, context_len=32, num_heads=2, num_kv_heads=1, head_dim=32, block_size=4,
                                     requests=40)}
 

@@ -11,6 +11,7 @@ STRINGS = {
     "nav_buglab": {"en": "5 · Bug lab", "zh": "5 · Bug 实验室"},
     "nav_sharing": {"en": "6 · Sharing", "zh": "6 · 共享"},
     "nav_fast": {"en": "7 · Correct → fast", "zh": "7 · 从正确到快速"},
+    "nav_beam": {"en": "9 · Beam search", "zh": "9 · 束搜索（beam search）"},
     "nav_swap": {"en": "10 · Swap or recompute", "zh": "10 · 换出还是重算"},
     "nav_spec": {"en": "12 · Speculative decoding", "zh": "12 · 推测解码"},
     "nav_guide": {"en": "Teacher's guide", "zh": "教师指南"},

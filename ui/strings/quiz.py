@@ -97,4 +97,19 @@ STRINGS = {
                               "所以每个 block 都要计算"},
     "why_prefix_rule": {"en": "at most {most} can hit: only full blocks before the one holding the last token",
                         "zh": "最多 {most} 个可以命中：只有最后一个 token 所在 block 之前的完整 block"},
+    # page 9 · beam search
+    "none_beam": {"en": "No question now: the search has ended.", "zh": "现在没有题目：搜索已经结束。"},
+    "beam_copies": {"en": "Step {step} decodes {beams} beams: how many blocks will it copy (copy-on-write)?",
+                    "zh": "第 {step} 步要 decode {beams} 个 beam：它会复制（copy-on-write）多少个 block？"},
+    "beam_freed": {"en": "Step {step} ({beams} beams): how many blocks will it free (pruned or finished beams)?",
+                   "zh": "第 {step} 步（{beams} 个 beam）：它会释放多少个 block（被剪枝或结束的 beam）？"},
+    "why_beam_copies": {
+        "en": ("{n}: a beam copies its last block only when that block is shared (ref count > 1) and not full; "
+               "a full last block needs a fresh block instead, with nothing to copy."),
+        "zh": ("{n}：只有当最后一个 block 被共享（ref count > 1）且没写满时，beam 才复制它；最后一个 block 写满时，"
+               "beam 改为申请一个新 block，不需要复制。")},
+    "why_beam_freed": {
+        "en": ("{n}: a pruned beam (or, at the end, every beam) drops a reference to each of its blocks; only "
+               "blocks whose ref count reaches 0 (held by no other beam) become free."),
+        "zh": "{n}：被剪枝的 beam（或搜索结束时的每个 beam）对它的每个 block 减少一个引用；只有 ref count 降到 0（没有其他 beam 持有）的 block 才变为空闲。"},
 }
