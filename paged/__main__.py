@@ -31,6 +31,9 @@ def generate_main(argv: list[str]) -> int:
                    help="compute dtype (default float32, whatever the checkpoint stores: reduced-precision matmuls "
                         "are slow on most CPUs)")
     p.add_argument("--kv-layout", choices=["paged", "contiguous"], default="paged")
+    p.add_argument("--sliding-window", type=int, default=None, metavar="W",
+                   help="attend to the last W tokens only and free the blocks behind the window (paged/window.py); "
+                        "default: the checkpoint's own (Mistral / Qwen2), else full attention")
     from . import kernels  # noqa: F401  (registers the faster impls, so every registered one is a choice)
     from .attention import DECODE_IMPLS
 
@@ -41,7 +44,7 @@ def generate_main(argv: list[str]) -> int:
     p.add_argument("--quiet", action="store_true", help="no per-step summary lines")
     p.add_argument("--json", action="store_true",
                    help="print one JSON list on stdout, an object per prompt (prompt, token_ids, text, "
-                        "finish_reason, num_preemptions), instead of streaming text; implies --quiet")
+                        "finish_reason, num_preemptions, max_blocks_held), instead of streaming text; implies --quiet")
     args = p.parse_args(argv)
     args.quiet = args.quiet or args.json
 
@@ -49,10 +52,12 @@ def generate_main(argv: list[str]) -> int:
 
     from .config import CacheConfig, SamplingParams
     from .engine import LLMEngine
+    from .engine.windowing import held_blocks, with_window
     from .model import load_model
 
     try:
         model, tokenizer = load_model(args.model, dtype=getattr(torch, args.dtype))
+        model = model if args.sliding_window is None else with_window(model, args.sliding_window)
         params = SamplingParams(max_tokens=args.max_tokens, temperature=args.temperature, top_k=args.top_k,
                                 top_p=args.top_p, seed=args.seed)
         engine = LLMEngine(model, tokenizer, CacheConfig(block_size=args.block_size, num_blocks=args.num_blocks),
@@ -64,7 +69,7 @@ def generate_main(argv: list[str]) -> int:
     if not args.quiet:
         print(f"kv_layout {args.kv_layout}, decode impl {engine.runner.attn_impl}, {engine.num_blocks} blocks of "
               f"{args.block_size}", file=sys.stderr)
-    traces = []
+    traces, held = [], {}  # held: seq id -> the most blocks it held at the end of a step
     streamed = 0
     decoder = tokenizer.incremental_decoder()
     while engine.has_unfinished():
@@ -74,6 +79,7 @@ def generate_main(argv: list[str]) -> int:
             print(f"\nerror: {err}", file=sys.stderr)
             return 2
         traces.append(trace.to_dict())
+        held.update({sid: max(n, held.get(sid, 0)) for sid, n in held_blocks(trace).items()})
         if not args.quiet:
             print(trace.summary(), file=sys.stderr)
         if args.json:
@@ -85,8 +91,8 @@ def generate_main(argv: list[str]) -> int:
         streamed = len(out.token_ids)
         sys.stdout.flush()
     if args.json:
-        print(json.dumps([json_record(engine, rid, prompt) for rid, prompt in zip(ids, args.prompts)],
-                         ensure_ascii=False))
+        print(json.dumps([{**json_record(engine, rid, prompt), "max_blocks_held": held.get(rid, 0)}
+                          for rid, prompt in zip(ids, args.prompts)], ensure_ascii=False))
     else:
         sys.stdout.write(decoder.flush() + "\n")
         for rid in ids[1:]:

@@ -62,6 +62,7 @@ class StepTrace:
     running: list[int] = field(default_factory=list)
     elapsed_ms: float = 0.0
     why: list[tuple[str, dict]] = field(default_factory=list)  # see paged.engine.scheduler.WHY_ENGLISH
+    window_freed: dict[int, list[int]] = field(default_factory=dict)  # sliding window: blocks left behind it
 
     @property
     def scheduled(self) -> list[int]:
@@ -70,7 +71,8 @@ class StepTrace:
     def to_dict(self) -> dict:
         d = asdict(replace(self, seqs=[]))  # asdict would deep-copy each state's decode (its tokenizer)
         d["seqs"] = [s.to_dict() for s in self.seqs]
-        for key in ("block_tables_before", "block_tables_after", "blocks_allocated", "blocks_freed", "forked"):
+        for key in ("block_tables_before", "block_tables_after", "blocks_allocated", "blocks_freed", "forked",
+                    "window_freed"):
             d[key] = {str(k): v for k, v in d[key].items()}  # JSON object keys are strings
         d["scheduled"] = self.scheduled
         # physical block -> first running owner after the step: derived here, for exports only, not on the step
