@@ -40,6 +40,7 @@ PAGES = (
     NavPage("app_pages/5_Bug_lab.py", "Bug_lab", "buglab", ":material/bug_report:"),
     NavPage("app_pages/6_Sharing.py", "Sharing", "sharing", ":material/call_split:"),
     NavPage("app_pages/7_Correct_to_fast.py", "Correct_to_fast", "fast", ":material/speed:"),
+    NavPage("app_pages/11_Sliding_window.py", "Sliding_window", "window", ":material/view_week:"),
     NavPage("app_pages/8_Teaching_guide.py", "Teaching_guide", "guide", ":material/school:"),
 )
 BY_NAME = {p.name: p for p in PAGES}

@@ -24,7 +24,8 @@ DEFAULT_LANG = "en"
 
 # One entry per strings module. Adding a page: create ui/strings/<name>.py with STRINGS and add "<name>" here.
 MODULES = ("common", "classroom", "home", "address", "gather", "batch", "buglab", "engine", "sharing", "fast", "chain",
-           "breaks", "quiz", "beyond", "model", "guide", "engine_fault", "vllm", "capacity")
+           "breaks", "quiz", "beyond", "model", "guide", "engine_fault", "vllm", "capacity",
+           "window")
 
 
 @lru_cache(maxsize=None)

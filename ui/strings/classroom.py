@@ -11,6 +11,7 @@ STRINGS = {
     "nav_buglab": {"en": "5 · Bug lab", "zh": "5 · Bug 实验室"},
     "nav_sharing": {"en": "6 · Sharing", "zh": "6 · 共享"},
     "nav_fast": {"en": "7 · Correct → fast", "zh": "7 · 从正确到快速"},
+    "nav_window": {"en": "11 · Sliding window", "zh": "11 · 滑动窗口"},
     "nav_guide": {"en": "Teacher's guide", "zh": "教师指南"},
     "previous": {"en": "Previous: {page}", "zh": "上一页：{page}"},
     "next": {"en": "Next: {page}", "zh": "下一页：{page}"},

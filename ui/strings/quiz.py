@@ -76,4 +76,12 @@ STRINGS = {
                               "所以每个 block 都要计算"},
     "why_prefix_rule": {"en": "at most {most} can hit: only full blocks before the one holding the last token",
                         "zh": "最多 {most} 个可以命中：只有最后一个 token 所在 block 之前的完整 block"},
+    # page 11 · sliding window
+    "window_ask": {"en": "The window is W = {window}. At the next step A's token {next} is written. Which physical "
+                         "blocks go back to the free queue behind its window?",
+                   "zh": "窗口 W = {window}。下一步写入 A 的 token {next}。哪些 physical block 会在它的窗口后面回到空闲队列？"},
+    "window_why": {"en": "then token {after} is the next to compute: its window starts at token {first} = {after} + 1 "
+                         "- {window}; the blocks of {bs} wholly before it that were still held: {blocks}",
+                   "zh": "之后下一个要计算的是 token {after}：它的窗口从 token {first} = {after} + 1 - {window} 开始；完全在"
+                         "它之前、仍被占用的 block（每个 {bs} 个 token）：{blocks}"},
 }
