@@ -84,7 +84,7 @@ if frame.tables.get(1):
     rows.append((1, frame.tables[1], labels_b, len(frame.neighbour_ids) - 1, None, before.tables.get(1, [])))
 fig_col, note_col = st.columns([3, 1])
 if frame.tables:
-    show_cells(window_table_html(rows, block_size, viz_labels(ctx, WindowWords, "w")),
+    show_cells(window_table_html(rows, block_size, viz_labels(ctx, WindowWords, "w"), big=ctx.present),
                ctx.t("table_title", step=step), "window.tables", where=fig_col)
 ui.notice(ctx, ctx.t("table_notice"), where=note_col)
 note_col.caption(ctx.t("vllm_note"))

@@ -29,6 +29,10 @@ WINDOW_CSS = """<style>
     border: 1px dashed #777777; background: repeating-linear-gradient(45deg, #F4F4F4 0, #F4F4F4 4px,
     #E0E0E0 4px, #E0E0E0 8px); cursor: default; }
 .pw-freed-now { outline: 3px solid #D55E00; outline-offset: 1px; }
+.pw-big { font-size: 16px; }
+.pw-big .pw-name { flex-basis: 7rem; line-height: 40px; }
+.pw-big .pw-slot { width: 38px; height: 38px; line-height: 36px; }
+.pw-big .pw-hole { height: 38px; line-height: 36px; }
 </style>"""
 
 
@@ -53,12 +57,13 @@ def _slot(text: str, color: str, tip: str, extra: str = "") -> str:
 
 
 def window_table_html(rows: Sequence[tuple[int, Sequence[int], Sequence[str], int, int | None, Sequence[int]]],
-                      block_size: int, words: WindowWords = WindowWords()) -> str:
+                      block_size: int, words: WindowWords = WindowWords(), big: bool = False) -> str:
     """rows: (seq_id, block_table (-1 = hole), token label per token index, cached_token_count, first token the
     next token reads (None: no window drawn for this row), the table before the step shown). Cached tokens are
     filled in the request's colour; those the next token reads are outlined; the next token's slot is dashed; a
-    hole the step made is ringed and names the physical block it released."""
-    out = [WINDOW_CSS, '<div class="pw-rows">']
+    hole the step made is ringed and names the physical block it released. big: projector sizes (presenter mode)."""
+    out = [WINDOW_CSS, f'<div class="pw-rows{" pw-big" if big else ""}">']
+    cell = 39 if big else 27
     for seq_id, table, labels, cached, first_read, before in rows:
         color = seq_color(seq_id)
         blocks = []
@@ -69,7 +74,7 @@ def window_table_html(rows: Sequence[tuple[int, Sequence[int], Sequence[str], in
                         else words.hole.format(logical=logical))
                 ring = " pw-freed-now" if was >= 0 else ""
                 blocks.append(f'<div class="pw-block{ring}"><div class="pw-head">{html.escape(head)}</div>'
-                              f'<div class="pw-hole" style="width:{block_size * 27 - 1}px" '
+                              f'<div class="pw-hole" style="width:{block_size * cell - 1}px" '
                               f'title="{html.escape(head)}">—</div></div>')
                 continue
             slots = []
