@@ -31,7 +31,8 @@ STRINGS = {
                "token {next} 读取 token {first}–{next}，所以完全在窗口之前的 {count} 个 block 立即回到空闲队列：{blocks}。"),
     },
     "said_prefill_b": {
-        "en": "Step {step}: B's prompt was prefilled into blocks {blocks}; {taken} of them are blocks A's window freed.",
+        "en": ("Step {step}: B's prompt was prefilled into blocks {blocks}; {taken} of them are blocks A's window "
+               "freed."),
         "zh": "第 {step} 步：B 的 prompt prefill 到 block {blocks} 中；其中 {taken} 个是 A 的窗口释放的 block。",
     },
     "said_decode": {
