@@ -88,6 +88,8 @@ class StepTrace:
         extra = ""
         if self.blocks_allocated:
             extra += f" new_blocks={self.blocks_allocated}"
+        if self.window_freed:
+            extra += f" window_freed={self.window_freed}"
         if self.preempted:
             extra += f" preempted={self.preempted}"
         if self.finished:
