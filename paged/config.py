@@ -119,8 +119,8 @@ class ModelConfig:
                      f"{name} must be an integer >= 0 or null, got {value!r}")
         _require(self.model_type in ("llama", "qwen2", "qwen3", "mistral"),
                  f"model_type must be 'llama', 'qwen2', 'qwen3' or 'mistral', got {self.model_type!r}")
-        _require(not (self.model_type == "qwen2" and self.attention_bias),
-                 "attention_bias must be false for qwen2 (its q/k/v bias is implied by the model type)")
+        _require(not (self.model_type in ("qwen2", "mistral") and self.attention_bias),
+                 f"attention_bias must be false for {self.model_type} (qwen2: its q/k/v bias comes with the type)")
         _require(self.rope_type in ("default", "llama3"),
                  f"rope_type must be 'default' or 'llama3', got {self.rope_type!r}")
         _require(self.rope_high_freq_factor > self.rope_low_freq_factor,

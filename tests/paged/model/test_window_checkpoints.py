@@ -126,6 +126,8 @@ def test_transformers_defaults_for_mistral_and_qwen2():
     assert read(model_type="qwen2", sliding_window=8) is None
     assert read(model_type="qwen2", use_sliding_window=True, sliding_window=8, max_window_layers=4) is None
     assert read(model_type="qwen2", use_sliding_window=True, sliding_window=8, max_window_layers=0) == 8
+    with pytest.raises(ValueError, match="attention_bias must be false for mistral"):
+        ModelConfig(model_type="mistral", attention_bias=True)  # MistralForCausalLM has no bias to load
     with pytest.raises(ValueError, match="LlamaForCausalLM has no sliding window"):
         from paged.model.hf_config import config_to_hf_dict
         config_to_hf_dict(ModelConfig(sliding_window=8))
