@@ -38,12 +38,12 @@ WINDOW_CSS = """<style>
 
 @dataclass(frozen=True)
 class WindowWords:
-    """The figure's words (a page passes its language's). request: "{seq}" row name; block: a block's head,
-    fields {logical}, {physical}; hole: a freed block's head, {logical}; slot: a token's tooltip, fields {token},
-    {text}, {logical}, {physical}, {slot}; empty: an unwritten slot's tooltip; next: the next token's tooltip."""
+    """The figure's words (a page passes its language's). request: a row's name, field {seq}; hole: a freed
+    block's head, {logical}; hole_now: the head of a block the shown step freed, {logical}, {physical}; slot: a
+    token's tooltip, {token}, {text}, {logical}, {physical}, {slot}; empty: an unwritten slot's tooltip; next: the
+    next token's. A live block's head is the notation L<logical> → P<physical>, the same in every language."""
 
     request: str = "request {seq}"
-    block: str = "L{logical} → P{physical}"
     hole: str = "L{logical}: freed"
     hole_now: str = "L{logical}: P{physical} freed now"
     slot: str = "token {token} “{text}”: logical block {logical}, physical block {physical}, slot {slot}"
@@ -93,7 +93,7 @@ def window_table_html(rows: Sequence[tuple[int, Sequence[int], Sequence[str], in
                 else:
                     slots.append(_slot("", FREE_COLOR, words.empty))
             blocks.append(f'<div class="pw-block"><div class="pw-head">'
-                          f'{html.escape(words.block.format(logical=logical, physical=physical))}</div>'
+                          f'L{logical} → P{physical}</div>'
                           f'<div class="pw-slots">{"".join(slots)}</div></div>')
         name = words.request.format(seq=seq_label(seq_id))
         out.append(f'<div class="pw-row"><div class="pw-name">{html.escape(name)}</div>'

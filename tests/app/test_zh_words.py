@@ -39,6 +39,7 @@ WORDS = {
     "viz.sharing.RefcountWords": "sharing.ref",
     "viz.sharing.HitsLabels": "sharing.hits",
     "viz.buglab.BadCellWords": "buglab.w",
+    "viz.window.WindowWords": "window.w",
 }
 
 

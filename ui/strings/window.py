@@ -58,7 +58,6 @@ STRINGS = {
                "内的 slot，所以永远不会碰到空洞。"),
     },
     "w_request": {"en": "request {seq}", "zh": "请求 {seq}"},
-    "w_block": {"en": "L{logical} → P{physical}", "zh": "L{logical} → P{physical}"},
     "w_hole": {"en": "L{logical}: freed", "zh": "L{logical}：已释放"},
     "w_hole_now": {"en": "L{logical}: P{physical} freed now", "zh": "L{logical}：P{physical} 刚释放"},
     "w_slot": {"en": "token {token} “{text}”: logical block {logical}, physical block {physical}, slot {slot}",
