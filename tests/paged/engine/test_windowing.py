@@ -7,10 +7,12 @@ from __future__ import annotations
 import math
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as hst
 
 from paged.config import CacheConfig, SamplingParams, SchedulerConfig
 from paged.engine import LLMEngine
-from paged.engine.windowing import held_blocks, with_window
+from paged.engine.windowing import held_blocks, window_engine, with_window
 from paged.model import load_model
 from paged.window import HOLE
 
@@ -98,8 +100,8 @@ def test_freeing_one_block_too_early_drifts_from_the_twin(shipped):
     still lists it; the next block taken overwrites it and the paged tokens leave the contiguous twin's."""
     model, tokenizer = shipped
     twin, _, _ = run(model, tokenizer, 6, 2, layout="contiguous", prompts=PROMPTS[:1])
-    engine = LLMEngine(with_window(model, 6), tokenizer, CacheConfig(block_size=2, num_blocks=48, watermark=0))
-    engine.block_manager.free_early = True
+    engine = window_engine(model, tokenizer, 6, CacheConfig(block_size=2, num_blocks=48, watermark=0),
+                           free_early=True)
     out = engine.generate(PROMPTS[:1], SamplingParams(max_tokens=12, ignore_eos=True))[0].token_ids
     assert out != twin
 
@@ -114,3 +116,41 @@ def test_kernels_without_a_window_and_faults_are_refused(shipped):
     with pytest.raises(ValueError, match="faults are not injected"):
         LLMEngine(with_window(model, 4), tokenizer, fault="early_increment")
     assert model.config.sliding_window is None  # with_window never touched the shared model
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(window=hst.integers(1, 12), block_size=hst.sampled_from([1, 2, 4]), chunked=hst.booleans(),
+       caching=hst.booleans(), lens=hst.lists(hst.integers(1, 20), min_size=1, max_size=3),
+       max_tokens=hst.integers(1, 8), spare=hst.integers(0, 12))
+def test_any_schedule_keeps_the_twins_equal_and_the_bound(shipped, window, block_size, chunked, caching, lens,
+                                                          max_tokens, spare):
+    """Random windows, block sizes, prompts (sharing a prefix), chunked prefill, prefix caching and pools tight
+    enough to preempt: paged tokens == contiguous twin's, every running sequence holds <= ceil(W / bs) + 1 blocks
+    at the end of every step, and the pool is whole at the end."""
+    prompts = [[256] + [97 + (i * 7 + j) % 26 for j in range(n)] for i, n in enumerate(lens)]
+    prompts = [p[:3] + [120] + p[3:] if k % 2 else p for k, p in enumerate(prompts)]  # some shared starts
+    num_blocks = max(-(-(len(p) + max_tokens) // block_size) for p in prompts) + spare
+    out = {}
+    for layout in ("paged", "contiguous"):
+        tokens, traces, engine = run(*shipped, window, block_size, layout=layout, chunked=chunked,
+                                     num_blocks=num_blocks, caching=caching and layout == "paged",
+                                     prompts=prompts, max_tokens=max_tokens)
+        out[layout] = tokens
+        bound = math.ceil(window / block_size) + 1
+        assert all(n <= bound for t in traces for n in held_blocks(t).values())
+        assert engine.block_manager.num_free_blocks == engine.num_blocks
+    assert out["paged"] == out["contiguous"]
+
+
+def test_parallel_samples_share_and_slide_like_the_twin(shipped):
+    """n = 3 samples (forked blocks, copy-on-write of the shared last block, each sample's window sliding over
+    blocks its siblings still hold): the same samples as the contiguous twin, nothing leaked."""
+    model, tokenizer = shipped
+    params = SamplingParams(max_tokens=12, temperature=1.0, seed=3, n=3, ignore_eos=True)
+    samples = {}
+    for layout in ("paged", "contiguous"):
+        engine = window_engine(model, tokenizer, 5, CacheConfig(block_size=2, num_blocks=40, watermark=0),
+                               kv_layout=layout)
+        samples[layout] = engine.generate(["hello there friend"], params)[0].samples
+        assert engine.block_manager.num_free_blocks == 40
+    assert samples["paged"] == samples["contiguous"] and len({tuple(s) for s in samples["paged"]}) > 1
