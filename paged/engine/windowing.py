@@ -61,21 +61,6 @@ def with_window(model: torch.nn.Module, window: int | None) -> torch.nn.Module:
     return twin
 
 
-def window_engine(model: torch.nn.Module, tokenizer, window: int | None, cache_config=None, scheduler_config=None,
-                  kv_layout: str = "paged", free_early: bool = False):
-    """An LLMEngine over `model` with sliding window `window` (with_window: the shared model is left as it is).
-    free_early=True acts out the page's break-it: the block manager frees the block each window still starts in.
-    Raises ValueError for free_early without a window, and as LLMEngine does."""
-    from .engine import LLMEngine  # (engine.py imports this module)
-
-    if free_early and window is None:
-        raise ValueError("free_early needs a sliding window: without one no block is freed while a sequence runs")
-    engine = LLMEngine(with_window(model, window), tokenizer, cache_config, scheduler_config, kv_layout=kv_layout)
-    if free_early:
-        engine.block_manager.free_early = True
-    return engine
-
-
 class WindowPagedBackend:
     """PagedBackend with a window: write the step's K/V at their slots, then read each sequence's window only."""
 

@@ -12,7 +12,8 @@ from hypothesis import strategies as hst
 
 from paged.config import CacheConfig, SamplingParams, SchedulerConfig
 from paged.engine import LLMEngine
-from paged.engine.windowing import held_blocks, window_engine, with_window
+from paged.engine.window_engine import window_engine
+from paged.engine.windowing import held_blocks, with_window
 from paged.model import load_model
 from paged.window import HOLE
 
