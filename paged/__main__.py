@@ -34,6 +34,9 @@ def generate_main(argv: list[str]) -> int:
     p.add_argument("--preemption", choices=["recompute", "swap"], default="recompute",
                    help="when the pool is full: free a victim's blocks and recompute it, or swap them to a host pool")
     p.add_argument("--swap-space", type=int, default=None, help="swap pool blocks (default: --num-blocks, else 256)")
+    p.add_argument("--sliding-window", type=int, default=None, metavar="W",
+                   help="attend to the last W tokens only and free the blocks behind the window (paged/window.py); "
+                        "default: the checkpoint's own (Mistral / Qwen2), else full attention")
     from . import kernels  # noqa: F401  (registers the faster impls, so every registered one is a choice)
     from .attention import DECODE_IMPLS
 
@@ -49,7 +52,7 @@ def generate_main(argv: list[str]) -> int:
     p.add_argument("--quiet", action="store_true", help="no per-step summary lines")
     p.add_argument("--json", action="store_true",
                    help="print one JSON list on stdout, an object per prompt (prompt, token_ids, text, "
-                        "finish_reason, num_preemptions), instead of streaming text; implies --quiet")
+                        "finish_reason, num_preemptions, max_blocks_held), instead of streaming text; implies --quiet")
     args = p.parse_args(argv)
     args.quiet = args.quiet or args.json
 
@@ -57,10 +60,12 @@ def generate_main(argv: list[str]) -> int:
 
     from .config import CacheConfig, SamplingParams, SchedulerConfig
     from .engine import LLMEngine
+    from .engine.windowing import held_blocks, with_window
     from .model import load_model
 
     try:
         model, tokenizer = load_model(args.model, dtype=getattr(torch, args.dtype))
+        model = model if args.sliding_window is None else with_window(model, args.sliding_window)
         if args.beam_width is not None:  # paged/beam_cli.py: --json adds each prompt's "beams"
             from .beam_cli import beam_main
             return beam_main(args, model, tokenizer)
@@ -78,7 +83,7 @@ def generate_main(argv: list[str]) -> int:
     if not args.quiet:
         print(f"kv_layout {args.kv_layout}, decode impl {engine.runner.attn_impl}, {engine.num_blocks} blocks of "
               f"{args.block_size}", file=sys.stderr)
-    traces = []
+    traces, held = [], {}  # held: seq id -> the most blocks it held at the end of a step
     streamed = 0
     decoder = tokenizer.incremental_decoder()
     while engine.has_unfinished():
@@ -88,6 +93,7 @@ def generate_main(argv: list[str]) -> int:
             print(f"\nerror: {err}", file=sys.stderr)
             return 2
         traces.append(trace.to_dict())
+        held.update({sid: max(n, held.get(sid, 0)) for sid, n in held_blocks(trace).items()})
         if not args.quiet:
             print(trace.summary(), file=sys.stderr)
         if args.json:
@@ -99,8 +105,8 @@ def generate_main(argv: list[str]) -> int:
         streamed = len(out.token_ids)
         sys.stdout.flush()
     if args.json:
-        print(json.dumps([json_record(engine, rid, prompt) for rid, prompt in zip(ids, args.prompts)],
-                         ensure_ascii=False))
+        print(json.dumps([{**json_record(engine, rid, prompt), "max_blocks_held": held.get(rid, 0)}
+                          for rid, prompt in zip(ids, args.prompts)], ensure_ascii=False))
     else:
         sys.stdout.write(decoder.flush() + "\n")
         for rid in ids[1:]:

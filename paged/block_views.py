@@ -13,7 +13,7 @@ def first_owners(tables: Mapping[int, Iterable[int]], num_blocks: int) -> list[i
     owners: list[int | None] = [None] * num_blocks
     for seq_id, table in tables.items():
         for block in table:
-            if owners[block] is None:
+            if block >= 0 and owners[block] is None:  # -1: a hole (a block a sliding window freed)
                 owners[block] = seq_id
     return owners
 
@@ -33,7 +33,7 @@ class BlockViews:
         """physical block -> every seq id whose table holds it (empty when free)."""
         owners: list[tuple[int, ...]] = [()] * self.num_blocks
         for seq_id, table in self.tables.items():
-            for block in table:
+            for block in (b for b in table if b >= 0):  # -1: a hole
                 owners[block] += (seq_id,)
         return owners
 

@@ -101,6 +101,7 @@ class ModelConfig:
     rope_low_freq_factor: float = 1.0
     rope_high_freq_factor: float = 4.0
     rope_original_max_position_embeddings: int = 8192
+    sliding_window: int | None = None  # W: each token attends to itself and the W - 1 before it (None: all)
 
     def __post_init__(self) -> None:
         for name in ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers",
@@ -109,16 +110,18 @@ class ModelConfig:
             _set(self, name, as_int(getattr(self, name), name, 1))
         for name in ("rms_norm_eps", "rope_theta", "rope_factor", "rope_low_freq_factor", "rope_high_freq_factor"):
             _set(self, name, as_float(getattr(self, name), name, 0.0, lo_open=True))
+        window = self.sliding_window
+        _set(self, "sliding_window", None if window is None else as_int(window, "sliding_window (None: off)", 1))
         for name in ("tie_word_embeddings", "attention_bias"):
             _set(self, name, as_bool(getattr(self, name), name))
         for name in ("bos_token_id", "eos_token_id"):
             value = getattr(self, name)
             _require(value is None or (isinstance(value, int) and not isinstance(value, bool) and value >= 0),
                      f"{name} must be an integer >= 0 or null, got {value!r}")
-        _require(self.model_type in ("llama", "qwen2", "qwen3"),
-                 f"model_type must be 'llama', 'qwen2' or 'qwen3', got {self.model_type!r}")
-        _require(not (self.model_type == "qwen2" and self.attention_bias),
-                 "attention_bias must be false for qwen2 (its q/k/v bias is implied by the model type)")
+        _require(self.model_type in ("llama", "qwen2", "qwen3", "mistral"),
+                 f"model_type must be 'llama', 'qwen2', 'qwen3' or 'mistral', got {self.model_type!r}")
+        _require(not (self.model_type in ("qwen2", "mistral") and self.attention_bias),
+                 f"attention_bias must be false for {self.model_type} (qwen2: its q/k/v bias comes with the type)")
         _require(self.rope_type in ("default", "llama3"),
                  f"rope_type must be 'default' or 'llama3', got {self.rope_type!r}")
         _require(self.rope_high_freq_factor > self.rope_low_freq_factor,

@@ -42,6 +42,7 @@ PAGES = (
     NavPage("app_pages/7_Correct_to_fast.py", "Correct_to_fast", "fast", ":material/speed:"),
     NavPage("app_pages/9_Beam_search.py", "Beam_search", "beam", ":material/account_tree:"),
     NavPage("app_pages/10_Swap_or_recompute.py", "Swap_or_recompute", "swap", ":material/swap_horiz:"),
+    NavPage("app_pages/11_Sliding_window.py", "Sliding_window", "window", ":material/view_week:"),
     NavPage("app_pages/12_Speculative_decoding.py", "Speculative_decoding", "spec", ":material/bolt:"),
     NavPage("app_pages/8_Teaching_guide.py", "Teaching_guide", "guide", ":material/school:"),
 )

@@ -19,7 +19,6 @@ from dataclasses import dataclass, field, replace
 import torch
 
 from ..kernels import DECODE_IMPLS, default_attn_impl
-from ..block_manager import BlockManager
 from ..checks import as_bool
 from ..config import CacheConfig, SamplingParams, SchedulerConfig
 from ..faults import Fault, as_fault
@@ -27,7 +26,7 @@ from ..sequence import Sequence, SequenceStatus
 from .admission import check_fits, check_params, pool_num_blocks, prompt_token_ids
 from .checkpoint import EngineStepError, SequenceFailure, StepCheckpoint
 from .recording import StepRecorder, block_tables, record_queues
-from .runner import ModelRunner
+from .windowing import block_manager_for, runner_for, slide
 from .sampler import make_generator, sample_one, sample_step
 from .scheduler import Scheduler, SchedulerOutput
 from .swapping import attach_swapper
@@ -70,15 +69,15 @@ class LLMEngine:
         cfg, cc = model.config, self.cache_config
         param = next(model.parameters())
         num_blocks = pool_num_blocks(cfg, cc, param.dtype, param.device)  # checked before any allocation
-        self.block_manager = BlockManager(num_blocks, cc.block_size, cc.watermark, cc.seed,
-                                          enable_prefix_caching=cc.enable_prefix_caching and kv_layout == "paged")
+        self.block_manager = block_manager_for(cfg, num_blocks, cc.block_size, cc.watermark, cc.seed,
+                                               enable_prefix_caching=cc.enable_prefix_caching and kv_layout == "paged")
         self.scheduler = Scheduler(self.scheduler_config, self.block_manager)
-        impl = attn_impl or default_attn_impl(param.device)
+        impl = attn_impl or ("gather" if cfg.sliding_window else default_attn_impl(param.device))  # window.py
         if impl not in DECODE_IMPLS:
             raise ValueError(f"unknown attn_impl {impl!r}; choose one of {sorted(DECODE_IMPLS)}")
         if self.fault is not None and self.scheduler_config.enable_chunked_prefill:
             raise ValueError("faults are injected with whole-prompt prefill only; set enable_chunked_prefill=False")
-        self.runner = ModelRunner(model, num_blocks, cc.block_size, kv_layout, impl, self.fault)
+        self.runner = runner_for(model, num_blocks, cc.block_size, kv_layout, impl, self.fault)
         self.swapper = attach_swapper(self.scheduler, self.runner)  # swap mode's host pool (swapping.py), or None
         self.speculative = SpeculativeDecoder.for_engine(self)  # None unless scheduler_config.speculative
         self.kv_layout = kv_layout
@@ -239,6 +238,7 @@ class LLMEngine:
             tokens = self._sample(sched.seqs, logits, chunks)
             rows = self._update(sched.seqs, tokens, logits, batch.query_lens, trace)
             self._free(trace)
+            trace.window_freed = slide(self.block_manager, self.scheduler.running)  # behind each window
             if self.record:
                 recorder = StepRecorder(trace, batch, logits, self.tokenizer.decode, self.last_logits, self.sequences)
                 for row in rows:

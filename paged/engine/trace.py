@@ -79,6 +79,7 @@ class StepTrace:
     @property
     def blocks_to_swap_in(self) -> list[tuple[int, int]]:
         return [p for pairs in self.swap_in.values() for p in pairs]
+    window_freed: dict[int, list[int]] = field(default_factory=dict)  # sliding window: blocks left behind it
 
     @property
     def scheduled(self) -> list[int]:
@@ -88,7 +89,7 @@ class StepTrace:
         d = asdict(replace(self, seqs=[]))  # asdict would deep-copy each state's decode (its tokenizer)
         d["seqs"] = [s.to_dict() for s in self.seqs]
         for key in ("block_tables_before", "block_tables_after", "blocks_allocated", "blocks_freed", "forked",
-                    "speculative", "swap_out", "swap_in"):
+                    "speculative", "swap_out", "swap_in", "window_freed"):
             d[key] = {str(k): v for k, v in d[key].items()}  # JSON object keys are strings
         d["scheduled"] = self.scheduled
         # physical block -> first running owner after the step: derived here, for exports only, not on the step
@@ -104,6 +105,8 @@ class StepTrace:
         extra = ""
         if self.blocks_allocated:
             extra += f" new_blocks={self.blocks_allocated}"
+        if self.window_freed:
+            extra += f" window_freed={self.window_freed}"
         if self.preempted:
             extra += f" preempted={self.preempted}"
         if self.swap_out or self.swap_in:

@@ -34,6 +34,7 @@ from paged.config import ModelConfig
 from paged.kernels import native_ops
 from paged.model.direct import Direct
 from paged.model.rope import RotaryEmbedding, apply_rope, llama3_inv_freq, rotate_half  # noqa: F401 (re-exported)
+from paged.window import windowed_rows
 
 # backend(layer_idx, q [N, H, D], k [N, K, D], v [N, K, D]) -> out [N, H, D]
 AttentionBackend = Callable[[int, torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
@@ -301,12 +302,14 @@ class TinyLlama(nn.Module):
         """Logits [B, T, V] (no backend) or [N, V]; with `rows` (int64 [R], backend given) only those tokens'
         logits, [R, V]: an engine step needs each sequence's last token only, and the vocabulary projection of
         every prompt token would be wasted."""
-        if backend is None:
+        plain = backend is None  # no cache: [B, T] rows, causal inside each (and the window, if the model has one)
+        if plain:
             if input_ids.dim() != 2:
                 raise ValueError(f"without a backend input_ids must be [B, T], got shape {tuple(input_ids.shape)}")
             if positions is None:
                 positions = torch.arange(input_ids.shape[1], device=input_ids.device)
             positions = positions.expand_as(input_ids)
+            backend = windowed_rows(self.config.sliding_window)  # None: SDPA's own causal mask
         else:
             if input_ids.dim() != 1 or positions is None or tuple(positions.shape) != tuple(input_ids.shape):
                 raise ValueError("with a backend input_ids and positions must both be [N], got "
@@ -314,7 +317,7 @@ class TinyLlama(nn.Module):
                                  f"{None if positions is None else tuple(positions.shape)}")
         hidden = self.model(input_ids, positions, backend)
         if rows is not None:
-            if backend is None:
+            if plain:
                 raise ValueError("rows selects tokens of a backend call ([N] inputs); without a backend pass none")
             hidden = hidden.index_select(0, rows)
         return self.lm_head(hidden)

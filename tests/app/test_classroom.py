@@ -43,7 +43,8 @@ def without_timings(value):
 def test_every_page_keeps_the_url_path_share_links_already_use():
     assert [p.url_path for p in PAGES if p.url_path] == [
         "Address_translation", "Gather_and_attend", "Batch_decode", "Engine", "Bug_lab", "Sharing",
-        "Correct_to_fast", "Beam_search", "Swap_or_recompute", "Speculative_decoding", "Teaching_guide"]
+        "Correct_to_fast", "Beam_search", "Swap_or_recompute", "Sliding_window", "Speculative_decoding",
+        "Teaching_guide"]
 
 
 def test_the_entry_point_runs_home_and_names_pages_in_the_sessions_language():

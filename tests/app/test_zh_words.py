@@ -43,6 +43,7 @@ WORDS = {
     "viz.swap.CostWords": "swap.cost",
     "viz.spec.SpecWords": "spec.cell",
     "viz.beam.TreeWords": "beam.tree",
+    "viz.window.WindowWords": "window.w",
 }
 
 

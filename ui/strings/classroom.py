@@ -14,6 +14,7 @@ STRINGS = {
     "nav_beam": {"en": "9 · Beam search", "zh": "9 · 束搜索（beam search）"},
     "nav_swap": {"en": "10 · Swap or recompute", "zh": "10 · 换出还是重算"},
     "nav_spec": {"en": "12 · Speculative decoding", "zh": "12 · 推测解码"},
+    "nav_window": {"en": "11 · Sliding window", "zh": "11 · 滑动窗口"},
     "nav_guide": {"en": "Teacher's guide", "zh": "教师指南"},
     "previous": {"en": "Previous: {page}", "zh": "上一页：{page}"},
     "next": {"en": "Next: {page}", "zh": "下一页：{page}"},

@@ -112,4 +112,12 @@ STRINGS = {
         "en": ("{n}: a pruned beam (or, at the end, every beam) drops a reference to each of its blocks; only "
                "blocks whose ref count reaches 0 (held by no other beam) become free."),
         "zh": "{n}：被剪枝的 beam（或搜索结束时的每个 beam）对它的每个 block 减少一个引用；只有 ref count 降到 0（没有其他 beam 持有）的 block 才变为空闲。"},
+    # page 11 · sliding window
+    "window_ask": {"en": "The window is W = {window}. At the next step A's token {next} is written. Which physical "
+                         "blocks go back to the free queue behind its window?",
+                   "zh": "窗口 W = {window}。下一步写入 A 的 token {next}。哪些 physical block 会在它的窗口后面回到空闲队列？"},
+    "window_why": {"en": "then token {after} is the next to compute: its window starts at token {first} = {after} + 1 "
+                         "- {window}; the blocks of {bs} wholly before it that were still held: {blocks}",
+                   "zh": "之后下一个要计算的是 token {after}：它的窗口从 token {first} = {after} + 1 - {window} 开始；完全在"
+                         "它之前、仍被占用的 block（每个 {bs} 个 token）：{blocks}"},
 }

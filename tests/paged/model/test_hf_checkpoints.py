@@ -148,7 +148,8 @@ def test_transformers_loads_what_we_save(tmp_path, arch):
 
 
 UNSUPPORTED = [
-    ("qwen2", {"use_sliding_window": True, "sliding_window": 8}, "sliding-window attention"),
+    ("qwen2", {"use_sliding_window": True, "sliding_window": 8, "layer_types": ["full_attention",
+                                                                             "sliding_attention"]}, "per-layer mix"),
     ("qwen3", {"layer_types": ["full_attention", "sliding_attention"], "use_sliding_window": True}, "sliding-window"),
     ("llama", {"rope_parameters": {"rope_type": "yarn", "factor": 2.0, "rope_theta": 1e4}}, "RoPE type 'yarn'"),
     ("llama", {"hidden_act": "gelu"}, "hidden_act must be 'silu'"),
