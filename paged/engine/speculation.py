@@ -67,6 +67,9 @@ class SpeculativeDecoder:
             return None
         if engine.fault is not None:
             raise ValueError("faults are injected without speculative decoding; set speculative=None")
+        if getattr(engine.model.config, "sliding_window", None):
+            raise ValueError("speculative decoding with a sliding window is not supported (the verification pass "
+                             "reads the whole history); set speculative=None or use a model without a window")
         return cls(engine, config)
 
     def ngram(self, seq: Sequence, k: int) -> list[int]:

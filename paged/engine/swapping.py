@@ -167,6 +167,9 @@ def attach_swapper(scheduler: "Scheduler", runner: ModelRunner) -> Swapper | Non
     """The engine's swapper with its host swap pool allocated beside the runner's pool (same shape per block, on
     the CPU), or None in recompute mode. Raises ValueError (nothing allocated) if that pool is too big."""
     swapper = scheduler.swapper
+    if swapper is not None and getattr(scheduler.block_manager, "window", None) is not None:
+        raise ValueError("preemption_mode='swap' with a sliding window is not supported (its block tables have "
+                         "holes the swap copies do not keep); use preemption_mode='recompute'")
     if swapper is not None and runner.pool is not None:
         p = runner.pool
         pinned = (lambda shape, dtype, device: torch.zeros(shape, dtype=dtype, device=device).pin_memory())
