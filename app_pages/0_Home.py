@@ -22,7 +22,7 @@ ui.notice(ctx, ctx.t("chain_notice", logical_block_id=address.logical_block_id,
                            physical_block_id=address.physical_block_id, block_offset=address.block_offset))
 
 st.subheader(ctx.t("walkthrough"))
-for name in ("address", "gather", "batch", "engine", "buglab", "sharing", "fast"):
+for name in ("address", "gather", "batch", "engine", "buglab", "sharing", "fast", "beam", "swap", "window", "spec"):
     nav.link(name, ctx.t("link", page=nav.title(nav.BY_NAME[name], ctx.lang), what=ctx.t(f"link_{name}")), ctx.lang)
 nav.link("guide", ctx.t("guide.link"), ctx.lang)
 

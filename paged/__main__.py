@@ -1,7 +1,7 @@
 """`python -m paged …`: generate text through the paged engine, or run a benchmark.
 
     python -m paged generate "prompt" [--block-size 16 --num-blocks N --max-tokens 64 --trace trace.json]
-    python -m paged generate "prompt" --model path/to/local/hf-checkpoint   # Llama, Qwen2 or Qwen3
+    python -m paged generate "prompt" --model path/to/local/hf-checkpoint   # Llama, Mistral, Qwen2 or Qwen3
     python -m paged bench kernels|memory|engine [...]
 """
 
@@ -15,7 +15,8 @@ import sys
 def generate_main(argv: list[str]) -> int:
     p = argparse.ArgumentParser(prog="python -m paged generate",
                                 description="Generate with the mini vLLM engine on the shipped tiny Llama, or "
-                                            "on a local Hugging Face Llama / Qwen2 / Qwen3 checkpoint (--model).")
+                                            "on a local Hugging Face Llama / Mistral / Qwen2 / Qwen3 checkpoint "
+                                            "(--model).")
     p.add_argument("prompts", nargs="+", help="one or more prompts (the first one is streamed)")
     p.add_argument("--block-size", type=int, default=16)
     p.add_argument("--num-blocks", type=int, default=None, help="default: derived from a 64 MiB KV budget")
@@ -25,7 +26,8 @@ def generate_main(argv: list[str]) -> int:
     p.add_argument("--top-p", type=float, default=1.0)
     p.add_argument("--seed", type=int, default=None)
     p.add_argument("--model", default=None,
-                   help="local Hugging Face directory of a LlamaForCausalLM, Qwen2ForCausalLM or Qwen3ForCausalLM "
+                   help="local Hugging Face directory of a LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM or "
+                        "Qwen3ForCausalLM "
                         "(config.json, *.safetensors, tokenizer.json); default: the shipped model")
     p.add_argument("--dtype", choices=["float32", "bfloat16", "float16"], default="float32",
                    help="compute dtype (default float32, whatever the checkpoint stores: reduced-precision matmuls "

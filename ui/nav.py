@@ -69,7 +69,7 @@ def run() -> None:
     lang = current_lang()
     pages = build(lang)
     st.session_state[NAV_KEY] = pages
-    current = st.navigation(list(pages.values()))
+    current = st.navigation(list(pages.values()), expanded=True)  # 13 pages: every one listed, the guide included
     current.run()
     footer(lang, current, pages)
 

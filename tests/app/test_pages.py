@@ -55,7 +55,7 @@ def test_home_links_name_each_page_as_the_navigation_does(lang):
     at = app_test("app_pages/0_Home.py", lang).run()
     ok(at)
     shown = "\n".join(m.value for m in at.markdown)
-    for name in ("address", "gather", "batch", "engine", "buglab", "sharing", "fast"):
+    for name in ("address", "gather", "batch", "engine", "buglab", "sharing", "fast", "beam", "swap", "window", "spec"):
         assert f"[{title(BY_NAME[name], lang)}{'：' if lang == 'zh' else ': '}" in shown, (name, shown[-600:])
 
 

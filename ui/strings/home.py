@@ -43,4 +43,12 @@ STRINGS = {
                      "zh": "prefix caching、并行采样、引用计数与 copy-on-write"},
     "link_fast": {"en": "from the teaching loop to fused kernels, and the memory saved",
                   "zh": "从教学循环到融合 kernel，以及节省的显存"},
+    "link_beam": {"en": "beams as a tree on shared blocks: fork, copy-on-write, prune",
+                  "zh": "共享 block 上的 beam 树：fork、copy-on-write、剪枝"},
+    "link_swap": {"en": "preemption under memory pressure: swap to a host pool or recompute",
+                  "zh": "显存不足时的抢占：换出到主机 pool，还是重算"},
+    "link_window": {"en": "a sliding window frees the blocks behind it",
+                    "zh": "滑动窗口释放它身后的 block"},
+    "link_spec": {"en": "guess k tokens, check them in one pass, roll back the rejected",
+                  "zh": "猜 k 个 token，一次前向验证，回退被拒绝的部分"},
 }
