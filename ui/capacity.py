@@ -19,7 +19,7 @@ import os
 import threading
 import time
 from contextlib import contextmanager
-from typing import Iterator
+from typing import Callable, Iterator
 
 import streamlit as st
 
@@ -60,6 +60,12 @@ class _Gate:
         self.free_at = 0.0  # time.monotonic() before which no newcomer's run starts
         self.ids_lock = threading.Lock()
         self.newcomers: set[str] = set()  # sessions queued at the gate or running their first run (ids only)
+        self.runners: set[str] = set()  # sessions in a long action that gives way (Run to end: yielding_run)
+
+    def yielding(self) -> frozenset[str]:
+        """The sessions that give way to others (newcomers and long runners): never waited for themselves."""
+        with self.ids_lock:
+            return frozenset(self.newcomers | self.runners)
 
 
 @st.cache_resource(show_spinner=False)
@@ -87,13 +93,13 @@ def serves_sessions() -> bool:
     return _sessions() is not None
 
 
-def established_run_busy(newcomers: set[str]) -> bool:
-    """Whether a learner already in (a connected session that is not a newcomer) has a run under way: a click, a
-    fragment's rerun, a page change. False without a runtime that can say."""
+def established_run_busy(yielding: frozenset[str] | set[str]) -> bool:
+    """Whether a learner already in (a connected session not among the `yielding` ids: newcomers, long runners) has
+    a run under way: a click, a fragment's rerun, a page change. False without a runtime that can say."""
     from streamlit.runtime.app_session import AppSessionState
 
     for session in _sessions() or ():
-        if session.id not in newcomers and getattr(session, "_state", None) == AppSessionState.APP_IS_RUNNING:
+        if session.id not in yielding and getattr(session, "_state", None) == AppSessionState.APP_IS_RUNNING:
             return True
     return False
 
@@ -106,7 +112,7 @@ class _Yielder:
         self.gate, self.left = gate, MAX_YIELD_S
 
     def __call__(self) -> None:
-        while self.left > 0 and established_run_busy(self.gate.newcomers):
+        while self.left > 0 and established_run_busy(self.gate.yielding()):
             _wait(YIELD_POLL_S)
             self.left -= YIELD_POLL_S
 
@@ -133,6 +139,29 @@ def _checkpoints(give_way: _Yielder) -> Iterator[None]:
         yield
     finally:
         ctx._enqueue = send
+
+
+@contextmanager
+def yielding_run() -> Iterator[Callable[[float], float]]:
+    """Around a long action of an admitted session (Run to end): yields `give_way(max_s)`, to call between its
+    steps, which waits while another learner's run is under way, up to `max_s`, and returns the seconds waited.
+    Two long actions never wait for each other (each is among the yielding ones), nor for a newcomer."""
+    gate, me = _gate(), _this_session() or ""
+    with gate.ids_lock:
+        gate.runners.add(me)
+
+    def give_way(max_s: float) -> float:
+        waited = 0.0
+        while waited < max_s and established_run_busy(gate.yielding()):
+            _wait(YIELD_POLL_S)
+            waited += YIELD_POLL_S
+        return waited
+
+    try:
+        yield give_way
+    finally:
+        with gate.ids_lock:
+            gate.runners.discard(me)
 
 
 def _waiting_note(ahead: int):

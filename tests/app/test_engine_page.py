@@ -284,3 +284,19 @@ def test_a_pool_too_small_to_run_anything_says_so_and_names_each_refusal():
         for spec, _ in lesson.rejected:
             named = t("engine.refused_request", lang, prompt=quoted(spec.prompt, 40), step=spec.at_step)
             assert any(e.lstrip("*").startswith(named) for e in errors), (named, errors)
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_run_to_end_is_capped_per_press_and_says_so(monkeypatch, lang):
+    """With MAX_RUN_STEPS at 3, one press of Run to end runs 3 steps and says in the page's language that it
+    stopped at the cap; a second press goes on to step 6."""
+    import ui.engine_actions as actions
+
+    monkeypatch.setattr(actions, "MAX_RUN_STEPS", 3)
+    at = app_test(ENGINE, lang).run()
+    at.button(key="engine.run").click().run()
+    no_exception(at)
+    assert len(demo(at).steps) == 3 and at.query_params["steps"] == "3"
+    assert t("engine.run_capped", lang, steps=3) in [i.value for i in at.info]
+    at.button(key="engine.run").click().run()
+    assert len(demo(at).steps) == 6

@@ -174,6 +174,10 @@ STRINGS = {
     "step": {"en": "Step", "zh": "单步"},
     "run": {"en": "Run to end", "zh": "运行到结束"},
     "running": {"en": "Stepping both twins…", "zh": "两个孪生引擎运行中…"},
+    "run_capped": {"en": "Run to end stopped after {steps} steps: one press runs at most {steps}, so everyone's "
+                         "clicks on this server stay quick. Press it again to go on.",
+                   "zh": "“运行到结束”在 {steps} 步后暂停：每按一次最多运行 {steps} 步，这样服务器上每个人的点击都能保持流畅。"
+                         "再按一次即可继续。"},
     "step_count": {"en": "**{steps}** steps run.", "zh": "已运行 **{steps}** 步。"},
     "no_step_possible": {"en": "No step can run: no request is waiting. Add one above, or change the setting a "
                                "refusal names; Step stays off until then.",
