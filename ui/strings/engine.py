@@ -267,6 +267,7 @@ STRINGS = {
                     "zh": "还没有请求：在上方添加一个，或加载一个场景。"},
     "cache_title": {"en": "cached_token_count (dots) against the rule prompt_len + generated − 1 (dotted line)",
                     "zh": "cached_token_count（圆点）与规则 prompt_len + generated − 1（虚线）"},
+    "cache_recent": {"en": ", the newest {shown} of {steps} steps", "zh": "，共 {steps} 步中最新的 {shown} 步"},
     "rule_name": {"en": "prompt_len + generated − 1", "zh": "prompt_len + generated − 1"},
     "axis_step": {"en": "step", "zh": "步"},
     "axis_tokens": {"en": "tokens", "zh": "token 数"},
