@@ -6,11 +6,19 @@ admitted for its life (a rerun or a page change never shows it the full page). W
 Streamlit's runtime; where there is none (AppTest, bare `python`), nobody is refused. The admitted ids are kept in
 one process-wide set behind a lock (st.cache_resource): the only state shared across sessions, and it holds ids only.
 
-A new session's first run (imports, a lesson built, every figure drawn: the costliest run a tab makes) goes through
-`first_run_paced`: one at a time in the process, and the next newcomer waits NEW_SESSION_PACE times as long as the
-last one took, so forty tabs opened at once leave the learners already in half of the time free of them (a class
-joining at once waits ~2x the sum of its first runs). Measured with `python -m ui.bench attack --attack sessions`, a
-victim's p95 still rises 3-6x while 45 tabs open (p50 ~1.2-2x): a first run is one long burst of Python.
+A new session's runs up to its first page (the "server full" page's included) go through `first_run_paced`:
+one newcomer at a time in the process; the next waits NEW_SESSION_PACE times the CPU the last one took (at most
+MAX_PACE_S); and a newcomer's run gives way to the learners already in: before it starts and before each element
+it sends, it waits while an established session's run (a click, a fragment, a page change) is under way, for
+MAX_YIELD_S in all at most, so it goes on in the gaps between theirs instead of sharing the interpreter with them.
+A tab closed while it queued is not drawn. `yielding_run` gives a long action of an admitted session (Run to end)
+the same way of giving way between its steps. Who is running comes from Streamlit's sessions (their app state);
+the process-wide sets of newcomers and long runners hold ids only.
+
+Measured with `python -m ui.bench attack --attack sessions` (45 tabs opened and closed without pause, one victim
+stepping page 4): the victim's p95 rose 15-25x before (each new tab cost ~0.5 s of the server's event loop in
+Streamlit's file watcher, now off in .streamlit/config.toml, and full garbage collections of 340-620 ms, ui.heap),
+and 1.4x after (docs/learner-state.md).
 """
 
 from __future__ import annotations
@@ -28,6 +36,7 @@ ENV = "PAGED_MAX_SESSIONS"
 ADMITTED_KEY = "_capacity_admitted"
 FIRST_RUN_KEY = "_capacity_first_run_done"
 NEW_SESSION_PACE = 1.0  # after a new session's first run, the next newcomer waits this many times its CPU time
+MAX_PACE_S = 0.5  # ...but never longer than this (the process's very first run imports and loads for seconds)
 MAX_YIELD_S = 3.0  # a newcomer's run gives way to established learners' runs for at most this long in all
 YIELD_POLL_S = 0.002  # how often a newcomer giving way looks again
 
@@ -208,7 +217,8 @@ def first_run_paced() -> Iterator[None]:
                 if st.session_state.get(ADMITTED_KEY):
                     st.session_state[FIRST_RUN_KEY] = True
                 # the next newcomer waits NEW_SESSION_PACE times the CPU this run took (its waits not counted)
-                gate.free_at = time.monotonic() + NEW_SESSION_PACE * (time.thread_time() - began)
+                pace = min(MAX_PACE_S, NEW_SESSION_PACE * (time.thread_time() - began))  # a cold one: capped
+                gate.free_at = time.monotonic() + pace
     finally:
         with gate.ids_lock:
             gate.newcomers.discard(me)
