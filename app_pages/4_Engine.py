@@ -17,7 +17,7 @@ from lessons.engine_requests import (ENGINE_SCENARIOS, MAX_PROMPT_CHARS, PROMPT_
                                    encode_requests)
 from viz.colors import seq_label
 from viz.cells import QueueWords, SlotWords, TwinWords, queues_html, slot_mapping_html, twin_diff_html
-from viz.engine import cache_rule_html
+from viz.engine import RECENT_STEPS, cache_rule_html
 from viz.pool import PoolWords, pool_html
 
 ctx = ui.setup_page("engine", icon=":material/settings:")
@@ -147,12 +147,15 @@ def engine_view() -> None:
     else:
         st.info(ctx.t("no_requests"))
 
-    series = demo.cache_series()
+    series = demo.cache_series(last=RECENT_STEPS)  # the newest steps only: the chart costs the same at step 600
     if series:
         fig_col, note_col = st.columns([3, 1])
+        cut = len(demo.steps) > RECENT_STEPS
+        title = ctx.t("cache_title") + (ctx.t("cache_recent", shown=RECENT_STEPS, steps=len(demo.steps)) if cut else "")
         show_cells(cache_rule_html(series, rule_name=ctx.t("rule_name"), x_title=ctx.t("axis_step"),
-                                  y_title=ctx.t("axis_tokens"), tip=ctx.t("rule_tip")),
-                   ctx.t("cache_title"), "engine.cache", where=fig_col)
+                                  y_title=ctx.t("axis_tokens"), tip=ctx.t("rule_tip"),
+                                  first_step=len(demo.steps) - RECENT_STEPS + 1 if cut else 0),
+                   title, "engine.cache", where=fig_col)
         ui.notice(ctx, ctx.t("cache_notice"), where=note_col)
 
     # --- the state rule, one sequence step by step ------------------------------------------------------------------
@@ -168,11 +171,14 @@ def engine_view() -> None:
         fig_col.markdown(ctx.t("twins_ok" if verdict else "twins_bad", worst=f"{worst:.2e}", tol=f"{tolerance:.0e}"))
         if demo.schedules_differ():
             fig_col.caption(ctx.t("twins_schedules_differ"))
-        steps = list(range(1, len(demo.steps) + 1))
-        show_cells(twin_diff_html(steps, [s.max_diff for s in demo.steps],
-                                  [all(s.same_tokens.values()) for s in demo.steps], tolerance,
-                                  x_title=ctx.t("axis_step"), words=ui.viz_labels(ctx, TwinWords, "twin")),
-                   ctx.t("twins_title"), "engine.twins", where=fig_col)
+        first = max(1, len(demo.steps) - RECENT_STEPS + 1)  # the newest steps only, as the cache chart
+        shown = demo.steps[first - 1:]
+        title = ctx.t("twins_title") + (ctx.t("cache_recent", shown=RECENT_STEPS, steps=len(demo.steps))
+                                        if first > 1 else "")
+        show_cells(twin_diff_html(list(range(first, len(demo.steps) + 1)), [s.max_diff for s in shown],
+                                  [all(s.same_tokens.values()) for s in shown], tolerance,
+                                  x_title=ctx.t("axis_step"), words=ui.viz_labels(ctx, TwinWords, "twin"),
+                                  first_step=first), title, "engine.twins", where=fig_col)
     else:
         fig_col.info(ctx.t("twins_none"))
     ui.notice(ctx, ctx.t("twins_notice"), where=note_col)

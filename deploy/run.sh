@@ -15,7 +15,12 @@
 # stderr, stops everything it started, and exits 1.
 # Environment: PYTHON (default python3, the one with streamlit), NGINX_BIN (default: nginx on PATH or
 # /usr/sbin/nginx; not NGINX, which nginx itself reads),
-# BIND, HEALTH_TIMEOUT (seconds to wait for every replica and the proxy, default 120).
+# BIND, HEALTH_TIMEOUT (seconds to wait for every replica and the proxy, default 120),
+# PAGED_MAX_SESSIONS: learners the whole deployment holds at once (default 40 per replica); each replica gets its
+#   share, ceil(total / N), as its own PAGED_MAX_SESSIONS (ui/capacity.py counts one process's sessions only),
+# PAGED_CONN_PER_ADDR: connections nginx lets one client address hold at once (limit_conn; default: the total
+#   above, so a class behind one NAT still fits, and a flood from one address is refused by nginx with a 503
+#   instead of costing a replica a session per tab; where every learner has an address of their own, 4-8 is enough).
 set -euo pipefail
 
 usage() { echo "usage: $0 N PORT [RUN_DIR]   (N replicas on PORT+1..PORT+N, nginx on PORT)" >&2; exit 2; }
@@ -26,6 +31,16 @@ n="$1"; port="$2"
 [[ "$port" =~ ^[1-9][0-9]{3,4}$ ]] && [ "$port" -ge 1024 ] && [ $((port + n)) -le 65535 ] ||
   { echo "PORT must be a decimal integer (no leading zero) with 1024 <= PORT and PORT + N <= 65535, got '$port'" >&2
     exit 2; }
+
+whole() { [[ "$1" =~ ^[1-9][0-9]{0,5}$ ]]; }  # a decimal 1..999999, no sign, no leading zero
+total="${PAGED_MAX_SESSIONS:-$((40 * n))}"
+whole "$total" && [ "$total" -ge "$n" ] ||
+  { echo "PAGED_MAX_SESSIONS must be a whole number of learners, at least N ($n: one per replica), got '$total'" >&2
+    exit 2; }
+per_replica=$(( (total + n - 1) / n ))
+conn_per_addr="${PAGED_CONN_PER_ADDR:-$total}"
+whole "$conn_per_addr" ||
+  { echo "PAGED_CONN_PER_ADDR must be a whole number of connections, at least 1, got '$conn_per_addr'" >&2; exit 2; }
 
 root="$(cd "$(dirname "$0")/.." && pwd)"
 python="${PYTHON:-python3}"
@@ -81,7 +96,8 @@ trap 'rc=$?; [ "$succeeded" = 1 ] || fail "failed (exit status $rc) at line $fai
 servers=""
 for i in $(seq 1 "$n"); do
   p=$((port + i))
-  (cd "$root" && exec setsid "$python" -m streamlit run app.py --server.headless true --server.port "$p" \
+  (cd "$root" && PAGED_MAX_SESSIONS="$per_replica" exec setsid "$python" -m streamlit run app.py \
+      --server.headless true --server.port "$p" \
       --server.address 127.0.0.1 --browser.gatherUsageStats false --server.fileWatcherType none \
       --server.runOnSave false </dev/null >"$run_dir/app-$i.log" 2>&1) &
   echo "$! $(start_time $!)" >"$run_dir/app-$i.pid"
@@ -92,7 +108,8 @@ done
 user_line=""
 [ "$(id -u)" = 0 ] && user_line="user $(id -un) $(id -gn);"  # as root, workers would otherwise run as nobody
 cat >"$run_dir/nginx.conf" <<CONF
-# Written by deploy/run.sh for $n replicas; nginx -p $run_dir -c $run_dir/nginx.conf
+# Written by deploy/run.sh for $n replicas (PAGED_MAX_SESSIONS=$per_replica each, $total in all);
+# nginx -p $run_dir -c $run_dir/nginx.conf
 $user_line
 worker_processes auto;
 pid $run_dir/nginx.pid;
@@ -108,6 +125,10 @@ http {
     log_format paged '\$remote_addr [\$time_local] "\$request" \$status upstream=\$upstream_addr '
                      'sticky=\$paged_sticky rt=\$request_time';
     access_log $run_dir/access.log paged;
+
+    # One client address holds at most $conn_per_addr connections at once (each open tab keeps its websocket).
+    limit_conn_zone \$binary_remote_addr zone=paged_per_addr:10m;
+    limit_conn_log_level warn;
 
     # A browser without the cookie is routed by a fresh random key, and gets that key as its cookie.
     map \$cookie_paged_replica \$paged_sticky {
@@ -134,6 +155,7 @@ $servers    }
         proxy_set_header X-Real-IP \$remote_addr;
         proxy_set_header X-Forwarded-For \$proxy_add_x_forwarded_for;
         add_header Set-Cookie \$paged_set_cookie always;  # an empty value adds no header
+        limit_conn paged_per_addr $conn_per_addr;
 
         location /_stcore/stream {  # the websocket that carries every rerun of a session
             proxy_pass http://paged_app;
@@ -190,5 +212,6 @@ for url in $(for i in $(seq 1 "$n"); do echo "http://127.0.0.1:$((port + i))/_st
 done
 succeeded=1
 echo "url http://$proxy_host:$port/"
+echo "sessions $per_replica per replica ($total in all), $conn_per_addr connections per client address"
 echo "run_dir $run_dir"
 echo "stop: $(dirname "$0")/stop.sh $run_dir"

@@ -17,7 +17,8 @@ does it itself, in place (the page keeps the same object in st.session_state):
     lesson.load(specs) · lesson.reset()    # a scenario's requests (or the same ones) from step 0, at the next sync
     lesson.sync(config, model, tokenizer)  # each page run: a load, a new config or model replays from step 0
     lesson.offer(spec)                     # add-from-form: the request id or the RequestError goes to `news`
-    lesson.take_news()                     # {"added": id, "add_error": RequestError, "failure": (code, message)}
+    lesson.take_news()                     # {"added": id, "add_error": RequestError, "failure": (code, message),
+                                           #  "run_capped": n}
 
 What it holds: a `paged.engine.twins.TwinEngines` (the library's paged engine + contiguous twin, compared token by
 token; tests, the bench and gpu_check use it too), the request log, display ids and per-step snapshots. A request the
@@ -33,6 +34,8 @@ and colour for its whole life, whatever arrives or forks around it.
 """
 
 from __future__ import annotations
+
+from typing import Callable
 
 from paged.engine.twins import TwinEngines, TwinStep
 from paged.engine.view import EngineView, engine_view
@@ -66,7 +69,7 @@ class EngineLesson(EngineReadings):
         self._view: EngineView | None = None  # built on first use after a change (see `view`)
         self._token_labels: dict[int, str] = {}  # token id -> its label (token_texts), for this lesson's tokenizer
         self._load: list[RequestSpec] | None = None  # requests to replay from step 0 at the next sync (load / reset)
-        self.news: dict[str, object] = {}  # what the page says once: "added", "add_error", "failure" (take_news)
+        self.news: dict[str, object] = {}  # what the page says once: "added", "add_error", "failure", "run_capped"
         self._rewind = engine_checkpoints()  # copies every few steps, so Back replays only a few (engine_rewind)
         self._snapshot()
 
@@ -155,11 +158,15 @@ class EngineLesson(EngineReadings):
         self._rewind.save(len(self.steps), self, self.log)
         return step
 
-    def run_to_end(self) -> int:
-        """Step until every request finished (at most MAX_STEPS in all); returns the steps run."""
+    def run_to_end(self, max_steps: int | None = None, between: Callable[[], None] | None = None) -> int:
+        """Step until every request finished (at most MAX_STEPS in all, and at most `max_steps` now); `between()`
+        is called after each step but the last (the page gives way to other learners there). Returns the steps
+        run."""
         n = 0
-        while self.step() is not None:
+        while (max_steps is None or n < max_steps) and self.step() is not None:
             n += 1
+            if between is not None and self.can_step() and (max_steps is None or n < max_steps):
+                between()
         return n
 
     @classmethod
@@ -213,9 +220,13 @@ class EngineLesson(EngineReadings):
         self._guarded(self.step)
         return True
 
-    def run(self) -> None:
-        """Step to the end (at most MAX_STEPS); a failing step stops it, kept in `news`."""
-        self._guarded(self.run_to_end)
+    def run(self, max_steps: int | None = None, between: Callable[[], None] | None = None) -> None:
+        """Step to the end (at most MAX_STEPS, and `max_steps` in this call; see run_to_end); a failing step stops
+        it, kept in `news`. Stopped by `max_steps` with steps left to run: news["run_capped"] = max_steps."""
+        ran = []
+        self._guarded(lambda: ran.append(self.run_to_end(max_steps, between)))
+        if max_steps is not None and ran and ran[0] >= max_steps and self.can_step():
+            self.news["run_capped"] = max_steps
 
     def back(self) -> bool:
         """The same requests replayed to one step fewer: exactly the state the page had then, from the newest

@@ -104,12 +104,13 @@ class EngineReadings:
                         for i in ids]
         return out
 
-    def cache_series(self) -> dict[int, dict[str, list[int]]]:
+    def cache_series(self, last: int | None = None) -> dict[int, dict[str, list[int]]]:
         """seq_id -> {"step", "cached", "rule"} over the steps it existed: cached_token_count and
-        prompt_len + generated − 1 (the state rule; equal once a step has run it, 0 vs rule when preempted)."""
+        prompt_len + generated − 1 (the state rule; equal once a step has run it, 0 vs rule when preempted).
+        last: only the newest `last` steps (what a chart of recent steps shows: its cost does not grow with steps)."""
         prompt_len = {sid: s.prompt_len for sid, s in self.view.seqs.items()}
         series: dict[int, dict[str, list[int]]] = {}
-        for snap in self.history:
+        for snap in (self.history if last is None else self.history[-last:] if last > 0 else []):
             for sid, (cached, generated) in snap.seqs.items():
                 if generated == 0 and cached == 0:
                     continue  # still waiting for its first prefill

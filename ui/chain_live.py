@@ -20,6 +20,7 @@ from lessons.state_rule import state_rows, tail
 from lessons.tokens import token_label
 from viz.chain_live import chain_live_html
 from viz.colors import seq_label
+from viz.engine import RECENT_STEPS
 
 from .engine_actions import explain_step, why_sep
 from .widgets import show_cells, state_table
@@ -193,6 +194,10 @@ def show_state_rule(ctx, lesson, tokenizer) -> None:
     if not rows:
         st.info(ctx.t("chain.rule_none"))
         return
+    st.session_state["engine.rule_rows"] = rows  # what the tests read back
+    if len(rows) > RECENT_STEPS:  # only the newest rows are drawn: the table costs the same at step 600
+        st.caption(ctx.t("chain.rule_recent", shown=RECENT_STEPS, rows=len(rows)))
+        rows = rows[-RECENT_STEPS:]
     table = []
     for r in rows:
         cut, last = tail(r.generated, 3)
@@ -204,5 +209,4 @@ def show_state_rule(ctx, lesson, tokenizer) -> None:
                       ctx.t("chain.col_generated"): f"{len(r.generated)} · " + ("…" if cut else "")
                       + " ".join(token_label(tokenizer, i, 6) for i in last) if r.generated else "0",
                       ctx.t("chain.col_context"): r.context_len})
-    st.session_state["engine.rule_rows"] = rows  # what the tests read back
     state_table(table, key="engine.rule_table")  # an HTML table: no word broken, scrolls inside when narrow

@@ -33,6 +33,9 @@ from .safe_text import shown
 from .widgets import show_error, stop_with_error
 
 
+MAX_RUN_STEPS = 128  # one press of Run to end runs at most this many steps (~4-8 s of CPU), with a note past it
+RUN_GIVE_WAY_S = 0.5  # between two of its steps, Run to end waits at most this long for another learner's run
+
 FIELD_LABELS = {"max_tokens": "engine.max_tokens", "temperature": "engine.temperature", "seed": "engine.seed",
                 "n": "sharing.n"}  # a form field -> the key of its label
 CONFIG_KNOBS = {  # DemoConfig field -> (widget, label key, choices or (lo, hi), help key): the sidebar's knobs
@@ -161,8 +164,12 @@ def _lesson(prefix: str) -> EngineLesson:
 
 
 def _run(ctx: PageContext, prefix: str) -> None:
-    with st.spinner(ctx.t("engine.running")):
-        _lesson(prefix).run()
+    """Run to end: at most MAX_RUN_STEPS steps per press (news "run_capped" past it), giving way between steps
+    while another learner's run is under way (ui.capacity.yielding_run), so theirs interleave with this one."""
+    from .capacity import yielding_run
+
+    with st.spinner(ctx.t("engine.running")), yielding_run() as give_way:
+        _lesson(prefix).run(MAX_RUN_STEPS, lambda: give_way(RUN_GIVE_WAY_S))
 
 
 def engine_controls(ctx: PageContext, knobs: Knobs, lesson: EngineLesson):
@@ -273,6 +280,8 @@ def show_messages(ctx: PageContext, lesson: EngineLesson, label: Callable[[int],
     show_add_outcome(ctx, news, label)  # an add made outside the form (the form's own are shown by the form)
     for spec, err in lesson.rejected:
         show_request_error(ctx, err, spec)
+    if "run_capped" in news:
+        st.info(t("engine.run_capped", steps=news["run_capped"]), icon=":material/pause_circle:")
     if "failure" in news:
         code, message = news["failure"]
         show_error(ctx, t(f"engine.err_{code}", message=message), t(f"engine.fix_{code}"))

@@ -35,7 +35,8 @@ shows is what the URL names (the knobs), never the old log replayed on top of it
 Bounded work. One value runs at most MAX_PER_MESSAGE new actions (the rest are counted as applied and dropped): a
 hand-made value of 128 Backs costs what 16 do. Past the first FREE_ACTIONS of a value, each action is followed by a
 sleep of PACE times its duration: a burst no hand makes holds the interpreter only a third of the time, and the other
-learners' runs go on in the gaps.
+learners' runs go on in the gaps; and before each action but the first it gives way to another learner's run under
+way (ui.capacity.yielding_run, at most GIVE_WAY_S each).
 """
 
 from __future__ import annotations
@@ -58,6 +59,8 @@ APPLIED_KEY = "_ledger_applied"             # nonce of a browser page -> last ac
 SESSION_KEY = "_ledger_session"             # this server session's random token (see "No replayed clicks")
 MAX_PER_MESSAGE = 16                        # new actions one ledger value may run (ten quick clicks are ten)
 FREE_ACTIONS, PACE = 4, 2.0                 # actions of one value run unpaced; later ones sleep PACE x their time
+GIVE_WAY_S = 0.5                            # before each of its actions but the first, a value waits at most this
+#                                             long while another learner's run is under way (ui.capacity)
 SHORTCUTS = {"step": "ArrowRight", "back": "ArrowLeft", "play": "Space"}
 LOCK_KEY = "_playback_lock"  # one per session: a new run's callbacks wait for an interrupted run's to finish
 WHOLE_PAGE_KEY = "_playback_whole_page"  # set when the ledger ran an extra button: the next run draws the whole page
@@ -234,12 +237,16 @@ def _act(prefix: str, action: str) -> None:
         st.session_state[WHOLE_PAGE_KEY] = True
 
 
-def paced(do: Callable[[str], None], free: int = FREE_ACTIONS, pace: float = PACE) -> Callable[[str], None]:
-    """`do`, which after its first `free` calls sleeps `pace` times each call's duration (see "Bounded work")."""
+def paced(do: Callable[[str], None], free: int = FREE_ACTIONS, pace: float = PACE,
+          give_way: Callable[[], object] | None = None) -> Callable[[str], None]:
+    """`do`, which after its first `free` calls sleeps `pace` times each call's duration (see "Bounded work"), and
+    before every call but the first calls `give_way()` (the ledger waits there for another learner's run)."""
     calls = 0
 
     def run(action: str) -> None:
         nonlocal calls
+        if calls and give_way is not None:
+            give_way()
         began = time.perf_counter()
         do(action)
         calls += 1
@@ -249,11 +256,14 @@ def paced(do: Callable[[str], None], free: int = FREE_ACTIONS, pace: float = PAC
 
 
 def _on_ledger(prefix: str) -> None:
-    with _session_lock():
+    from .capacity import yielding_run
+
+    with _session_lock(), yielding_run() as give_way:  # between two actions, another learner's run goes first
         value = (st.session_state.get(f"{prefix}.ledger") or {}).get("log")
         stepper: Stepper | None = st.session_state.get(f"_stepper.{prefix}")
-        apply_log(value, st.session_state.setdefault(APPLIED_KEY, {}), paced(lambda action: _act(prefix, action)),
-                  prefix, stepper.extra if stepper is not None else (), session=st.session_state.get(SESSION_KEY))
+        act = paced(lambda action: _act(prefix, action), give_way=lambda: give_way(GIVE_WAY_S))
+        apply_log(value, st.session_state.setdefault(APPLIED_KEY, {}), act, prefix,
+                  stepper.extra if stepper is not None else (), session=st.session_state.get(SESSION_KEY))
 
 
 def _whole_page_if_asked() -> None:

@@ -196,23 +196,25 @@ def _log_frac(value: float) -> float:
 
 def twin_diff_html(steps: Sequence[int], diffs: Sequence[float], agree: Sequence[bool], tolerance: float,
                    x_title: str = "step", y_title: str = "max |Δlogits|", height_px: int = 150,
-                   words: TwinWords = TwinWords()) -> str:
+                   words: TwinWords = TwinWords(), first_step: int = 1) -> str:
     """The twins' logits difference per step as HTML bars on a log axis (1e-10 … 1e0), one slot per step
-    1 … max(last step, 10), a dashed line at `tolerance`: bars and colours from twin_bars, its hover as each
-    bar's title (`words`); the browser redraws it in a few ms. ValueError as twin_bars, or for a step < 1."""
+    first_step … max(last step, first_step + 9), a dashed line at `tolerance`: bars and colours from twin_bars, its
+    hover as each bar's title (`words`); the browser redraws it in a few ms. A page showing only its newest steps
+    passes those and the first of them (the cost then follows the steps shown). ValueError as twin_bars, or for a
+    step < first_step (or first_step < 1)."""
     bars = twin_bars(steps, diffs, agree, tolerance, words)
-    if any(b["step"] < 1 for b in bars):
-        raise ValueError(f"steps must be >= 1, got {min(b['step'] for b in bars)}")
-    last = max([b["step"] for b in bars] + [10])
+    if first_step < 1 or any(b["step"] < first_step for b in bars):
+        raise ValueError(f"steps must be >= first_step >= 1, got {min([b['step'] for b in bars] + [first_step])}")
+    last = max([b["step"] for b in bars] + [first_step + 9])
     by_step = {b["step"]: b for b in bars}
-    dtick = max(1, -(-last // 10))
+    dtick = max(1, -(-(last - first_step + 1) // 10))
     slots, ticks = [], []
-    for s in range(1, last + 1):
+    for s in range(first_step, last + 1):
         b = by_step.get(s)
         bar = (f'<span class="pb-bar" data-step="{s}" style="height:{100 * _log_frac(b["shown"]):.2f}%;'
                f'background:{b["color"]}" title="{html.escape(b["hover"])}"></span>') if b else ""
         slots.append(f'<div class="pb-slot">{bar}</div>')
-        ticks.append(f"<span>{s if s % dtick == 0 or s == 1 else ''}</span>")
+        ticks.append(f"<span>{s if s % dtick == 0 or s == first_step else ''}</span>")
     lo, hi = LOG_RANGE
     ylabels = "".join(f'<span style="bottom:{100 * (e - lo) / (hi - lo):.0f}%">1e{e}</span>'
                       for e in range(lo, hi + 1, 2))

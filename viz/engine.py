@@ -10,6 +10,8 @@ from typing import Mapping, Sequence
 
 from .colors import seq_color, seq_label
 
+RECENT_STEPS = 64  # the newest steps page 4's cache chart and state-rule table show (their cost stays flat)
+
 
 def integer_dtick(last: int) -> int:
     """A whole-number tick step giving about 10 ticks up to `last`."""
@@ -30,25 +32,27 @@ def nice_step(top: float, ticks: int = 6) -> int:
 def cache_rule_html(series: Mapping[int, Mapping[str, Sequence[int]]], cached_name: str = "cached_token_count",
                    rule_name: str = "prompt_len + generated − 1", x_title: str = "step",
                    y_title: str = "tokens", width: int = 640, height: int = 280,
-                   tip: str = "{seq} step {step}: {name} = {value}") -> str:
+                   tip: str = "{seq} step {step}: {name} = {value}", first_step: int = 0) -> str:
     """cached_token_count against the state rule as HTML (a step redraws it in a few ms, a plotly chart in ~100):
     an SVG image (st.html strips inline <svg>) of, per sequence, its cached_token_count after each step (solid line,
     dots) and the state rule prompt_len + generated − 1 (dotted line), same colour; they coincide after every step
     that ran the sequence, a preempted one drops to 0 until its recompute. Over each dot a span whose tooltip
     (title) gives both values at that step, one `tip` line each ("A step 3: cached_token_count = 0", format fields
     {seq} {step} {name} {value}); a legend of the sequences below.
-    series: seq_id -> {"step", "cached", "rule"}, three lists of one length.
+    series: seq_id -> {"step", "cached", "rule"}, three lists of one length. first_step: the x axis starts there
+    (a page showing only its last steps passes the first of them; its cost then follows the steps shown).
     The title goes above it (ui.widgets.show_cells). ValueError when a sequence's step/cached/rule lengths differ."""
     for seq_id, d in series.items():
         if not len(d["step"]) == len(d["cached"]) == len(d["rule"]):
             raise ValueError(f"sequence {seq_id}: step, cached and rule must have one length")
-    last = max(5, max((max(d["step"], default=0) for d in series.values()), default=0))
+    last = max(first_step + 5, max((max(d["step"], default=0) for d in series.values()), default=0))
     top = max([1] + [max(list(d["cached"]) + list(d["rule"]), default=0) for d in series.values()])
     ystep = nice_step(top)
     ymax = -(-top // ystep) * ystep
     left, right, up, down = 52, 12, 10, 40
     pw, ph = width - left - right, height - up - down
-    sx = lambda x: left + pw * (x + 0.3) / (last + 0.6)  # noqa: E731  (x range: -0.3 … last + 0.3)
+    span = last - first_step + 0.6
+    sx = lambda x: left + pw * (x - first_step + 0.3) / span  # noqa: E731  (x range: first - 0.3 … last + 0.3)
     sy = lambda y: up + ph * (1 - y / ymax)  # noqa: E731
     esc, dots = html.escape, []
     parts = [f'<svg class="paged-svg" viewBox="0 0 {width} {height}" width="100%" style="max-width:{width}px" '
@@ -56,7 +60,8 @@ def cache_rule_html(series: Mapping[int, Mapping[str, Sequence[int]]], cached_na
     for y in range(0, ymax + 1, ystep):
         parts.append(f'<line x1="{left}" x2="{left + pw}" y1="{sy(y):.1f}" y2="{sy(y):.1f}" stroke="#E5E5E5"/>'
                      f'<text x="{left - 6}" y="{sy(y) + 4:.1f}" text-anchor="end" fill="#444444">{y}</text>')
-    for x in range(0, last + 1, integer_dtick(last)):
+    dtick = integer_dtick(last - first_step)
+    for x in range(-(-first_step // dtick) * dtick, last + 1, dtick):
         parts.append(f'<text x="{sx(x):.1f}" y="{up + ph + 16}" text-anchor="middle" fill="#444444">{x}</text>')
     parts.append(f'<text x="{left + pw / 2:.1f}" y="{height - 6}" text-anchor="middle" fill="#444444">'
                  f'{esc(x_title)}</text><text transform="translate(12 {up + ph / 2:.1f}) rotate(-90)" '

@@ -72,3 +72,37 @@ def test_new_sessions_first_runs_wait_their_turn(two_taken, monkeypatch):
     at.run()
     assert len(slept) == 1, "a later run came to the gate"
     capacity._gate.clear()
+
+
+def _newcomer_run(monkeypatch, busy) -> tuple[list[float], list[set]]:
+    """One newcomer's first run of the app with `busy(call_number)` answering "is an established run under way";
+    returns the polls it waited (seconds each) and the newcomer sets it asked about."""
+    slept, asked = [], []
+    monkeypatch.setattr(capacity, "_wait", slept.append)
+    monkeypatch.setattr(capacity, "established_run_busy", lambda newcomers: asked.append(set(newcomers)) or
+                        busy(len(asked)))
+    capacity._gate.clear()
+    at = app_test(APP).run()
+    assert not at.exception and at.title and t("capacity.title", "en") not in [x.value for x in at.title]
+    assert capacity._gate().newcomers == set()  # it left the newcomers once drawn
+    capacity._gate.clear()
+    return [x for x in slept if x > 0], asked  # (the gate's own wait is for no time: no newcomer ran before)
+
+
+def test_a_newcomers_first_run_gives_way_to_established_runs(two_taken, monkeypatch):
+    """Before it starts and before each element its first run sends, a newcomer asks whether an established
+    learner's run is under way (never counting itself), and waits in polls of YIELD_POLL_S while one is: here a
+    run is under way at its start (3 polls) and again after its 30th element (3 polls)."""
+    two_taken.clear()
+    polls, asked = _newcomer_run(monkeypatch, lambda n: n in (1, 2, 3, 30, 31, 32))
+    assert polls == [capacity.YIELD_POLL_S] * 6
+    assert len(asked) > 25, "the run's elements did not give way"  # one look per element sent
+    assert len({frozenset(ids) for ids in asked}) == 1 and len(asked[0]) == 1, "the newcomer must count as one"
+
+
+def test_a_newcomer_gives_way_for_max_yield_s_at_most(two_taken, monkeypatch):
+    """A class clicking without pause (always busy) holds a newcomer back MAX_YIELD_S in all, then it draws."""
+    two_taken.clear()
+    monkeypatch.setattr(capacity, "MAX_YIELD_S", 10 * capacity.YIELD_POLL_S)
+    polls, _ = _newcomer_run(monkeypatch, lambda n: True)
+    assert set(polls) == {capacity.YIELD_POLL_S} and len(polls) in (10, 11)  # float steps: 10, or one more

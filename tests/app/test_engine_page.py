@@ -284,3 +284,57 @@ def test_a_pool_too_small_to_run_anything_says_so_and_names_each_refusal():
         for spec, _ in lesson.rejected:
             named = t("engine.refused_request", lang, prompt=quoted(spec.prompt, 40), step=spec.at_step)
             assert any(e.lstrip("*").startswith(named) for e in errors), (named, errors)
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_run_to_end_is_capped_per_press_and_says_so(monkeypatch, lang):
+    """With MAX_RUN_STEPS at 3, one press of Run to end runs 3 steps and says in the page's language that it
+    stopped at the cap; a second press goes on to step 6."""
+    import ui.engine_actions as actions
+
+    monkeypatch.setattr(actions, "MAX_RUN_STEPS", 3)
+    at = app_test(ENGINE, lang).run()
+    at.button(key="engine.run").click().run()
+    no_exception(at)
+    assert len(demo(at).steps) == 3 and at.query_params["steps"] == "3"
+    assert t("engine.run_capped", lang, steps=3) in [i.value for i in at.info]
+    at.button(key="engine.run").click().run()
+    assert len(demo(at).steps) == 6
+
+
+@pytest.mark.slow
+def test_a_long_session_draws_only_its_newest_steps():
+    """At step RECENT_STEPS + 6 of a long session, page 4 draws only the newest RECENT_STEPS steps: the twins chart
+    has a bar for each of steps 7 … 70 and none before, the cache chart's dots are at those steps only, the state
+    rule's table is cut to RECENT_STEPS rows under a note, and both chart titles say how many steps they show."""
+    import re
+
+    from ui.bench.history import long_session_specs
+    from lessons.engine_requests import encode_requests
+    from viz.cells import read_bars
+    from viz.engine import RECENT_STEPS
+
+    n = RECENT_STEPS + 6
+    at = app_test(ENGINE, params={"reqs": encode_requests(long_session_specs())}).run()
+    while len(demo(at).steps) < n:
+        assert demo(at).forward()
+    at.run()
+    no_exception(at)
+    markup = [h.proto.body for h in at.get("html")]
+    bars = next(read_bars(m) for m in markup if 'class="paged-bars"' in m)
+    assert [b["step"] for b in bars] == list(range(7, n + 1))
+    cache = next(m for m in markup if 'class="pc-plot"' in m)
+    dot_steps = {int(s) for s in re.findall(r'title="\w step (\d+): cached_token_count', cache)}
+    assert min(dot_steps) == 7 and max(dot_steps) == n
+    recent = t("engine.cache_recent", "en", shown=RECENT_STEPS, steps=n)
+    titles = " ".join(m.value for m in at.markdown)
+    assert titles.count(html_escaped(recent)) == 2, "both charts' titles name the steps shown"
+    rows = at.session_state["engine.rule_rows"]
+    assert len(rows) == n  # the sequence ran at every step; the table draws the newest RECENT_STEPS of them
+    assert t("chain.rule_recent", "en", shown=RECENT_STEPS, rows=n) in [c.value for c in at.caption]
+
+
+def html_escaped(text: str) -> str:
+    import html
+
+    return html.escape(text)

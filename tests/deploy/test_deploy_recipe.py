@@ -163,3 +163,51 @@ def test_stop_sh_leaves_a_reused_pid_alone_whatever_its_command_line(tmp_path, e
     assert alive(a.pid) and alive(b.pid), "stop.sh killed a process it did not start"
     assert c.wait(timeout=GUARD_S) == -signal.SIGTERM
     assert "no recorded start time" in stop.stderr
+
+
+def test_the_session_limit_is_split_across_replicas_and_nginx_caps_one_address(tmp_path, env):
+    """PAGED_MAX_SESSIONS=5 for 2 replicas: each replica is started with PAGED_MAX_SESSIONS=3 (ceil(5 / 2)); the
+    nginx config limits one client address to PAGED_CONN_PER_ADDR=7 connections (limit_conn on a per-address
+    zone) in the server that proxies everything; stop.sh stops it all."""
+    port, told = free_port_block(2), tmp_path / "told"
+    told.mkdir()
+    run_dir = tmp_path / "run"
+    out = run([2, port, run_dir], env, PAGED_MAX_SESSIONS="5", PAGED_CONN_PER_ADDR="7", FAKE_ENV_DIR=str(told))
+    try:
+        assert out.returncode == 0, out.stderr
+        assert {f.name: f.read_text() for f in told.iterdir()} == {f"replica-{port + 1}": "3",
+                                                                   f"replica-{port + 2}": "3"}
+        conf = (run_dir / "nginx.conf").read_text()
+        assert "limit_conn_zone $binary_remote_addr zone=paged_per_addr:10m;" in conf
+        server_block = conf.split("server {", 1)[1]
+        assert "limit_conn paged_per_addr 7;" in server_block
+        assert "sessions 3 per replica (5 in all), 7 connections per client address" in out.stdout
+    finally:
+        subprocess.run(["bash", str(STOP), str(run_dir)], env=env, capture_output=True, timeout=GUARD_S)
+
+
+def test_the_default_limits_are_40_per_replica_and_the_total_per_address(tmp_path, env):
+    """Without the variables: 40 sessions per replica, and one address may hold as many connections as the whole
+    deployment has places (a class behind one NAT still fits)."""
+    port, told = free_port_block(2), tmp_path / "told"
+    told.mkdir()
+    run_dir = tmp_path / "run"
+    clean = {k: v for k, v in env.items() if k not in ("PAGED_MAX_SESSIONS", "PAGED_CONN_PER_ADDR")}
+    out = run([2, port, run_dir], clean, FAKE_ENV_DIR=str(told))
+    try:
+        assert out.returncode == 0, out.stderr
+        assert sorted(f.read_text() for f in told.iterdir()) == ["40", "40"]
+        assert "limit_conn paged_per_addr 80;" in (run_dir / "nginx.conf").read_text()
+    finally:
+        subprocess.run(["bash", str(STOP), str(run_dir)], env=clean, capture_output=True, timeout=GUARD_S)
+
+
+@pytest.mark.parametrize("name, value", [("PAGED_MAX_SESSIONS", "1"), ("PAGED_MAX_SESSIONS", "08"),
+                                         ("PAGED_MAX_SESSIONS", "lots"), ("PAGED_CONN_PER_ADDR", "0"),
+                                         ("PAGED_CONN_PER_ADDR", "-4")])
+def test_a_bad_limit_is_refused_by_name_before_anything_starts(tmp_path, env, name, value):
+    """A total below one session per replica (1 for 2 replicas), a leading zero, a word, 0 or a sign: exit 2
+    naming the variable and the value; nothing started."""
+    out = run([2, free_port_block(2), tmp_path / "run"], env, **{name: value})
+    assert out.returncode == 2 and name in out.stderr and f"'{value}'" in out.stderr, out.stderr
+    assert started(env) == []

@@ -211,3 +211,21 @@ def test_sharing_under_memory_pressure_is_no_false_alarm(tiny, scenario, num_blo
     assert [o.token_ids for o in paged] == [o.token_ids for o in contiguous] and paged
     assert agree and worst <= demo.twin_tolerance()
     assert demo.schedules_differ()  # the situation that used to raise the false alarm
+
+
+def test_run_stops_at_its_cap_says_so_and_goes_on_when_pressed_again(tiny):
+    """run(max_steps=5) on requests needing more: 5 steps, between() called after each step but the last (4
+    times), news["run_capped"] = 5; a second run(5) takes the lesson to 10 steps, equal to a plain replay of 10;
+    a run that reaches the end within its cap leaves no cap note."""
+    model, tok = tiny
+    specs = [RequestSpec("abcdefgh", "continue", max_tokens=16)]
+    demo = EngineLesson.replay(DemoConfig(), specs, 0, model, tok)
+    calls = []
+    demo.run(5, lambda: calls.append(len(demo.steps)))
+    assert len(demo.steps) == 5 and calls == [1, 2, 3, 4] and demo.take_news() == {"run_capped": 5}
+    demo.run(5)
+    fresh = EngineLesson.replay(DemoConfig(), specs, 10, model, tok)
+    assert len(demo.steps) == 10 and demo.twins.outputs() == fresh.twins.outputs()
+    assert demo.take_news() == {"run_capped": 5}
+    demo.run(100)
+    assert not demo.can_step() and "run_capped" not in demo.take_news()

@@ -187,3 +187,15 @@ def test_actions_past_the_free_ones_are_paced(monkeypatch):
     for action in ("step", "back", "step", "back"):
         run(action)
     assert ran == ["step", "back", "step", "back"] and slept == [pytest.approx(0.02), pytest.approx(0.02)]
+
+
+def test_a_ledger_value_gives_way_before_each_action_but_the_first():
+    """paced(..., give_way=g): g runs before the 2nd and 3rd of three actions, never before the first (a lone
+    click pays nothing) and never after the last."""
+    from ui.playback import paced
+
+    seen = []
+    run = paced(seen.append, free=3, give_way=lambda: seen.append("give way"))
+    for action in ("step", "back", "step"):
+        run(action)
+    assert seen == ["step", "give way", "back", "give way", "step"]

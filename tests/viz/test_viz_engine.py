@@ -199,3 +199,19 @@ def test_refcount_pool_hover_takes_its_words_from_the_words_given():
     fig = refcount_pool_figure(4, 2, {0: [1, 2], 1: [1]}, {0: 3, 1: 2}, [0, 2, 1, 0], cached=[3], words=words)
     hover = next(tr for tr in fig.to_dict()["data"] if tr["name"] == "blocks")["hovertext"]
     assert hover == ["F0", "H1:2:A@0, B@0:2/2", "H2:1:A@1:1/2", "C3"]
+
+
+def test_charts_of_the_newest_steps_start_at_their_first_step():
+    """twin_diff_html from first_step 5: slots 5 … 14 only (bars at 5 and 6), a step below it is refused;
+    cache_rule_html from first_step 100: its x ticks start at 100 (no tick left of the window) and its dots sit
+    inside the plot."""
+    markup = twin_diff_html([5, 6], [1e-6, 1e-5], [True, True], 1e-4, first_step=5)
+    assert [b["step"] for b in read_bars(markup)] == [5, 6] and markup.count('class="pb-slot"') == 10
+    with pytest.raises(ValueError, match="first_step"):
+        twin_diff_html([4, 6], [1e-6, 1e-5], [True, True], 1e-4, first_step=5)
+    series = {0: {"step": [100, 101, 102], "cached": [5, 6, 7], "rule": [5, 6, 7]}}
+    svg = base64.b64decode(re.search(r'base64,([^"]*)"', cache_rule_html(series, first_step=100)).group(1)).decode()
+    ticks = [int(x) for x in re.findall(r'text-anchor="middle" fill="#444444">(\d+)</text>', svg)]
+    assert ticks and min(ticks) >= 100 and 100 in ticks
+    xs = [float(p.split(",")[0]) for p in re.search(r'class="cached" points="([^"]*)"', svg).group(1).split()]
+    assert all(52 <= x <= 640 - 12 for x in xs)

@@ -10,6 +10,8 @@ Medians over `repeat` tries, in ms, at each N of `at` (default 10 and 600).
 
 `time_page_history` does the same through the page itself (AppTest, the script's own time per run, ui.bench.steps's
 wrapper): opening the link, Step and Back on page 4 at step 10 and at MAX_LINK_STEPS (a link's most).
+`time_page_redraw`: page 4 drawing what it shows, nothing else (a rerun with no click), at step 10 and 600: the
+charts and tables draw only their newest RECENT_STEPS steps (viz.engine), so the two should cost about the same.
 """
 
 from __future__ import annotations
@@ -109,6 +111,49 @@ def time_page_history(at=(10, None), repeat: int = 3) -> dict[str, dict[str, flo
                                      "step_ms": statistics.median(steps),
                                      "back_ms": statistics.median(backs)}
     return out
+
+
+def time_page_redraw(at=(10, 600), repeat: int = 5) -> dict[str, float]:
+    """{"redraw_step_N_ms": …}: page 4's script time (median over `repeat`) for a rerun that changes nothing, with
+    the long session at step N (opened by a link, then stepped on past MAX_LINK_STEPS in the lesson itself)."""
+    import tempfile
+    from pathlib import Path
+
+    from lessons.engine_requests import encode_requests
+    from streamlit.testing.v1 import AppTest
+    from ui.params import MAX_LINK_STEPS
+
+    from .steps import ROOT, WRAPPER
+
+    out = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        wrapper = Path(tmp) / "bench_engine.py"
+        wrapper.write_text(WRAPPER.format(root=str(ROOT), page=str(ROOT / "app_pages" / "4_Engine.py")))
+        for n in at:
+            at_ = AppTest.from_file(str(wrapper), default_timeout=600)
+            at_.query_params.update({"lang": "en", "reqs": encode_requests(long_session_specs()),
+                                     "steps": min(n, MAX_LINK_STEPS)})
+            at_.run()
+            lesson = at_.session_state["engine.lesson"]
+            while len(lesson.steps) < n and lesson.forward():
+                pass
+            at_.run()  # the first draw at step n
+            times = []
+            for _ in range(repeat):
+                at_.run()
+                times.append(at_.session_state["_bench_script_ms"])
+            if at_.exception or len(lesson.steps) != n:
+                raise RuntimeError(f"page 4 at step {len(lesson.steps)} of {n}: {at_.exception}")
+            out[f"redraw_step_{n}_ms"] = statistics.median(times)
+    return out
+
+
+def print_page_redraw(results: dict[str, float]) -> None:
+    steps = [int(k.split("_")[2]) for k in results]
+    values = list(results.values())
+    print("engine page redrawn, nothing clicked (script time, medians): "
+          + "   ".join(f"step {n} {v:6.1f} ms" for n, v in zip(steps, values))
+          + (f"   ratio x{values[-1] / values[0]:.2f}" if len(values) > 1 else ""))
 
 
 def print_page_history(results: dict[str, dict[str, float]]) -> None:

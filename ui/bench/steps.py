@@ -121,23 +121,25 @@ def main(argv: list[str] | None = None) -> int:
     args.clicks = args.clicks or 7
     from ui.page import configure_torch
 
-    from .history import print_history, print_page_history, time_history, time_page_history
+    from .history import (print_history, print_page_history, print_page_redraw, time_history, time_page_history,
+                          time_page_redraw)
 
     configure_torch()  # what every page does first
     if args.what == "history":
-        history, page_history = time_history(), time_page_history()
+        history, page_history, redraw = time_history(), time_page_history(), time_page_redraw()
         if args.json:
-            print(json.dumps({"history": history, "page_history": page_history}, indent=2))
+            print(json.dumps({"history": history, "page_history": page_history, "page_redraw": redraw}, indent=2))
         else:
             print_history(history)
             print_page_history(page_history)
+            print_page_redraw(redraw)
         return 0
     pages = {page: time_page(page, max(1, args.clicks)) for page in STEPS}
     compute = time_compute(max(3, args.clicks))
-    history, page_history = time_history(), time_page_history()
+    history, page_history, redraw = time_history(), time_page_history(), time_page_redraw()
     if args.json:
-        print(json.dumps({"pages": pages, "compute": compute, "history": history, "page_history": page_history},
-                         indent=2))
+        print(json.dumps({"pages": pages, "compute": compute, "history": history, "page_history": page_history,
+                          "page_redraw": redraw}, indent=2))
         return 0
     print(f"server time of one step at default sizes (median of {args.clicks} clicks)")
     for page, t in pages.items():
@@ -148,6 +150,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  {name:<28} {ms:6.2f} ms")
     print_history(history)
     print_page_history(page_history)
+    print_page_redraw(redraw)
     return 0
 
 

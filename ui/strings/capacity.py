@@ -10,6 +10,10 @@ STRINGS = {
                "这样每个人的点击都能保持流畅。请一分钟后再试：有人关闭标签页后就会空出位置。"),
     },
     "retry": {"en": "Try again", "zh": "重试"},
+    "waiting": {
+        "en": "Opening the page: {ahead} other new tab(s) are opening just before this one, so it takes a moment.",
+        "zh": "正在打开页面：另有 {ahead} 个新标签页正在它之前打开，请稍候片刻。",
+    },
     "operator": {
         "en": "For the operator: the limit is the environment variable PAGED_MAX_SESSIONS (default {default}).",
         "zh": "管理员请注意：上限由环境变量 PAGED_MAX_SESSIONS 设置（默认 {default}）。",

@@ -64,6 +64,8 @@ STRINGS = {
                "直到最后一块才采样。"),
     },
     "rule_none": {"en": "This sequence has not run yet.", "zh": "这个 sequence 还没有运行。"},
+    "rule_recent": {"en": "The newest {shown} of this sequence's {rows} rows.",
+                    "zh": "这个 sequence 共 {rows} 行，这里显示最新的 {shown} 行。"},
     "rule_no_seqs": {"en": "No sequence yet: add a request.", "zh": "还没有 sequence：先添加一个请求。"},
     "col_step": {"en": "step", "zh": "步"},
     "col_phase": {"en": "phase", "zh": "阶段"},

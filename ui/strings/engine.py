@@ -178,6 +178,10 @@ STRINGS = {
     "step": {"en": "Step", "zh": "单步"},
     "run": {"en": "Run to end", "zh": "运行到结束"},
     "running": {"en": "Stepping both twins…", "zh": "两个孪生引擎运行中…"},
+    "run_capped": {"en": "Run to end stopped after {steps} steps: one press runs at most {steps}, so everyone's "
+                         "clicks on this server stay quick. Press it again to go on.",
+                   "zh": "“运行到结束”在 {steps} 步后暂停：每按一次最多运行 {steps} 步，这样服务器上每个人的点击都能保持流畅。"
+                         "再按一次即可继续。"},
     "step_count": {"en": "**{steps}** steps run.", "zh": "已运行 **{steps}** 步。"},
     "no_step_possible": {"en": "No step can run: no request is waiting. Add one above, or change the setting a "
                                "refusal names; Step stays off until then.",
@@ -267,6 +271,7 @@ STRINGS = {
                     "zh": "还没有请求：在上方添加一个，或加载一个场景。"},
     "cache_title": {"en": "cached_token_count (dots) against the rule prompt_len + generated − 1 (dotted line)",
                     "zh": "cached_token_count（圆点）与规则 prompt_len + generated − 1（虚线）"},
+    "cache_recent": {"en": ", the newest {shown} of {steps} steps", "zh": "，共 {steps} 步中最新的 {shown} 步"},
     "rule_name": {"en": "prompt_len + generated − 1", "zh": "prompt_len + generated − 1"},
     "axis_step": {"en": "step", "zh": "步"},
     "axis_tokens": {"en": "tokens", "zh": "token 数"},
