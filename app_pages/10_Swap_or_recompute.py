@@ -35,10 +35,7 @@ lesson = st.session_state.get("swap.lesson")
 if lesson is None or lesson.config != config:
     lesson = SwapLesson(config, model, tokenizer)
     st.session_state["swap.lesson"] = lesson
-step = knobs.state("step", 0, ui.int_in(0, 300))
-if step > lesson.total:
-    knobs.set_state("step", lesson.total)
-    step = lesson.total
+step = knobs.step("step", lesson.total)  # ?step=N (?steps=N too), clamped to the run's end with a note
 
 
 def move(by: int) -> bool:

@@ -9,7 +9,6 @@ from lessons.window import (BLOCK_SIZES, MAX_STEPS, NUM_BLOCKS, PROMPTS, WINDOWS
                             run_window)
 from paged.window import HOLE
 from ui.engine_actions import engine_model
-from ui.params import int_in
 from ui.playback import Stepper, playback_bar
 from ui.widgets import session_cached, show_cells, viz_labels
 from viz.sharing import memory_figure
@@ -29,8 +28,7 @@ st.subheader(ctx.t("break_header"))
 free_early = knobs.toggle(ctx.t("break_label"), "free_early", False, help=ctx.t("break_help"))
 config = WindowConfig(window, block_size, prompt, free_early)
 run = session_cached("window.runs", config, lambda: run_window(config, model, tokenizer), max_items=8)
-step = min(knobs.state("step", 0, int_in(0, MAX_STEPS)), run.num_steps)
-knobs.set_state("step", step)
+step = knobs.step("step", run.num_steps, MAX_STEPS)  # ?step=N (?steps=N too), clamped with a note
 
 
 def move(delta: int) -> bool:

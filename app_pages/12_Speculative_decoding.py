@@ -8,6 +8,7 @@ import ui.quiz
 from lessons.engine_requests import MAX_STEPS
 from lessons.spec import BLOCK_SIZES, K_CHOICES, SCENARIOS, SpecConfig, SpecLesson, spec_question
 from lessons.tokens import shown_text
+from ui.params import STEP_ALIASES, note_past_end
 from ui.playback import Stepper, playback_bar
 from viz.colors import seq_label
 from viz.spec import SpecWords, StepRow, acceptance_figure, step_html
@@ -35,8 +36,10 @@ with st.sidebar:
 config = SpecConfig(k, block_size, scenario, forget)
 lesson: SpecLesson | None = st.session_state.get("spec.lesson")
 if lesson is None or lesson.config != config:
-    steps = knobs.state("steps", 0, ui.int_in(0, MAX_STEPS)) if lesson is None else 0  # a link's step, first visit
-    st.session_state["spec.lesson"] = SpecLesson.replay(config, steps, model, tokenizer)
+    steps = knobs.state("steps", 0, ui.int_in(0, MAX_STEPS), STEP_ALIASES["steps"]) if lesson is None else 0
+    st.session_state["spec.lesson"] = SpecLesson.replay(config, steps, model, tokenizer)  # a link's step, first visit
+    if len(st.session_state["spec.lesson"].steps) < steps:  # the link asked for more steps than the run takes
+        note_past_end("steps", len(st.session_state["spec.lesson"].steps))
 
 
 def lesson_now() -> SpecLesson:

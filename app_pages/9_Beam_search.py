@@ -33,8 +33,7 @@ model, tokenizer = shipped_model(ctx)  # the recall prompts need the shipped byt
 config = BeamConfig(prompt, beam_width, length_penalty, block_size, skip_cow)
 lesson: BeamLesson = ui.session_cached("beam.lessons", config, lambda: BeamLesson(config, model, tokenizer), 6)
 last = len(lesson.traces)
-step = min(max(knobs.state("step", 0, ui.int_in(0, 64)), 0), last)
-knobs.set_state("step", step)
+step = knobs.step("step", last)  # ?step=N (?steps=N too), clamped to the run's end with a note
 
 
 def move(by: int, end: int = last) -> bool:
