@@ -7,6 +7,7 @@ import ui.quiz
 from lessons.swap import (BLOCK_SIZES, BREAK_CHOICES, DEFAULT_NUM_BLOCKS, MAX_TOKENS, SwapConfig, SwapLesson,
                           min_num_blocks)
 from paged.bench.swap import measure
+from ui.breaks import break_box
 from ui.engine_actions import engine_model, explain_step
 from ui.playback import Stepper, playback_bar
 from ui.widgets import show_cells, viz_labels
@@ -26,9 +27,9 @@ with st.sidebar:
     num_blocks = knobs.slider(ctx.t("common.num_blocks"), "num_blocks", DEFAULT_NUM_BLOCKS[block_size], lo, lo + 24,
                               help=ctx.t("num_blocks_help"))
     swap_space = knobs.slider(ctx.t("swap_space"), "swap_space", 16, 1, 48, help=ctx.t("swap_space_help"))
-    break_it = knobs.select(ctx.t("break"), "break", "off", list(BREAK_CHOICES),
-                            format_func=lambda b: ctx.t(f"break_{b}"))
     ui.device_badge(ctx, "float32")
+break_it = knobs.select(ctx.t("break"), "break", "off", list(BREAK_CHOICES), where=break_box(ctx, (0.8, 2.2)),
+                        format_func=lambda b: ctx.t(f"break_{b}"))
 
 config = SwapConfig(block_size, num_blocks, swap_space, break_it)
 lesson = st.session_state.get("swap.lesson")
@@ -67,8 +68,8 @@ def mode_column(col, run, title: str, swap: bool) -> None:
     markdown lines, not alert boxes: a row of columns holding an alert is stacked on a narrow screen (ui.present),
     and these two columns are the side-by-side comparison."""
     col.subheader(title)
-    col.caption(f'SchedulerConfig(preemption_mode="{"swap" if swap else "recompute"}"'
-                + (f", swap_space={swap_space})" if swap else ")"))
+    col.caption(f'SchedulerConfig(  \npreemption_mode="{"swap" if swap else "recompute"}"'  # a narrow column: break
+                + (f",  \nswap_space={swap_space})" if swap else ")"))                             # between arguments
     state = run.at(step)
     if state is None:
         col.caption(ctx.t("no_step"))

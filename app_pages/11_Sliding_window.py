@@ -8,6 +8,7 @@ from lessons.tokens import shown_text, token_label
 from lessons.window import (BLOCK_SIZES, MAX_STEPS, NUM_BLOCKS, PROMPTS, WINDOWS, WindowConfig, freed_question,
                             run_window)
 from paged.window import HOLE
+from ui.breaks import break_box
 from ui.engine_actions import engine_model
 from ui.playback import Stepper, playback_bar
 from ui.widgets import session_cached, show_cells, viz_labels
@@ -24,8 +25,7 @@ with st.sidebar:
     ui.device_badge(ctx, "float32")
 
 model, tokenizer = engine_model(ctx)  # the shipped model (a window is put on its architecture: with_window)
-st.subheader(ctx.t("break_header"))
-free_early = knobs.toggle(ctx.t("break_label"), "free_early", False, help=ctx.t("break_help"))
+free_early = knobs.toggle(ctx.t("break_label"), "free_early", False, where=break_box(ctx), help=ctx.t("break_help"))
 config = WindowConfig(window, block_size, prompt, free_early)
 run = session_cached("window.runs", config, lambda: run_window(config, model, tokenizer), max_items=8)
 step = knobs.step("step", run.num_steps, MAX_STEPS)  # ?step=N (?steps=N too), clamped with a note

@@ -8,6 +8,7 @@ import ui.quiz
 from lessons.engine_requests import MAX_STEPS
 from lessons.spec import BLOCK_SIZES, K_CHOICES, SCENARIOS, SpecConfig, SpecLesson, spec_question
 from lessons.tokens import shown_text
+from ui.breaks import break_box
 from ui.params import STEP_ALIASES, note_past_end
 from ui.playback import Stepper, playback_bar
 from viz.colors import seq_label
@@ -30,8 +31,8 @@ with st.sidebar:
     block_size = knobs.select(ctx.t("common.block_size"), "block_size", 4, list(BLOCK_SIZES))
     scenario = knobs.radio(ctx.t("scenario"), "scenario", "mixed", list(SCENARIOS),
                            format_func=lambda s: ctx.t(f"scenario_{s}"))
-    forget = knobs.toggle(ctx.t("forget"), "forget", False, help=ctx.t("forget_help"))
     ui.device_badge(ctx, "float32")
+forget = knobs.toggle(ctx.t("forget"), "forget", False, where=break_box(ctx), help=ctx.t("forget_help"))
 
 config = SpecConfig(k, block_size, scenario, forget)
 lesson: SpecLesson | None = st.session_state.get("spec.lesson")

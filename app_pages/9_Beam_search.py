@@ -8,6 +8,7 @@ from lessons.beam import (BLOCK_SIZES, PAPER_SAVING, PENALTIES, PROMPTS, WIDTHS,
                           beam_question)
 from lessons.tokens import shown_text
 from ui.beam import savings_rows, shipped_model
+from ui.breaks import break_box
 from ui.playback import Stepper, playback_bar
 from viz.beam import TreeWords, freed_overlay, savings_figure, tree_figure
 from viz.colors import seq_label
@@ -24,10 +25,8 @@ with st.sidebar:
     block_size = knobs.select(ctx.t("common.block_size"), "block_size", 4, list(BLOCK_SIZES))
     ui.device_badge(ctx, "float32")
 
-with st.container(border=True):  # break it: the copy-on-write left out
-    c0, c1 = st.columns([0.8, 3], vertical_alignment="center")
-    c0.markdown(f":material/build: **{ctx.t('break_header')}**")
-    skip_cow = knobs.toggle(ctx.t("skip_cow"), "skip_cow", False, where=c1, help=ctx.t("skip_cow_help"))
+skip_cow = knobs.toggle(ctx.t("skip_cow"), "skip_cow", False, where=break_box(ctx),  # the copy-on-write left out
+                        help=ctx.t("skip_cow_help"))
 
 model, tokenizer = shipped_model(ctx)  # the recall prompts need the shipped byte model's SEP
 config = BeamConfig(prompt, beam_width, length_penalty, block_size, skip_cow)

@@ -109,7 +109,9 @@ def main(argv: list[str] | None = None) -> int:
                              "in chromium; history: Back / step / link at step 10 and 600 only")
     parser.add_argument("--clicks", type=int, default=None, help="timed clicks per page (7 server, 20 browser)")
     parser.add_argument("--json", action="store_true", help="print the numbers as JSON")
-    parser.add_argument("--pages", default="", help="browser: comma-separated URL paths (default: pages 2-6)")
+    parser.add_argument("--pages", default="", help="browser: comma-separated URL paths (default: pages 2-6; "
+                                                     "all: also 9-12)")
+    parser.add_argument("--port", type=int, default=None, help="browser: the server's port (default: a free one)")
     parser.add_argument("--busy", action="store_true", help="browser: also the tab's main-thread ms per click")
     args = parser.parse_args(argv)
     if str(ROOT) not in sys.path:
@@ -117,7 +119,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.what == "browser":
         from .browser import main as browser_main
         pages = [p for p in args.pages.split(",") if p]
-        return browser_main(args.clicks or 20, args.json, pages, **({"busy_metric": True} if args.busy else {}))
+        return browser_main(args.clicks or 20, args.json, pages, port=args.port,
+                            **({"busy_metric": True} if args.busy else {}))
     args.clicks = args.clicks or 7
     from ui.page import configure_torch
 
