@@ -51,6 +51,8 @@ def move(by: int) -> bool:
 bar = playback_bar(ctx, knobs, Stepper("swap", step_key="swap.step_btn", step_label=ctx.t("step_label"),
                                        position=step, can_forward=step < lesson.total, can_back=step > 0,
                                        forward=lambda: move(1), back=lambda: move(-1), total=lesson.total))
+bar.row.button(ctx.t("common.reset"), key="swap.reset", icon=":material/restart_alt:", disabled=step == 0,
+               on_click=lambda: st.session_state.update({"swap.step": 0}))  # back to step 0, as on pages 4-6
 st.caption(ctx.t("scenario", max_tokens=MAX_TOKENS))
 if quiz_on:
     ui.quiz.show(ctx, "swap", (config, step), lambda seed: lesson.question(step, seed), "swap.none_quiz")

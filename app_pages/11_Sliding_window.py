@@ -43,6 +43,8 @@ def move(delta: int) -> bool:
 bar = playback_bar(ctx, knobs, Stepper("window", step_key="window.step_btn", step_label=ctx.t("step_btn"),
                                        position=step, total=run.num_steps, can_forward=step < run.num_steps,
                                        can_back=step > 0, forward=lambda: move(1), back=lambda: move(-1)))
+bar.row.button(ctx.t("common.reset"), key="window.reset", icon=":material/restart_alt:", disabled=step == 0,
+               on_click=lambda: st.session_state.update({knobs.key("step"): 0}))  # back to step 0, as on pages 4-6
 if quiz_on:
     ui.quiz.show(ctx, "window", (config, step), lambda seed: freed_question(run, step, seed), "window.quiz_none")
 knobs.sync_url(ctx.lang)

@@ -9,22 +9,16 @@ from lessons.engine_requests import MAX_STEPS
 from lessons.spec import BLOCK_SIZES, K_CHOICES, SCENARIOS, SpecConfig, SpecLesson, spec_question
 from lessons.tokens import shown_text
 from ui.breaks import break_box
+from ui.engine_actions import engine_model
 from ui.params import STEP_ALIASES, note_past_end
 from ui.playback import Stepper, playback_bar
 from viz.colors import seq_label
 from viz.spec import SpecWords, StepRow, acceptance_figure, step_html
 
 
-@st.cache_resource(show_spinner=False)
-def shipped_model():
-    """The shipped tiny Llama and its tokenizer: immutable, shared by every session."""
-    from paged.model import load_model
-    return load_model()
-
-
 ctx, knobs = ui.page_header("spec", ":material/bolt:")
 quiz_on = ui.quiz.enabled(knobs)  # ?quiz=1: predict, then reveal
-model, tokenizer = shipped_model()
+model, tokenizer = engine_model(ctx)  # the shipped model, loaded once per process (as pages 10 and 11)
 
 with st.sidebar:
     k = knobs.select(ctx.t("k"), "k", 4, list(K_CHOICES))

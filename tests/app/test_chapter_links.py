@@ -57,3 +57,14 @@ def test_an_unusable_link_value_is_named(page, params, named):
     under the name the link used."""
     box = url_warning(_open(page, **params))
     assert "could not be used" in box and named in box, box
+
+
+@pytest.mark.parametrize("page,prefix", [(BEAM, "beam"), (SWAP, "swap"), (WINDOW, "window")])
+def test_reset_in_the_playback_row_goes_back_to_step_0(page, prefix):
+    """Pages 9-11 have the Reset of pages 4, 6 and 12 beside their playback bar: from a link's step 3 it shows step
+    0, and it is disabled there."""
+    at = _open(page, step=3)
+    assert at.session_state[f"{prefix}.step"] == 3 and not at.button(key=f"{prefix}.reset").disabled
+    at = at.button(key=f"{prefix}.reset").click().run()
+    no_exception(at)
+    assert at.session_state[f"{prefix}.step"] == 0 and at.button(key=f"{prefix}.reset").disabled

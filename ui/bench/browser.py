@@ -19,9 +19,9 @@ PAGES = {  # URL path -> (step button key, button that starts over (None: Back u
     "Engine": ("engine.step", "engine.reset", 20),
     "Bug_lab": ("buglab.next", None, 5),
     "Sharing": ("sharing.step", "sharing.reset", 20),
-    "Beam_search": ("beam.next", None, 8),
-    "Swap_or_recompute": ("swap.step_btn", None, 8),
-    "Sliding_window": ("window.step_btn", None, 8),
+    "Beam_search": ("beam.next", "beam.reset", 8),
+    "Swap_or_recompute": ("swap.step_btn", "swap.reset", 20),
+    "Sliding_window": ("window.step_btn", "window.reset", 15),
     "Speculative_decoding": ("spec.step", "spec.reset", 10),
 }
 DEFAULT_PAGES = ("Gather_and_attend", "Batch_decode", "Engine", "Bug_lab", "Sharing")  # pages 2-6; --pages for more
