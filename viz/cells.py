@@ -29,7 +29,7 @@ CELLS_CSS = """
 .paged-cells .pg-big { width: 30px; height: 30px; line-height: 28px; font-size: 0.8rem; margin: 3px; }
 .paged-cells .pg-sched { outline: 3px solid #000000; outline-offset: 2px; }
 .paged-cells .pg-pre { outline: 2px dashed #000000; outline-offset: 3px; border-radius: 50%; }
-.paged-cells.pg-ringed { padding-top: 6px; gap: 10px; }
+.paged-cells.pg-ringed { padding-top: 9px; gap: 10px; }
 .paged-cells.pg-ringed .pg-list { gap: 9px 7px; }
 .paged-bars { display: grid; grid-template-columns: auto 1fr; gap: 0 6px; margin: 0.2rem 0 0.6rem 0;
     font-size: 0.75rem; color: #333333; }
