@@ -51,6 +51,7 @@ def test_engine_page_takes_step_as_an_alias_of_steps():
     (SPEC, {"scenario": "nope"}, "`scenario`"),
     (SPEC, {"step": "abc"}, "`step`"),
     (SPEC, {"steps": "299"}, "`steps`"),
+    ("4_Engine.py", {"step": "299", "model": "shipped"}, "`step`"),
 ])
 def test_an_unusable_link_value_is_named(page, params, named):
     """Each unusable value (not a number, negative, past the run's end, not an option) is listed in the link box
