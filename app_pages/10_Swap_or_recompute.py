@@ -161,3 +161,15 @@ if rows:
                      ctx.t("col_ratio"): f"{r['recompute_over_swap']:.1f}"} for r in rows], key="swap.cost_table")
     st.caption(ctx.t("measure_caption", tokens=MEASURE_TOKENS, repeats=MEASURE_REPEATS))
 st.markdown(ctx.t("paper_note"))
+
+
+def export() -> dict:
+    """Both runs, step by step (traces, tables, costs so far), made only when the button is pressed."""
+    def steps(run) -> list[dict]:
+        return [{"trace": s.trace.to_dict(), "swap_tables": s.swap_tables, "blocks_copied": s.blocks_copied,
+                 "tokens_recomputed": s.tokens_recomputed} for s in run.steps]
+    return {"config": config.__dict__, "swap": steps(lesson.swap), "recompute": steps(lesson.recompute),
+            "measured": st.session_state.get("swap.measured")}
+
+
+ui.export_button(ctx, export, "swap_trace.json", key="swap.export")  # as on pages 4-6, 9 and 12

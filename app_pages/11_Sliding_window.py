@@ -1,5 +1,7 @@
 """11 · Sliding window: blocks behind the window are freed while the sequence runs; holes at the front of the table."""
 
+import dataclasses
+
 import streamlit as st
 
 import ui
@@ -113,3 +115,6 @@ elif free_early and step == run.num_steps:
     st.warning(ctx.t("break_quiet"), icon=":material/help:")
 else:
     st.success(ctx.t("twins_agree"), icon=":material/check_circle:")
+ui.export_button(ctx, lambda: {"config": config.__dict__, "prompt_len": run.prompt_len, "full_ids": run.full_ids,
+                               "frames": [dataclasses.asdict(f) for f in run.frames]},
+                 "window_trace.json", key="window.export")  # as on pages 4-6, 9 and 12

@@ -69,3 +69,17 @@ def test_reset_in_the_playback_row_goes_back_to_step_0(page, prefix):
     at = at.button(key=f"{prefix}.reset").click().run()
     no_exception(at)
     assert at.session_state[f"{prefix}.step"] == 0 and at.button(key=f"{prefix}.reset").disabled
+
+
+@pytest.mark.parametrize("page,key,part", [(SWAP, "swap.export", "recompute"), (WINDOW, "window.export", "frames")])
+def test_swap_and_window_pages_export_their_run(page, key, part):
+    """Pages 10 and 11 have the Export of the other chapter pages: pressed at a link's step 4, it hands the browser
+    JSON holding every step of the run (the configuration too)."""
+    import json
+
+    at = _open(page, step=4)
+    at = at.button(key=key).click().run()
+    no_exception(at)
+    (saver,) = [e for e in at.get("bidi_component") if e.proto.component_name == "paged_save"]
+    data = json.loads(json.loads(saver.proto.json)["text"])
+    assert data["config"]["block_size"] == 4 and len(data[part]) > 4
