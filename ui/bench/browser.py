@@ -1,4 +1,5 @@
-"""`python -m ui.bench browser`: click -> idle on the stepping pages in a real browser, one session, default settings.
+"""`python -m ui.bench browser`: click -> idle on the stepping pages in a real browser, one session, default settings
+(pages 2-6 unless `--pages` names others, or `all`; `--port` picks the server's port).
 
 For each page: open it, click its step button `clicks` times (starting over with its reset button, untimed, every
 `cycle` clicks so every timed click is a real step), and report p50 / p95 of click -> app idle and the server's CPU
