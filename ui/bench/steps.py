@@ -12,8 +12,9 @@ After them, the history costs (ui.bench.history): Back, one step and opening a s
 600 of one long engine session, with the replay from step 0 they used to cost (`python -m ui.bench history` alone).
 
 `browser` starts `streamlit run app.py` and Debian's chromium (ui.bench.chromium), opens pages 2-6 (`--pages all`: also
-the chapter pages 9-12; `--pages Sharing,Beam_search`: those) at default settings and clicks each page's step button N times: p50 / p95 of click -> app idle (the script state back to notRunning), and
-the server's CPU time per rerun (utime + stime from /proc/<pid>/stat, before and after the clicks).
+the chapter pages 9-12; `--pages Sharing,Beam_search`: those) at default settings and clicks each page's step button
+N times: p50 / p95 of click -> app idle (the script state back to notRunning), and the server's CPU time per rerun
+(utime + stime from /proc/<pid>/stat, before and after the clicks).
 """
 
 from __future__ import annotations
