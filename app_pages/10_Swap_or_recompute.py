@@ -7,6 +7,7 @@ import ui.quiz
 from lessons.swap import (BLOCK_SIZES, BREAK_CHOICES, DEFAULT_NUM_BLOCKS, MAX_TOKENS, SwapConfig, SwapLesson,
                           min_num_blocks)
 from paged.bench.swap import measure
+from ui.breaks import break_box
 from ui.engine_actions import engine_model, explain_step
 from ui.playback import Stepper, playback_bar
 from ui.widgets import show_cells, viz_labels
@@ -26,19 +27,16 @@ with st.sidebar:
     num_blocks = knobs.slider(ctx.t("common.num_blocks"), "num_blocks", DEFAULT_NUM_BLOCKS[block_size], lo, lo + 24,
                               help=ctx.t("num_blocks_help"))
     swap_space = knobs.slider(ctx.t("swap_space"), "swap_space", 16, 1, 48, help=ctx.t("swap_space_help"))
-    break_it = knobs.select(ctx.t("break"), "break", "off", list(BREAK_CHOICES),
-                            format_func=lambda b: ctx.t(f"break_{b}"))
     ui.device_badge(ctx, "float32")
+break_it = knobs.select(ctx.t("break"), "break", "off", list(BREAK_CHOICES), where=break_box(ctx, (0.8, 2.2)),
+                        format_func=lambda b: ctx.t(f"break_{b}"))
 
 config = SwapConfig(block_size, num_blocks, swap_space, break_it)
 lesson = st.session_state.get("swap.lesson")
 if lesson is None or lesson.config != config:
     lesson = SwapLesson(config, model, tokenizer)
     st.session_state["swap.lesson"] = lesson
-step = knobs.state("step", 0, ui.int_in(0, 300))
-if step > lesson.total:
-    knobs.set_state("step", lesson.total)
-    step = lesson.total
+step = knobs.step("step", lesson.total)  # ?step=N (?steps=N too), clamped to the run's end with a note
 
 
 def move(by: int) -> bool:
@@ -53,6 +51,8 @@ def move(by: int) -> bool:
 bar = playback_bar(ctx, knobs, Stepper("swap", step_key="swap.step_btn", step_label=ctx.t("step_label"),
                                        position=step, can_forward=step < lesson.total, can_back=step > 0,
                                        forward=lambda: move(1), back=lambda: move(-1), total=lesson.total))
+bar.row.button(ctx.t("common.reset"), key="swap.reset", icon=":material/restart_alt:", disabled=step == 0,
+               on_click=lambda: st.session_state.update({"swap.step": 0}))  # back to step 0, as on pages 4-6
 st.caption(ctx.t("scenario", max_tokens=MAX_TOKENS))
 if quiz_on:
     ui.quiz.show(ctx, "swap", (config, step), lambda seed: lesson.question(step, seed), "swap.none_quiz")
@@ -70,8 +70,8 @@ def mode_column(col, run, title: str, swap: bool) -> None:
     markdown lines, not alert boxes: a row of columns holding an alert is stacked on a narrow screen (ui.present),
     and these two columns are the side-by-side comparison."""
     col.subheader(title)
-    col.caption(f'SchedulerConfig(preemption_mode="{"swap" if swap else "recompute"}"'
-                + (f", swap_space={swap_space})" if swap else ")"))
+    col.caption(f'SchedulerConfig(  \npreemption_mode="{"swap" if swap else "recompute"}"'  # a narrow column: break
+                + (f",  \nswap_space={swap_space})" if swap else ")"))                             # between arguments
     state = run.at(step)
     if state is None:
         col.caption(ctx.t("no_step"))
@@ -161,3 +161,15 @@ if rows:
                      ctx.t("col_ratio"): f"{r['recompute_over_swap']:.1f}"} for r in rows], key="swap.cost_table")
     st.caption(ctx.t("measure_caption", tokens=MEASURE_TOKENS, repeats=MEASURE_REPEATS))
 st.markdown(ctx.t("paper_note"))
+
+
+def export() -> dict:
+    """Both runs, step by step (traces, tables, costs so far), made only when the button is pressed."""
+    def steps(run) -> list[dict]:
+        return [{"trace": s.trace.to_dict(), "swap_tables": s.swap_tables, "blocks_copied": s.blocks_copied,
+                 "tokens_recomputed": s.tokens_recomputed} for s in run.steps]
+    return {"config": config.__dict__, "swap": steps(lesson.swap), "recompute": steps(lesson.recompute),
+            "measured": st.session_state.get("swap.measured")}
+
+
+ui.export_button(ctx, export, "swap_trace.json", key="swap.export")  # as on pages 4-6, 9 and 12

@@ -1,5 +1,7 @@
 """11 · Sliding window: blocks behind the window are freed while the sequence runs; holes at the front of the table."""
 
+import dataclasses
+
 import streamlit as st
 
 import ui
@@ -8,8 +10,8 @@ from lessons.tokens import shown_text, token_label
 from lessons.window import (BLOCK_SIZES, MAX_STEPS, NUM_BLOCKS, PROMPTS, WINDOWS, WindowConfig, freed_question,
                             run_window)
 from paged.window import HOLE
+from ui.breaks import break_box
 from ui.engine_actions import engine_model
-from ui.params import int_in
 from ui.playback import Stepper, playback_bar
 from ui.widgets import session_cached, show_cells, viz_labels
 from viz.sharing import memory_figure
@@ -25,12 +27,10 @@ with st.sidebar:
     ui.device_badge(ctx, "float32")
 
 model, tokenizer = engine_model(ctx)  # the shipped model (a window is put on its architecture: with_window)
-st.subheader(ctx.t("break_header"))
-free_early = knobs.toggle(ctx.t("break_label"), "free_early", False, help=ctx.t("break_help"))
+free_early = knobs.toggle(ctx.t("break_label"), "free_early", False, where=break_box(ctx), help=ctx.t("break_help"))
 config = WindowConfig(window, block_size, prompt, free_early)
 run = session_cached("window.runs", config, lambda: run_window(config, model, tokenizer), max_items=8)
-step = min(knobs.state("step", 0, int_in(0, MAX_STEPS)), run.num_steps)
-knobs.set_state("step", step)
+step = knobs.step("step", run.num_steps, MAX_STEPS)  # ?step=N (?steps=N too), clamped with a note
 
 
 def move(delta: int) -> bool:
@@ -45,6 +45,8 @@ def move(delta: int) -> bool:
 bar = playback_bar(ctx, knobs, Stepper("window", step_key="window.step_btn", step_label=ctx.t("step_btn"),
                                        position=step, total=run.num_steps, can_forward=step < run.num_steps,
                                        can_back=step > 0, forward=lambda: move(1), back=lambda: move(-1)))
+bar.row.button(ctx.t("common.reset"), key="window.reset", icon=":material/restart_alt:", disabled=step == 0,
+               on_click=lambda: st.session_state.update({knobs.key("step"): 0}))  # back to step 0, as on pages 4-6
 if quiz_on:
     ui.quiz.show(ctx, "window", (config, step), lambda seed: freed_question(run, step, seed), "window.quiz_none")
 knobs.sync_url(ctx.lang)
@@ -113,3 +115,6 @@ elif free_early and step == run.num_steps:
     st.warning(ctx.t("break_quiet"), icon=":material/help:")
 else:
     st.success(ctx.t("twins_agree"), icon=":material/check_circle:")
+ui.export_button(ctx, lambda: {"config": config.__dict__, "prompt_len": run.prompt_len, "full_ids": run.full_ids,
+                               "frames": [dataclasses.asdict(f) for f in run.frames]},
+                 "window_trace.json", key="window.export")  # as on pages 4-6, 9 and 12

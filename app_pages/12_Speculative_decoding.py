@@ -8,35 +8,33 @@ import ui.quiz
 from lessons.engine_requests import MAX_STEPS
 from lessons.spec import BLOCK_SIZES, K_CHOICES, SCENARIOS, SpecConfig, SpecLesson, spec_question
 from lessons.tokens import shown_text
+from ui.breaks import break_box
+from ui.engine_actions import engine_model
+from ui.params import STEP_ALIASES, note_past_end
 from ui.playback import Stepper, playback_bar
 from viz.colors import seq_label
 from viz.spec import SpecWords, StepRow, acceptance_figure, step_html
 
 
-@st.cache_resource(show_spinner=False)
-def shipped_model():
-    """The shipped tiny Llama and its tokenizer: immutable, shared by every session."""
-    from paged.model import load_model
-    return load_model()
-
-
 ctx, knobs = ui.page_header("spec", ":material/bolt:")
 quiz_on = ui.quiz.enabled(knobs)  # ?quiz=1: predict, then reveal
-model, tokenizer = shipped_model()
+model, tokenizer = engine_model(ctx)  # the shipped model, loaded once per process (as pages 10 and 11)
 
 with st.sidebar:
     k = knobs.select(ctx.t("k"), "k", 4, list(K_CHOICES))
     block_size = knobs.select(ctx.t("common.block_size"), "block_size", 4, list(BLOCK_SIZES))
     scenario = knobs.radio(ctx.t("scenario"), "scenario", "mixed", list(SCENARIOS),
                            format_func=lambda s: ctx.t(f"scenario_{s}"))
-    forget = knobs.toggle(ctx.t("forget"), "forget", False, help=ctx.t("forget_help"))
     ui.device_badge(ctx, "float32")
+forget = knobs.toggle(ctx.t("forget"), "forget", False, where=break_box(ctx), help=ctx.t("forget_help"))
 
 config = SpecConfig(k, block_size, scenario, forget)
 lesson: SpecLesson | None = st.session_state.get("spec.lesson")
 if lesson is None or lesson.config != config:
-    steps = knobs.state("steps", 0, ui.int_in(0, MAX_STEPS)) if lesson is None else 0  # a link's step, first visit
-    st.session_state["spec.lesson"] = SpecLesson.replay(config, steps, model, tokenizer)
+    steps = knobs.state("steps", 0, ui.int_in(0, MAX_STEPS), STEP_ALIASES["steps"]) if lesson is None else 0
+    st.session_state["spec.lesson"] = SpecLesson.replay(config, steps, model, tokenizer)  # a link's step, first visit
+    if len(st.session_state["spec.lesson"].steps) < steps:  # the link asked for more steps than the run takes
+        note_past_end("steps", len(st.session_state["spec.lesson"].steps))
 
 
 def lesson_now() -> SpecLesson:

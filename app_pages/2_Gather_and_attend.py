@@ -45,7 +45,7 @@ q_len = 1
 if mode == "prefill":
     q_len = (knobs.slider(ctx.t("q_len"), "q_len", context_len, 1, context_len, help=ctx.t("q_len_help"))
              if context_len > 1 else 1)
-step = min(knobs.state("step", 0, ui.int_in(0, 512)), context_len)
+step = min(knobs.state("step", 0, ui.int_in(0, 512), ("steps",)), context_len)
 no_mask, ctx_off = gather_knobs(ctx, knobs, mode)  # break it: no causal mask, context_len off by one
 
 # friendly refusals before any tensor is made
@@ -83,7 +83,7 @@ def move(by: int | None = None, to: int | None = None) -> bool:
 def gather_view() -> None:
     """Everything a step, All or Reset changes (st.fragment): these rerun only this part, not the page
     setup, the sidebar and the lesson above it. It reads the step afresh from session_state."""
-    step = min(knobs.state("step", 0, ui.int_in(0, 512)), context_len)
+    step = min(knobs.state("step", 0, ui.int_in(0, 512), ("steps",)), context_len)
     bar = playback_bar(ctx, knobs, Stepper(
         "gather", step_key="gather.next", step_label=ctx.t("next"), position=step, total=context_len,
         can_forward=step < context_len, can_back=step > 0, forward=lambda: move(by=1), back=lambda: move(by=-1)))

@@ -182,7 +182,8 @@ def pool_section() -> None:
         st.session_state["buglab.step"] = faulty_run.first_bad_step() or 1
     st.session_state["buglab.step_fault"] = fault
     # one control for the pool's step: the playback bar below (Back / Next / Play, its counter), no slider beside it
-    step = min(max(knobs.state("step", faulty_run.first_bad_step() or 1, ui.int_in(0, tscenario.num_steps)), 0),
+    step = min(max(knobs.state("step", faulty_run.first_bad_step() or 1, ui.int_in(0, tscenario.num_steps),
+                                ("steps",)), 0),
                tscenario.num_steps)
     knobs.set_state("step", step)
 

@@ -8,6 +8,7 @@ from lessons.beam import (BLOCK_SIZES, PAPER_SAVING, PENALTIES, PROMPTS, WIDTHS,
                           beam_question)
 from lessons.tokens import shown_text
 from ui.beam import savings_rows, shipped_model
+from ui.breaks import break_box
 from ui.playback import Stepper, playback_bar
 from viz.beam import TreeWords, freed_overlay, savings_figure, tree_figure
 from viz.colors import seq_label
@@ -24,17 +25,14 @@ with st.sidebar:
     block_size = knobs.select(ctx.t("common.block_size"), "block_size", 4, list(BLOCK_SIZES))
     ui.device_badge(ctx, "float32")
 
-with st.container(border=True):  # break it: the copy-on-write left out
-    c0, c1 = st.columns([0.8, 3], vertical_alignment="center")
-    c0.markdown(f":material/build: **{ctx.t('break_header')}**")
-    skip_cow = knobs.toggle(ctx.t("skip_cow"), "skip_cow", False, where=c1, help=ctx.t("skip_cow_help"))
+skip_cow = knobs.toggle(ctx.t("skip_cow"), "skip_cow", False, where=break_box(ctx),  # the copy-on-write left out
+                        help=ctx.t("skip_cow_help"))
 
 model, tokenizer = shipped_model(ctx)  # the recall prompts need the shipped byte model's SEP
 config = BeamConfig(prompt, beam_width, length_penalty, block_size, skip_cow)
 lesson: BeamLesson = ui.session_cached("beam.lessons", config, lambda: BeamLesson(config, model, tokenizer), 6)
 last = len(lesson.traces)
-step = min(max(knobs.state("step", 0, ui.int_in(0, 64)), 0), last)
-knobs.set_state("step", step)
+step = knobs.step("step", last)  # ?step=N (?steps=N too), clamped to the run's end with a note
 
 
 def move(by: int, end: int = last) -> bool:
@@ -47,6 +45,8 @@ def move(by: int, end: int = last) -> bool:
 bar = playback_bar(ctx, knobs, Stepper(
     "beam", step_key="beam.next", step_label=ctx.t("next_step"), position=step, total=last,
     can_forward=step < last, can_back=step > 0, forward=lambda: move(1), back=lambda: move(-1)))
+bar.row.button(ctx.t("common.reset"), key="beam.reset", icon=":material/restart_alt:", disabled=step == 0,
+               on_click=lambda: st.session_state.update({"beam.step": 0}))  # back to step 0, as on pages 4-6
 if quiz_on:  # predict, then reveal: how many blocks does the next step copy, or free?
     ui.quiz.show(ctx, "beam", (config, step), lambda seed: beam_question(lesson, step, seed), "quiz.none_beam")
 knobs.sync_url(ctx.lang)

@@ -26,10 +26,19 @@ WRONG, WRONG_SEQ = "batch.wrong", "batch.wrong_seq"  # page 3's switch and its t
 ARMED = "batch._wrong_armed"  # (lesson, seq_id): what the switch last armed, kept until it arms again
 
 
+def break_box(ctx, widths=(0.8, 3)):
+    """The "Break it" box every chapter page opens its deliberate bugs in (pages 2, 3, 9-12): a bordered row, its
+    header on the left; returns the column to its right for the page's switches."""
+    with st.container(border=True):
+        c0, c1 = st.columns(list(widths), vertical_alignment="center")
+        c0.markdown(f":material/build: **{ctx.t('breaks.header')}**")
+    return c1
+
+
 # --- page 2 · Gather & attend ---------------------------------------------------------------------------------------
 def gather_knobs(ctx, knobs, mode: str) -> tuple[bool, int]:
     """The "break it" switches (URL: no_mask=0/1, ctx_off=0/-1/1 in decode). Returns (no_mask, ctx_off)."""
-    with st.container(border=True):
+    with st.container(border=True):  # break_box's look, with two switches
         c0, c1, c2 = st.columns([0.6, 1.4, 1.4], vertical_alignment="center")
         c0.markdown(f":material/build: **{ctx.t('breaks.header')}**")
         no_mask = knobs.toggle(ctx.t("breaks.no_mask"), "no_mask", False, where=c1, help=ctx.t("breaks.no_mask_help"))

@@ -27,7 +27,8 @@ from viz.colors import seq_label
 
 from .page import PageContext
 from .links import open_link
-from .params import MAX_LINK_STEPS, MAX_WHOLE_CHARS, Knobs, int_in, parse_whole, quoted, read_param
+from .params import (MAX_LINK_STEPS, MAX_WHOLE_CHARS, STEP_ALIASES, Knobs, int_in, note_past_end, parse_whole,
+                     quoted, read_param)
 from .playback import Stepper, playback_bar
 from .safe_text import shown
 from .widgets import show_error, stop_with_error
@@ -150,8 +151,10 @@ def engine_lesson(ctx: PageContext, prefix: str, config: DemoConfig, model, toke
                 url_text = read_param("reqs", lambda text: text if decode_requests(text) is not None else None, "")
                 url_specs = decode_requests(url_text) if url_text else None
                 specs = url_specs if url_specs is not None else default_specs
-                steps = read_param("steps", int_in(0, MAX_LINK_STEPS), 0)
+                steps = read_param("steps", int_in(0, MAX_LINK_STEPS), 0, STEP_ALIASES["steps"])
             lesson = state[lesson_key(prefix)] = open_link(config, specs, steps, model, tokenizer)
+            if len(lesson.steps) < steps:  # the link asked for more steps than the requests take
+                note_past_end("steps", len(lesson.steps))
         elif lesson.sync(config, model, tokenizer):
             st.toast(ctx.t("engine.restarted"), icon=":material/replay:")
     except (RuntimeError, ValueError) as err:  # no engine at all (e.g. a KV pool larger than free memory)

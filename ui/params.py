@@ -126,14 +126,33 @@ def duplicates(values: Sequence[int]) -> list[int]:
 URL_NOTES_KEY = "_url_notes"  # this run's URL values that could not be used as given: [(name, raw, used)]
 
 
-def read_param(name: str, parse: Parser, default):
-    """st.query_params[name] parsed, or `default` when absent or unacceptable.
+STEP_ALIASES = {"step": ("steps",), "steps": ("step",)}  # a chapter page's step link: one name, the other an alias
+
+
+def link_name(name: str, aliases: Sequence[str] = ()) -> str | None:
+    """Which of `name` and its `aliases` the URL holds (the first found), or None."""
+    return next((n for n in (name, *aliases) if st.query_params.get(n) is not None), None)
+
+
+def note_past_end(name: str, used: int) -> None:
+    """The link's step (`name` or its STEP_ALIASES alias) lies past the run's end: the link box names it with the
+    step `used` instead (replacing a note on the same value)."""
+    given = link_name(name, STEP_ALIASES.get(name, ()))
+    if given is not None:
+        notes = st.session_state.setdefault(URL_NOTES_KEY, [])
+        notes[:] = [n for n in notes if n[0] != given] + [(given, st.query_params[given], used)]
+
+
+def read_param(name: str, parse: Parser, default, aliases: Sequence[str] = ()):
+    """st.query_params[name] parsed (else its first alias the URL holds), or `default` when absent or unacceptable.
 
     Never raises, whatever the URL holds: a value longer than MAX_PARAM_CHARS is not parsed, and a parser that fails
-    in any way counts as "unacceptable". A value that was ignored, clamped or cut is noted for `show_url_notes`."""
-    raw = st.query_params.get(name)
-    if raw is None:
+    in any way counts as "unacceptable". A value that was ignored, clamped or cut is noted for `show_url_notes`,
+    under the name the link used."""
+    name = link_name(name, aliases)
+    if name is None:
         return default
+    raw = st.query_params.get(name)
     value = None
     if len(raw) <= MAX_PARAM_CHARS:
         try:
@@ -265,14 +284,27 @@ class Knobs:
         return self._done(name, where.text_input(label, key=key, max_chars=max_chars, **kw))
 
     # --- non-widget state ---------------------------------------------------------------------------------------
-    def state(self, name: str, default, parse: Parser):
-        """A value kept in st.session_state["<page>.<name>"] (not a widget), seeded from the URL on the first
-        visit of the session. Read it again after `set_state`."""
+    def state(self, name: str, default, parse: Parser, aliases: Sequence[str] = ()):
+        """A value kept in st.session_state["<page>.<name>"] (not a widget), seeded from the URL (`name`, else one
+        of its `aliases`) on the first visit of the session. Read it again after `set_state`."""
         key = self.key(name)
         if key not in st.session_state:
-            st.session_state[key] = read_param(name, parse, default)
+            st.session_state[key] = read_param(name, parse, default, aliases)
         self.values[name] = st.session_state[key]
         return st.session_state[key]
+
+    def step(self, name: str, last: int, cap: int = MAX_LINK_STEPS) -> int:
+        """A chapter page's shown step in [0, last], kept like `state`: a link may say `step=` or `steps=` (the
+        other name an alias, STEP_ALIASES), and a link's step past the run's end is named in the link box with the
+        step used, as a clamped value is."""
+        fresh = self.key(name) not in st.session_state
+        value = self.state(name, 0, int_in(0, cap), STEP_ALIASES.get(name, ()))
+        if value > last:
+            if fresh:
+                note_past_end(name, last)
+            value = last
+        self.set_state(name, value)
+        return value
 
     def set_state(self, name: str, value) -> None:
         st.session_state[self.key(name)] = value

@@ -107,6 +107,7 @@ PRESENT_CSS = f"""
 [data-testid="stMain"] [class*="st-key-paged_say_"] [data-testid="stMarkdownContainer"] p {{ font-size: 24px !important;
     line-height: 1.35 !important; }}
 .paged-figure-title {{ font-size: 22px !important; }}
+[data-testid="stMain"] [data-testid="stCheckbox"] label {{ align-items: center; }}  /* switch beside 20 px text */
 {PRESENT_CHAIN_CSS}{PRESENT_CELLS_CSS}"""
 
 

@@ -22,13 +22,15 @@ CELLS_CSS = """
 .paged-cells { display: flex; flex-direction: column; gap: 4px; margin: 0.2rem 0 0.6rem 0; }
 .paged-cells .pg-row { display: flex; align-items: flex-start; gap: 0.6rem; }
 .paged-cells .pg-name { flex: 0 0 5.5rem; font-size: 0.8rem; line-height: 26px; text-align: right; color: #333333;
-    overflow-wrap: anywhere; }
+    overflow-wrap: anywhere; word-break: keep-all; }  /* a name wraps at its spaces, not inside a Chinese word */
 .paged-cells .pg-list { display: flex; flex-wrap: wrap; gap: 3px; min-height: 26px; min-width: 0; }
 .paged-cells .pg-cell { box-sizing: border-box; width: 26px; height: 26px; line-height: 24px; text-align: center;
     font-size: 0.62rem; border: 0.5px solid #333333; border-radius: 2px; overflow: hidden; cursor: default; }
 .paged-cells .pg-big { width: 30px; height: 30px; line-height: 28px; font-size: 0.8rem; margin: 3px; }
 .paged-cells .pg-sched { outline: 3px solid #000000; outline-offset: 2px; }
 .paged-cells .pg-pre { outline: 2px dashed #000000; outline-offset: 3px; border-radius: 50%; }
+.paged-cells.pg-ringed { padding-top: 9px; gap: 10px; }
+.paged-cells.pg-ringed .pg-list { gap: 9px 7px; }
 .paged-bars { display: grid; grid-template-columns: auto 1fr; gap: 0 6px; margin: 0.2rem 0 0.6rem 0;
     font-size: 0.75rem; color: #333333; }
 .paged-bars .pb-ytitle { grid-column: 1 / 3; }

@@ -68,7 +68,7 @@ def pools_html(num_blocks: int, tables: Mapping[int, Sequence[int]], swap_space:
     if swap_space:
         rows.append(_pool_row(words.swap_pool, swap_space, swap_tables, left_swap - arrived_swap, arrived_swap, words,
                               "swap"))
-    return '<div class="paged-cells">' + "".join(rows) + "</div>"
+    return '<div class="paged-cells pg-ringed">' + "".join(rows) + "</div>"  # room for the rings (viz.cells)
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 
-from ui.bench.browser import PAGES, percentile
+from ui.bench.browser import DEFAULT_PAGES, PAGES, percentile
 from ui.bench.chromium import cpu_seconds, key_selector
 from ui.nav import PAGES as NAV
 
@@ -26,12 +26,18 @@ def test_key_selector_follows_streamlits_class_names():
 
 
 def test_bench_visits_every_stepping_page_by_its_url_path():
-    assert set(PAGES) == {p.url_path for p in NAV if p.name in ("gather", "batch", "engine", "buglab", "sharing")}
+    """The bench knows pages 2-6 (its default) and the chapter pages 9-12, each by the path the navigation uses."""
+    assert set(PAGES) == {p.url_path for p in NAV if p.name in ("gather", "batch", "engine", "buglab", "sharing",
+                                                                "beam", "swap", "window", "spec")}
+    assert set(DEFAULT_PAGES) == {p.url_path for p in NAV if p.name in ("gather", "batch", "engine", "buglab",
+                                                                        "sharing")}
 
 
 def test_cli_browser_subcommand_is_known(monkeypatch, capsys):
     from ui import bench
 
     seen = {}
-    monkeypatch.setattr("ui.bench.browser.main", lambda clicks, as_json, pages=(): seen.update(clicks=clicks) or 0)
-    assert bench.main(["browser", "--clicks", "3"]) == 0 and seen == {"clicks": 3}
+    monkeypatch.setattr("ui.bench.browser.main",
+                        lambda clicks, as_json, pages=(), port=None: seen.update(clicks=clicks, port=port) or 0)
+    assert bench.main(["browser", "--clicks", "3"]) == 0 and seen == {"clicks": 3, "port": None}
+    assert bench.main(["browser", "--port", "8661"]) == 0 and seen["port"] == 8661

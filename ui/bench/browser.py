@@ -1,4 +1,5 @@
-"""`python -m ui.bench browser`: click -> idle on the stepping pages in a real browser, one session, default settings.
+"""`python -m ui.bench browser`: click -> idle on the stepping pages in a real browser, one session, default settings
+(pages 2-6 unless `--pages` names others, or `all`; `--port` picks the server's port).
 
 For each page: open it, click its step button `clicks` times (starting over with its reset button, untimed, every
 `cycle` clicks so every timed click is a real step), and report p50 / p95 of click -> app idle and the server's CPU
@@ -19,7 +20,12 @@ PAGES = {  # URL path -> (step button key, button that starts over (None: Back u
     "Engine": ("engine.step", "engine.reset", 20),
     "Bug_lab": ("buglab.next", None, 5),
     "Sharing": ("sharing.step", "sharing.reset", 20),
+    "Beam_search": ("beam.next", "beam.reset", 8),
+    "Swap_or_recompute": ("swap.step_btn", "swap.reset", 20),
+    "Sliding_window": ("window.step_btn", "window.reset", 15),
+    "Speculative_decoding": ("spec.step", "spec.reset", 10),
 }
+DEFAULT_PAGES = ("Gather_and_attend", "Batch_decode", "Engine", "Bug_lab", "Sharing")  # pages 2-6; --pages for more
 VIEWPORT = {"width": 1280, "height": 720}
 
 
@@ -73,15 +79,17 @@ def bench_page(page, base: str, path: str, pid: int, clicks: int, busy_metric: b
             "clicks": clicks}
 
 
-def main(clicks: int, as_json: bool, pages: list[str] | None = None, busy_metric: bool = False) -> int:
-    """Bench `pages` (URL paths of PAGES; all by default); 2 when no browser can start. busy_metric: also the
-    tab's main-thread time per click (Chrome's Performance domain, which slows the tab a little)."""
-    pages = list(PAGES) if not pages else pages
+def main(clicks: int, as_json: bool, pages: list[str] | None = None, busy_metric: bool = False,
+         port: int | None = None) -> int:
+    """Bench `pages` (URL paths of PAGES; pages 2-6 by default, "all" for every one); 2 when no browser can start.
+    busy_metric: also the tab's main-thread time per click (Chrome's Performance domain, which slows the tab a
+    little). port: the server's (a free one when None)."""
+    pages = list(DEFAULT_PAGES) if not pages else list(PAGES) if pages == ["all"] else pages
     bad = [p for p in pages if p not in PAGES]
     if bad:
         raise ValueError(f"pages must be among {sorted(PAGES)}, got {bad}")
     try:
-        with app_server() as server, chromium() as browser:
+        with app_server(port) as server, chromium() as browser:
             context = browser.new_context(viewport=VIEWPORT, locale="en-US")
             page = context.new_page()
             results = {path: bench_page(page, server.base, path, server.pid, clicks, busy_metric) for path in pages}
@@ -95,7 +103,7 @@ def main(clicks: int, as_json: bool, pages: list[str] | None = None, busy_metric
     print(f"click -> app idle in chromium, one session, default settings, {clicks} clicks per page "
           f"(viewport {VIEWPORT['width']}x{VIEWPORT['height']})")
     for path, r in results.items():
-        print(f"  {path:<18} p50 {r['p50_ms']:6.0f} ms   p95 {r['p95_ms']:6.0f} ms   max {r['max_ms']:6.0f} ms   "
+        print(f"  {path:<20} p50 {r['p50_ms']:6.0f} ms   p95 {r['p95_ms']:6.0f} ms   max {r['max_ms']:6.0f} ms   "
               f"server CPU {r['server_cpu_ms_per_rerun']:5.0f} ms/rerun"
               + (f"   browser {r['browser_ms_per_click']:5.0f} ms/click" if busy_metric else ""))
     print("  median of those p95:", f"{statistics.median(r['p95_ms'] for r in results.values()):.0f} ms")

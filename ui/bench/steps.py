@@ -11,9 +11,10 @@ batch-decode step with its paged-vs-contiguous check.
 After them, the history costs (ui.bench.history): Back, one step and opening a share link at step 10 and at step
 600 of one long engine session, with the replay from step 0 they used to cost (`python -m ui.bench history` alone).
 
-`browser` starts `streamlit run app.py` and Debian's chromium (ui.bench.chromium), opens pages 2-6 at default settings
-and clicks each page's step button N times: p50 / p95 of click -> app idle (the script state back to notRunning), and
-the server's CPU time per rerun (utime + stime from /proc/<pid>/stat, before and after the clicks).
+`browser` starts `streamlit run app.py` and Debian's chromium (ui.bench.chromium), opens pages 2-6 (`--pages all`: also
+the chapter pages 9-12; `--pages Sharing,Beam_search`: those) at default settings and clicks each page's step button
+N times: p50 / p95 of click -> app idle (the script state back to notRunning), and the server's CPU time per rerun
+(utime + stime from /proc/<pid>/stat, before and after the clicks).
 """
 
 from __future__ import annotations
@@ -109,7 +110,9 @@ def main(argv: list[str] | None = None) -> int:
                              "in chromium; history: Back / step / link at step 10 and 600 only")
     parser.add_argument("--clicks", type=int, default=None, help="timed clicks per page (7 server, 20 browser)")
     parser.add_argument("--json", action="store_true", help="print the numbers as JSON")
-    parser.add_argument("--pages", default="", help="browser: comma-separated URL paths (default: pages 2-6)")
+    parser.add_argument("--pages", default="", help="browser: comma-separated URL paths (default: pages 2-6; "
+                                                     "all: also 9-12)")
+    parser.add_argument("--port", type=int, default=None, help="browser: the server's port (default: a free one)")
     parser.add_argument("--busy", action="store_true", help="browser: also the tab's main-thread ms per click")
     args = parser.parse_args(argv)
     if str(ROOT) not in sys.path:
@@ -117,7 +120,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.what == "browser":
         from .browser import main as browser_main
         pages = [p for p in args.pages.split(",") if p]
-        return browser_main(args.clicks or 20, args.json, pages, **({"busy_metric": True} if args.busy else {}))
+        return browser_main(args.clicks or 20, args.json, pages, port=args.port,
+                            **({"busy_metric": True} if args.busy else {}))
     args.clicks = args.clicks or 7
     from ui.page import configure_torch
 

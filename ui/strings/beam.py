@@ -112,5 +112,4 @@ STRINGS = {
         "en": ("Paged beams differ from the contiguous twin's from step {step} on: two beams wrote into one shared "
                "block, so each read the other's K/V."),
         "zh": "从第 {step} 步起，paged 的 beam 与 contiguous 参照不同：两个 beam 写进了同一个共享 block，于是各自读到了对方的 K/V。"},
-    "break_header": {"en": "Break it", "zh": "破坏实验"},
 }

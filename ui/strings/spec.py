@@ -19,7 +19,7 @@ STRINGS = {
                         "zh": "两个 recall（模型照抄：lookup 猜得准）"},
     "scenario_mixed": {"en": "A recall and a count (lookup guesses wrong on the count)",
                        "zh": "一个 recall 和一个计数（计数上 lookup 常猜错）"},
-    "forget": {"en": "Break it: forget to roll back cached_token_count", "zh": "破坏它：忘记回退 cached_token_count"},
+    "forget": {"en": "forget to roll back cached_token_count", "zh": "忘记回退 cached_token_count"},
     "forget_help": {"en": ("The paged engine counts every fed token as cached, rejected guesses included; its "
                            "contiguous twin rolls back as it should."),
                     "zh": "paged 引擎把每个送入的 token 都算作已缓存，包括被拒绝的猜测；它的 contiguous 孪生引擎照常回退。"},

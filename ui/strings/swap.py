@@ -20,7 +20,7 @@ STRINGS = {
     "swap_space": {"en": "swap_space (blocks of the swap pool)", "zh": "swap_space（swap pool 的 block 数）"},
     "swap_space_help": {"en": "A victim needing more swap blocks than are free is recomputed instead (swap pool full).",
                         "zh": "如果被抢占的 sequence 需要的 swap block 多于空闲数，就改为重算（swap pool 已满）。"},
-    "break": {"en": "Break it (swap mode only)", "zh": "弄坏它（仅 swap 模式）"},
+    "break": {"en": "what to break (swap mode only)", "zh": "弄坏什么（仅 swap 模式）"},
     "break_off": {"en": "off: swap in correctly", "zh": "关闭：正确换回"},
     "break_no_copy": {"en": "swap in without copying the K/V back", "zh": "换回时不把 K/V 复制回来"},
     "break_wrong_blocks": {"en": "copy each swap block into the wrong pool block",
@@ -37,7 +37,7 @@ STRINGS = {
     "pool_title": {"en": "Pool after step {step} (label = sequence + logical block)",
                    "zh": "第 {step} 步之后的 pool（标签 = sequence + logical block）"},
     "cell_pool": {"en": "KV pool", "zh": "KV 缓存池"},
-    "cell_swap_pool": {"en": "swap pool (host)", "zh": "swap pool（主机）"},
+    "cell_swap_pool": {"en": "swap pool (host)", "zh": "swap pool （主机）"},  # the space: a narrow column breaks there
     "col_ratio": {"en": "recompute / swap", "zh": "重算 / 换出"},
     "cell_held": {"en": "{pool} block {block}: {seq}, logical block {logical}{what}",
                   "zh": "{pool} block {block}：{seq}，logical block {logical}{what}"},

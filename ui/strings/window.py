@@ -86,8 +86,8 @@ STRINGS = {
                "freed and overwritten by B's prefill."),
         "zh": "A 的 paged token 在第 {step} 步偏离了 contiguous 对照：它的窗口读到一个已被释放、又被 B 的 prefill 覆盖的 block。",
     },
-    "break_header": {"en": "Break it: free one block too early", "zh": "弄坏它：提前一个 block 释放"},
-    "break_label": {"en": "free the block the window still starts in", "zh": "释放窗口仍从中开始的那个 block"},
+    "break_label": {"en": "free one block too early: the block the window still starts in",
+                    "zh": "提前一个 block 释放：窗口仍从中开始的那个 block"},
     "break_help": {
         "en": ("The block manager also frees the block holding the window's first tokens, and the table still lists "
                "it. B's prefill takes it from the head of the free queue and writes its own K/V there."),
