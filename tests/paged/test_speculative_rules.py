@@ -41,10 +41,10 @@ def test_a_string_with_two_colons_is_refused_as_malformed():
 
 
 def test_no_guess_for_a_sequence_already_past_the_model_length():
-    """A sequence longer than max_model_len gets no guess, though its n-gram matches (1 2 … 1 2 would propose 3)."""
-    tokens = [1, 2, 3, 1, 2]
-    assert ngram_propose(tokens, 3, 2, 2, 10) == [3, 1, 2]
-    assert ngram_propose(tokens, 3, 2, 2, 3) == []
+    """A sequence longer than max_model_len gets no guess, though its n-gram matches (1 2 … 1 2 would propose 3 4)."""
+    tokens = [1, 2, 3, 4, 5, 6, 1, 2]
+    assert ngram_propose(tokens, 2, 2, 2, 10) == [3, 4]
+    assert ngram_propose(tokens, 2, 2, 2, 3) == [] and ngram_propose(tokens, 2, 2, 2, 8) == []
 
 
 def test_accept_greedy_needs_one_target_per_fed_position():

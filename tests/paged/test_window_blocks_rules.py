@@ -159,3 +159,20 @@ def test_free_early_never_frees_the_block_being_written():
     seq.cached_token_count = 6  # (as a step with token 6 computed leaves it)
     assert bm.slide([seq]) == {0: [table[2], table[1], table[0]]}
     assert seq.block_table[3] == table[3] and bm.ref_counts[table[3]] == 1
+
+
+def test_full_blocks_after_the_holes_are_filed():
+    """A prompt admitted with holes at the front: its new full blocks after them are filed too, so the same prompt
+    again hits its last full block before the last token's (W = 3: [H x 8, block 8], 18 tokens cached)."""
+    bm = WindowBlockManager(12, 2, 3, watermark=0, enable_prefix_caching=True)
+    first = Sequence(0, list(PROMPT))
+    table = list(bm.allocate(first))
+    bm.free(first)
+    bm.cache.evict(table[3])
+    longer = list(PROMPT) + [1] * 8  # 19 tokens: hits block 4 (holes 0-3), blocks 5-8 new and full
+    second = Sequence(1, list(longer))
+    t2 = list(bm.allocate(second))
+    bm.free(second)
+    third = Sequence(2, list(longer))
+    got = bm.allocate(third)
+    assert got[:9] == [HOLE] * 8 + [t2[8]] and third.cached_token_count == 18

@@ -9,7 +9,8 @@ import math
 import pytest
 import torch
 
-from paged.window import HOLE, max_blocks_held, paged_window_decode, paged_window_prefill, window_attention, window_mask
+from paged.window import (HOLE, max_blocks_held, paged_window_decode, paged_window_prefill, window_attention,
+                          window_mask, windowed_rows)
 
 
 def reference(q, keys, values, window, scale=None, start=0):
@@ -170,3 +171,15 @@ def test_decode_hole_message():
     with pytest.raises(ValueError, match="a token inside a sliding window sits in a hole of its block table: a block "
                                          "was freed while its window still reads it$"):
         paged_window_decode(torch.zeros(1, 1, 2), kc, vc, torch.tensor([[HOLE, HOLE, 3]]), torch.tensor([6]), 4)
+
+
+def test_windowed_rows_is_windowed_causal_attention_per_row():
+    """windowed_rows: None without a window; with W = 3, each row of a [B, T] batch (GQA 4 heads on 2) equals the
+    hand reference of its own tokens from position 0."""
+    assert windowed_rows(None) is None
+    backend = windowed_rows(3)
+    q, k, v = rand(2, 7, 4, 8), rand(2, 7, 2, 8, seed=1), rand(2, 7, 2, 8, seed=2)
+    out = backend(0, q, k, v)
+    assert out.shape == (2, 7, 4, 8)
+    for b in range(2):
+        torch.testing.assert_close(out[b], reference(q[b], k[b], v[b], 3).float(), rtol=1e-5, atol=1e-5)
