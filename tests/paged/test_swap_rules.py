@@ -100,3 +100,11 @@ def test_copy_into_a_pool_of_another_dtype_and_its_bytes():
     assert copy_blocks_between(src, dst, [(3, 1)]) == 2 * 2 * 2 * 1 * 4 * 2
     assert torch.equal(dst.key_cache[:, 1], src.key_cache[:, 3].double())
     assert torch.equal(dst.value_cache[:, 1], src.value_cache[:, 3].double())
+
+
+def test_copy_indexes_on_the_pools_device():
+    """Two pools on the meta device (shape-only): the destination's block indexes are built on its device, where
+    index_copy_ needs them (a CPU index is refused there); the bytes are counted as on the CPU."""
+    src = KVCachePool(1, 4, 2, 1, 4, device="meta")
+    dst = KVCachePool(1, 3, 2, 1, 4, device="meta")
+    assert copy_blocks_between(src, dst, [(3, 1), (0, 2)]) == 2 * 2 * 1 * 2 * 1 * 4 * 4

@@ -183,3 +183,14 @@ def test_windowed_rows_is_windowed_causal_attention_per_row():
     assert out.shape == (2, 7, 4, 8)
     for b in range(2):
         torch.testing.assert_close(out[b], reference(q[b], k[b], v[b], 3).float(), rtol=1e-5, atol=1e-5)
+
+
+def test_masks_are_built_on_the_inputs_device():
+    """window_attention and windowed_rows on the meta device run through (shape-only): their masks are built where
+    the query is; a mask left on the CPU would be refused by torch."""
+    q, k = torch.empty(3, 4, 8, device="meta"), torch.empty(5, 2, 8, device="meta")
+    out = window_attention(q, k, k, 2)
+    assert out.device.type == "meta" and out.shape == (3, 4, 8)
+    qq, kk = torch.empty(1, 5, 4, 8, device="meta"), torch.empty(1, 5, 2, 8, device="meta")
+    rows = windowed_rows(2)(0, qq, kk, kk)
+    assert rows.device.type == "meta" and rows.shape == (1, 5, 4, 8)
