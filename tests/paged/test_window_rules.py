@@ -194,3 +194,16 @@ def test_masks_are_built_on_the_inputs_device():
     qq, kk = torch.empty(1, 5, 4, 8, device="meta"), torch.empty(1, 5, 2, 8, device="meta")
     rows = windowed_rows(2)(0, qq, kk, kk)
     assert rows.device.type == "meta" and rows.shape == (1, 5, 4, 8)
+
+
+def test_decode_with_uint8_lengths():
+    """context_lens as uint8 (an integer tensor whose lens - W would wrap below 0): the reference's result, a
+    context shorter than the window included."""
+    lens, window = [3, 9], 4
+    kc, vc, tables, keys, values = contiguous_pool(lens)
+    tables[1][0] = HOLE
+    padded = torch.tensor([t + [-1] * (5 - len(t)) for t in tables])
+    query = rand(2, 4, 8, seed=9)
+    out = paged_window_decode(query, kc, vc, padded, torch.tensor(lens, dtype=torch.uint8), window)
+    expected = torch.stack([reference(query[b][None], keys[b], values[b], window)[0] for b in range(2)])
+    torch.testing.assert_close(out, expected.float(), rtol=1e-5, atol=1e-5)
