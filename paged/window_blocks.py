@@ -117,8 +117,8 @@ class WindowBlockManager(BlockManager):
         """BlockManager.allocate with sliding-window hits: the skipped leading blocks are HOLEs from the start."""
         if seq.block_table or seq.seq_id in self.tables:
             raise ValueError(f"sequence {seq.seq_id} already holds blocks {seq.block_table}; free it first")
-        if self._blocks_to_take(seq, max_new_tokens) > self.num_free_blocks:
-            raise ValueError(f"sequence {seq.seq_id} needs {blocks_needed(seq.num_tokens, self.block_size)} blocks "
+        if (take := self._blocks_to_take(seq, max_new_tokens)) > self.num_free_blocks:  # holes take no block
+            raise ValueError(f"sequence {seq.seq_id} needs {take} free blocks "
                              f"but only {self.num_free_blocks} of {self.num_blocks} are free")
         hits = self._prefix_hits(seq.token_ids)
         for block in hits:

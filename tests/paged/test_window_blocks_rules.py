@@ -88,7 +88,7 @@ def test_hits_on_free_cached_blocks_count_against_the_free_pool():
         bm.cache.evict(table[3])
         seq = Sequence(1, list(PROMPT) + [1] * extra)
         if not fits:
-            with pytest.raises(ValueError, match=r"^sequence 1 needs \d+ blocks but only 6 of 6 are free$"):
+            with pytest.raises(ValueError, match=r"^sequence 1 needs 7 free blocks but only 6 of 6 are free$"):
                 bm.allocate(seq)
             continue
         got = bm.allocate(seq)
