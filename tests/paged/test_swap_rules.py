@@ -11,13 +11,7 @@ from paged.block_manager import BlockManager
 from paged.kv_cache import KVCachePool
 from paged.sequence import Sequence
 from paged.swap import MAX_SWAP_BLOCKS, SwapSpace, check_swap, copy_blocks_between
-
-
-def running_seq(bm: BlockManager, seq_id: int, num_tokens: int) -> Sequence:
-    seq = Sequence(seq_id, list(range(1, num_tokens + 1)))
-    bm.allocate(seq)
-    seq.cached_token_count = num_tokens
-    return seq
+from test_swap import running_seq  # one helper for both swap test files (tests/paged is on sys.path)
 
 
 def test_check_swap_bounds_and_messages():
