@@ -14,8 +14,10 @@ import socket
 
 import torch
 
+from paged.block_manager import BlockManager
 from paged.config import ModelConfig
 from paged.model import ByteTokenizer, TinyLlama
+from paged.sequence import Sequence
 
 
 def scaled_atol(reference: torch.Tensor | float, rel: float = 1e-5) -> float:
@@ -118,3 +120,11 @@ def free_port_block(n: int) -> int:
             for s in socks:
                 s.close()
     raise RuntimeError("no block of free ports found")
+
+
+def running_seq(bm: BlockManager, seq_id: int, num_tokens: int) -> Sequence:
+    """A sequence of tokens 1..num_tokens allocated in bm with all of them cached, as if prefill had run."""
+    seq = Sequence(seq_id, list(range(1, num_tokens + 1)))
+    bm.allocate(seq)
+    seq.cached_token_count = num_tokens
+    return seq

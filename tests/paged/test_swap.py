@@ -6,15 +6,9 @@ import torch
 from paged.block_manager import BlockManager
 from paged.config import SchedulerConfig
 from paged.kv_cache import KVCachePool
-from paged.sequence import Sequence
 from paged.swap import SwapSpace, copy_blocks_between
 
-
-def running_seq(bm: BlockManager, seq_id: int, num_tokens: int) -> Sequence:
-    seq = Sequence(seq_id, list(range(1, num_tokens + 1)))
-    bm.allocate(seq)
-    seq.cached_token_count = num_tokens
-    return seq
+from helpers import running_seq
 
 
 def test_swap_out_then_in_keeps_the_cache_and_returns_every_block():

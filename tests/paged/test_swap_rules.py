@@ -11,7 +11,7 @@ from paged.block_manager import BlockManager
 from paged.kv_cache import KVCachePool
 from paged.sequence import Sequence
 from paged.swap import MAX_SWAP_BLOCKS, SwapSpace, check_swap, copy_blocks_between
-from test_swap import running_seq  # one helper for both swap test files (tests/paged is on sys.path)
+from helpers import running_seq
 
 
 def test_check_swap_bounds_and_messages():
