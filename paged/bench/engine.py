@@ -190,7 +190,8 @@ def main(argv: list[str] | None = None) -> int:
     drop = ("tokens", "hf_tokens")
     if args.json:
         print(json.dumps([{k: v for k, v in r.items() if k not in drop} for r in rows + served], indent=1))
-    else:
+    vllm_ok = True
+    if not args.json:
         impl = args.impl or f"{default_attn_impl(device)} (the {device.type} default)"
         params = sum(p.numel() for p in model.parameters())
         print(f"{label} ({params / 1e6:.1f} M parameters, {next(model.parameters()).dtype}), greedy, block_size "
@@ -202,8 +203,8 @@ def main(argv: list[str] | None = None) -> int:
                 print("HF column: " + ("skipped (--no-hf)" if args.no_hf else "transformers is not installed"))
             print(format_table(rows))
             if not own:  # the shipped model on vLLM's own engine too, when vLLM is installed
-                print_vllm_column(rows, tokenizer, model.config.vocab_size, None, max_tokens, args.reps, args.threads,
-                                  _prompts)
+                vllm_ok = print_vllm_column(rows, tokenizer, model.config.vocab_size, None, max_tokens, args.reps,
+                                            args.threads, _prompts)
         if served:
             print(f"\nmixed: max_tokens {MIN_NEW if max_tokens >= MIN_NEW else 1}…{max_tokens}, prompts of different lengths; queue: 2 x batch such "
                   "requests, at most batch at once. tok/s = tokens requested / time (HF runs each static batch to "
@@ -214,7 +215,7 @@ def main(argv: list[str] | None = None) -> int:
         if load is not None:
             print(f"load average at the start: {load[0]:.2f} (1 min), {load[1]:.2f} (5 min)")
     ok = (all(r["identical"] and r.get("hf_same", r["batch"]) == r["batch"] for r in rows)
-          and all(r["hf_same"] == r["requests"] for r in served))
+          and all(r["hf_same"] == r["requests"] for r in served) and vllm_ok)
     return 0 if ok else 1
 
 

@@ -28,4 +28,15 @@ def test_cli_history_subcommand_is_known(monkeypatch, capsys):
     monkeypatch.setattr(history, "time_history", lambda: {"step_1": row})
     monkeypatch.setattr(history, "time_page_history", lambda: {"page_step_1": {"first_open_ms": 5.0, "open_ms": 1.0,
                                                                                "step_ms": 1.0, "back_ms": 1.0}})
-    assert main(["history"]) == 0 and "page_step_1" in capsys.readouterr().out
+    monkeypatch.setattr(history, "time_page_redraw", lambda: {"redraw_step_10_ms": 2.0, "redraw_step_600_ms": 3.0})
+    assert main(["history"]) == 0
+    out = capsys.readouterr().out
+    assert "page_step_1" in out and "x1.50" in out  # the redraw table's ratio: 3.0 / 2.0
+
+
+def test_page_redraw_is_timed_at_each_step_asked_for():
+    """time_page_redraw opens page 4 by a link, steps the lesson to each step asked for, and times a redraw there."""
+    from ui.bench.history import time_page_redraw
+
+    results = time_page_redraw(at=(2, 5), repeat=1)
+    assert list(results) == ["redraw_step_2_ms", "redraw_step_5_ms"] and all(v > 0 for v in results.values())

@@ -164,6 +164,34 @@ def test_hf_column_tokens_equal_transformers_greedy(tmp_path):
         bench_engine(batches=(1,), max_tokens=1, reps=1, model=model, tokenizer=tokenizer, hf=False, clock="sundial")
 
 
+def agree_with_vllm(monkeypatch, off: int = 0) -> None:
+    """vLLM's column stubbed: every batch's sequences equal the engine's, or `off` of them (from the first batch) not."""
+    import paged.bench.vllm_column as column
+    import paged.vllm_twin as twin
+
+    def fake(rows, *args):
+        return [dict(batch=r["batch"], vllm_tok_s=1.0, vs_vllm=1.0, vllm_version="stub",
+                     vllm_same=r["batch"] - (off if i == 0 else 0)) for i, r in enumerate(rows)]
+
+    monkeypatch.setattr(twin, "vllm_available", lambda: True)
+    monkeypatch.setattr(column, "vllm_column", fake)
+
+
+def test_a_vllm_disagreement_is_shown_and_fails_the_run(monkeypatch, capsys):
+    """When vLLM's tokens differ from the engine's for one sequence, its table says ✗ and the exit status is 1; when
+    they agree, 0."""
+    from paged.bench import engine as engine_bench
+
+    agree_with_vllm(monkeypatch)
+    assert engine_bench.main(["--batches", "2", "--max-tokens", "2", "--reps", "1", "--no-hf", "--workloads",
+                              "same"]) == 0
+    assert "✔ 2/2" in capsys.readouterr().out
+    agree_with_vllm(monkeypatch, off=1)
+    assert engine_bench.main(["--batches", "2", "--max-tokens", "2", "--reps", "1", "--no-hf", "--workloads",
+                              "same"]) == 1
+    assert "✗ 1/2" in capsys.readouterr().out
+
+
 def test_hf_disagreement_is_shown_and_fails_the_run(monkeypatch, capsys):
     """When HF's tokens differ from the engine's, the table says ✗ with the count and the exit status is 1."""
     pytest.importorskip("transformers")
@@ -176,7 +204,8 @@ def test_hf_disagreement_is_shown_and_fails_the_run(monkeypatch, capsys):
         return secs, [[(t + 1) % 259 for t in row] for row in tokens[:-1]] + tokens[-1:]
 
     monkeypatch.setattr(engine_bench, "run_hf", off_by_one)
-    assert engine_bench.main(["--batches", "2", "--max-tokens", "3", "--reps", "1"]) == 1
+    agree_with_vllm(monkeypatch)  # vLLM's own column is not what this test is about: no 14 s vLLM start
+    assert engine_bench.main(["--batches", "2", "--max-tokens", "3", "--reps", "1", "--workloads", "same"]) == 1
     out = capsys.readouterr().out
     assert "✗ 1/2" in out and "load average" in out
 
