@@ -244,3 +244,23 @@ def test_swap_with_a_sliding_window_is_refused_in_full():
             "copies do not keep); use preemption_mode='recompute'") + "$"):
         LLMEngine(with_window(model, 6), tok, cache, SchedulerConfig(preemption_mode="swap", swap_space=8))
     assert LLMEngine(with_window(model, 6), tok, cache, SchedulerConfig()).swapper is None
+
+
+def test_the_swap_pool_is_host_memory_pinned_for_a_cuda_pool(monkeypatch):
+    """The swap pool copies the runner pool's block shape and dtype and lives on the CPU even where CUDA is the
+    default device; for a CUDA pool (faked: only its sizes are read) its K and V are pinned (page-locked, for
+    fast, asynchronous copies), for a CPU pool they are not."""
+    pinned = []
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)  # KVCachePool's default device would be cuda
+    monkeypatch.setattr(torch.Tensor, "pin_memory", lambda t: pinned.append(t.shape) or t)
+    for device, pins in (("cpu", []), ("cuda", [(2, 16, 4, 2, 8)] * 2)):
+        s = scheduler(3)
+        pool = SimpleNamespace(num_layers=2, block_size=BS, num_kv_heads=2, head_dim=8, dtype=torch.float16,
+                               device=torch.device(device))
+        swap = attach_swapper(s, SimpleNamespace(pool=pool)).pool
+        assert (swap.device, swap.dtype, tuple(swap.key_cache.shape)) == (torch.device("cpu"), torch.float16,
+                                                                           (2, 16, 4, 2, 8))
+        for cache in (swap.key_cache, swap.value_cache):
+            assert (cache.device.type, cache.dtype) == ("cpu", torch.float16)
+        assert pinned == pins
+        pinned.clear()
