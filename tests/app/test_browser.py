@@ -1,5 +1,6 @@
 """The app in a real browser: one `streamlit run app.py` server and one headless Chromium for the module
-(ui.bench.chromium). Screenshots go to artifacts/screenshots/.
+(ui.bench.chromium). With PAGED_SCREENSHOTS=1, screenshots go to artifacts/screenshots/ (off by default: they
+cost about 40 s of the suite and nothing asserts on them).
 
 - every page in both languages, reached through the sidebar at its URL path, renders, and its first step works
 - a lesson from the teacher's guide at a projector's 1024x768 and 1280x720 in presenter mode, in both languages,
@@ -19,6 +20,7 @@ failure.
 from __future__ import annotations
 
 import json
+import os
 import re
 from urllib.parse import parse_qs, urlsplit
 
@@ -32,6 +34,15 @@ from .app_util import ROOT
 pytestmark = pytest.mark.browser
 
 SHOTS = ROOT / "artifacts" / "screenshots"
+
+
+def _shot(target, name: str) -> None:
+    """A screenshot of a page or locator into SHOTS, when PAGED_SCREENSHOTS=1 (for a person to look at)."""
+    if os.environ.get("PAGED_SCREENSHOTS") == "1":
+        SHOTS.mkdir(parents=True, exist_ok=True)
+        target.screenshot(path=str(SHOTS / name))
+
+
 MAIN_BUTTON = ('[data-testid="stMain"] [data-testid^="stBaseButton"]:not([disabled])'
                ':not([data-testid*="Download"])')
 PROJECTORS = ({"width": 1024, "height": 768}, {"width": 1280, "height": 720})
@@ -77,7 +88,6 @@ def test_every_page_renders_and_steps(server, browser, lang):
     """Open the app with ?lang=, then visit each page through its sidebar link (at the URL path it always had): no
     exception box, before and after clicking the page's first step button; with the sidebar open, at 1024x768 and
     1280x720, no truncated button label, clipped figure title or table that scrolls sideways."""
-    SHOTS.mkdir(parents=True, exist_ok=True)
     # a tall viewport: the app scrolls inside its own container, so full_page would show only the top
     context = browser.new_context(viewport={"width": 1400, "height": 2200}, locale="en-US")
     page = context.new_page()
@@ -96,7 +106,7 @@ def test_every_page_renders_and_steps(server, browser, lang):
                 problems += [f"{name or 'home'} {size['width']} {lang}: {p}"
                              for p in page.evaluate(LAYOUT_PROBLEMS, True)]  # sidebar open: may scroll inside
             page.set_viewport_size({"width": 1400, "height": 2200})
-            page.screenshot(path=str(SHOTS / f"{name or 'home'}_{lang}.png"))
+            _shot(page, f"{name or 'home'}_{lang}.png")
             buttons = page.locator(MAIN_BUTTON + " >> visible=true")  # a folded expander hides its buttons
             if buttons.count():
                 buttons.first.click()
@@ -200,7 +210,6 @@ def lesson_links(lang: str) -> list[str]:
 def test_a_lesson_at_projector_sizes_in_presenter_mode(server, browser, lang):
     """Each page of the lesson, opened from the guide's link with presenter mode on, at 1024x768 and 1280x720:
     sidebar collapsed, no layout problem, large text; → takes one step on the stepping pages."""
-    SHOTS.mkdir(parents=True, exist_ok=True)
     context = browser.new_context(viewport=PROJECTORS[0], locale="en-US")
     page = context.new_page()
     problems = []
@@ -216,7 +225,7 @@ def test_a_lesson_at_projector_sizes_in_presenter_mode(server, browser, lang):
                 page.wait_for_timeout(300)
                 found = page.evaluate(LAYOUT_PROBLEMS, False) + page.evaluate(SMALL_TEXT, [20, 16])
                 problems += [f"{name} {size['width']}x{size['height']} {lang}: {p}" for p in found]
-                page.screenshot(path=str(SHOTS / f"lesson_{name}_{size['width']}_{lang}.png"))
+                _shot(page, f"lesson_{name}_{size['width']}_{lang}.png")
             prefix = next(p.name for p in PAGES if p.url_path == urlsplit(link).path.strip("/"))
             step = page.locator(f'.st-key-{prefix}-bar [data-testid="stBaseButton-primary"] >> visible=true')
             if step.count() and step.first.is_enabled():  # a stepping page: the shortcut takes one step
@@ -248,12 +257,12 @@ def test_tables_keep_words_whole_at_1024_with_the_sidebar_open(server, browser, 
             _check(page, path)
             assert page.evaluate(LAYOUT_PROBLEMS, True) == [], path
         assert page.locator(".st-key-buglab-card_caught_by p").count() == 1  # the card was looked at
-        page.screenshot(path=str(SHOTS / f"buglab_card_1024_{lang}.png"))
+        _shot(page, f"buglab_card_1024_{lang}.png")
         page.goto(f"{server}/Sharing?lang={lang}", wait_until="domcontentloaded")  # the add form: four numbers in a row
         _check(page, "Sharing")
         page.locator('[data-testid="stExpander"] summary').first.click()
         page.locator(".st-key-sharing-new_seed").scroll_into_view_if_needed()
-        page.screenshot(path=str(SHOTS / f"sharing_form_1024_{lang}.png"))
+        _shot(page, f"sharing_form_1024_{lang}.png")
         assert page.evaluate(LAYOUT_PROBLEMS, True) == [], "Sharing's add form"
         page.goto(f"{server}/Engine?lang={lang}&steps=3&present=1", wait_until="domcontentloaded")  # sidebar shut
         _check(page, "Engine in presenter mode")
@@ -261,7 +270,7 @@ def test_tables_keep_words_whole_at_1024_with_the_sidebar_open(server, browser, 
         page.goto(f"{server}/Engine?lang={lang}&steps=3&present=0", wait_until="domcontentloaded")
         _check(page, "Engine")
         page.locator(".st-key-engine-text").scroll_into_view_if_needed()
-        page.screenshot(path=str(SHOTS / f"engine_state_table_1024_{lang}.png"))
+        _shot(page, f"engine_state_table_1024_{lang}.png")
         assert page.evaluate(LAYOUT_PROBLEMS, True) == []
         wrapper = page.evaluate("""() => { const t = document.querySelector('.st-key-engine-text [data-testid="stTable"]');
             const w = t.firstElementChild; return [getComputedStyle(w).overflowX, w.scrollWidth, w.clientWidth,
@@ -294,7 +303,7 @@ def test_a_table_that_scrolls_sideways_fades_at_its_clipped_edges(server, browse
             page.evaluate(f"() => {{ const w = document.querySelector('{scroller}'); w.scrollLeft = {where}; }}")
             page.wait_for_timeout(200)
             seen.append(page.evaluate(FADES, scroller))
-            page.locator(".st-key-engine-text").screenshot(path=str(SHOTS / f"engine_table_fade_{len(seen)}_{lang}.png"))
+            _shot(page.locator(".st-key-engine-text"), f"engine_table_fade_{len(seen)}_{lang}.png")
         start, middle, end = seen
         assert all(f["overflows"] for f in seen), seen
         assert start["start"] == 0 and start["end"] > 20, seen
