@@ -188,10 +188,10 @@ def main(argv: list[str] | None = None) -> int:
                              args.clock, max_tokens)
               for name in kinds if name != "same" and hf_model is not None for batch in batches]
     drop = ("tokens", "hf_tokens")
+    vllm_ok = True  # vLLM's column, when printed, agreed with every sequence (or vLLM is not installed)
     if args.json:
         print(json.dumps([{k: v for k, v in r.items() if k not in drop} for r in rows + served], indent=1))
-    vllm_ok = True
-    if not args.json:
+    else:
         impl = args.impl or f"{default_attn_impl(device)} (the {device.type} default)"
         params = sum(p.numel() for p in model.parameters())
         print(f"{label} ({params / 1e6:.1f} M parameters, {next(model.parameters()).dtype}), greedy, block_size "
