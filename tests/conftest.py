@@ -1,5 +1,5 @@
-"""Shared fixtures (seeded rng, figure validation) and the CI rule that a skip is a failure. Helper functions live
-in tests/helpers.py."""
+"""Shared fixtures (seeded rng, the shipped model, figure validation) and the CI rule that a skip is a failure.
+Helper functions live in tests/helpers.py."""
 
 from __future__ import annotations
 
@@ -15,6 +15,14 @@ torch.set_num_threads(1)  # tiny test tensors: a second thread only adds sync ov
 @pytest.fixture
 def rng() -> random.Random:
     return random.Random(1234)
+
+
+@pytest.fixture(scope="module")
+def shipped():
+    """The shipped model and its tokenizer (paged/model/weights), loaded once per test module."""
+    from paged.model import load_model
+
+    return load_model()
 
 
 @pytest.fixture

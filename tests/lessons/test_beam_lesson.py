@@ -7,12 +7,6 @@ from __future__ import annotations
 import pytest
 
 from lessons.beam import BeamConfig, BeamLesson, beam_question, memory_savings, ref_counts
-from paged.model import load_model
-
-
-@pytest.fixture(scope="module")
-def shipped():
-    return load_model()
 
 
 @pytest.fixture(scope="module")

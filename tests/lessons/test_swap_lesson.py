@@ -4,12 +4,6 @@ import pytest
 
 from lessons.swap import MAX_TOKENS, PROMPTS, SwapConfig, SwapLesson, min_num_blocks
 from paged.addressing import blocks_needed
-from paged.model import load_model
-
-
-@pytest.fixture(scope="module")
-def shipped():
-    return load_model()
 
 
 @pytest.fixture(scope="module")

@@ -6,13 +6,7 @@ from __future__ import annotations
 import pytest
 
 from lessons.window import WindowConfig, run_window
-from paged.model import load_model
 from paged.window import HOLE
-
-
-@pytest.fixture(scope="module")
-def shipped():
-    return load_model()
 
 
 def test_the_neighbour_reuses_what_the_window_freed_and_memory_stays_flat(shipped):

@@ -8,16 +8,10 @@ import torch
 
 from paged.beam import BeamParams, BeamSearch
 from paged.config import CacheConfig, SchedulerConfig
-from paged.model import load_model
 from paged.model.tokenizer import EOS, SEP
 
 PROMPTS = ["no", "xy", "hello world"]  # recall prompts: some beams end on EOS, so the length penalty matters
 MAX_TOKENS = 6
-
-
-@pytest.fixture(scope="module")
-def shipped():
-    return load_model()
 
 
 @pytest.fixture(scope="module")

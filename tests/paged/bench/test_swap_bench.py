@@ -6,12 +6,6 @@ import pytest
 
 from paged.bench import main as bench_main
 from paged.bench.swap import measure
-from paged.model import load_model
-
-
-@pytest.fixture(scope="module")
-def shipped():
-    return load_model()
 
 
 def test_rows_count_the_bytes_each_block_size_moves(shipped):

@@ -6,14 +6,8 @@ import pytest
 from paged.config import CacheConfig, SamplingParams, SchedulerConfig
 from paged.engine import LLMEngine
 from paged.engine.windowing import with_window
-from paged.model import load_model
 
 PROMPTS = ["1 2 3 4 5 6 7 8", "abcdefghijabcdefghij", "go go go go go go", "the cat sat on the mat"]
-
-
-@pytest.fixture(scope="module")
-def shipped():
-    return load_model(None)
 
 
 def test_swap_and_speculation_under_pressure_give_the_unpressured_tokens(shipped):

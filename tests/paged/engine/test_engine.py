@@ -9,7 +9,6 @@ import torch
 from paged.attention import DECODE_IMPLS
 from paged.config import CacheConfig, SamplingParams, SchedulerConfig
 from paged.engine import LLMEngine
-from paged.model import load_model
 from paged.model.data import random_text
 
 import paged.kernels  # noqa: F401  (registers the fast impls, so the sweep covers them)
@@ -17,11 +16,6 @@ import paged.kernels  # noqa: F401  (registers the fast impls, so the sweep cove
 from helpers import scaled_atol, tiny_model
 
 PROMPTS = ["Hello, paged world!", "1 2 3 4 5 6", "abcdefghij", "a", "The block table maps logical blocks."]
-
-
-@pytest.fixture(scope="module")
-def shipped():
-    return load_model()
 
 
 @pytest.fixture(scope="module")

@@ -8,17 +8,11 @@ from paged.bench.hf import hf_twin
 from paged.config import CacheConfig, SamplingParams, SchedulerConfig
 from paged.engine import LLMEngine
 from paged.engine.swapping import preemption_counts
-from paged.model import load_model
 
 from helpers import scaled_atol
 
 PROMPTS = ["Hello, paged world!", "1 2 3 4 5 6", "abcdefghij", "The block table maps logical blocks."]
 MAX_TOKENS = 20
-
-
-@pytest.fixture(scope="module")
-def shipped():
-    return load_model()
 
 
 def run(model, tok, mode, num_blocks, swap_space=64, layout="paged", block_size=4):

@@ -9,12 +9,6 @@ import pytest
 from paged.config import SamplingParams
 from paged.engine.twins import TwinEngines
 from lessons.engine_requests import ENGINE_SCENARIOS, SHARED_PREFIX, SHARING_SCENARIOS, RequestSpec
-from paged.model import load_model
-
-
-@pytest.fixture(scope="module")
-def shipped():
-    return load_model()
 
 
 def run(shipped, specs, config, fault=None):

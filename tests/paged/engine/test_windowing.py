@@ -14,15 +14,9 @@ from paged.config import CacheConfig, SamplingParams, SchedulerConfig
 from paged.engine import LLMEngine
 from paged.engine.window_engine import window_engine
 from paged.engine.windowing import held_blocks, with_window
-from paged.model import load_model
 from paged.window import HOLE
 
 PROMPTS = ["blocks of KV\u0102", "the window slides"]  # \u0102: any non-ASCII char keeps the byte path honest
-
-
-@pytest.fixture(scope="module")
-def shipped():
-    return load_model()
 
 
 def run(model, tokenizer, window, block_size, layout="paged", chunked=False, num_blocks=48, caching=False,
