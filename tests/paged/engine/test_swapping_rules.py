@@ -20,7 +20,7 @@ from paged.engine.windowing import with_window
 from paged.kv_cache import KVCachePool
 from paged.sequence import Sequence, SequenceStatus
 
-from helpers import tiny_model
+from helpers import running_seq, tiny_model
 
 BS = 4
 # The fake runner's pool: 2 layers, 2 KV heads, head_dim 8, float32: one block is K + V = 2 x 2 x 4 x 2 x 8 x 4 bytes.
@@ -36,9 +36,7 @@ def scheduler(num_blocks, max_num_seqs=8, budget=64, swap_space=16, watermark=0.
 def decoding(sched: Scheduler, seq_id: int, prompt_len: int) -> Sequence:
     """A running sequence just past its prefill: its prompt cached in blocks_needed(prompt_len) blocks, one
     generated token (index prompt_len) not yet cached; its next token opens a block iff prompt_len % 4 == 0."""
-    seq = Sequence(seq_id, list(range(1, prompt_len + 1)))
-    sched.block_manager.allocate(seq)
-    seq.cached_token_count = prompt_len
+    seq = running_seq(sched.block_manager, seq_id, prompt_len)
     seq.generated_token_ids.append(9)
     seq.status = SequenceStatus.RUNNING
     sched.running.append(seq)
