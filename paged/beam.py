@@ -12,8 +12,10 @@ BeamParams(beam_width=K, length_penalty=..., max_tokens=...) is this module's eq
 fork copies the cache, the block accounting is the same). It supports prefix caching (the prompt's cached full
 blocks are reused), chunked prefill (the prompt fed in max_num_batched_tokens chunks) and preemption: when the
 pool runs short, the latest admitted beam group is preempted as a whole and resumed by recompute (beam_group.py).
-It refuses, with a ValueError, a group the pool could not hold alone even without sharing, and K above
-max_num_seqs or max_num_batched_tokens. skip_cow=True is the break-it: a beam writes into the shared last block
+With a sliding window (model.config.sliding_window, e.g. a Mistral checkpoint) every beam reads only its window
+and, after each step, the blocks wholly behind it are freed (WindowBlockManager.slide, as the engine does; the
+trace's window_freed). It refuses, with a ValueError, a group the pool could not hold alone even without sharing,
+and K above max_num_seqs or max_num_batched_tokens. skip_cow=True is the break-it: a beam writes into the shared last block
 instead of copying it.
 """
 
@@ -26,11 +28,10 @@ import torch
 from .addressing import blocks_needed
 from .beam_group import BeamGroup
 from .beam_trace import BeamResult, BeamStepTrace
-from .block_manager import BlockManager
 from .checks import as_bool, as_float, as_int
 from .config import CacheConfig, SchedulerConfig
 from .engine.admission import pool_num_blocks, prompt_token_ids
-from .engine.runner import ModelRunner
+from .engine.windowing import WINDOW_IMPLS, block_manager_for, runner_for
 from .kernels import DECODE_IMPLS, default_attn_impl
 from .sequence import Sequence
 
@@ -59,8 +60,9 @@ class BeamParams:
 class BeamSearch:
     """One pool (paged, or the contiguous twin) and the model; `run(prompt, params)` searches one prompt.
 
-    Raises ValueError for an unknown kv_layout or attn_impl, or skip_cow with the contiguous layout (it has no
-    blocks to share)."""
+    A model whose config sets sliding_window gets the window's block manager and runner (paged/engine/windowing.py).
+    Raises ValueError for an unknown kv_layout or attn_impl (with a window: one of WINDOW_IMPLS), or skip_cow with
+    the contiguous layout (it has no blocks to share)."""
 
     def __init__(self, model: torch.nn.Module, tokenizer, cache_config: CacheConfig | None = None,
                  scheduler_config: SchedulerConfig | None = None, kv_layout: str = "paged",
@@ -75,12 +77,13 @@ class BeamSearch:
             raise ValueError("skip_cow breaks the paged layout's copy-on-write; the contiguous twin shares nothing")
         param = next(model.parameters())
         num_blocks = pool_num_blocks(model.config, cc, param.dtype, param.device)
-        self.block_manager = BlockManager(num_blocks, cc.block_size, cc.watermark, cc.seed,
-                                          enable_prefix_caching=cc.enable_prefix_caching and kv_layout == "paged")
-        impl = attn_impl or default_attn_impl(param.device)
+        self.block_manager = block_manager_for(model.config, num_blocks, cc.block_size, cc.watermark, cc.seed,
+                                               cc.enable_prefix_caching and kv_layout == "paged")
+        window = getattr(model.config, "sliding_window", None)
+        impl = attn_impl or (WINDOW_IMPLS[0] if window else default_attn_impl(param.device))
         if impl not in DECODE_IMPLS:
             raise ValueError(f"unknown attn_impl {impl!r}; choose one of {sorted(DECODE_IMPLS)}")
-        self.runner = ModelRunner(model, num_blocks, cc.block_size, kv_layout, impl)
+        self.runner = runner_for(model, num_blocks, cc.block_size, kv_layout, impl)  # ValueError: impl w/o window
         self.kv_layout = kv_layout
         eos = getattr(tokenizer, "eos_token_ids", None)
         self.eos_ids = tuple(eos) if eos is not None else (tokenizer.eos_token_id,)

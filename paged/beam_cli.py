@@ -29,8 +29,8 @@ def beam_main(args, model, tokenizer) -> int:
         raise ValueError(f"beam search is deterministic: --temperature must be 0 with --beam-width, "
                          f"got {args.temperature}")
     others = [flag for flag, on in (("--speculative", getattr(args, "speculative", None)),
-                                    ("--preemption swap", getattr(args, "preemption", "recompute") == "swap"),
-                                    ("--sliding-window", getattr(args, "sliding_window", None))) if on]
+                                    ("--preemption swap", getattr(args, "preemption", "recompute") == "swap"))
+              if on]  # --sliding-window (or a checkpoint's own window) is honoured: BeamSearch reads the window
     if others:
         raise ValueError(f"--beam-width does not combine with {', '.join(others)}: beam search runs its own "
                          "driver (paged/beam.py), which preempts a beam group by recompute only")

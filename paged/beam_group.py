@@ -14,6 +14,7 @@ from .addressing import blocks_needed
 from .beam_select import Finished, select
 from .beam_trace import BeamStepTrace
 from .engine.trace import SeqStepState
+from .engine.windowing import slide
 from .sequence import Sequence, SequenceStatus
 
 if TYPE_CHECKING:
@@ -228,6 +229,9 @@ class BeamGroup:
         return self.bm.free(seq)
 
     def _end(self, trace: BeamStepTrace) -> BeamStepTrace:
+        """Close the step's trace; with a sliding window first free the blocks each beam's window left behind."""
+        if not self.done and self.beams[0].status is not SequenceStatus.WAITING:
+            trace.window_freed = slide(self.bm, self.beams)
         trace.block_tables_after = {s.seq_id: list(s.block_table) for s in self.beams if s.block_table}
         trace.running = [s.seq_id for s in self.beams] if not self.done else []
         trace.num_free_blocks = self.bm.num_free_blocks

@@ -9,8 +9,11 @@ A real cache mistake moves logits by ~1e-1, so rel = 1e-5 still catches it by fo
 
 from __future__ import annotations
 
+import json
 import random
+import shutil
 import socket
+from pathlib import Path
 
 import torch
 
@@ -128,3 +131,16 @@ def running_seq(bm: BlockManager, seq_id: int, num_tokens: int) -> Sequence:
     bm.allocate(seq)
     seq.cached_token_count = num_tokens
     return seq
+
+
+def mistral_window_dir(path: Path, window: int | None) -> Path:
+    """The shipped weights laid out as a MistralForCausalLM directory whose config.json sets sliding_window =
+    window (no tokenizer file: bytes, as the shipped model reads them). Returns path."""
+    from paged.model.io import DEFAULT_DIR
+
+    path.mkdir()
+    raw = json.loads((DEFAULT_DIR / "config.json").read_text())
+    raw.update(model_type="mistral", architectures=["MistralForCausalLM"], sliding_window=window)
+    (path / "config.json").write_text(json.dumps(raw))
+    shutil.copy(DEFAULT_DIR / "model.safetensors", path / "model.safetensors")
+    return path
