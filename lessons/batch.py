@@ -25,7 +25,7 @@ from .playground import DecodeCheck, Playground
 from .rewind import Checkpoints
 from .address import SEED_BATCH, dtype_of
 
-OP_PATTERN = re.compile(r"^(d|f\d{1,3}|a\d{1,4}|w\d{1,3})$")
+OP_PATTERN = re.compile(r"^(d|f[0-9]{1,3}|a[0-9]{1,4}|w[0-9]{1,3})$")  # ASCII digits: \d takes "٣"
 MAX_OPS = 256
 MAX_PROMPT_LEN = 64  # tokens in an added sequence's prompt
 

@@ -12,19 +12,31 @@ import json
 import sys
 
 
+def _int_arg(text: str) -> int:
+    """argparse type for an integer flag: ASCII digits only (int() would read "٣" as 3); argparse
+    names the flag. Raises argparse.ArgumentTypeError."""
+    from .checks import int_text
+
+    try:
+        return int_text(text, "the value")
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+
+
 def generate_main(argv: list[str]) -> int:
     p = argparse.ArgumentParser(prog="python -m paged generate",
                                 description="Generate with the mini vLLM engine on the shipped tiny Llama, or "
                                             "on a local Hugging Face Llama / Mistral / Qwen2 / Qwen3 checkpoint "
                                             "(--model).")
     p.add_argument("prompts", nargs="+", help="one or more prompts (the first one is streamed)")
-    p.add_argument("--block-size", type=int, default=16)
-    p.add_argument("--num-blocks", type=int, default=None, help="default: derived from a 64 MiB KV budget")
-    p.add_argument("--max-tokens", type=int, default=64)
+    p.add_argument("--block-size", type=_int_arg, default=16)
+    p.add_argument("--num-blocks", type=_int_arg, default=None,
+                   help="default: derived from a 64 MiB KV budget")
+    p.add_argument("--max-tokens", type=_int_arg, default=64)
     p.add_argument("--temperature", type=float, default=0.0)
-    p.add_argument("--top-k", type=int, default=0)
+    p.add_argument("--top-k", type=_int_arg, default=0)
     p.add_argument("--top-p", type=float, default=1.0)
-    p.add_argument("--seed", type=int, default=None)
+    p.add_argument("--seed", type=_int_arg, default=None)
     p.add_argument("--model", default=None,
                    help="local Hugging Face directory of a LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM or "
                         "Qwen3ForCausalLM "
@@ -35,8 +47,9 @@ def generate_main(argv: list[str]) -> int:
     p.add_argument("--kv-layout", choices=["paged", "contiguous"], default="paged")
     p.add_argument("--preemption", choices=["recompute", "swap"], default="recompute",
                    help="when the pool is full: free a victim's blocks and recompute it, or swap them to a host pool")
-    p.add_argument("--swap-space", type=int, default=None, help="swap pool blocks (default: --num-blocks, else 256)")
-    p.add_argument("--sliding-window", type=int, default=None, metavar="W",
+    p.add_argument("--swap-space", type=_int_arg, default=None,
+                   help="swap pool blocks (default: --num-blocks, else 256)")
+    p.add_argument("--sliding-window", type=_int_arg, default=None, metavar="W",
                    help="attend to the last W tokens only and free the blocks behind the window (paged/window.py); "
                         "default: the checkpoint's own (Mistral / Qwen2), else full attention")
     from . import kernels  # noqa: F401  (registers the faster impls, so every registered one is a choice)
@@ -48,7 +61,8 @@ def generate_main(argv: list[str]) -> int:
     p.add_argument("--speculative", default=None, metavar="ngram:K",
                    help="speculative decoding: prompt lookup guesses K tokens a step, checked in one pass (greedy "
                         "requests; the same text); --json adds num_proposed / num_accepted per prompt")
-    p.add_argument("--beam-width", type=int, default=None, help="beam search with K beams (greedy, shared blocks)")
+    p.add_argument("--beam-width", type=_int_arg, default=None,
+                   help="beam search with K beams (greedy, shared blocks)")
     p.add_argument("--length-penalty", type=float, default=1.0, help="beam search: score = logprob / len ** this")
     p.add_argument("--trace", default=None, help="write every StepTrace as JSON to this file")
     p.add_argument("--quiet", action="store_true", help="no per-step summary lines")

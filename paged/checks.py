@@ -20,6 +20,20 @@ def _is_bool(value: Any) -> bool:
     return isinstance(value, bool) or str(getattr(value, "dtype", "")) in ("bool", "torch.bool")
 
 
+def int_text(text: str, name: str, lo: int | None = None, hi: int | None = None) -> int:
+    """A user's string of ASCII digits (optional sign and spaces) as an int in [lo, hi].
+
+    Python's int() also reads other scripts' digits ("٣" is 3) and fails on superscripts ("²")
+    with a message that names no setting; here both are refused by name.
+    Raises ValueError: "<name> must be an integer written in ASCII digits ...", or as_int's rule.
+    """
+    body = text.strip() if isinstance(text, str) else None
+    digits = body[1:] if body and body[0] in "+-" else body
+    if not digits or not digits.isascii() or not digits.isdigit() or len(digits) > 18:
+        raise ValueError(f"{name} must be an integer written in ASCII digits (0-9), got {text!r}")
+    return as_int(int(body), name, lo, hi)
+
+
 def as_int(value: Any, name: str, lo: int | None = None, hi: int | None = None) -> int:
     """`value` as a Python int in [lo, hi] (either bound optional): the library's one integer check.
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .checks import as_int
+from .checks import as_int, int_text
 
 METHODS = ("ngram",)
 MAX_SPECULATIVE_TOKENS = 16  # guesses per step: more is refused (each costs a query position, most get rejected)
@@ -69,9 +69,11 @@ def as_speculative(value) -> SpeculativeConfig | None:
         return value
     if isinstance(value, str):
         method, sep, k = value.partition(":")
-        if not sep or not k.strip().isdigit():
-            raise ValueError(f"speculative must look like 'ngram:K' (K guesses per step), got {value!r}")
-        return SpeculativeConfig(method.strip(), int(k))
+        try:  # K in ASCII digits only: int() would read "٣" as 3 and fail on "²" naming no setting
+            return SpeculativeConfig(method.strip(), int_text(k, "K") if sep else None)
+        except ValueError as err:
+            raise ValueError(f"speculative must look like 'ngram:K' (K guesses per step, ASCII "
+                             f"digits 0-9), got {value!r}: {err}") from None
     if isinstance(value, (tuple, list)) and len(value) == 2:
         return SpeculativeConfig(value[0], value[1])
     raise ValueError(f"speculative must be None, ('ngram', k), 'ngram:K' or a SpeculativeConfig, got {value!r}")

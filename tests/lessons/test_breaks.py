@@ -138,6 +138,7 @@ def test_wrong_slot_names_its_victim_and_the_check_fails(seed):
 def test_wrong_slot_op_round_trips_and_is_refused_for_a_stopped_sequence():
     """"w<id>" is a well-formed op (the URL keeps it); on a sequence that is not running it changes nothing."""
     assert OP_PATTERN.match("w2") and not OP_PATTERN.match("w")
+    assert not any(OP_PATTERN.match(op) for op in ("w٢", "a٣", "f²", "a３"))  # ASCII digits only
     demo = BatchLesson(BatchConfig())
     event = demo.apply("w9")
     assert not event.ok and event.reason == "not_running" and demo.ops == []

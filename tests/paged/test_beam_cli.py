@@ -55,3 +55,14 @@ def test_beam_width_refuses_flags_it_would_ignore():
         with contextlib.redirect_stderr(err):
             assert generate_main(["ab", "--beam-width", "2", "--max-tokens", "2", "--quiet", *extra]) == 2
         assert extra[0] in err.getvalue()
+
+
+@pytest.mark.parametrize("value", ["٣", "²", "３"])
+def test_integer_flags_take_ascii_digits_only(value, capsys):
+    """--beam-width / --max-tokens / --block-size in other scripts' digits exit 2 naming the flag
+    (argparse's int() would read "٣" as 3)."""
+    for flag in ("--beam-width", "--max-tokens", "--block-size"):
+        with pytest.raises(SystemExit) as exit_:
+            main(["generate", "hi", "--json", "--beam-width", "2", flag, value])
+        err = capsys.readouterr().err
+        assert exit_.value.code == 2 and flag in err and "ASCII digits" in err

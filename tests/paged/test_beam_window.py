@@ -1,6 +1,7 @@
-"""Beam search on a sliding-window checkpoint (issue 35): a Mistral directory whose config.json sets
-sliding_window gives transformers' MistralForCausalLM beams and scores (paged and the contiguous twin, under
-preemption, from the CLI), each beam freeing the blocks behind its window; full attention would give other beams."""
+"""Beam search on a sliding-window checkpoint (issue 35): a Mistral directory whose config.json
+sets sliding_window gives transformers' MistralForCausalLM beams and scores (paged, the contiguous
+twin, under preemption, from the CLI), each beam freeing the blocks behind its window; full
+attention would give other beams."""
 
 from __future__ import annotations
 
@@ -29,7 +30,8 @@ def window_dir(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def hf_window(window_dir):
-    hf = transformers.AutoModelForCausalLM.from_pretrained(window_dir, attn_implementation="eager").eval()
+    hf = transformers.AutoModelForCausalLM.from_pretrained(window_dir, attn_implementation="eager")
+    hf.eval()
     assert type(hf).__name__ == "MistralForCausalLM" and hf.config.sliding_window == WINDOW
     return hf
 
@@ -47,14 +49,16 @@ def hf_window_beams(hf, ids: list[int], k: int) -> tuple[list[list[int]], torch.
 def assert_same(result, theirs, their_scores, where) -> None:
     assert [b.token_ids for b in result.beams] == theirs, where
     ours = torch.tensor([b.score for b in result.beams])
-    assert torch.allclose(ours, their_scores, rtol=1e-4, atol=1e-6 * their_scores.abs().max().item()), where
+    atol = 1e-6 * their_scores.abs().max().item()
+    assert torch.allclose(ours, their_scores, rtol=1e-4, atol=atol), where
 
 
 @pytest.mark.slow
 def test_window_beams_equal_mistral_transformers(window_dir, hf_window, shipped):
-    """K = 4 beams and scores == MistralForCausalLM's (W = 5), paged (block sizes 2 and 4, chunked prefill) and
-    contiguous; the paged beams free blocks behind their windows and never hold more than ceil(W / bs) + 1
-    blocks between steps; the full-attention beams differ (the test fails if the window is ignored)."""
+    """K = 4 beams and scores == MistralForCausalLM's (W = 5), paged (block sizes 2 and 4, chunked
+    prefill) and contiguous; the paged beams free blocks behind their windows and never hold more
+    than ceil(W / bs) + 1 blocks between steps; the full-attention beams differ (so the test fails
+    if the window is ignored)."""
     model, tokenizer = load_model(window_dir)
     assert model.config.sliding_window == WINDOW
     differs = []
@@ -66,8 +70,8 @@ def test_window_beams_equal_mistral_transformers(window_dir, hf_window, shipped)
         differs.append([b.token_ids for b in full.beams] != theirs)
         for block_size, layout in ((2, "paged"), (4, "paged"), (4, "contiguous")):
             search = BeamSearch(model, tokenizer, CacheConfig(block_size=block_size, num_blocks=96),
-                                SchedulerConfig(max_num_batched_tokens=8, enable_chunked_prefill=True),
-                                kv_layout=layout)
+                                SchedulerConfig(max_num_batched_tokens=8,
+                                                enable_chunked_prefill=True), kv_layout=layout)
             result = search.run(ids, BeamParams(beam_width=4, max_tokens=MAX_TOKENS))
             assert_same(result, theirs, their_scores, (text, block_size, layout))
             if layout == "paged" and len(ids) > WINDOW:
@@ -80,8 +84,8 @@ def test_window_beams_equal_mistral_transformers(window_dir, hf_window, shipped)
 
 @pytest.mark.slow
 def test_window_beams_preempted_and_resumed(window_dir, hf_window):
-    """Six prompts on a pool of 24 blocks: a group is preempted and resumed by recompute, and each prompt's beams
-    still equal MistralForCausalLM's."""
+    """Six prompts on a pool of 24 blocks: a group is preempted and resumed by recompute, and each
+    prompt's beams still equal MistralForCausalLM's."""
     model, tokenizer = load_model(window_dir)
     texts = ("hello world", "abc 123", "PagedAttention", "blocks of KV", "no", "xy")
     prompts = [tokenizer.encode(t) + [SEP] for t in texts]
@@ -94,12 +98,12 @@ def test_window_beams_preempted_and_resumed(window_dir, hf_window):
 
 
 def test_window_cli_beams_and_flag_agree(window_dir, capsys):
-    """`generate --model DIR --beam-width 4 --json` on the window checkpoint and `--sliding-window 5` on the
-    shipped model print the same beams, and they differ from the full-attention beams."""
+    """`generate --model DIR --beam-width 4 --json` on the window checkpoint and `--sliding-window
+    5` on the shipped model print the same beams, and they differ from the full-attention beams."""
     from paged.__main__ import main
 
-    common = ["generate", "hello world", "--json", "--beam-width", "4", "--max-tokens", str(MAX_TOKENS),
-              "--block-size", "4", "--num-blocks", "64"]
+    common = ["generate", "hello world", "--json", "--beam-width", "4",
+              "--max-tokens", str(MAX_TOKENS), "--block-size", "4", "--num-blocks", "64"]
     beams = []
     for extra in (["--model", str(window_dir)], ["--sliding-window", str(WINDOW)], []):
         assert main([*common, *extra]) == 0
@@ -108,7 +112,7 @@ def test_window_cli_beams_and_flag_agree(window_dir, capsys):
 
 
 def test_window_refuses_a_kernel_without_one(window_dir):
-    """A decode kernel that has no window is refused by name instead of run over the whole history."""
+    """A decode kernel without a window is refused by name, not run over the whole history."""
     model, tokenizer = load_model(window_dir)
     with pytest.raises(ValueError, match="sliding_window"):
         BeamSearch(model, tokenizer, CacheConfig(block_size=4, num_blocks=16), attn_impl="fused")

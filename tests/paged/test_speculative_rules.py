@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from paged.config import SchedulerConfig
 from paged.speculative import MAX_LOOKUP, MAX_SPECULATIVE_TOKENS, SpeculativeConfig, accept_greedy, as_speculative, \
     ngram_propose
 
@@ -51,3 +52,12 @@ def test_accept_greedy_needs_one_target_per_fed_position():
     """targets must hold len(proposed) + 1 entries: fewer is refused with the rule in the message."""
     with pytest.raises(AssertionError, match="^one target per fed position: the last known token and each guess$"):
         accept_greedy([1, 2], [1, 2])
+
+
+@pytest.mark.parametrize("value", ["ngram:²", "ngram:٣", "ngram:３", "ngram:1_0"])
+def test_k_in_other_digits_is_refused_by_name(value):
+    """"ngram:²" (int() fails naming nothing) and "ngram:٣" / full-width "３" (int() reads 3) are
+    refused by a ValueError naming `speculative` and the value: K is written in ASCII digits only."""
+    with pytest.raises(ValueError, match="^speculative must look like 'ngram:K'") as err:
+        SchedulerConfig(speculative=value)
+    assert repr(value) in str(err.value)
