@@ -164,3 +164,29 @@ def test_refusals_are_clear(shipped):
         BeamParams(beam_width=1)
     with pytest.raises(ValueError, match="skip_cow"):
         BeamSearch(model, tokenizer, CacheConfig(block_size=4, num_blocks=8), kv_layout="contiguous", skip_cow=True)
+
+
+def test_the_latest_admitted_group_is_the_one_preempted(shipped):
+    """Under memory pressure the victim is the running group admitted last (vLLM v0's
+    running.pop()), every time: replayed from the traces, each "preempt" names the group whose
+    current run began latest among the groups running at that step."""
+    model, tokenizer = shipped
+    prompts = [recall(tokenizer, p) for p in ("hello world", "abc 123", "PagedAttention", "xy")]
+    engine = BeamSearch(model, tokenizer, CacheConfig(block_size=4, num_blocks=24, watermark=0.0),
+                        SchedulerConfig(max_num_batched_tokens=8, enable_chunked_prefill=True))
+    results = engine.run_all(prompts, BeamParams(beam_width=4, max_tokens=MAX_TOKENS))
+    events = sorted((t.step, g, t.phase) for g, r in enumerate(results) for t in r.traces)
+    last_step = {g: max(t.step for t in r.traces) for g, r in enumerate(results)}
+    running: list[int] = []  # groups in the order their current run began
+    victims = []
+    for step, group, phase in events:
+        if phase == "preempt":
+            assert running and running[-1] == group, (step, group, running)
+            victims.append(group)
+            running.remove(group)
+            continue
+        if group not in running:
+            running.append(group)
+        if step == last_step[group]:
+            running.remove(group)
+    assert len(victims) >= 2 and len(set(victims)) >= 2, victims  # several preemptions, of different groups
