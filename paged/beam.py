@@ -61,8 +61,8 @@ class BeamSearch:
     """One pool (paged, or the contiguous twin) and the model; `run(prompt, params)` searches one prompt.
 
     A model whose config sets sliding_window gets the window's block manager and runner (paged/engine/windowing.py).
-    Raises ValueError for an unknown kv_layout or attn_impl (with a window: one of WINDOW_IMPLS), or skip_cow with
-    the contiguous layout (it has no blocks to share)."""
+    Raises ValueError for an unknown kv_layout or attn_impl (with a window: one of WINDOW_IMPLS), skip_cow with
+    the contiguous layout (it has no blocks to share), or a scheduler_config asking for swap or speculation."""
 
     def __init__(self, model: torch.nn.Module, tokenizer, cache_config: CacheConfig | None = None,
                  scheduler_config: SchedulerConfig | None = None, kv_layout: str = "paged",
@@ -71,6 +71,11 @@ class BeamSearch:
         self.cache_config = cc = cache_config or CacheConfig()
         self.scheduler_config = scheduler_config or SchedulerConfig()
         self.skip_cow = as_bool(skip_cow, "skip_cow")
+        sc = self.scheduler_config
+        if sc.preemption_mode != "recompute" or sc.speculative is not None:  # never silently ignored
+            raise ValueError(f"beam search runs its own driver: it preempts a beam group by recompute only "
+                             f"and does not speculate; got preemption_mode={sc.preemption_mode!r}, "
+                             f"speculative={sc.speculative!r}")
         if kv_layout not in ("paged", "contiguous"):
             raise ValueError(f"kv_layout must be 'paged' or 'contiguous', got {kv_layout!r}")
         if self.skip_cow and kv_layout != "paged":

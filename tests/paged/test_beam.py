@@ -190,3 +190,13 @@ def test_the_latest_admitted_group_is_the_one_preempted(shipped):
         if step == last_step[group]:
             running.remove(group)
     assert len(victims) >= 2 and len(set(victims)) >= 2, victims  # several preemptions, of different groups
+
+
+def test_a_scheduler_config_it_cannot_honour_is_refused(shipped):
+    """preemption_mode="swap" or speculative="ngram:2" in the SchedulerConfig is refused by name at
+    construction instead of silently searching with recompute and no speculation."""
+    model, tokenizer = shipped
+    for sched, name in ((SchedulerConfig(preemption_mode="swap", swap_space=8), "preemption_mode"),
+                        (SchedulerConfig(speculative="ngram:2"), "speculative")):
+        with pytest.raises(ValueError, match=name):
+            BeamSearch(model, tokenizer, CacheConfig(block_size=4, num_blocks=16), sched)
