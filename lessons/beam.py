@@ -1,4 +1,4 @@
-"""Page 9 · Beam search: one prompt's beam tree on the pool, step by step, from the traces of paged/beam.py.
+"""Page 9 · Beam search: one prompt's beam tree on the pool, step by step, from the traces of paged/engine/beam.py.
 
     lesson = BeamLesson(BeamConfig(prompt="hello world", beam_width=4), model, tokenizer)
     lesson.view(i)          # what step i did to the pool (i = 1 … len(lesson.traces); 0: nothing run yet)
@@ -17,7 +17,7 @@ import random
 from dataclasses import dataclass, field
 
 from paged.addressing import blocks_needed
-from paged.beam import BeamParams, BeamResult, BeamSearch, BeamStepTrace
+from paged.engine.beam import BeamParams, BeamResult, BeamSearch, BeamStepTrace
 from paged.config import CacheConfig, SchedulerConfig
 from paged.model.tokenizer import SEP
 

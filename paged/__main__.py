@@ -10,6 +10,10 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .engine.beam import BeamResult
 
 
 def _int_arg(text: str) -> int:
@@ -82,8 +86,7 @@ def generate_main(argv: list[str]) -> int:
     try:
         model, tokenizer = load_model(args.model, dtype=getattr(torch, args.dtype))
         model = model if args.sliding_window is None else with_window(model, args.sliding_window)
-        if args.beam_width is not None:  # paged/beam_cli.py: --json adds each prompt's "beams"
-            from .beam_cli import beam_main
+        if args.beam_width is not None:  # beam_main below: --json adds each prompt's "beams"
             return beam_main(args, model, tokenizer)
         params = SamplingParams(max_tokens=args.max_tokens, temperature=args.temperature, top_k=args.top_k,
                                 top_p=args.top_p, seed=args.seed)
@@ -128,6 +131,50 @@ def generate_main(argv: list[str]) -> int:
         for rid in ids[1:]:
             print(engine.output(rid).text)
     if args.trace:
+        with open(args.trace, "w", encoding="utf-8") as f:
+            json.dump(traces, f, ensure_ascii=False, indent=1)
+        print(f"wrote {len(traces)} step traces to {args.trace}", file=sys.stderr)
+    return 0
+
+
+# --- --beam-width: beam search (paged/engine/beam.py) from the CLI ---------------------------------
+def beam_record(result: BeamResult, tokenizer, prompt: str, eos_ids: tuple[int, ...]) -> dict:
+    """What --json prints for one prompt searched with beams: its best beam as generate's fields, then every
+    finished beam, best first."""
+    best = result.beams[0]
+    return {"prompt": prompt, "token_ids": list(best.token_ids), "text": tokenizer.decode(best.token_ids),
+            "finish_reason": "eos" if best.token_ids[-1] in eos_ids else "length",
+            "num_preemptions": result.preemptions,
+            "beams": [{"token_ids": list(b.token_ids), "score": b.score} for b in result.beams]}
+
+
+def beam_main(args, model, tokenizer) -> int:
+    """Run the beam search the parsed `args` ask for; raises ValueError for a bad combination."""
+    from .config import CacheConfig
+    from .engine.beam import BeamParams, BeamSearch
+
+    if args.temperature != 0:
+        raise ValueError(f"beam search is deterministic: --temperature must be 0 with --beam-width, "
+                         f"got {args.temperature}")
+    others = [flag for flag, on in (("--speculative", getattr(args, "speculative", None)),
+                                    ("--preemption swap", getattr(args, "preemption", "recompute") == "swap"))
+              if on]  # --sliding-window (or a checkpoint's own window) is honoured: BeamSearch reads the window
+    if others:
+        raise ValueError(f"--beam-width does not combine with {', '.join(others)}: beam search runs its own "
+                         "driver (paged/engine/beam.py), which preempts a beam group by recompute only")
+    params = BeamParams(beam_width=args.beam_width, length_penalty=args.length_penalty, max_tokens=args.max_tokens)
+    search = BeamSearch(model, tokenizer, CacheConfig(block_size=args.block_size, num_blocks=args.num_blocks),
+                        kv_layout=args.kv_layout, attn_impl=args.impl)
+    results = search.run_all(args.prompts, params)
+    if args.json:
+        print(json.dumps([beam_record(r, tokenizer, p, search.eos_ids) for r, p in zip(results, args.prompts)],
+                         ensure_ascii=False))
+    else:
+        for result in results:
+            for beam in result.beams:
+                print(f"{beam.score:9.4f}  {tokenizer.decode(beam.token_ids)}")
+    if args.trace:
+        traces = [t.to_dict() for r in results for t in r.traces]
         with open(args.trace, "w", encoding="utf-8") as f:
             json.dump(traces, f, ensure_ascii=False, indent=1)
         print(f"wrote {len(traces)} step traces to {args.trace}", file=sys.stderr)

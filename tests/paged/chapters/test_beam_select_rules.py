@@ -1,4 +1,4 @@
-"""paged/beam_select.py's rules the mutation run showed unheld, worked by hand from transformers 5.19's beam search:
+"""paged/chapters/beam_select.py's rules the mutation run showed unheld, worked by hand from transformers 5.19's beam search:
 with n EOS ids it keeps max(2, 1 + n) * K candidates, and only the best K of them may finish."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import math
 
 import torch
 
-from paged.beam_select import Finished, select
+from paged.chapters.beam_select import Finished, select
 
 
 def test_two_eos_ids_keep_three_candidates_per_beam():

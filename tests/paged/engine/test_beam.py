@@ -1,4 +1,4 @@
-"""Beam search on shared blocks (paged/beam.py): transformers' beam search token for token, the contiguous twin,
+"""Beam search on shared blocks (paged/engine/beam.py): transformers' beam search token for token, the contiguous twin,
 the block tree's forks / copies / frees, the break-it and the refusals."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from paged.beam import BeamParams, BeamSearch
+from paged.engine.beam import BeamParams, BeamSearch
 from paged.config import CacheConfig, SchedulerConfig
 from paged.model.tokenizer import EOS, SEP
 

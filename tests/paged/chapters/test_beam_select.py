@@ -1,4 +1,4 @@
-"""paged/beam_select.py on hand-made logits: which continuations run on, which may finish, and their scores."""
+"""paged/chapters/beam_select.py on hand-made logits: which continuations run on, which may finish, and their scores."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import math
 
 import torch
 
-from paged.beam_select import Finished, select
+from paged.chapters.beam_select import Finished, select
 
 PROBS = [0.5, 0.3, 0.15, 0.05]  # one beam's next-token probabilities (vocab 4)
 LOGITS = torch.tensor([PROBS]).log()
