@@ -137,7 +137,7 @@ def generate_main(argv: list[str]) -> int:
     return 0
 
 
-# --- --beam-width: beam search (paged/engine/beam.py) from the CLI ---------------------------------
+# --- --beam-width: beam search (paged/engine/beam.py) from the CLI --------------------------------
 def beam_record(result: BeamResult, tokenizer, prompt: str, eos_ids: tuple[int, ...]) -> dict:
     """What --json prints for one prompt searched with beams: its best beam as generate's fields, then every
     finished beam, best first."""
@@ -156,9 +156,10 @@ def beam_main(args, model, tokenizer) -> int:
     if args.temperature != 0:
         raise ValueError(f"beam search is deterministic: --temperature must be 0 with --beam-width, "
                          f"got {args.temperature}")
+    # --sliding-window (or a checkpoint's own window) is honoured: BeamSearch reads the window
     others = [flag for flag, on in (("--speculative", getattr(args, "speculative", None)),
                                     ("--preemption swap", getattr(args, "preemption", "recompute") == "swap"))
-              if on]  # --sliding-window (or a checkpoint's own window) is honoured: BeamSearch reads the window
+              if on]
     if others:
         raise ValueError(f"--beam-width does not combine with {', '.join(others)}: beam search runs its own "
                          "driver (paged/engine/beam.py), which preempts a beam group by recompute only")

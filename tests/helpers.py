@@ -134,8 +134,9 @@ def running_seq(bm: BlockManager, seq_id: int, num_tokens: int) -> Sequence:
 
 
 def mistral_window_dir(path: Path, window: int | None) -> Path:
-    """The shipped weights laid out as a MistralForCausalLM directory whose config.json sets sliding_window =
-    window (no tokenizer file: bytes, as the shipped model reads them). Returns path."""
+    """The shipped weights laid out as a MistralForCausalLM directory whose config.json sets
+    sliding_window = window (no tokenizer file: bytes, as the shipped model reads them).
+    Returns path."""
     from paged.model.io import DEFAULT_DIR
 
     path.mkdir()

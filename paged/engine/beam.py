@@ -108,9 +108,11 @@ class BeamResult:
 class BeamSearch:
     """One pool (paged, or the contiguous twin) and the model; `run(prompt, params)` searches one prompt.
 
-    A model whose config sets sliding_window gets the window's block manager and runner (paged/engine/windowing.py).
-    Raises ValueError for an unknown kv_layout or attn_impl (with a window: one of WINDOW_IMPLS), skip_cow with
-    the contiguous layout (it has no blocks to share), or a scheduler_config asking for swap or speculation."""
+    A model whose config sets sliding_window gets the window's block manager and runner
+    (paged/engine/windowing.py).
+    Raises ValueError for an unknown kv_layout or attn_impl (with a window: one of WINDOW_IMPLS),
+    skip_cow with the contiguous layout (no blocks to share), or a scheduler_config asking for swap
+    or speculation."""
 
     def __init__(self, model: torch.nn.Module, tokenizer, cache_config: CacheConfig | None = None,
                  scheduler_config: SchedulerConfig | None = None, kv_layout: str = "paged",
@@ -120,23 +122,25 @@ class BeamSearch:
         self.scheduler_config = scheduler_config or SchedulerConfig()
         self.skip_cow = as_bool(skip_cow, "skip_cow")
         sc = self.scheduler_config
-        if sc.preemption_mode != "recompute" or sc.speculative is not None:  # never silently ignored
-            raise ValueError(f"beam search runs its own driver: it preempts a beam group by recompute only "
-                             f"and does not speculate; got preemption_mode={sc.preemption_mode!r}, "
-                             f"speculative={sc.speculative!r}")
+        if sc.preemption_mode != "recompute" or sc.speculative is not None:  # never ignored
+            raise ValueError(f"beam search runs its own driver: it preempts a beam group by "
+                             f"recompute only and does not speculate; got preemption_mode="
+                             f"{sc.preemption_mode!r}, speculative={sc.speculative!r}")
         if kv_layout not in ("paged", "contiguous"):
             raise ValueError(f"kv_layout must be 'paged' or 'contiguous', got {kv_layout!r}")
         if self.skip_cow and kv_layout != "paged":
             raise ValueError("skip_cow breaks the paged layout's copy-on-write; the contiguous twin shares nothing")
         param = next(model.parameters())
         num_blocks = pool_num_blocks(model.config, cc, param.dtype, param.device)
-        self.block_manager = block_manager_for(model.config, num_blocks, cc.block_size, cc.watermark, cc.seed,
-                                               cc.enable_prefix_caching and kv_layout == "paged")
+        self.block_manager = block_manager_for(
+            model.config, num_blocks, cc.block_size, cc.watermark, cc.seed,
+            cc.enable_prefix_caching and kv_layout == "paged")
         window = getattr(model.config, "sliding_window", None)
         impl = attn_impl or (WINDOW_IMPLS[0] if window else default_attn_impl(param.device))
         if impl not in DECODE_IMPLS:
             raise ValueError(f"unknown attn_impl {impl!r}; choose one of {sorted(DECODE_IMPLS)}")
-        self.runner = runner_for(model, num_blocks, cc.block_size, kv_layout, impl)  # ValueError: impl w/o window
+        # ValueError for an impl without a window when the model has one
+        self.runner = runner_for(model, num_blocks, cc.block_size, kv_layout, impl)
         self.kv_layout = kv_layout
         eos = getattr(tokenizer, "eos_token_ids", None)
         self.eos_ids = tuple(eos) if eos is not None else (tokenizer.eos_token_id,)
@@ -323,7 +327,7 @@ class BeamGroup:
         return self._end(trace)
 
     def blocks_for_next_step(self) -> int:
-        """Free blocks the next step takes, exactly: the scheduler (BeamSearch.run_all) preempts until they are free."""
+        """Free blocks the next step takes, exactly (BeamSearch.run_all preempts until they are)."""
         bm, head = self.bm, self.beams[0]
         if head.status is SequenceStatus.WAITING:
             budget = self._budget()
@@ -428,7 +432,7 @@ class BeamGroup:
         return self.bm.free(seq)
 
     def _end(self, trace: BeamStepTrace) -> BeamStepTrace:
-        """Close the step's trace; with a sliding window first free the blocks each beam's window left behind."""
+        """Close the step's trace; with a sliding window, first free what each window left."""
         if not self.done and self.beams[0].status is not SequenceStatus.WAITING:
             trace.window_freed = slide(self.bm, self.beams)
         trace.block_tables_after = {s.seq_id: list(s.block_table) for s in self.beams if s.block_table}

@@ -23,11 +23,12 @@ from paged.model import load_model
 CHAPTERS = ["plain", "window", "swap", "speculative", "beam", "window+beam", "window+speculative",
             "window+swap", "swap+speculative", "swap+beam", "beam+speculative"]
 NAMES = {  # what a refusal may name, per knob a case sets
-    "window": ("sliding_window", "sliding window"), "swap": ("swap",), "speculative": ("speculative",),
+    "window": ("sliding_window", "sliding window"), "swap": ("swap",),
+    "speculative": ("speculative",),
     "beam": ("beam_width", "--beam-width", "beam group"),
     "pool": ("num_blocks", "free blocks", "block_size"),
 }
-MARGIN = 1e-4  # fp32 vs fp64: an argmax whose top two logits are closer than this (relative) is a tie
+MARGIN = 1e-4  # fp32 vs fp64: top two logits closer than this (relative) are a tie
 
 
 @lru_cache(maxsize=1)

@@ -57,7 +57,7 @@ def test_accept_greedy_needs_one_target_per_fed_position():
 @pytest.mark.parametrize("value", ["ngram:²", "ngram:٣", "ngram:３", "ngram:1_0"])
 def test_k_in_other_digits_is_refused_by_name(value):
     """"ngram:²" (int() fails naming nothing) and "ngram:٣" / full-width "３" (int() reads 3) are
-    refused by a ValueError naming `speculative` and the value: K is written in ASCII digits only."""
+    refused by a ValueError naming `speculative` and the value: K is in ASCII digits only."""
     with pytest.raises(ValueError, match="^speculative must look like 'ngram:K'") as err:
         SchedulerConfig(speculative=value)
     assert repr(value) in str(err.value)

@@ -189,7 +189,7 @@ def test_the_latest_admitted_group_is_the_one_preempted(shipped):
             running.append(group)
         if step == last_step[group]:
             running.remove(group)
-    assert len(victims) >= 2 and len(set(victims)) >= 2, victims  # several preemptions, of different groups
+    assert len(victims) >= 2 and len(set(victims)) >= 2, victims  # several victims, several groups
 
 
 def test_a_scheduler_config_it_cannot_honour_is_refused(shipped):

@@ -14,8 +14,8 @@ NUM_BLOCKS = 64
 
 
 def make_engine(model, tokenizer, speculative=None) -> LLMEngine:
-    return LLMEngine(model, tokenizer, CacheConfig(block_size=4, num_blocks=NUM_BLOCKS, watermark=0.0),
-                     SchedulerConfig(speculative=speculative))
+    cache = CacheConfig(block_size=4, num_blocks=NUM_BLOCKS, watermark=0.0)
+    return LLMEngine(model, tokenizer, cache, SchedulerConfig(speculative=speculative))
 
 
 def plain_run(model, tokenizer, ids: list[int], params: SamplingParams):
@@ -61,7 +61,8 @@ def test_eos_inside_an_emission_ends_the_request_there(shipped):
     params = SamplingParams(max_tokens=12)
     reference = plain_run(model, tokenizer, ids, params)
     assert reference.finish_reason == "eos" and reference.token_ids[-1] == EOS
-    future = plain_run(model, tokenizer, ids, SamplingParams(max_tokens=12, ignore_eos=True)).token_ids
+    future = plain_run(model, tokenizer, ids, SamplingParams(max_tokens=12, ignore_eos=True))
+    future = future.token_ids
     assert len(future) > len(reference.token_ids)  # the guesses run past the EOS
     out, records = speculative_run(model, tokenizer, ids, params, oracle(future))
     assert (out.token_ids, out.finish_reason) == (reference.token_ids, "eos")
@@ -72,13 +73,14 @@ def test_eos_inside_an_emission_ends_the_request_there(shipped):
 def test_stop_string_inside_an_emission_ends_the_request_there(shipped, stop, inside):
     """A stop string completed by an accepted guess ends the request inside the pass ("ick"; "k b"
     ends inside one pass or on a pass's own last token, per proposer): finish_reason "stop", plain
-    decoding's tokens (the stop string kept, nothing after it), oracle guesses and prompt lookup's."""
+    decoding's tokens (the stop string kept, nothing after it); oracle and prompt-lookup guesses."""
     model, tokenizer = shipped
     ids = tokenizer.encode("the quick brown fox") + [SEP]
     params = SamplingParams(max_tokens=20, stop=stop)
     reference = plain_run(model, tokenizer, ids, params)
     assert reference.finish_reason == "stop" and reference.text.endswith(stop), reference.text
-    future = plain_run(model, tokenizer, ids, SamplingParams(max_tokens=20, ignore_eos=True)).token_ids
+    future = plain_run(model, tokenizer, ids, SamplingParams(max_tokens=20, ignore_eos=True))
+    future = future.token_ids
     for proposer in (oracle(future), None):
         out, records = speculative_run(model, tokenizer, ids, params, proposer)
         assert (out.token_ids, out.finish_reason) == (reference.token_ids, "stop")
