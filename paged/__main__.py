@@ -37,8 +37,9 @@ def generate_main(argv: list[str]) -> int:
                    help="when the pool is full: free a victim's blocks and recompute it, or swap them to a host pool")
     p.add_argument("--swap-space", type=int, default=None, help="swap pool blocks (default: --num-blocks, else 256)")
     p.add_argument("--sliding-window", type=int, default=None, metavar="W",
-                   help="attend to the last W tokens only and free the blocks behind the window (paged/window.py); "
-                        "default: the checkpoint's own (Mistral / Qwen2), else full attention")
+                   help="attend to the last W tokens only and free the blocks behind the window "
+                        "(paged/chapters/window.py); default: the checkpoint's own (Mistral / Qwen2), else full "
+                        "attention")
     from . import kernels  # noqa: F401  (registers the faster impls, so every registered one is a choice)
     from .attention import DECODE_IMPLS
 

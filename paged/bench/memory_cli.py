@@ -1,4 +1,4 @@
-"""`python -m paged.bench memory [--json]`: KV memory reserved vs needed on a seeded trace (paged.memory)."""
+"""`python -m paged.bench memory [--json]`: KV memory reserved vs needed on a seeded trace (paged.chapters.memory)."""
 
 from __future__ import annotations
 

@@ -4,8 +4,8 @@ The paper's Fig. 19 (§4.5, on a GPU): swapping a sequence out and back moves it
 small blocks pay for many small copies; recomputing it runs its prefill again, which does not depend on the block
 size. Here, for one sequence of `context_len` tokens whose blocks are scattered through the pool:
 
-- swap: copy every block to a host swap pool and back (paged/swap.py's copy_blocks_between, one batched copy per
-  direction), and the same copies made one block and one layer at a time, as vLLM v0's `swap_blocks` issues them;
+- swap: copy every block to a host swap pool and back (paged/chapters/swap.py's copy_blocks_between, one batched copy
+  per direction), and the same copies made one block and one layer at a time, as vLLM v0's `swap_blocks` issues them;
 - recompute: the engine's prefill step of all `context_len` tokens (what a recomputed sequence runs when it comes
   back), on the same model and block size.
 

@@ -167,7 +167,7 @@ def test_hf_column_tokens_equal_transformers_greedy(tmp_path):
 def agree_with_vllm(monkeypatch, off: int = 0) -> None:
     """vLLM's column stubbed: every batch's sequences equal the engine's, or `off` of them (from the first batch) not."""
     import paged.bench.vllm_column as column
-    import paged.vllm_twin as twin
+    import paged.chapters.vllm_twin as twin
 
     def fake(rows, *args):
         return [dict(batch=r["batch"], vllm_tok_s=1.0, vs_vllm=1.0, vllm_version="stub",

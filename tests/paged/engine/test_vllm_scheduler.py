@@ -50,7 +50,7 @@ def vllm_steps(prompts, max_tokens, **kw):
     from vllm.v1.outputs import ModelRunnerOutput
     from vllm.v1.request import Request
 
-    from paged.vllm_twin import _hasher
+    from paged.chapters.vllm_twin import _hasher
 
     s = vllm_scheduler(**kw)
     for i, p in enumerate(prompts):

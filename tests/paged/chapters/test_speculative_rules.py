@@ -1,5 +1,5 @@
-"""paged/speculative.py's rules the mutation run showed unheld: each setting named in its error and its bounds met
-exactly, integer-like settings stored as ints, a malformed "ngram:K" string, a sequence already past the model's
+"""paged/chapters/speculative.py's rules the mutation run showed unheld: each setting named in its error and its bounds
+met exactly, integer-like settings stored as ints, a malformed "ngram:K" string, a sequence already past the model's
 length, and greedy acceptance's length check."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from paged.speculative import MAX_LOOKUP, MAX_SPECULATIVE_TOKENS, SpeculativeConfig, accept_greedy, as_speculative, \
-    ngram_propose
+from paged.chapters.speculative import MAX_LOOKUP, MAX_SPECULATIVE_TOKENS, SpeculativeConfig, accept_greedy, \
+    as_speculative, ngram_propose
 
 
 @pytest.mark.parametrize("kwargs,name", [

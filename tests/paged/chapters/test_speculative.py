@@ -1,4 +1,4 @@
-"""paged/speculative.py: the prompt-lookup proposer (vLLM 0.32's policy), greedy acceptance and the config's
+"""paged/chapters/speculative.py: the prompt-lookup proposer (vLLM 0.32's policy), greedy acceptance and the config's
 boundary checks."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from paged.config import SchedulerConfig
-from paged.speculative import SpeculativeConfig, accept_greedy, as_speculative, ngram_propose
+from paged.chapters.speculative import SpeculativeConfig, accept_greedy, as_speculative, ngram_propose
 
 from vllm_util import need_vllm
 

@@ -1,4 +1,4 @@
-"""paged/window.py: the window's mask against transformers' own, and the paged reads against the contiguous
+"""paged/chapters/window.py: the window's mask against transformers' own, and the paged reads against the contiguous
 reference, with holes at the front of the tables."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from paged.attention import attention
-from paged.window import (HOLE, max_blocks_held, num_skipped_blocks, num_skipped_tokens, paged_window_decode,
+from paged.chapters.window import (HOLE, max_blocks_held, num_skipped_blocks, num_skipped_tokens, paged_window_decode,
                           paged_window_prefill, window_attention, window_mask, window_start)
 
 

@@ -1,4 +1,4 @@
-"""paged/window_blocks.py: blocks behind the window freed while a sequence runs, holes at the front of its table,
+"""paged/engine/window_blocks.py: blocks behind the window freed while a sequence runs, holes at the front of its table,
 the bookkeeping consistent and nothing leaked; vLLM's sliding-window prefix-cache hit rule."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ import math
 import pytest
 
 from paged.sequence import Sequence
-from paged.window import HOLE
-from paged.window_blocks import WindowBlockManager
+from paged.chapters.window import HOLE
+from paged.engine.window_blocks import WindowBlockManager
 
 
 def decode_to(bm: WindowBlockManager, seq: Sequence, num_tokens: int, held: list[int]) -> None:

@@ -1,4 +1,5 @@
-"""paged/swap.py: the swap pool's bookkeeping (SwapSpace), the block copies between two pools, the config rules."""
+"""paged/chapters/swap.py: the swap pool's bookkeeping (SwapSpace), the block copies between two pools, the config
+rules."""
 
 import pytest
 import torch
@@ -6,7 +7,7 @@ import torch
 from paged.block_manager import BlockManager
 from paged.config import SchedulerConfig
 from paged.kv_cache import KVCachePool
-from paged.swap import SwapSpace, copy_blocks_between
+from paged.chapters.swap import SwapSpace, copy_blocks_between
 
 from helpers import running_seq
 

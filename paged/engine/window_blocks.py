@@ -20,11 +20,11 @@ from __future__ import annotations
 
 import math
 
-from .addressing import blocks_needed
-from .block_manager import BlockManager
-from .checks import as_bool, as_int
-from .sequence import Sequence
-from .window import HOLE, num_skipped_blocks
+from ..addressing import blocks_needed
+from ..block_manager import BlockManager
+from ..checks import as_bool, as_int
+from ..sequence import Sequence
+from ..chapters.window import HOLE, num_skipped_blocks
 
 
 class WindowBlockManager(BlockManager):

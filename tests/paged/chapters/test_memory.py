@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from paged.memory import (BLOCK_SIZES, Request, TraceSpec, evaluate, fit_count, format_memory_report, make_trace,
-                          paged_slots, reserved_slots, simulate)
+from paged.chapters.memory import (BLOCK_SIZES, Request, TraceSpec, evaluate, fit_count, format_memory_report,
+                                   make_trace, paged_slots, reserved_slots, simulate)
 
 SMALL = TraceSpec(num_requests=200, seed=7)
 

@@ -1,4 +1,5 @@
-"""Our BlockManager against the real vLLM's KVCacheManager (vLLM 0.32, paged.vllm_twin), operation for operation.
+"""Our BlockManager against the real vLLM's KVCacheManager (vLLM 0.32, paged.chapters.vllm_twin), operation for
+operation.
 
 Seeded random sequences of add / prefill chunk / decode / finish / preempt-resume / multi-turn follow-up run on both;
 after every operation the refusals, free blocks, block tables (vLLM's block b is our b - 1: its block 0 is the null
@@ -21,7 +22,7 @@ class Pair:
     """One BlockManager and one VllmKVCache, fed the same operations; `check` compares them."""
 
     def __init__(self, num_blocks, block_size, caching, seed=None):
-        from paged.vllm_twin import VllmKVCache
+        from paged.chapters.vllm_twin import VllmKVCache
 
         self.bm = BlockManager(num_blocks, block_size, watermark=0.0, seed=seed, enable_prefix_caching=caching)
         self.vk = VllmKVCache(num_blocks, block_size, caching, seed=seed)  # the same names for the same blocks

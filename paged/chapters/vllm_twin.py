@@ -12,7 +12,7 @@ from __future__ import annotations
 import importlib.util
 from functools import lru_cache
 
-from .prefix_cache import initial_order
+from ..prefix_cache import initial_order
 
 VLLM_VERSION = "0.32.0"  # the version whose policies paged.block_manager mirrors (requirements-vllm.txt pins it)
 INSTALL_HINT = "bash scripts/install_vllm.sh"  # the optional extra (requirements-vllm.txt), into the active venv

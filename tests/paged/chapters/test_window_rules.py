@@ -1,6 +1,6 @@
-"""paged/window.py's rules the mutation run showed unheld: each argument named in its error, the bounds met exactly,
-dtypes (float64 kept, mixed and half inputs), an explicit scale, keys from a later start, batches of three and none.
-The reference is written out here query by query in float64 (softmax over the keys p - W + 1 … p)."""
+"""paged/chapters/window.py's rules the mutation run showed unheld: each argument named in its error, the bounds met
+exactly, dtypes (float64 kept, mixed and half inputs), an explicit scale, keys from a later start, batches of three and
+none. The reference is written out here query by query in float64 (softmax over the keys p - W + 1 … p)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import math
 import pytest
 import torch
 
-from paged.window import (HOLE, max_blocks_held, paged_window_decode, paged_window_prefill, window_attention,
+from paged.chapters.window import (HOLE, max_blocks_held, paged_window_decode, paged_window_prefill, window_attention,
                           window_mask, windowed_rows)
 
 

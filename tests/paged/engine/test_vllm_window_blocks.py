@@ -16,8 +16,8 @@ import random
 import pytest
 
 from paged.sequence import Sequence
-from paged.window import HOLE
-from paged.window_blocks import WindowBlockManager
+from paged.chapters.window import HOLE
+from paged.engine.window_blocks import WindowBlockManager
 
 from vllm_util import need_vllm
 
@@ -29,7 +29,7 @@ def sliding_vllm(num_blocks: int, block_size: int, window: int, caching: bool):
     from vllm.v1.core.kv_cache_manager import KVCacheManager
     from vllm.v1.kv_cache_interface import KVCacheConfig, KVCacheGroupSpec, SlidingWindowSpec
 
-    from paged.vllm_twin import VllmKVCache
+    from paged.chapters.vllm_twin import VllmKVCache
 
     vk = VllmKVCache(num_blocks, block_size, caching)
     spec = SlidingWindowSpec(block_size=block_size, num_kv_heads=1, head_size=8, dtype=torch.float32,

@@ -21,12 +21,12 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from .checks import as_bool, as_int
+from ..checks import as_bool, as_int
 
 if TYPE_CHECKING:
-    from .block_manager import BlockManager
-    from .kv_cache import KVCachePool
-    from .sequence import Sequence
+    from ..block_manager import BlockManager
+    from ..kv_cache import KVCachePool
+    from ..sequence import Sequence
 
 PREEMPTION_MODES = ("recompute", "swap")
 MAX_SWAP_BLOCKS = 2**20  # as MAX_NUM_BLOCKS: a knob set by mistake is refused up front

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .checks import as_int
+from ..checks import as_int
 
 METHODS = ("ngram",)
 MAX_SPECULATIVE_TOKENS = 16  # guesses per step: more is refused (each costs a query position, most get rejected)

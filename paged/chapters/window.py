@@ -7,7 +7,7 @@ That is transformers 5.19's Mistral / Qwen2 mask (`kv_idx > q_idx - sliding_wind
 cached_token_count), no query will ever read a token before n - W + 1 again, so every block whose slots all lie
 before that point can go back to the free queue while the sequence still runs. The table keeps its length (logical
 block i still starts at token i * block_size: the address chain is unchanged) and the freed entries become holes,
-HOLE = -1, always at the front (vLLM writes its null block there). paged/window_blocks.py frees them;
+HOLE = -1, always at the front (vLLM writes its null block there). paged/engine/window_blocks.py frees them;
 paged/engine/windowing.py runs the engine with a window. This file is the math: masks, the contiguous reference and
 the paged reads, which only ever touch the window's own blocks, never a hole.
 
@@ -21,9 +21,9 @@ import math
 import torch
 import torch.nn.functional as F
 
-from .addressing import slot_mapping
-from .attention_checks import check_scale
-from .checks import as_int
+from ..addressing import slot_mapping
+from ..attention_checks import check_scale
+from ..checks import as_int
 
 HOLE = -1  # a block-table entry freed because the window slid past it (vLLM: its null block)
 

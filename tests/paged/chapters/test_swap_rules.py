@@ -1,4 +1,4 @@
-"""paged/swap.py's rules the mutation run showed unheld: check_swap's bounds and messages, SwapSpace's size and
+"""paged/chapters/swap.py's rules the mutation run showed unheld: check_swap's bounds and messages, SwapSpace's size and
 edges (one block, an exact fit, an unknown sequence), a swapped-in table never a prefix hit, snapshot / restore,
 copies into a pool of another dtype and the bytes they count."""
 
@@ -10,7 +10,7 @@ import torch
 from paged.block_manager import BlockManager
 from paged.kv_cache import KVCachePool
 from paged.sequence import Sequence
-from paged.swap import MAX_SWAP_BLOCKS, SwapSpace, check_swap, copy_blocks_between
+from paged.chapters.swap import MAX_SWAP_BLOCKS, SwapSpace, check_swap, copy_blocks_between
 from helpers import running_seq
 
 

@@ -21,7 +21,7 @@ import math
 import random
 from dataclasses import asdict, dataclass, field
 
-from .addressing import blocks_needed
+from ..addressing import blocks_needed
 
 BLOCK_SIZES = tuple(2 ** i for i in range(9))  # 1, 2, 4, ..., 256
 

@@ -1,5 +1,5 @@
-"""paged/window_blocks.py's rules the mutation run showed unheld: names in errors, the seed passed on, slide over a
-batch with a sequence it does not hold, vLLM's hit rule worked by hand for need = ceil((W - 1) / bs) of 1 and 2,
+"""paged/engine/window_blocks.py's rules the mutation run showed unheld: names in errors, the seed passed on, slide over
+a batch with a sequence it does not hold, vLLM's hit rule worked by hand for need = ceil((W - 1) / bs) of 1 and 2,
 the exact-fit and chunked allocations, shared hits counted, forks with holes and dangling entries."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ import pytest
 
 from paged.block_manager import BlockManager
 from paged.sequence import Sequence
-from paged.window import HOLE
-from paged.window_blocks import WindowBlockManager
+from paged.chapters.window import HOLE
+from paged.engine.window_blocks import WindowBlockManager
 
 PROMPT = list(range(100, 111))  # 11 tokens, block_size 2: blocks 0-4 full (may hit), block 5 the last token's
 
