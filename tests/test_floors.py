@@ -1,8 +1,9 @@
 """The house has floors and the arrows point down: pages -> ui -> viz / lessons -> paged.
 
-paged/ imports none of streamlit, ui, lessons, viz; lessons/ imports neither streamlit, ui nor viz; viz/ imports
-neither streamlit, ui nor lessons. Above paged/, nothing reaches into the engine's internals (block manager,
-scheduler): what a page draws comes from a StepTrace or an EngineView.
+paged/ imports none of streamlit, ui, lessons, viz, benchmarks; benchmarks/ (beside paged/, outside the library: the
+pages and lessons may run it) imports none of streamlit, ui, lessons, viz; lessons/ imports neither streamlit, ui nor
+viz; viz/ imports neither streamlit, ui nor lessons. Above paged/, nothing reaches into the engine's internals (block
+manager, scheduler): what a page draws comes from a StepTrace or an EngineView.
 """
 
 from __future__ import annotations
@@ -14,8 +15,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-FORBIDDEN = {"paged": {"streamlit", "ui", "lessons", "viz"}, "lessons": {"streamlit", "ui", "viz"},
-             "viz": {"streamlit", "ui", "lessons"}}
+FORBIDDEN = {"paged": {"streamlit", "ui", "lessons", "viz", "benchmarks"}, "lessons": {"streamlit", "ui", "viz"},
+             "viz": {"streamlit", "ui", "lessons"}, "benchmarks": {"streamlit", "ui", "lessons", "viz"}}
 INTERNALS = re.compile(r"\.(block_manager|scheduler)\b|\bengine\.sequences\b|\bengine\.groups\b")
 
 
@@ -46,8 +47,9 @@ def test_arrows_point_down(floor):
 def test_the_checker_sees_a_wrong_arrow(tmp_path):
     """The checker itself can fail: an upward import is found, one inside a function too."""
     f = tmp_path / "x.py"
-    f.write_text("import torch\ndef g():\n    from ui.params import int_in\n    import streamlit as st\n")
-    assert imported_roots(f) & FORBIDDEN["paged"] == {"ui", "streamlit"}
+    f.write_text("import torch\ndef g():\n    from ui.params import int_in\n    import streamlit as st\n"
+                 "    from benchmarks.kernels import bench_case\n")
+    assert imported_roots(f) & FORBIDDEN["paged"] == {"ui", "streamlit", "benchmarks"}
 
 
 def test_nothing_above_paged_reads_engine_internals():

@@ -4,7 +4,7 @@ transformers, no block leaked in either pool, a swapped sequence resumes decodin
 import pytest
 import torch
 
-from paged.bench.hf import hf_twin
+from benchmarks.hf import hf_twin
 from paged.config import CacheConfig, SamplingParams, SchedulerConfig
 from paged.engine import LLMEngine
 from paged.engine.swapping import preemption_counts

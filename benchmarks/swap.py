@@ -1,4 +1,4 @@
-"""`python -m paged bench swap`: what preempting one sequence costs, by swap and by recompute, per block size.
+"""`python -m benchmarks swap`: what preempting one sequence costs, by swap and by recompute, per block size.
 
 The paper's Fig. 19 (§4.5, on a GPU): swapping a sequence out and back moves its K/V over PCIe block by block, so
 small blocks pay for many small copies; recomputing it runs its prefill again, which does not depend on the block
@@ -24,10 +24,10 @@ import time
 
 import torch
 
-from ..addressing import blocks_needed
-from ..config import CacheConfig, SamplingParams
-from ..kv_cache import KVCachePool
-from ..swap import copy_blocks_between
+from paged.addressing import blocks_needed
+from paged.config import CacheConfig, SamplingParams
+from paged.kv_cache import KVCachePool
+from paged.chapters.swap import copy_blocks_between
 from .hf import _sync
 
 BLOCK_SIZES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
@@ -64,7 +64,7 @@ def _copy_per_block(src: KVCachePool, dst: KVCachePool, pairs: list[tuple[int, i
 def measure_block_size(model, block_size: int, context_len: int = 512, repeats: int = 3, seed: int = 0) -> dict:
     """One row: bytes and times of swapping a context_len-token sequence out and back in, and of recomputing it.
     Raises ValueError for a context_len the model cannot hold or sizes that are not integers >= 1."""
-    from ..engine import LLMEngine
+    from paged.engine import LLMEngine
 
     cfg = model.config
     if not 1 <= context_len < cfg.max_position_embeddings:
@@ -134,7 +134,7 @@ def format_rows(rows: list[dict]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m paged bench swap", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(prog="python -m benchmarks swap", description=__doc__.split("\n")[0])
     p.add_argument("--context-len", type=int, default=512, help="tokens of the preempted sequence")
     p.add_argument("--block-sizes", default=",".join(map(str, BLOCK_SIZES)))
     p.add_argument("--repeats", type=int, default=5)

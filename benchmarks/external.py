@@ -1,5 +1,5 @@
 """Paged decode kernels from outside this project, as extra rungs of the kernel ladder (CUDA only).
-`python -m paged.bench external [--batch B --context-len N --block-size S --json]`.
+`python -m benchmarks external [--batch B --context-len N --block-size S --json]`.
 
     flash_attn      FlashAttention's `flash_attn_with_kvcache(q, k_cache, v_cache, cache_seqlens, block_table)`;
                     its paged k_cache / v_cache are [num_blocks, page_block_size, num_kv_heads, head_dim]: ours.
@@ -8,7 +8,7 @@
     flex_attention  PyTorch's flex_attention over the whole pool seen as one long K/V sequence, a mask keeping each
                     query to the slots its sequence owns (`slot_owners`); attention does not care about key order.
 
-Each rung reads the same paged pool as the ladder's rungs (`paged.bench.kernels.make_case_data`), is checked against
+Each rung reads the same paged pool as the ladder's rungs (`benchmarks.kernels.make_case_data`), is checked against
 `contiguous_attention_decode` first and timed only if it matches. FlashAttention and FlashInfer run in float16 (they
 have no float32 kernels), checked at float16's tolerance. Where a rung cannot run, its `reason` says why (no CUDA
 GPU, the package is missing, or the kernel's own refusal, e.g. a page size it does not take) and nothing is timed.
@@ -24,8 +24,8 @@ from dataclasses import asdict, dataclass, field
 
 import torch
 
-from ..addressing import blocks_needed_tensor, slot_mapping
-from ..attention import contiguous_attention_decode
+from paged.addressing import blocks_needed_tensor, slot_mapping
+from paged.attention import contiguous_attention_decode
 from .kernels import KernelCase, _time_interleaved, make_case_data
 
 EXTERNAL_RUNGS = ("flash_attn", "flashinfer", "flex_attention")
@@ -191,7 +191,7 @@ def run_external(case: KernelCase, device: torch.device | str, reps: int = 5, wa
 
 def main(argv: list[str] | None = None) -> int:
     """One line per outside kernel: skipped with its reason, or its check and time next to contiguous SDPA."""
-    p = argparse.ArgumentParser(prog="python -m paged.bench external", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(prog="python -m benchmarks external", description=__doc__.split("\n")[0])
     for name, default in (("batch", 4), ("context_len", 1024), ("num_heads", 8), ("num_kv_heads", 2),
                           ("head_dim", 64), ("block_size", 16), ("reps", 5)):
         p.add_argument(f"--{name.replace('_', '-')}", type=int, default=default)

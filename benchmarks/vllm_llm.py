@@ -42,9 +42,9 @@ def vllm_runs(model_dir: str | Path, batches: list[list[list[int]]], max_tokens:
                max_num_seqs=max_num_seqs)
     env = dict(os.environ, VLLM_ENABLE_V1_MULTIPROCESSING="0", OMP_NUM_THREADS=str(threads),
                VLLM_CPU_OMP_THREADS_BIND="nobind", VLLM_LOGGING_LEVEL="WARNING", TOKENIZERS_PARALLELISM="false")
-    done = subprocess.run([sys.executable, "-m", "paged.bench.vllm_llm"], input=json.dumps(job), env=env,
+    done = subprocess.run([sys.executable, "-m", "benchmarks.vllm_llm"], input=json.dumps(job), env=env,
                           capture_output=True, text=True, timeout=timeout_s,
-                          cwd=Path(__file__).resolve().parents[2])
+                          cwd=Path(__file__).resolve().parents[1])
     for line in done.stdout.splitlines():
         if line.startswith(MARK):
             return json.loads(line[len(MARK):])

@@ -15,10 +15,10 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-from ..addressing import blocks_needed
-from ..config import CacheConfig, SamplingParams, SchedulerConfig
-from ..engine import LLMEngine
-from ..engine.admission import prompt_token_ids
+from paged.addressing import blocks_needed
+from paged.config import CacheConfig, SamplingParams, SchedulerConfig
+from paged.engine import LLMEngine
+from paged.engine.admission import prompt_token_ids
 from .hf import CLOCKS, _sync, run_hf
 
 WORKLOADS = {"mixed": 1, "queue": 2}  # name -> requests per batch slot

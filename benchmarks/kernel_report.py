@@ -1,6 +1,6 @@
-"""The summary half of `python -m paged.bench kernels`: the read-bandwidth probe the "% bw" column divides by, the
+"""The summary half of `python -m benchmarks kernels`: the read-bandwidth probe the "% bw" column divides by, the
 aligned table, and the lines under it that name each impl's worst case (the targets of issue #14: no slower than
-contiguous SDPA, >= 85% of the read bandwidth). The cases themselves are built and timed in paged/bench/kernels.py.
+contiguous SDPA, >= 85% of the read bandwidth). The cases themselves are built and timed in benchmarks/kernels.py.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Outside paged kernels as extra rungs (paged.bench.external): the page-table conversions agree with our address
+"""Outside paged kernels as extra rungs (benchmarks.external): the page-table conversions agree with our address
 chain, the flex_attention adapter reads our pool correctly (run eagerly on the CPU), and without a CUDA GPU every
 rung is skipped with its reason and nothing is timed."""
 
@@ -10,11 +10,11 @@ import random
 import pytest
 import torch
 
-import paged.bench.external as external
+import benchmarks.external as external
 from paged.addressing import pad_block_tables, slot_mapping
-from paged.bench.external import (EXTERNAL_RUNGS, flashinfer_page_table, flex_decode, run_external, slot_owners,
+from benchmarks.external import (EXTERNAL_RUNGS, flashinfer_page_table, flex_decode, run_external, slot_owners,
                                   why_not)
-from paged.bench.kernels import KernelCase, make_case_data
+from benchmarks.kernels import KernelCase, make_case_data
 
 from helpers import naive_decode, scattered_tables
 
@@ -68,8 +68,8 @@ def test_without_a_gpu_every_rung_is_skipped_with_its_reason():
 
 
 def test_cli_says_why_each_rung_was_skipped(capsys):
-    """`python -m paged.bench external` on a CPU: one line per kernel with its reason; exit status 0."""
-    import paged.bench as bench
+    """`python -m benchmarks external` on a CPU: one line per kernel with its reason; exit status 0."""
+    import benchmarks as bench
 
     assert bench.main(["external", "--device", "cpu", "--batch", "1", "--context-len", "32"]) == 0
     lines = capsys.readouterr().out.strip().splitlines()

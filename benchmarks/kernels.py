@@ -1,4 +1,4 @@
-"""`python -m paged.bench kernels [--json] [--quick] [--cold]`: the decode-attention ladder, same data, one run.
+"""`python -m benchmarks kernels [--json] [--quick] [--cold]`: the decode-attention ladder, same data, one run.
 
 For each case (batch B, context_len, num_heads / num_kv_heads, head_dim; fp32; block_size 16; shuffled block
 tables) random K/V are written into a paged pool through slot_mapping + write_kv, and the same K/V are kept in a
@@ -41,11 +41,11 @@ from dataclasses import asdict, dataclass, field
 import torch
 import torch.nn.functional as F
 
-from ..addressing import blocks_needed, slot_mapping
-from ..attention import contiguous_attention_decode, paged_attention_decode
-from ..kernels.native import caches_flushed
-from ..kernels.kv_fast import pool_zeros
-from ..kv_cache import default_device, write_kv
+from paged.addressing import blocks_needed, slot_mapping
+from paged.attention import contiguous_attention_decode, paged_attention_decode
+from paged.kernels.native import caches_flushed
+from paged.kernels.kv_fast import pool_zeros
+from paged.kv_cache import default_device, write_kv
 from .kernel_report import (COLD_MB, COLUMNS, _sync, format_report, format_rows, read_bandwidth_gbps,  # noqa: F401
                             read_bandwidth_probe, table_rows, worst_cases)
 
@@ -197,7 +197,7 @@ def _time_interleaved(fns: dict, reps: int, warmup: int, device: torch.device,
 
 def default_impls(device: torch.device) -> list[str]:
     """loop, gather, fused; then native on a CPU that can build it, or triton on a CUDA GPU with triton."""
-    from ..kernels import native_available, triton_available
+    from paged.kernels import native_available, triton_available
 
     kernel, available = ("triton", triton_available) if device.type == "cuda" else ("native", native_available)
     return ["loop", "gather", "fused"] + ([kernel] if available() else [])
@@ -291,7 +291,7 @@ def run_kernel_bench(cases: list[KernelCase], impls: list[str] | None = None, de
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m paged.bench kernels", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(prog="python -m benchmarks kernels", description=__doc__.split("\n")[0])
     p.add_argument("--json", action="store_true", help="print JSON instead of the table")
     p.add_argument("--quick", action="store_true", help="a reduced grid (< 30 s): a smoke test")
     p.add_argument("--impls", default=None, help="comma-separated impls (default: all that apply)")

@@ -35,7 +35,7 @@ def hf_twin(model):
     parameter names are the same), on its device, in its dtype, eval mode, SDPA attention."""
     import transformers
 
-    from ..model.hf_config import config_to_hf_dict
+    from paged.model.hf_config import config_to_hf_dict
 
     raw = config_to_hf_dict(model.config)
     config = transformers.AutoConfig.for_model(raw.pop("model_type"), **raw)

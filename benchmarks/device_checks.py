@@ -1,4 +1,4 @@
-"""The correctness half of `paged.bench.gpu_check`: every decode impl and the engine, on one device.
+"""The correctness half of `benchmarks.gpu_check`: every decode impl and the engine, on one device.
 
 - `parity_sweep`: every decode impl that applies on the device, over dtypes, heads, head_dim, block sizes and
   ragged context lengths, against `contiguous_attention_decode` in float64 (the same reference the tests use).
@@ -15,15 +15,15 @@ import os
 
 import torch
 
-from ..addressing import blocks_needed, pad_block_tables, slot_mapping
-from ..attention import DECODE_IMPLS, contiguous_attention_decode, paged_attention_decode, tolerance
-from ..kernels import default_attn_impl
-from ..checks import DTYPES
-from ..config import CacheConfig, SamplingParams
-from ..engine import LLMEngine
-from ..engine.twins import run_twins
-from ..faults import Fault
-from ..kv_cache import write_kv
+from paged.addressing import blocks_needed, pad_block_tables, slot_mapping
+from paged.attention import DECODE_IMPLS, contiguous_attention_decode, paged_attention_decode, tolerance
+from paged.kernels import default_attn_impl
+from paged.checks import DTYPES
+from paged.config import CacheConfig, SamplingParams
+from paged.engine import LLMEngine
+from paged.engine.twins import run_twins
+from paged.faults import Fault
+from paged.kv_cache import write_kv
 
 PROMPTS = ["1 2 3 4 5 6 7 8", "the quick brown fox jumps over", "abcdefghij", "a",
            "PagedAttention reads its history through a block table."]
@@ -32,7 +32,7 @@ PREFIX = "The KV cache lives in fixed-size blocks. "  # shared by several prefix
 
 def _why_not(impl: str, device: torch.device) -> str | None:
     """Why decode impl `impl` does not apply on `device` (None: it does)."""
-    from ..kernels import native_error, triton_available
+    from paged.kernels import native_error, triton_available
 
     if impl == "native":
         return "the C kernel runs on CPU tensors only" if device.type != "cpu" else native_error()
@@ -47,7 +47,7 @@ def _why_not(impl: str, device: torch.device) -> str | None:
 def impls_for(device: torch.device) -> tuple[list[str], dict[str, str]]:
     """The decode impls (every one registered in paged.kernels.DECODE_IMPLS, in its order) that apply on
     `device`, and {impl: why it is skipped} for the others."""
-    from .. import kernels  # noqa: F401  (registers fused, native and triton)
+    from paged import kernels  # noqa: F401  (registers fused, native and triton)
 
     why = {impl: _why_not(impl, device) for impl in DECODE_IMPLS}
     return [i for i, w in why.items() if w is None], {i: w for i, w in why.items() if w is not None}

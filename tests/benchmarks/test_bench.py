@@ -1,4 +1,4 @@
-"""`python -m paged.bench`: dispatch, the kernel ladder (tiny grid, in-process) and the memory subcommand.
+"""`python -m benchmarks`: dispatch, the kernel ladder (tiny grid, in-process) and the memory subcommand.
 
 Times are never asserted: only the shape of the output and that every impl was checked against the reference."""
 
@@ -10,10 +10,10 @@ import os
 import pytest
 import torch
 
-import paged.bench as bench
+import benchmarks as bench
 from paged.attention import DECODE_IMPLS
-from paged.bench import kernels
-from paged.bench.kernels import KernelCase, format_report, run_kernel_bench
+from benchmarks import kernels
+from benchmarks.kernels import KernelCase, format_report, run_kernel_bench
 
 TINY = [KernelCase(batch=2, context_len=40, num_heads=4, num_kv_heads=2, head_dim=16),
         KernelCase(batch=1, context_len=33, num_heads=4, num_kv_heads=4, head_dim=16)]
@@ -61,7 +61,7 @@ def test_loop_is_skipped_on_big_cases():
 
 
 def test_quick_json_through_the_dispatcher(tiny_bench, capsys):
-    """`python -m paged.bench kernels --quick --json` prints JSON with every impl checked, exit status 0."""
+    """`python -m benchmarks kernels --quick --json` prints JSON with every impl checked, exit status 0."""
     assert bench.main(["kernels", "--quick", "--json", "--reps", "1"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert {"device", "threads", "read_bw_gbps", "cases", "load_avg"} <= set(data) and len(data["cases"]) == 2
@@ -91,7 +91,7 @@ def test_full_grid_is_the_stated_ladder():
 
 
 def test_memory_subcommand_prints_json_and_table(capsys):
-    """`python -m paged.bench memory` prints the table, and with --json the report as JSON."""
+    """`python -m benchmarks memory` prints the table, and with --json the report as JSON."""
     assert bench.main(["memory", "--requests", "50"]) == 0
     assert "paged bs=16" in capsys.readouterr().out
     assert bench.main(["memory", "--requests", "50", "--json"]) == 0
@@ -108,7 +108,7 @@ def test_dispatch_table_is_extensible_and_errors_are_clear(monkeypatch, capsys):
     assert bench.main(["ghost"]) == 2 and "not available" in capsys.readouterr().err
     calls = []
     monkeypatch.setattr(kernels, "fake_main", lambda argv: calls.append(argv) or 3, raising=False)
-    monkeypatch.setitem(bench.SUBCOMMANDS, "fake", "paged.bench.kernels:fake_main")
+    monkeypatch.setitem(bench.SUBCOMMANDS, "fake", "benchmarks.kernels:fake_main")
     assert bench.main(["fake", "a", "b"]) == 3 and calls == [["a", "b"]]
     with pytest.raises(ValueError, match="unknown bench subcommand"):
         bench.resolve("nope")
@@ -142,7 +142,7 @@ def test_hf_column_tokens_equal_transformers_greedy(tmp_path):
     """bench_engine's HF column: the engine's tokens and the padded HF batch's tokens both equal transformers' own
     greedy generate, run here prompt by prompt (no padding) on the model saved to disk and read back."""
     transformers = pytest.importorskip("transformers")
-    from paged.bench.engine import _prompts, bench_engine, format_table
+    from benchmarks.engine import _prompts, bench_engine, format_table
     from paged.model import ByteTokenizer, save_model
 
     model, tokenizer = _decisive_tiny_llama(), ByteTokenizer()
@@ -166,7 +166,7 @@ def test_hf_column_tokens_equal_transformers_greedy(tmp_path):
 
 def agree_with_vllm(monkeypatch, off: int = 0) -> None:
     """vLLM's column stubbed: every batch's sequences equal the engine's, or `off` of them (from the first batch) not."""
-    import paged.bench.vllm_column as column
+    import benchmarks.vllm_column as column
     import paged.chapters.vllm_twin as twin
 
     def fake(rows, *args):
@@ -180,7 +180,7 @@ def agree_with_vllm(monkeypatch, off: int = 0) -> None:
 def test_a_vllm_disagreement_is_shown_and_fails_the_run(monkeypatch, capsys):
     """When vLLM's tokens differ from the engine's for one sequence, its table says ✗ and the exit status is 1; when
     they agree, 0."""
-    from paged.bench import engine as engine_bench
+    from benchmarks import engine as engine_bench
 
     agree_with_vllm(monkeypatch)
     assert engine_bench.main(["--batches", "2", "--max-tokens", "2", "--reps", "1", "--no-hf", "--workloads",
@@ -195,7 +195,7 @@ def test_a_vllm_disagreement_is_shown_and_fails_the_run(monkeypatch, capsys):
 def test_hf_disagreement_is_shown_and_fails_the_run(monkeypatch, capsys):
     """When HF's tokens differ from the engine's, the table says ✗ with the count and the exit status is 1."""
     pytest.importorskip("transformers")
-    from paged.bench import engine as engine_bench
+    from benchmarks import engine as engine_bench
 
     real = engine_bench.run_hf
 
@@ -210,9 +210,9 @@ def test_hf_disagreement_is_shown_and_fails_the_run(monkeypatch, capsys):
     assert "✗ 1/2" in out and "load average" in out
 
 
-# --- the server-like workloads (paged.bench.workloads) ------------------------------------------------------------
+# --- the server-like workloads (benchmarks.workloads) ------------------------------------------------------------
 def test_mixed_requests_are_seeded_and_within_their_ranges():
-    from paged.bench.workloads import MIN_NEW, PROMPT_CHARS, mixed_requests
+    from benchmarks.workloads import MIN_NEW, PROMPT_CHARS, mixed_requests
 
     reqs = mixed_requests(50, seed=3)
     assert reqs == mixed_requests(50, seed=3) and reqs != mixed_requests(50, seed=4)
@@ -230,7 +230,7 @@ def test_queue_workload_pool_holds_the_running_requests_without_preemption(monke
     request gets its max_tokens, and the tokens equal the contiguous twin's."""
     from paged.addressing import blocks_needed
     from paged.config import SamplingParams
-    from paged.bench import workloads
+    from benchmarks import workloads
     from paged.engine import LLMEngine
     from helpers import tiny_model
 
@@ -266,8 +266,8 @@ def test_queue_workload_agrees_with_transformers_request_by_request(tmp_path):
     own greedy generate run on that request alone (no padding, exactly its max_tokens), and so do the first
     max_tokens tokens of the static batches; useful tokens are the ones requested."""
     transformers = pytest.importorskip("transformers")
-    from paged.bench.engine import hf_twin
-    from paged.bench.workloads import bench_workload, format_workloads, mixed_requests
+    from benchmarks.engine import hf_twin
+    from benchmarks.workloads import bench_workload, format_workloads, mixed_requests
     from paged.model import ByteTokenizer, save_model
 
     model, tokenizer = _decisive_tiny_llama(), ByteTokenizer()
@@ -291,8 +291,8 @@ def test_queue_workload_agrees_with_transformers_request_by_request(tmp_path):
 def test_workload_disagreement_fails_the_run(monkeypatch, capsys):
     """A request whose tokens differ from HF's is counted, shown as ✗ and makes the exit status 1."""
     pytest.importorskip("transformers")
-    from paged.bench import engine as engine_bench
-    from paged.bench import workloads
+    from benchmarks import engine as engine_bench
+    from benchmarks import workloads
 
     real = workloads.run_hf_batches
 

@@ -1,4 +1,4 @@
-"""Verdicts and the text summary of `paged.bench.gpu_check`, read off its report's sections.
+"""Verdicts and the text summary of `benchmarks.gpu_check`, read off its report's sections.
 
 Two kinds of verdict: a "check" is correctness (a failed one fails the run); a "target" is a performance goal,
 reported as met or missed. A verdict whose data is missing (section not run, no triton, no GPU) is "skip" with

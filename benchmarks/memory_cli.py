@@ -1,15 +1,15 @@
-"""`python -m paged.bench memory [--json]`: KV memory reserved vs needed on a seeded trace (paged.chapters.memory)."""
+"""`python -m benchmarks memory [--json]`: KV memory reserved vs needed on a seeded trace (paged.chapters.memory)."""
 
 from __future__ import annotations
 
 import argparse
 import json
 
-from ..memory import BLOCK_SIZES, TraceSpec, format_memory_report, simulate
+from paged.chapters.memory import BLOCK_SIZES, TraceSpec, format_memory_report, simulate
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m paged.bench memory", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(prog="python -m benchmarks memory", description=__doc__.split("\n")[0])
     p.add_argument("--json", action="store_true", help="print JSON instead of the table")
     p.add_argument("--requests", type=int, default=1000)
     p.add_argument("--seed", type=int, default=0)

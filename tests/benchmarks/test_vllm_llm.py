@@ -14,7 +14,7 @@ from paged.model.io import load_model
 
 from vllm_util import need_vllm
 
-WEIGHTS = Path(__file__).resolve().parents[3] / "paged" / "model" / "weights"
+WEIGHTS = Path(__file__).resolve().parents[2] / "paged" / "model" / "weights"
 
 
 @pytest.mark.slow
@@ -22,7 +22,7 @@ def test_engine_greedy_tokens_equal_vllm_llm():
     """24 recall prompts, 40 new tokens each, on a 40-block pool of 32-token blocks (too small for all at once, so
     both preempt): every request's greedy tokens equal vLLM's, token for token."""
     need_vllm()
-    from paged.bench.vllm_llm import vllm_greedy
+    from benchmarks.vllm_llm import vllm_greedy
 
     rng = random.Random(7)
     prompts = [recall_prompt(random_text(rng, 40, 100)) for _ in range(24)]

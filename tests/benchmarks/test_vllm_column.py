@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import paged.bench.vllm_llm as vllm_llm
-from paged.bench.vllm_column import format_vllm, vllm_column
+import benchmarks.vllm_llm as vllm_llm
+from benchmarks.vllm_column import format_vllm, vllm_column
 
 
 def test_column_rates_and_checks_tokens(monkeypatch):

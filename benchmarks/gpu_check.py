@@ -26,7 +26,7 @@ from pathlib import Path
 
 import torch
 
-from ..kv_cache import default_device
+from paged.kv_cache import default_device
 from .device_checks import sweep_cases
 from .gpu_verdicts import Verdict, format_summary, verdicts
 from .kernels import KernelCase, _sync, format_report, run_kernel_bench
@@ -145,7 +145,7 @@ def _run_section(name: str, device: torch.device, plan: Plan, impls: list[str], 
     if name == "parity":
         report.sections["parity"] = dc.parity_sweep(device, impls, plan.sweep, plan.longest)
     elif name == "engine":
-        from ..model import load_model
+        from paged.model import load_model
 
         model, tokenizer = load_model(device=device)
         slow = {"loop": "one Python step per token: covered by the parity sweep"}

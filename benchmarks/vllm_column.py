@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-SHIPPED = Path(__file__).resolve().parents[1] / "model" / "weights"
+SHIPPED = Path(__file__).resolve().parents[1] / "paged" / "model" / "weights"
 
 
 def vllm_column(rows: list[dict], token_ids: dict[int, list[list[int]]], model_dir: str | Path | None,
@@ -45,8 +45,8 @@ def print_vllm_column(rows: list[dict], tokenizer, vocab_size: int, model_dir, m
                       threads: int, prompts_of) -> bool:
     """The bench's hook: print the vLLM table when vLLM is installed (one line saying how to get it otherwise).
     Returns whether every sequence equalled vLLM's (True when vLLM is absent)."""
-    from ..engine.admission import prompt_token_ids
-    from ..vllm_twin import INSTALL_HINT, vllm_available
+    from paged.engine.admission import prompt_token_ids
+    from paged.chapters.vllm_twin import INSTALL_HINT, vllm_available
 
     if not rows:
         return True

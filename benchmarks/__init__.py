@@ -1,13 +1,14 @@
-"""`python -m paged.bench <subcommand> [...]`: the benchmarks, one subcommand each.
+"""`python -m benchmarks <subcommand> [...]`: the benchmarks, one subcommand each.
 
     kernels   decode attention: loop / gather / fused / triton vs contiguous SDPA, same data, one run
     memory    KV memory reserved vs needed: contiguous reservation vs paged, per block size
-    engine    paged vs contiguous engine throughput (paged/bench/engine.py)
+    engine    paged vs contiguous engine throughput (benchmarks/engine.py)
     swap      preempting one sequence: swap out + in vs recompute, per block size (the paper's Fig. 19)
     external  outside paged kernels (flash-attn, FlashInfer, flex_attention) on our pool, CUDA only
 
-The app's own benchmarks (server time per click) need streamlit, which paged/ never imports: they live with the
-app, as `python -m ui.bench`.
+This folder sits beside the library, outside it (as vLLM's benchmarks/ does): it imports paged/, and paged/ never
+imports it (`python -m paged bench ...` forwards here in a child process). The app's own benchmarks (server time per
+click) need streamlit, which neither imports: they live with the app, as `python -m ui.bench`.
 
 Adding one: put `main(argv: list[str]) -> int` in a module and add "name": "module:function" to SUBCOMMANDS.
 Modules are imported only when their subcommand runs, so a missing optional one breaks nothing else.
@@ -19,11 +20,11 @@ import importlib
 import sys
 
 SUBCOMMANDS: dict[str, str] = {
-    "kernels": "paged.bench.kernels:main",
-    "memory": "paged.bench.memory_cli:main",
-    "engine": "paged.bench.engine:main",
-    "external": "paged.bench.external:main",
-    "swap": "paged.bench.swap:main",
+    "kernels": "benchmarks.kernels:main",
+    "memory": "benchmarks.memory_cli:main",
+    "engine": "benchmarks.engine:main",
+    "external": "benchmarks.external:main",
+    "swap": "benchmarks.swap:main",
 }
 MOVED = {"app": "python -m ui.bench"}  # old subcommands that now live above paged/
 

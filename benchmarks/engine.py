@@ -19,12 +19,12 @@ import random
 
 import torch
 
-from ..addressing import blocks_needed
-from ..kernels import default_attn_impl
-from ..config import CacheConfig, ModelConfig, SamplingParams, SchedulerConfig
-from ..engine import LLMEngine
-from ..engine.admission import prompt_token_ids
-from ..kv_cache import default_device
+from paged.addressing import blocks_needed
+from paged.kernels import default_attn_impl
+from paged.config import CacheConfig, ModelConfig, SamplingParams, SchedulerConfig
+from paged.engine import LLMEngine
+from paged.engine.admission import prompt_token_ids
+from paged.kv_cache import default_device
 from .hf import CLOCKS, _sync, hf_available, hf_twin, run_hf
 from .vllm_column import print_vllm_column  # the vLLM column, when vLLM is installed
 from .workloads import MIN_NEW, WORKLOADS, bench_workload, format_workloads
@@ -40,7 +40,7 @@ SMOLLM2_135M = ModelConfig(vocab_size=49152, hidden_size=576, intermediate_size=
 def bench_model(model_dir: str | None = None, random_135m: bool = False, device=None):
     """(model, tokenizer, label) to benchmark: a directory, the random 135M model (byte tokenizer), or the
     shipped model."""
-    from ..model import ByteTokenizer, TinyLlama, load_model
+    from paged.model import ByteTokenizer, TinyLlama, load_model
 
     if random_135m:
         torch.manual_seed(0)

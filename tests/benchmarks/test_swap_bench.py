@@ -1,11 +1,11 @@
-"""`python -m paged bench swap`: bytes swapped and tokens recomputed per block size, in one run."""
+"""`python -m benchmarks swap`: bytes swapped and tokens recomputed per block size, in one run."""
 
 import json
 
 import pytest
 
-from paged.bench import main as bench_main
-from paged.bench.swap import measure
+from benchmarks import main as bench_main
+from benchmarks.swap import measure
 
 
 def test_rows_count_the_bytes_each_block_size_moves(shipped):

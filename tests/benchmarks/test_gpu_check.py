@@ -13,11 +13,11 @@ import pytest
 import torch
 
 from paged.attention import DECODE_IMPLS
-from paged.bench import gpu_check
-from paged.bench.gpu_verdicts import format_summary, verdicts
+from benchmarks import gpu_check
+from benchmarks.gpu_verdicts import format_summary, verdicts
 from paged.kernels import triton_available
 
-REPO = Path(__file__).resolve().parents[3]
+REPO = Path(__file__).resolve().parents[2]
 BLOCKED = ("streamlit", "plotly", "transformers", "hypothesis", "pytest")
 
 # Loaded by the child through PYTHONPATH: any import of a blocked package (or one of its submodules) raises
@@ -168,7 +168,7 @@ def test_gpu_targets_are_met_or_missed_from_the_numbers():
 def test_engine_bench_times_between_device_syncs(monkeypatch):
     """bench engine brackets each timed generate with a device sync (CUDA runs asynchronously), on the model's
     device; the sync is a no-op on the CPU and torch.cuda.synchronize on CUDA."""
-    from paged.bench import engine as bench
+    from benchmarks import engine as bench
     from paged.model import load_model
 
     calls = []
@@ -191,7 +191,7 @@ def test_engine_bench_times_between_device_syncs(monkeypatch):
 
 def test_engine_bench_device_option(capsys):
     """`bench engine --device cpu --json` runs there; --device cuda without a GPU is a usage error."""
-    from paged.bench import engine as bench
+    from benchmarks import engine as bench
 
     assert bench.main(["--device", "cpu", "--batches", "1", "--max-tokens", "2", "--reps", "1", "--workloads", "same",
                        "--json"]) == 0
@@ -206,7 +206,7 @@ def test_engine_bench_device_option(capsys):
 def test_fill_pool_writes_what_it_keeps_contiguous():
     """Each sequence's K/V read back from the pool token by token (block_table[t // bs] * bs + t % bs, by hand)
     equal the float64 contiguous copy; past each end the copy holds `fill`; blocks no table names are untouched."""
-    from paged.bench.device_checks import fill_pool
+    from benchmarks.device_checks import fill_pool
 
     key_cache = torch.full((7, 4, 2, 3), 5.0)
     value_cache = key_cache.clone()
@@ -226,7 +226,7 @@ def test_fill_pool_writes_what_it_keeps_contiguous():
 def test_the_device_check_covers_every_registered_impl(monkeypatch):
     """impls_for reads the one impl list (DECODE_IMPLS): a newly registered impl is swept too; on a GPU the C
     kernel is skipped with its reason."""
-    from paged.bench.device_checks import impls_for
+    from benchmarks.device_checks import impls_for
 
     monkeypatch.setitem(DECODE_IMPLS, "extra", DECODE_IMPLS["loop"])
     impls, skipped = impls_for(torch.device("cpu"))
