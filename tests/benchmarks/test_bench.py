@@ -15,6 +15,8 @@ from paged.attention import DECODE_IMPLS
 from benchmarks import kernels
 from benchmarks.kernels import KernelCase, format_report, run_kernel_bench
 
+pytestmark = pytest.mark.benchmarks
+
 TINY = [KernelCase(batch=2, context_len=40, num_heads=4, num_kv_heads=2, head_dim=16),
         KernelCase(batch=1, context_len=33, num_heads=4, num_kv_heads=4, head_dim=16)]
 

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-
 pytestmark = pytest.mark.benchmarks
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def run(args: list[str], cwd: Path, pythonpath: Path | None = None) -> subprocess.CompletedProcess:

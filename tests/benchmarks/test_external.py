@@ -13,10 +13,12 @@ import torch
 import benchmarks.external as external
 from paged.addressing import pad_block_tables, slot_mapping
 from benchmarks.external import (EXTERNAL_RUNGS, flashinfer_page_table, flex_decode, run_external, slot_owners,
-                                  why_not)
+                                 why_not)
 from benchmarks.kernels import KernelCase, make_case_data
 
 from helpers import naive_decode, scattered_tables
+
+pytestmark = pytest.mark.benchmarks
 
 
 @pytest.mark.parametrize("seed", range(6))

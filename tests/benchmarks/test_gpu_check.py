@@ -17,6 +17,8 @@ from benchmarks import gpu_check
 from benchmarks.gpu_verdicts import format_summary, verdicts
 from paged.kernels import triton_available
 
+pytestmark = pytest.mark.benchmarks
+
 REPO = Path(__file__).resolve().parents[2]
 BLOCKED = ("streamlit", "plotly", "transformers", "hypothesis", "pytest")
 

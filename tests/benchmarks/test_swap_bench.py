@@ -7,6 +7,8 @@ import pytest
 from benchmarks import main as bench_main
 from benchmarks.swap import measure
 
+pytestmark = pytest.mark.benchmarks
+
 
 def test_rows_count_the_bytes_each_block_size_moves(shipped):
     """Each row swaps ceil(context / block_size) whole blocks out and back (K and V, every layer, fp32) and

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import pytest
+
 import benchmarks.vllm_llm as vllm_llm
 from benchmarks.vllm_column import format_vllm, vllm_column
+
+pytestmark = pytest.mark.benchmarks
 
 
 def test_column_rates_and_checks_tokens(monkeypatch):

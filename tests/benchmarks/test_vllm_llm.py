@@ -14,6 +14,8 @@ from paged.model.io import load_model
 
 from vllm_util import need_vllm
 
+pytestmark = pytest.mark.benchmarks
+
 WEIGHTS = Path(__file__).resolve().parents[2] / "paged" / "model" / "weights"
 
 

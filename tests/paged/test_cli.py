@@ -8,6 +8,8 @@ from pathlib import Path
 import pytest
 import torch
 
+pytestmark = pytest.mark.cli
+
 ROOT = Path(__file__).resolve().parents[2]
 
 

@@ -7,6 +7,8 @@ import pytest
 from paged.chapters.memory import (BLOCK_SIZES, Request, TraceSpec, evaluate, fit_count, format_memory_report,
                                    make_trace, paged_slots, reserved_slots, simulate)
 
+pytestmark = pytest.mark.chapters
+
 SMALL = TraceSpec(num_requests=200, seed=7)
 
 

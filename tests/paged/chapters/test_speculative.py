@@ -13,6 +13,8 @@ from paged.chapters.speculative import SpeculativeConfig, accept_greedy, as_spec
 
 from vllm_util import need_vllm
 
+pytestmark = pytest.mark.chapters
+
 
 @pytest.mark.parametrize("tokens, k, lo, hi, expected", [
     ([1, 2, 3, 1, 2], 4, 1, 3, [3, 1, 2]),  # "1 2" seen before: what followed it, up to the end

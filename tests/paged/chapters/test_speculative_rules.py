@@ -10,6 +10,8 @@ import pytest
 from paged.chapters.speculative import MAX_LOOKUP, MAX_SPECULATIVE_TOKENS, SpeculativeConfig, accept_greedy, \
     as_speculative, ngram_propose
 
+pytestmark = pytest.mark.chapters
+
 
 @pytest.mark.parametrize("kwargs,name", [
     (dict(num_speculative_tokens=0), "num_speculative_tokens"),

@@ -11,6 +11,8 @@ from paged.chapters.swap import SwapSpace, copy_blocks_between
 
 from helpers import running_seq
 
+pytestmark = pytest.mark.chapters
+
 
 def test_swap_out_then_in_keeps_the_cache_and_returns_every_block():
     """A swapped sequence keeps cached_token_count; its logical blocks come back in order, both free lists refill."""

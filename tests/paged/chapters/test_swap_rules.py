@@ -13,6 +13,8 @@ from paged.sequence import Sequence
 from paged.chapters.swap import MAX_SWAP_BLOCKS, SwapSpace, check_swap, copy_blocks_between
 from helpers import running_seq
 
+pytestmark = pytest.mark.chapters
+
 
 def test_check_swap_bounds_and_messages():
     """swap_space up to MAX_SWAP_BLOCKS is accepted, one more refused; recompute works with chunked prefill; the

@@ -17,6 +17,8 @@ from paged.sequence import Sequence
 
 from vllm_util import need_vllm
 
+pytestmark = pytest.mark.chapters
+
 
 class Pair:
     """One BlockManager and one VllmKVCache, fed the same operations; `check` compares them."""

@@ -8,7 +8,9 @@ import torch
 
 from paged.attention import attention
 from paged.chapters.window import (HOLE, max_blocks_held, num_skipped_blocks, num_skipped_tokens, paged_window_decode,
-                          paged_window_prefill, window_attention, window_mask, window_start)
+                                   paged_window_prefill, window_attention, window_mask, window_start)
+
+pytestmark = pytest.mark.chapters
 
 
 def test_mask_is_transformers_sliding_window_causal_mask():

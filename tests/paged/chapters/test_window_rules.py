@@ -10,7 +10,9 @@ import pytest
 import torch
 
 from paged.chapters.window import (HOLE, max_blocks_held, paged_window_decode, paged_window_prefill, window_attention,
-                          window_mask, windowed_rows)
+                                   window_mask, windowed_rows)
+
+pytestmark = pytest.mark.chapters
 
 
 def reference(q, keys, values, window, scale=None, start=0):

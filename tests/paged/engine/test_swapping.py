@@ -11,6 +11,8 @@ from paged.engine.swapping import preemption_counts
 
 from helpers import scaled_atol
 
+pytestmark = pytest.mark.engine
+
 PROMPTS = ["Hello, paged world!", "1 2 3 4 5 6", "abcdefghij", "The block table maps logical blocks."]
 MAX_TOKENS = 20
 

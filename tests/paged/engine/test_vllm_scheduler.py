@@ -20,6 +20,8 @@ from paged.sequence import Sequence
 
 from vllm_util import need_vllm
 
+pytestmark = pytest.mark.engine
+
 WEIGHTS = Path(__file__).resolve().parents[3] / "paged" / "model" / "weights"
 TOKEN = 7  # what the stub model samples, always
 

@@ -21,6 +21,8 @@ from paged.engine.window_blocks import WindowBlockManager
 
 from vllm_util import need_vllm
 
+pytestmark = pytest.mark.engine
+
 
 def sliding_vllm(num_blocks: int, block_size: int, window: int, caching: bool):
     """A VllmKVCache whose manager is vLLM's own with a SlidingWindowSpec (the same pool: num_blocks + 1 with the

@@ -11,6 +11,8 @@ from paged.sequence import Sequence
 from paged.chapters.window import HOLE
 from paged.engine.window_blocks import WindowBlockManager
 
+pytestmark = pytest.mark.engine
+
 
 def decode_to(bm: WindowBlockManager, seq: Sequence, num_tokens: int, held: list[int]) -> None:
     """Drive seq as the engine does (append a slot, the step's token written, then slide) up to num_tokens."""

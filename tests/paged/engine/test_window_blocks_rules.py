@@ -11,6 +11,8 @@ from paged.sequence import Sequence
 from paged.chapters.window import HOLE
 from paged.engine.window_blocks import WindowBlockManager
 
+pytestmark = pytest.mark.engine
+
 PROMPT = list(range(100, 111))  # 11 tokens, block_size 2: blocks 0-4 full (may hit), block 5 the last token's
 
 

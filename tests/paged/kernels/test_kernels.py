@@ -20,6 +20,8 @@ from paged.attention import contiguous_attention_decode, paged_attention_decode
 from paged.kernels.workspace import Workspace
 from paged.kernels import fused, triton_available
 
+pytestmark = pytest.mark.kernels
+
 REPO = Path(__file__).resolve().parents[3]
 HEADS = [(8, 8), (8, 2), (8, 1)]
 HEAD_DIMS = [32, 64, 80, 128]
