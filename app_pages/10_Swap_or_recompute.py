@@ -6,7 +6,7 @@ import ui
 import ui.quiz
 from lessons.swap import (BLOCK_SIZES, BREAK_CHOICES, DEFAULT_NUM_BLOCKS, MAX_TOKENS, SwapConfig, SwapLesson,
                           min_num_blocks)
-from paged.bench.swap import measure
+from benchmarks.swap import measure
 from ui.breaks import break_box
 from ui.engine_actions import engine_model, explain_step
 from ui.playback import Stepper, playback_bar

@@ -9,7 +9,7 @@ import ui.quiz
 from lessons.tokens import shown_text, token_label
 from lessons.window import (BLOCK_SIZES, MAX_STEPS, NUM_BLOCKS, PROMPTS, WINDOWS, WindowConfig, freed_question,
                             run_window)
-from paged.window import HOLE
+from paged.chapters.window import HOLE
 from ui.breaks import break_box
 from ui.engine_actions import engine_model
 from ui.playback import Stepper, playback_bar

@@ -9,7 +9,7 @@ from ui.safe_text import shown
 from lessons.fast import (HEAD_COUNTS, HEAD_DIMS, LOOP_MAX_TOKENS, MAIN_REPS, RUNGS, SWEEP_BLOCK_SIZES,
                                 SWEEP_REPS, LadderConfig, run_ladder, series)
 from paged.kernels import native_error  # (importing paged.kernels registers "fused", "native", "triton")
-from paged.memory import BLOCK_SIZES, TraceSpec, make_trace, simulate
+from paged.chapters.memory import BLOCK_SIZES, TraceSpec, make_trace, simulate
 from viz.fast import (fit_figure, fragmentation_figure, ladder_figure, sweep_figure, trace_figure,
                             waste_figure)
 

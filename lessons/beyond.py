@@ -20,7 +20,7 @@ import torch
 
 from paged.addressing import blocks_needed, pad_block_tables, slot_mapping
 from paged.attention import attention, gather_kv
-from paged.bench.external import flashinfer_page_table
+from benchmarks.external import flashinfer_page_table
 
 from .address import SEED_BATCH, SEED_BLOCK_SIZE, SEED_NUM_BLOCKS
 

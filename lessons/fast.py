@@ -1,6 +1,6 @@
 """The kernel ladder for one small configuration, plus two sweeps: what page 7 runs live.
 
-Built only from `paged.bench.kernels` (same data, same check against the contiguous reference, same interleaved
+Built only from `benchmarks.kernels` (same data, same check against the contiguous reference, same interleaved
 median timing, same KV GB/s), at sizes a shared CPU answers in a few seconds:
 
 - the configuration itself: every rung (loop, gather, fused, native on CPU or triton on CUDA) and contiguous SDPA;
@@ -24,7 +24,7 @@ from typing import Callable
 import torch
 
 from paged.kv_cache import default_device
-from paged.bench.kernels import CaseResult, ImplResult, KernelCase, bench_case, default_impls, read_bandwidth_gbps
+from benchmarks.kernels import CaseResult, ImplResult, KernelCase, bench_case, default_impls, read_bandwidth_gbps
 
 RUNGS = ("loop", "gather", "fused", "native", "triton", "sdpa")  # the ladder: teaching loop ... the yardstick
 SWEEP_CONTEXT_LENS = (128, 256, 512, 1024, 2048)

@@ -1,22 +1,22 @@
 """Pages 4 and 6's "real vLLM" column: the steps an engine lesson ran, fed to vLLM's own KVCacheManager.
 
-`VllmSide` replays a lesson's steps, in order, into a `paged.vllm_twin.VllmKVCache` (vLLM 0.32's v1 KVCacheManager
-over the same pool, its blocks named as ours): every sequence the step scheduled asks vLLM for slots for the tokens
-it fed (a prefix-cache lookup first when it starts or restarts), the step's preemption victims give their blocks
-back (before the step's appends without chunked prefill, as our decode step does; when vLLM runs out, as vLLM's
+`VllmSide` replays a lesson's steps, in order, into a `paged.chapters.vllm_twin.VllmKVCache` (vLLM 0.32's v1
+KVCacheManager over the same pool, its blocks named as ours): every sequence the step scheduled asks vLLM for slots for
+the tokens it fed (a prefix-cache lookup first when it starts or restarts), the step's preemption victims give their
+blocks back (before the step's appends without chunked prefill, as our decode step does; when vLLM runs out, as vLLM's
 scheduler does, with it), finished sequences free theirs. After each step it compares vLLM's block tables, free
 blocks and prefix-cache hits with ours: the verdict is None (identical so far) or the first difference.
 
 Parallel samples (n > 1) fork inside our engine; vLLM v1 has no fork (it runs samples as separate requests), so the
 comparison stops at a fork and says so. `update` replays only the steps it has not seen (a Back or a new
-configuration starts over). UI-free; imports vLLM only through paged.vllm_twin, when first updated.
+configuration starts over). UI-free; imports vLLM only through paged.chapters.vllm_twin, when first updated.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from paged.vllm_twin import VLLM_VERSION, VllmKVCache, vllm_available  # noqa: F401 (the pages' install check)
+from paged.chapters.vllm_twin import VLLM_VERSION, VllmKVCache, vllm_available  # noqa: F401 (the pages' install check)
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from paged.config import CacheConfig, SamplingParams
 from paged.engine.window_engine import window_engine
 from paged.engine.windowing import held_blocks
-from paged.window import HOLE, max_blocks_held, window_start
+from paged.chapters.window import HOLE, max_blocks_held, window_start
 
 from .quiz import Question, _choices
 

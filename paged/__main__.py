@@ -2,7 +2,7 @@
 
     python -m paged generate "prompt" [--block-size 16 --num-blocks N --max-tokens 64 --trace trace.json]
     python -m paged generate "prompt" --model path/to/local/hf-checkpoint   # Llama, Mistral, Qwen2 or Qwen3
-    python -m paged bench kernels|memory|engine [...]
+    python -m paged bench kernels|memory|engine|external|swap [...]   # = python -m benchmarks ... (benchmarks/)
 """
 
 from __future__ import annotations
@@ -54,8 +54,9 @@ def generate_main(argv: list[str]) -> int:
     p.add_argument("--swap-space", type=_int_arg, default=None,
                    help="swap pool blocks (default: --num-blocks, else 256)")
     p.add_argument("--sliding-window", type=_int_arg, default=None, metavar="W",
-                   help="attend to the last W tokens only and free the blocks behind the window (paged/window.py); "
-                        "default: the checkpoint's own (Mistral / Qwen2), else full attention")
+                   help="attend to the last W tokens only and free the blocks behind the window "
+                        "(paged/chapters/window.py); default: the checkpoint's own (Mistral / Qwen2), else full "
+                        "attention")
     from . import kernels  # noqa: F401  (registers the faster impls, so every registered one is a choice)
     from .attention import DECODE_IMPLS
 
@@ -200,6 +201,18 @@ def _speculation_counts(engine, request_id: int) -> dict:
     return {"num_proposed": stats["num_proposed"], "num_accepted": stats["num_accepted"]}
 
 
+def forward_bench(argv: list[str]) -> int:
+    """`python -m paged bench ...` runs `python -m benchmarks ...` in a child process; returns its exit status."""
+    import importlib.util
+    import subprocess
+
+    if importlib.util.find_spec("benchmarks") is None:
+        print("error: the benchmarks folder is not importable here: run `python -m benchmarks ...` from the "
+              "repository root", file=sys.stderr)
+        return 2
+    return subprocess.call([sys.executable, "-m", "benchmarks", *argv])
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if not argv or argv[0] in ("-h", "--help"):
@@ -207,9 +220,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if argv[0] == "generate":
         return generate_main(argv[1:])
-    if argv[0] == "bench":
-        from .bench import main as bench_main
-        return bench_main(argv[1:]) or 0
+    if argv[0] == "bench":  # the benchmarks live outside the library (benchmarks/): forwarded, never imported
+        return forward_bench(argv[1:])
     print(f"unknown command {argv[0]!r}\n{__doc__}", file=sys.stderr)
     return 2
 

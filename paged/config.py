@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 from .checks import as_bool, as_float, as_int
-from .swap import check_swap
+from .chapters.swap import check_swap
 
 MAX_NUM_BLOCKS = 2**20  # blocks in one pool: far beyond any demo; more is refused up front, not a MemoryError
 MAX_BLOCK_SIZE = 2**16  # tokens per block (vLLM uses 16-256)
@@ -214,7 +214,7 @@ class SchedulerConfig:
     enable_chunked_prefill: vLLM v1's way: no prefill / decode phases; each step gives every running sequence its
         uncached tokens (1 for a decode) and waiting prompts a chunk, within max_num_batched_tokens, so a prompt
         longer than the budget is prefilled over several steps.
-    speculative: speculative decoding, off by default: ("ngram", k), "ngram:K" or a paged.speculative.
+    speculative: speculative decoding, off by default: ("ngram", k), "ngram:K" or a paged.chapters.speculative.
         SpeculativeConfig; a decode step then feeds each sequence up to k + 1 tokens, counted in the token budget.
     """
 
@@ -222,13 +222,13 @@ class SchedulerConfig:
     max_num_seqs: int = 32
     enable_chunked_prefill: bool = False
     speculative: object = None
-    preemption_mode: str = "recompute"  # or "swap": a victim's blocks go to a host swap pool (paged/swap.py)
+    preemption_mode: str = "recompute"  # or "swap": a victim's blocks go to a host swap pool (paged/chapters/swap.py)
     swap_space: int = 0  # blocks of that swap pool; a victim that does not fit is recomputed instead
 
     def __post_init__(self) -> None:
         _set(self, "max_num_batched_tokens", as_int(self.max_num_batched_tokens, "max_num_batched_tokens", 1))
         _set(self, "max_num_seqs", as_int(self.max_num_seqs, "max_num_seqs", 1))
         _set(self, "enable_chunked_prefill", as_bool(self.enable_chunked_prefill, "enable_chunked_prefill"))
-        from .speculative import as_speculative  # a module of its own (its chapter); it imports no config
+        from .chapters.speculative import as_speculative  # a module of its own (its chapter); it imports no config
         _set(self, "speculative", as_speculative(self.speculative))
         _set(self, "swap_space", check_swap(self.preemption_mode, self.swap_space, self.enable_chunked_prefill))

@@ -13,4 +13,4 @@ out="$(cd "$1" && pwd)"  # absolute, before leaving the caller's directory
 shift
 cd "$(dirname "$0")/.."
 export PYTHONUNBUFFERED=1
-exec "${PYTHON:-python3}" -m paged.bench.gpu_check "$out" "$@"
+exec "${PYTHON:-python3}" -m benchmarks.gpu_check "$out" "$@"

@@ -1,8 +1,9 @@
 """The house has floors and the arrows point down: pages -> ui -> viz / lessons -> paged.
 
-paged/ imports none of streamlit, ui, lessons, viz; lessons/ imports neither streamlit, ui nor viz; viz/ imports
-neither streamlit, ui nor lessons. Above paged/, nothing reaches into the engine's internals (block manager,
-scheduler): what a page draws comes from a StepTrace or an EngineView.
+paged/ imports none of streamlit, ui, lessons, viz, benchmarks; benchmarks/ (beside paged/, outside the library: the
+pages and lessons may run it) imports none of streamlit, ui, lessons, viz; lessons/ imports neither streamlit, ui nor
+viz; viz/ imports neither streamlit, ui nor lessons. Above paged/, nothing reaches into the engine's internals (block
+manager, scheduler): what a page draws comes from a StepTrace or an EngineView.
 """
 
 from __future__ import annotations
@@ -14,8 +15,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-FORBIDDEN = {"paged": {"streamlit", "ui", "lessons", "viz"}, "lessons": {"streamlit", "ui", "viz"},
-             "viz": {"streamlit", "ui", "lessons"}}
+FORBIDDEN = {"paged": {"streamlit", "ui", "lessons", "viz", "benchmarks"}, "lessons": {"streamlit", "ui", "viz"},
+             "viz": {"streamlit", "ui", "lessons"}, "benchmarks": {"streamlit", "ui", "lessons", "viz"}}
 INTERNALS = re.compile(r"\.(block_manager|scheduler)\b|\bengine\.sequences\b|\bengine\.groups\b")
 
 
@@ -46,8 +47,9 @@ def test_arrows_point_down(floor):
 def test_the_checker_sees_a_wrong_arrow(tmp_path):
     """The checker itself can fail: an upward import is found, one inside a function too."""
     f = tmp_path / "x.py"
-    f.write_text("import torch\ndef g():\n    from ui.params import int_in\n    import streamlit as st\n")
-    assert imported_roots(f) & FORBIDDEN["paged"] == {"ui", "streamlit"}
+    f.write_text("import torch\ndef g():\n    from ui.params import int_in\n    import streamlit as st\n"
+                 "    from benchmarks.kernels import bench_case\n")
+    assert imported_roots(f) & FORBIDDEN["paged"] == {"ui", "streamlit", "benchmarks"}
 
 
 def test_nothing_above_paged_reads_engine_internals():
@@ -126,6 +128,47 @@ def test_tests_share_helpers_through_helper_modules():
 def test_the_test_import_checker_sees_conftest_and_test_files():
     src = "from .conftest import app_test\nfrom test_kernels import build\nimport helpers\nfrom .app_util import x\n"
     assert imports_test_modules(src) == ["conftest", "test_kernels"]
+
+
+# --- tests marked by chapter: `pytest tests/paged -m article` runs the article's tests -------------------------------
+CHAPTER_MARKERS = {"article", "chapters", "engine", "kernels", "faults", "model", "cli", "benchmarks"}
+MARKED_TREES = ("tests/paged", "tests/benchmarks")  # a subfolder's files carry its name: tests/paged/engine -> engine
+
+
+def file_markers(source: str) -> set[str]:
+    """The marker names of a module-level `pytestmark = pytest.mark.x` (or a list / tuple of them)."""
+    names = set()
+    for node in ast.parse(source).body:
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "pytestmark" for t in node.targets):
+            marks = node.value.elts if isinstance(node.value, (ast.List, ast.Tuple)) else [node.value]
+            names |= {m.attr for m in marks if isinstance(m, ast.Attribute)
+                      and ast.unparse(m.value) == "pytest.mark"}
+    return names
+
+
+def test_every_library_test_file_carries_its_chapter_marker(pytestconfig):
+    """Every test file under tests/paged/ and tests/benchmarks/ has a registered chapter marker, its folder's own
+    when it sits in one (tests/paged/engine/ -> engine); root files of tests/paged/ any chapter's."""
+    registered = {line.split(":")[0].strip() for line in pytestconfig.getini("markers")}
+    assert CHAPTER_MARKERS <= registered, "register every chapter marker in pyproject.toml"
+    wrong = {}
+    for tree in MARKED_TREES:
+        for p in sorted((ROOT / tree).rglob("test_*.py")):
+            rel = p.relative_to(ROOT)
+            folder = rel.parts[-2]
+            want = CHAPTER_MARKERS if folder == "paged" else {folder}
+            found = file_markers(p.read_text(encoding="utf-8"))
+            if not found & want or not found <= registered:
+                wrong[str(rel)] = sorted(found)
+    assert not wrong, f"pytestmark = pytest.mark.<chapter> after the imports: {wrong}"
+
+
+def test_the_marker_checker_reads_pytestmark():
+    src = ("import pytest\npytestmark = [pytest.mark.kernels, pytest.mark.engine]\nx = pytest.mark.slow\n"
+           "def test_a():\n    pytestmark = pytest.mark.cli\n")
+    assert file_markers(src) == {"kernels", "engine"}
+    assert file_markers("import pytest\npytestmark = pytest.mark.article\n") == {"article"}
+    assert file_markers("import pytest\n\ndef test_a():\n    pass\n") == set()
 
 
 # --- one causal mask: paged.attention.causal_mask --------------------------------------------------------------------

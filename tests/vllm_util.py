@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from paged.vllm_twin import INSTALL_HINT, vllm_available
+from paged.chapters.vllm_twin import INSTALL_HINT, vllm_available
 
 
 def need_vllm() -> None:

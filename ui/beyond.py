@@ -1,5 +1,5 @@
 """Page 7 · Correct → fast, last section: what comes next. How vLLM, FlashAttention and FlashInfer lay out and
-address a paged cache next to ours, split-K, and the outside kernels as extra rungs (paged.bench.external).
+address a paged cache next to ours, split-K, and the outside kernels as extra rungs (benchmarks.external).
 
     show_what_comes_next(ctx, case, cuda)   # case: the ladder's KernelCase (None when the knobs are invalid)
 """
@@ -10,7 +10,7 @@ import streamlit as st
 
 from lessons.address import SEED_BATCH, SEED_BLOCK_SIZE
 from paged.addressing import pad_block_tables
-from paged.bench.external import EXTERNAL_RUNGS, ExternalRung, flashinfer_page_table, run_external
+from benchmarks.external import EXTERNAL_RUNGS, ExternalRung, flashinfer_page_table, run_external
 
 from .beyond_lab import show_layouts, show_split_lab
 

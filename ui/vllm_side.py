@@ -7,7 +7,7 @@ from typing import Callable
 import streamlit as st
 
 from lessons.vllm_side import VLLM_VERSION, VllmSide, vllm_available
-from paged.vllm_twin import INSTALL_HINT
+from paged.chapters.vllm_twin import INSTALL_HINT
 
 from .page import PageContext
 from .widgets import state_table

@@ -1,1 +1,1 @@
-"""Later chapters' data and math: window, swap, speculative, beam selection, memory, vLLM twin."""
+"""The later chapters' data and math (window, swap, speculative, beam selection, memory, the vLLM twin)."""

@@ -1,4 +1,4 @@
-"""Speculative decoding inside the engine: propose, verify in one pass, accept, roll back (paged/speculative.py).
+"""Speculative decoding inside the engine: propose, verify in one pass, accept, roll back (chapters/speculative.py).
 
 LLMEngine hands every decode step to `SpeculativeDecoder.step` when SchedulerConfig(speculative=...) is set. The
 scheduler has already run as for a plain decode (preemptions, a new block or copy-on-write for each sequence's next
@@ -10,7 +10,7 @@ token); then, per sequence, in the order the scheduler ran them:
 2. take blocks for them (BlockManager.ensure_capacity: the slots after the last known token's);
 3. one forward pass over every sequence's last known token + its guesses (paged_attention_prefill: causal inside
    the new tokens, history through the block table; the contiguous twin appends to its own cache);
-4. greedy acceptance (paged.speculative.accept_greedy), the emitted tokens appended one by one, each checked
+4. greedy acceptance (paged.chapters.speculative.accept_greedy), the emitted tokens appended one by one, each checked
    against the stop rules (EOS / stop / max_tokens), so nothing after a stop is kept;
 5. roll back: cached_token_count = num_tokens - 1 (the state rule, as after a plain decode); the K/V written for
    rejected guesses stay in their slots, unread, until later tokens overwrite them; blocks holding only rejected
@@ -33,7 +33,7 @@ from ..addressing import PAD_SLOT, batch_slot_mapping, block_tables, blocks_need
 from ..kernels.kv_fast import write_kv_fast
 from ..kv_cache import write_kv
 from ..sequence import Sequence
-from ..speculative import SpeculativeConfig, accept_greedy, ngram_propose
+from ..chapters.speculative import SpeculativeConfig, accept_greedy, ngram_propose
 from .checkpoint import SequenceFailure
 from .recording import StepRecorder
 from .runner import BatchInput, ContiguousBackend, PagedBackend

@@ -7,7 +7,7 @@
   watermark), and they decode in that very step; never in a step that preempted;
 - a swapped sequence keeps its cached_token_count and its generated tokens: nothing is recomputed.
 
-The block bookkeeping is paged/swap.py's SwapSpace; the K/V copies are carried out by `apply`, called by the engine
+The block bookkeeping is chapters/swap.py's SwapSpace; the K/V copies are carried out by `apply`, called by the engine
 once per step right after scheduling (before copy-on-write and the model write anything). With the contiguous twin
 (kv_layout="contiguous") a swapped sequence's ContiguousKVCache waits in `store` instead: the same decisions, no pool.
 """
@@ -21,7 +21,7 @@ import torch
 
 from ..kv_cache import KVCachePool
 from ..sequence import Sequence, SequenceStatus
-from ..swap import SwapSpace, copy_blocks_between
+from ..chapters.swap import SwapSpace, copy_blocks_between
 
 if TYPE_CHECKING:  # (the Scheduler imports this module: its types are named, not imported)
     from .runner import ModelRunner

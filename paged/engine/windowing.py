@@ -1,9 +1,9 @@
 """The engine with a sliding window (model.config.sliding_window = W): what LLMEngine builds when W is set.
 
-- WindowBlockManager (paged/window_blocks.py) holds the blocks; after every step `slide` frees, for each running
+- WindowBlockManager (paged/engine/window_blocks.py) holds the blocks; after every step `slide` frees, for each running
   sequence, the blocks wholly before the window of its next token (StepTrace.window_freed), so a decoding sequence
   never holds more than max_blocks_held(W, block_size) = ceil(W / block_size) + 1 blocks between steps.
-- WindowRunner reads K/V through paged/window.py: prefill, chunked prefill and decode alike read only the tokens
+- WindowRunner reads K/V through chapters/window.py: prefill, chunked prefill and decode alike read only the tokens
   each query's window covers (never a hole). Its decode impls: "gather" (the batch at once, the default) and
   "loop" (the teaching loop); the other kernels have no window and are refused rather than run wrong.
 - The contiguous twin keeps every token and masks with the window (window_attention): the reference.
@@ -19,8 +19,8 @@ import torch
 from ..block_manager import BlockManager
 from ..checks import as_int
 from ..kv_cache import ContiguousKVCache, KVCachePool, write_kv
-from ..window import paged_window_decode, paged_window_prefill, window_attention
-from ..window_blocks import WindowBlockManager
+from ..chapters.window import paged_window_decode, paged_window_prefill, window_attention
+from .window_blocks import WindowBlockManager
 from .runner import BatchInput, ModelRunner, prepare_inputs
 
 WINDOW_IMPLS = ("gather", "loop")  # decode impls that know the window
@@ -101,7 +101,7 @@ class WindowRunner(ModelRunner):
                  attn_impl: str = "gather", fault=None) -> None:
         if attn_impl not in WINDOW_IMPLS:
             raise ValueError(f"attn_impl {attn_impl!r} has no sliding window; with sliding_window set choose one of "
-                             f"{list(WINDOW_IMPLS)} (paged/window.py)")
+                             f"{list(WINDOW_IMPLS)} (paged/chapters/window.py)")
         if fault is not None:
             raise ValueError("faults are not injected with a sliding window (its own break-it: free_early)")
         super().__init__(model, num_blocks, block_size, kv_layout, attn_impl, None)

@@ -2,8 +2,8 @@
 MistralForCausalLM (a Llama with a sliding window).
 
 The four share one decoder (see llama.py); a config.json only decides the sizes and the few switches. One sliding
-window on every layer (Mistral, Qwen2's use_sliding_window) becomes ModelConfig.sliding_window (paged/window.py runs
-it). Anything we cannot run exactly as transformers would (another activation, RoPE scaling other than "default" /
+window on every layer (Mistral, Qwen2's use_sliding_window) becomes ModelConfig.sliding_window (paged/chapters/window.py
+runs it). Anything we cannot run exactly as transformers would (another activation, RoPE scaling other than "default" /
 "llama3", a per-layer mix of sliding and full attention, MLP bias) is refused with a ValueError naming the field,
 never approximated.
 """

@@ -34,7 +34,7 @@ from paged.config import ModelConfig
 from paged.kernels import native_ops
 from paged.model.direct import Direct
 from paged.model.rope import RotaryEmbedding, apply_rope, llama3_inv_freq, rotate_half  # noqa: F401 (re-exported)
-from paged.window import windowed_rows
+from paged.chapters.window import windowed_rows
 
 # backend(layer_idx, q [N, H, D], k [N, K, D], v [N, K, D]) -> out [N, H, D]
 AttentionBackend = Callable[[int, torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from paged.bench.external import EXTERNAL_RUNGS
+from benchmarks.external import EXTERNAL_RUNGS
 from ui.strings import t
 
 from .app_util import app_test

@@ -57,7 +57,7 @@ def test_without_vllm_one_line_says_how_to_install(monkeypatch):
 
     monkeypatch.setattr(ui.vllm_side, "vllm_available", lambda: False)
     at = run_steps(app_test(SHARING).run(), "sharing", 1)
-    from paged.vllm_twin import INSTALL_HINT
+    from paged.chapters.vllm_twin import INSTALL_HINT
 
     from lessons.vllm_side import VLLM_VERSION
 

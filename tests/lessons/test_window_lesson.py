@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from lessons.window import WindowConfig, run_window
-from paged.window import HOLE
+from paged.chapters.window import HOLE
 
 
 def test_the_neighbour_reuses_what_the_window_freed_and_memory_stays_flat(shipped):

@@ -8,6 +8,8 @@ import torch
 from paged.addressing import (PAD_SLOT, Address, address_table, blocks_needed, locate, logical_address,
                               pad_block_tables, slot_mapping, validate_block_table)
 
+pytestmark = pytest.mark.article
+
 
 def test_seed_example_token_5():
     """block_size 4, table [7, 2, 9]: token 5 -> logical block 1, physical block 2, offset 1 (slot 9)."""

@@ -9,6 +9,8 @@ from paged.addressing import (MAX_ADDRESS_TABLE_LEN, MAX_CONTEXT_LEN, address_ta
                               block_tables, blocks_needed_tensor, locate, logical_address, pad_block_tables,
                               slot_mapping, validate_block_table)
 
+pytestmark = pytest.mark.article
+
 INT64_MAX = 2**63 - 1
 
 

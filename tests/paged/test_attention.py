@@ -11,6 +11,8 @@ from paged.attention import (attention, contiguous_attention_decode, gather_kv, 
                              paged_attention_decode)
 from paged.kv_cache import KVCachePool, write_kv
 
+pytestmark = pytest.mark.article
+
 
 def build_case(num_heads, num_kv_heads, head_dim, block_size, lens, dtype=torch.float32, seed=0):
     """Random contiguous K/V per sequence, written through slot_mapping into shuffled blocks of a pool.

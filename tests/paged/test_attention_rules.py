@@ -12,6 +12,8 @@ from paged.attention import (attention, attention_sdpa, attention_weights, causa
                              paged_attention_decode, paged_attention_prefill, register_decode_impl, tolerance)
 from paged.kernels.registry import DECODE_IMPLS
 
+pytestmark = pytest.mark.article
+
 
 def reference(q, k, v, scale, causal=False):
     """float64 attention written out head by head: query head h reads kv head h // (H // KVH)."""

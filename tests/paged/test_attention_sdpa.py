@@ -8,6 +8,8 @@ import torch
 from helpers import assert_close_scaled
 from paged.attention import attention, attention_sdpa, causal_mask, tolerance
 
+pytestmark = pytest.mark.article
+
 HEADS = [(4, 4), (4, 2), (8, 1)]  # (query heads, kv heads): MHA, GQA, MQA
 
 

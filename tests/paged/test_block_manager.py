@@ -8,6 +8,8 @@ from paged.addressing import locate
 from paged.block_manager import BlockManager
 from paged.sequence import Sequence
 
+pytestmark = pytest.mark.article
+
 
 def snapshot(bm: BlockManager):
     return (list(bm.free_block_ids), list(bm.ref_counts), copy.deepcopy(bm.tables))

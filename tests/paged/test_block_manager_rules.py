@@ -11,6 +11,8 @@ from paged.sequence import Sequence
 
 from helpers import tiny_model
 
+pytestmark = pytest.mark.article
+
 
 def test_a_chunk_needs_only_its_own_blocks():
     """With max_new_tokens (chunked prefill) can_allocate and allocate count only the blocks of that many tokens:

@@ -15,6 +15,8 @@ from paged.engine import LLMEngine
 from paged.model import ByteTokenizer, TinyLlama
 from paged.sequence import Sequence, SequenceStatus
 
+pytestmark = pytest.mark.article
+
 torch.manual_seed(0)
 MODEL = TinyLlama(ModelConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2,
                               num_key_value_heads=1, max_position_embeddings=48)).eval()

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 
+import pytest
 import torch
 from hypothesis import given
 from hypothesis import strategies as st
@@ -21,6 +22,8 @@ from boundary_util import (FAST, INT64_MAX, agrees, anything, entries_of, ints, 
 from paged.addressing import MAX_CONTEXT_LEN, blocks_needed, locate, slot_mapping, validate_block_table
 from paged.attention import gather_kv
 from paged.kv_cache import KVCachePool, write_kv
+
+pytestmark = pytest.mark.article
 
 
 @st.composite

@@ -8,6 +8,8 @@ from pathlib import Path
 import pytest
 import torch
 
+pytestmark = pytest.mark.cli
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -54,7 +56,7 @@ def test_every_impl_gives_the_same_text():
 
 def test_engine_bench_reports_parity():
     """The engine benchmark runs both layouts on the same requests and reports identical tokens."""
-    from paged.bench.engine import bench_engine, format_table
+    from benchmarks.engine import bench_engine, format_table
     rows = bench_engine(batches=(2,), max_tokens=4, reps=1)
     assert rows[0]["identical"] and rows[0]["paged_tok_s"] > 0 and rows[0]["contiguous_tok_s"] > 0
     assert "paged/contig" in format_table(rows)
@@ -90,7 +92,7 @@ def test_engine_bench_on_a_model_directory(tmp_path, capsys):
     """bench engine --model DIR reports tokens/s for that model, both layouts giving the same tokens."""
     pytest.importorskip("transformers")
     from hf_tiny import build_checkpoint
-    from paged.bench.engine import main as bench_main
+    from benchmarks.engine import main as bench_main
 
     build_checkpoint(tmp_path, "qwen3")
     assert bench_main(["--model", str(tmp_path), "--max-tokens", "4", "--reps", "1"]) == 0
@@ -101,7 +103,7 @@ def test_engine_bench_on_a_model_directory(tmp_path, capsys):
 @pytest.mark.slow
 def test_engine_bench_random_135m_runs(capsys):
     """--random-135m builds SmolLM2-135M's shape (random weights, nothing downloaded) and reports its tokens/s."""
-    from paged.bench.engine import main as bench_main
+    from benchmarks.engine import main as bench_main
 
     assert bench_main(["--random-135m", "--max-tokens", "2", "--reps", "1"]) == 0
     out = capsys.readouterr().out

@@ -6,7 +6,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from paged.__main__ import generate_main
+
+pytestmark = pytest.mark.cli
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -7,8 +7,12 @@ import json
 import math
 import shutil
 
+import pytest
+
 from paged.__main__ import main
 from paged.model.io import DEFAULT_DIR
+
+pytestmark = pytest.mark.cli
 
 PROMPTS = ["blocks of KV behind the window", "abc"]
 

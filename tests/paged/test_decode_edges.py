@@ -24,6 +24,8 @@ from paged.attention import DECODE_IMPLS, contiguous_attention_decode, paged_att
 from paged.kernels import triton_available
 from paged.kv_cache import write_kv
 
+pytestmark = pytest.mark.article
+
 REPO = Path(__file__).resolve().parents[2]
 IMPLS = list(DECODE_IMPLS)
 CASES = ["noncontiguous", "stale_entries", "empty_batch"]

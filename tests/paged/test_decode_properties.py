@@ -21,6 +21,8 @@ from helpers import naive_decode
 from paged.attention import attention, paged_attention_decode
 from paged.kernels import triton_available
 
+pytestmark = pytest.mark.article
+
 REPO = Path(__file__).resolve().parents[2]
 
 

@@ -18,6 +18,8 @@ from paged.block_manager import BlockManager
 from paged.config import CacheConfig, ModelConfig, SamplingParams, SchedulerConfig
 from paged.engine import LLMEngine
 
+pytestmark = pytest.mark.article
+
 HOSTILE = [10**400, -(10**400), 10**12, 2**64, 2**31, 2**24, -1, 0, float("nan"), float("inf"), -float("inf"),
            1e308, -0.0, True, False, None, "1", 1.5]
 num = st.one_of(st.integers(-3, 40), st.floats(-2, 3, allow_nan=False), st.sampled_from(HOSTILE))

@@ -6,6 +6,8 @@ import torch
 from paged.addressing import locate, slot_mapping
 from paged.kv_cache import ContiguousKVCache, KVCachePool, write_kv
 
+pytestmark = pytest.mark.article
+
 
 def test_pool_shapes_and_layer_views():
     """key_cache/value_cache are [num_layers, num_blocks, block_size, num_kv_heads, head_dim]; layer(i) is a view."""

@@ -6,6 +6,8 @@ import torch
 
 from paged.kv_cache import ContiguousKVCache, KVCachePool, default_device
 
+pytestmark = pytest.mark.article
+
 
 def test_sizes_are_named_in_the_errors():
     """Each size must be an integer >= 1, named in the error; a cache over max_bytes is named ContiguousKVCache,

@@ -6,6 +6,10 @@ import ast
 import re
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.article
+
 ROOT = Path(__file__).resolve().parents[2]
 ARITHMETIC = re.compile(r"(//|%)\s*(\w+\.)*\w*block_size\b|\*\s*(\w+\.)*\w*block_size\s*\+")
 

@@ -4,6 +4,8 @@ import pytest
 
 from paged.sequence import Sequence, SequenceStatus
 
+pytestmark = pytest.mark.article
+
 
 def test_prefill_then_decode_counts():
     """After prefill cached == prompt_len with one generated token; each decode step adds exactly one to each."""

@@ -16,6 +16,8 @@ from paged.sequence import Sequence
 
 from helpers import tiny_model
 
+pytestmark = pytest.mark.article
+
 
 @settings(max_examples=80, deadline=None)
 @given(prompt_len=st.integers(2, 200), data=st.data())

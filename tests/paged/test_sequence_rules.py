@@ -5,6 +5,8 @@ import pytest
 
 from paged.sequence import Sequence
 
+pytestmark = pytest.mark.article
+
 
 @pytest.mark.parametrize("field", ["seq_id", "request_id"])
 def test_negative_ids_are_refused(field):

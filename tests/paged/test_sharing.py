@@ -14,6 +14,8 @@ from paged.sequence import Sequence
 
 from helpers import prompt_logits_scale, scaled_atol, tiny_model
 
+pytestmark = pytest.mark.article
+
 MODEL, TOK = tiny_model()
 PREFIX = "The KV cache lives in blocks. "
 

@@ -3,7 +3,11 @@ counts of each, the same tokens in both modes as without pressure."""
 
 import json
 
+import pytest
+
 from paged.__main__ import main
+
+pytestmark = pytest.mark.cli
 
 PROMPTS = ["Hello, paged world!", "1 2 3 4 5 6", "abcdefghij", "The block table maps logical blocks."]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from paged.bench.kernels import CaseResult, ImplResult, KernelCase
+from benchmarks.kernels import CaseResult, ImplResult, KernelCase
 from lessons.fast import LOOP_MAX_TOKENS, LadderConfig, series
 from viz.colors import HIGHLIGHT_COLOR, OKABE_ITO
 from viz.fast import (IMPL_STYLE, fit_figure, fragmentation_figure, ladder_figure, sweep_figure,

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import math
 
+import pytest
 import torch
 
 from paged.chapters.beam_select import Finished, select
+
+pytestmark = pytest.mark.chapters
 
 PROBS = [0.5, 0.3, 0.15, 0.05]  # one beam's next-token probabilities (vocab 4)
 LOGITS = torch.tensor([PROBS]).log()

@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import math
 
+import pytest
 import torch
 
 from paged.chapters.beam_select import Finished, select
+
+pytestmark = pytest.mark.chapters
 
 
 def test_two_eos_ids_keep_three_candidates_per_beam():

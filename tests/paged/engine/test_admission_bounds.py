@@ -10,6 +10,8 @@ from paged.block_manager import BlockManager
 from paged.config import ModelConfig, SamplingParams, SchedulerConfig
 from paged.engine.admission import AdmissionError, check_fits, smallest_pool
 
+pytestmark = pytest.mark.engine
+
 MODEL = ModelConfig(max_position_embeddings=256)
 
 

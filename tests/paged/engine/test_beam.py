@@ -10,6 +10,8 @@ from paged.engine.beam import BeamParams, BeamSearch
 from paged.config import CacheConfig, SchedulerConfig
 from paged.model.tokenizer import EOS, SEP
 
+pytestmark = pytest.mark.engine
+
 PROMPTS = ["no", "xy", "hello world"]  # recall prompts: some beams end on EOS, so the length penalty matters
 MAX_TOKENS = 6
 

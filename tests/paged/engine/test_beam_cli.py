@@ -11,6 +11,8 @@ import torch
 from paged.__main__ import main
 from paged.model.tokenizer import EOS, ByteTokenizer
 
+pytestmark = pytest.mark.engine
+
 
 @torch.no_grad()
 def test_beam_width_json_matches_transformers(capsys):

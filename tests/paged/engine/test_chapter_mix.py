@@ -7,6 +7,8 @@ from paged.config import CacheConfig, SamplingParams, SchedulerConfig
 from paged.engine import LLMEngine
 from paged.engine.windowing import with_window
 
+pytestmark = pytest.mark.engine
+
 PROMPTS = ["1 2 3 4 5 6 7 8", "abcdefghijabcdefghij", "go go go go go go", "the cat sat on the mat"]
 
 

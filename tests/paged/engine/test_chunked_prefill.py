@@ -13,6 +13,8 @@ from paged.model.data import greedy_continue
 
 from helpers import tiny_model
 
+pytestmark = pytest.mark.engine
+
 BUDGET = 16
 MAX_TOKENS = 6
 

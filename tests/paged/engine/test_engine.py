@@ -15,6 +15,8 @@ import paged.kernels  # noqa: F401  (registers the fast impls, so the sweep cove
 
 from helpers import scaled_atol, tiny_model
 
+pytestmark = pytest.mark.engine
+
 PROMPTS = ["Hello, paged world!", "1 2 3 4 5 6", "abcdefghij", "a", "The block table maps logical blocks."]
 
 

@@ -11,6 +11,8 @@ from paged.engine import EngineStepError, LLMEngine
 
 from helpers import tiny_model
 
+pytestmark = pytest.mark.engine
+
 MODEL, TOK = tiny_model()
 GREEDY = SamplingParams(max_tokens=10, ignore_eos=True)
 SEEDED = SamplingParams(max_tokens=10, temperature=0.9, top_p=0.95, seed=4, ignore_eos=True)

@@ -1,5 +1,6 @@
 """Property test: random add / step / abort never leaks a block and keeps the state rule."""
 
+import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -7,6 +8,8 @@ from hypothesis import strategies as st
 from paged.config import CacheConfig, ModelConfig, SamplingParams
 from paged.engine import EngineStepError, LLMEngine
 from paged.model import ByteTokenizer, TinyLlama
+
+pytestmark = pytest.mark.engine
 
 torch.manual_seed(0)
 MODEL = TinyLlama(ModelConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2,

@@ -8,6 +8,8 @@ from paged.engine import LLMEngine
 
 from helpers import tiny_model
 
+pytestmark = pytest.mark.engine
+
 PROMPTS = ["Hello, paged world!", "1 2 3", "abcdefghijklmnopqrstuvwxyz", "a"]
 
 

@@ -11,6 +11,8 @@ from paged.model import ByteTokenizer
 
 from helpers import tiny_model
 
+pytestmark = pytest.mark.engine
+
 PROMPT = [72, 101, 108, 108, 111, 32, 119]
 
 

@@ -12,6 +12,8 @@ from paged.model import ByteTokenizer
 
 from helpers import tiny_model
 
+pytestmark = pytest.mark.engine
+
 MODEL = tiny_model()[0]
 PREFIX = "Shared prefix of two blocks. "
 

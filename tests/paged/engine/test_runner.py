@@ -13,6 +13,8 @@ from paged.block_manager import BlockManager
 from paged.engine.runner import prepare_inputs
 from paged.sequence import Sequence
 
+pytestmark = pytest.mark.engine
+
 
 def make_seqs(rng: random.Random, specs, block_size, num_blocks=4096):
     """Sequences with scattered, disjoint block tables covering their tokens; spec = (prompt_len, generated, cached)."""

@@ -14,6 +14,8 @@ from paged.engine import LLMEngine
 
 from helpers import tiny_model
 
+pytestmark = pytest.mark.engine
+
 
 @pytest.fixture(scope="module")
 def tiny():

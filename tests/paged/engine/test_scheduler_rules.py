@@ -12,6 +12,8 @@ from paged.sequence import Sequence, SequenceStatus
 
 from helpers import tiny_model
 
+pytestmark = pytest.mark.engine
+
 
 @pytest.fixture(scope="module")
 def tiny():

@@ -17,6 +17,8 @@ from paged.config import CacheConfig, SamplingParams, SchedulerConfig
 from paged.engine import LLMEngine
 from paged.model import load_model
 
+pytestmark = pytest.mark.engine
+
 MAX_TOKENS = 24
 
 

@@ -16,6 +16,8 @@ from paged.engine.checkpoint import EngineStepError
 from paged.engine.windowing import with_window
 from paged.model import load_model
 
+pytestmark = pytest.mark.engine
+
 PROMPT = list(range(97, 103))  # "abcdef": 6 tokens; the shipped model goes on with "ghij…"
 
 

@@ -4,12 +4,14 @@ transformers, no block leaked in either pool, a swapped sequence resumes decodin
 import pytest
 import torch
 
-from paged.bench.hf import hf_twin
+from benchmarks.hf import hf_twin
 from paged.config import CacheConfig, SamplingParams, SchedulerConfig
 from paged.engine import LLMEngine
 from paged.engine.swapping import preemption_counts
 
 from helpers import scaled_atol
+
+pytestmark = pytest.mark.engine
 
 PROMPTS = ["Hello, paged world!", "1 2 3 4 5 6", "abcdefghij", "The block table maps logical blocks."]
 MAX_TOKENS = 20

@@ -22,6 +22,8 @@ from paged.sequence import Sequence, SequenceStatus
 
 from helpers import running_seq, tiny_model
 
+pytestmark = pytest.mark.engine
+
 BS = 4
 # The fake runner's pool: 2 layers, 2 KV heads, head_dim 8, float32: one block is K + V = 2 x 2 x 4 x 2 x 8 x 4 bytes.
 BLOCK_BYTES = 2 * 2 * BS * 2 * 8 * 4  # 1024

@@ -10,6 +10,8 @@ from paged.config import SamplingParams
 from paged.engine.twins import TwinEngines
 from lessons.engine_requests import ENGINE_SCENARIOS, SHARED_PREFIX, SHARING_SCENARIOS, RequestSpec
 
+pytestmark = pytest.mark.engine
+
 
 def run(shipped, specs, config, fault=None):
     """Add each RequestSpec when `at_step` steps have run (as the Sharing page does), step both twins to the end."""

@@ -20,6 +20,8 @@ from paged.sequence import Sequence
 
 from vllm_util import need_vllm
 
+pytestmark = pytest.mark.engine
+
 WEIGHTS = Path(__file__).resolve().parents[3] / "paged" / "model" / "weights"
 TOKEN = 7  # what the stub model samples, always
 
@@ -50,7 +52,7 @@ def vllm_steps(prompts, max_tokens, **kw):
     from vllm.v1.outputs import ModelRunnerOutput
     from vllm.v1.request import Request
 
-    from paged.vllm_twin import _hasher
+    from paged.chapters.vllm_twin import _hasher
 
     s = vllm_scheduler(**kw)
     for i, p in enumerate(prompts):

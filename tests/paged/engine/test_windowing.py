@@ -14,7 +14,9 @@ from paged.config import CacheConfig, SamplingParams, SchedulerConfig
 from paged.engine import LLMEngine
 from paged.engine.window_engine import window_engine
 from paged.engine.windowing import held_blocks, with_window
-from paged.window import HOLE
+from paged.chapters.window import HOLE
+
+pytestmark = pytest.mark.engine
 
 PROMPTS = ["blocks of KV\u0102", "the window slides"]  # \u0102: any non-ASCII char keeps the byte path honest
 

@@ -2,11 +2,14 @@
 keeping a row's table while it does not grow (also through apply, step after step), and the identity hook's
 padding (none, as int64 slots)."""
 
+import pytest
 import torch
 
 from paged.engine.runner import prepare_inputs
 from paged.faults import Fault, FaultHook, fault_hook, writer_block_size
 from paged.sequence import Sequence
+
+pytestmark = pytest.mark.faults
 
 BS, NUM_BLOCKS = 4, 16
 

@@ -13,6 +13,8 @@ from paged.engine.runner import prepare_inputs
 from paged.faults import NUM_PAD_ROWS, Fault, FaultHook, fault_hook, writer_block_size
 from paged.sequence import Sequence
 
+pytestmark = pytest.mark.faults
+
 BS, NUM_BLOCKS = 4, 16
 NUM_SLOTS = BS * NUM_BLOCKS
 TABLES = [[7, 2, 9], [4, 1], [15]]

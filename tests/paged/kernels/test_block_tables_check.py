@@ -6,6 +6,8 @@ import torch
 from paged.addressing import MAX_CONTEXT_LEN
 from paged.kernels.tables import check_block_tables
 
+pytestmark = pytest.mark.kernels
+
 
 def test_check_block_tables_rules_at_their_edges():
     """The batch check accepts a row of exactly MAX_CONTEXT_LEN tokens, refuses block id num_blocks (the pool is

@@ -8,6 +8,8 @@ from paged.attention import attention, gather_kv, paged_attention_decode
 from paged.kernels.registry import DECODE_IMPLS
 from paged.kernels.workspace import workspace
 
+pytestmark = pytest.mark.kernels
+
 
 def reference(query, key_cache, value_cache, tables, lens):
     return torch.stack([attention(query[b], *gather_kv(key_cache, value_cache, tables[b], n))

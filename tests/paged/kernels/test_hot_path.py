@@ -13,6 +13,8 @@ from paged.engine.runner import prepare_inputs
 from paged.engine.sampler import make_generator, sample
 from paged.sequence import Sequence
 
+pytestmark = [pytest.mark.kernels, pytest.mark.engine]
+
 NUM_BLOCKS, BLOCK_SIZE = 12, 4
 
 

@@ -20,6 +20,8 @@ from paged.attention import contiguous_attention_decode, paged_attention_decode
 from paged.kernels.workspace import Workspace
 from paged.kernels import fused, triton_available
 
+pytestmark = pytest.mark.kernels
+
 REPO = Path(__file__).resolve().parents[3]
 HEADS = [(8, 8), (8, 2), (8, 1)]
 HEAD_DIMS = [32, 64, 80, 128]
@@ -162,7 +164,7 @@ def test_bench_summary_names_each_impls_worst_case():
     """`bench kernels` ends its table with one line per impl: the case slowest against sdpa and the case lowest in
     % of read bandwidth (the issue's two targets), and the slowest again by fastest reps. Hand-made results, so the
     expected lines do not come from timing."""
-    from paged.bench.kernels import CaseResult, ImplResult, KernelCase, worst_cases
+    from benchmarks.kernels import CaseResult, ImplResult, KernelCase, worst_cases
 
     def case(batch, native_x, native_pct, native_best):
         return CaseResult(KernelCase(batch, 512, 8, 2, 64), 1, [
@@ -180,7 +182,7 @@ def test_bench_summary_names_each_impls_worst_case():
 def test_bench_summary_of_fastest_reps_names_the_lowest_share_of_bandwidth():
     """With the probe's fastest rep known, the fastest-reps line also names the case lowest in % of read bandwidth
     by fastest reps, and counts the cases at >= 85%. Hand-made results."""
-    from paged.bench.kernels import CaseResult, ImplResult, KernelCase, worst_cases
+    from benchmarks.kernels import CaseResult, ImplResult, KernelCase, worst_cases
 
     def case(batch, pct_best):
         return CaseResult(KernelCase(batch, 512, 8, 2, 64), 1, [
@@ -197,7 +199,7 @@ def test_bench_summary_of_fastest_reps_names_the_lowest_share_of_bandwidth():
 def test_bench_cold_reads_a_flush_buffer_before_every_timed_call(monkeypatch):
     """`bench kernels --cold`: an untimed read of COLD_MB runs before each timed call of each impl (and sdpa), so
     none starts with the cache the previous call left; without --cold, none runs."""
-    from paged.bench import kernels
+    from benchmarks import kernels
 
     monkeypatch.setattr(kernels, "COLD_MB", 1)
     calls = []
@@ -220,7 +222,7 @@ def test_bench_cold_reads_a_flush_buffer_before_every_timed_call(monkeypatch):
 def test_warm_timing_runs_each_callable_right_before_its_timed_call():
     """Warm (not --cold): every timed call of a fast impl comes right after an untimed call of the same impl, so no
     impl is timed on the caches another one left (SDPA's GQA copy of K/V leaves dirty lines behind)."""
-    from paged.bench import kernels
+    from benchmarks import kernels
 
     order = []
     fns = {name: (lambda name=name: order.append(name)) for name in ("sdpa", "native")}
@@ -234,7 +236,7 @@ def test_warm_timing_runs_each_callable_right_before_its_timed_call():
 def test_bench_cold_tells_native_its_kv_left_the_caches(monkeypatch):
     """--cold: each timed native call follows the flush, so it gets the cold prefetch threshold, although it reads
     the same pool as the call before it; warm (each timed call right after itself) gets the warm one."""
-    from paged.bench import kernels
+    from benchmarks import kernels
     from paged.kernels import native
 
     monkeypatch.setattr(kernels, "COLD_MB", 1)
@@ -259,7 +261,7 @@ def test_short_calls_get_more_reps_until_min_ms_of_timed_calls(monkeypatch):
     fake one that each call advances by its own cost, so the counts do not depend on the machine's load."""
     from types import SimpleNamespace
 
-    from paged.bench import kernels
+    from benchmarks import kernels
 
     now = [0.0]
     monkeypatch.setattr(kernels, "time", SimpleNamespace(perf_counter=lambda: now[0]))
@@ -292,7 +294,7 @@ def test_short_calls_get_more_reps_until_min_ms_of_timed_calls(monkeypatch):
 def test_percent_of_bandwidth_is_taken_against_the_probe_timed_between_the_reps():
     """bench_case with probe_mb: read_bw comes from x.sum() timed between its reps, not from the value passed in,
     and every % bw is relative to it."""
-    from paged.bench import kernels
+    from benchmarks import kernels
 
     case = kernels.KernelCase(2, 64, 4, 2, 16)
     result = kernels.bench_case(case, ["gather"], torch.device("cpu"), 1e-9, reps=3, warmup=0, read_bw_best=1e-9,

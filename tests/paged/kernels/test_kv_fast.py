@@ -1,10 +1,13 @@
 """The pool in transparent huge pages (paged.kernels.kv_fast.pool_zeros): advised over exactly its whole pages,
 still zeros; and the fast K/V write equals the reference write_kv."""
 
+import pytest
 import torch
 
 from paged.kernels.kv_fast import write_kv_fast
 from paged.kv_cache import KVCachePool, write_kv
+
+pytestmark = pytest.mark.kernels
 
 
 def test_a_large_pool_is_advised_into_huge_pages_and_starts_at_zero(monkeypatch):

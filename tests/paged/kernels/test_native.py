@@ -22,6 +22,8 @@ from paged.model.rope import apply_rope
 from paged.kernels.native_step import DecodeStep
 from decode_cases import build, sweep_failures
 
+pytestmark = pytest.mark.kernels
+
 
 @pytest.fixture
 def threads():

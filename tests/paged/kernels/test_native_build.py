@@ -22,6 +22,8 @@ from paged.attention import contiguous_attention_decode, paged_attention_decode
 from paged.kernels import native, native_build
 from decode_cases import build
 
+pytestmark = pytest.mark.kernels
+
 REPO = Path(__file__).resolve().parents[3]
 QUICK_FLAGS = (("-O1", "-pthread", "-shared", "-fPIC"),)
 

@@ -15,6 +15,9 @@ from paged.kernels.kv_fast import write_kv_fast
 from paged.model import ByteTokenizer, TinyLlama
 from paged.model.rope import apply_rope
 
+pytestmark = pytest.mark.kernels
+
+
 def ulps_apart(a: torch.Tensor, b: torch.Tensor) -> float:
     """The largest |a - b| in units of float32 spacing at b's magnitude (scaled to the values compared)."""
     spacing = torch.finfo(torch.float32).eps * b.abs().clamp_min(torch.finfo(torch.float32).tiny)

@@ -16,6 +16,8 @@ from paged.model.llama import llama3_inv_freq
 from helpers import assert_close_scaled, assert_far_scaled, max_abs_diff, scaled_atol
 from hf_tiny import TEXT, build_checkpoint
 
+pytestmark = pytest.mark.model
+
 transformers = pytest.importorskip("transformers")
 
 ARCHS = ["llama", "qwen2", "qwen3"]

@@ -18,6 +18,8 @@ from call_budget import call_budget
 from paged.config import ModelConfig
 from paged.model import TinyLlama, load_model, save_model
 
+pytestmark = pytest.mark.model
+
 TINY = ModelConfig(vocab_size=61, hidden_size=32, intermediate_size=48, num_hidden_layers=2,
                    num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128)
 QWEN3 = ModelConfig(**{**TINY.to_dict(), "model_type": "qwen3", "head_dim": 16})

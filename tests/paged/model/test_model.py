@@ -16,6 +16,8 @@ from paged.model.io import DEFAULT_DIR
 
 from helpers import assert_close_scaled, assert_far_scaled
 
+pytestmark = pytest.mark.model
+
 TINY = ModelConfig(vocab_size=61, hidden_size=32, intermediate_size=48, num_hidden_layers=2,
                    num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128, rope_theta=500.0)
 

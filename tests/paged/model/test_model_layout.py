@@ -12,6 +12,8 @@ from paged.model.llama import linear_ptrs
 
 from helpers import assert_close_scaled, assert_far_scaled
 
+pytestmark = pytest.mark.model
+
 CONFIGS = {
     "llama": ModelConfig(vocab_size=61, hidden_size=32, intermediate_size=48, num_hidden_layers=2,
                          num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64),

@@ -12,6 +12,8 @@ import paged.model.io as model_io
 from paged.config import ModelConfig
 from paged.model import TinyLlama, allowed_model_dirs, load_model, save_model
 
+pytestmark = pytest.mark.model
+
 TINY = ModelConfig(vocab_size=61, hidden_size=32, intermediate_size=48, num_hidden_layers=2,
                    num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128)
 # Llama-3.2-1B's and Llama-3-70B's shapes: config.json files that claim far more than the tiny weights next to them.

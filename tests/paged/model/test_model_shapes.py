@@ -9,6 +9,8 @@ from paged.config import ModelConfig
 from paged.model import TinyLlama
 from paged.model.shapes import tensor_shapes, tensors_per_layer
 
+pytestmark = pytest.mark.model
+
 VARIANTS = {
     "llama": {},
     "llama_bias_tied": {"attention_bias": True, "tie_word_embeddings": True},

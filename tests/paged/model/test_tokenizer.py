@@ -6,6 +6,8 @@ import pytest
 
 from paged.model.tokenizer import BOS, EOS, SEP, ByteTokenizer, HFTokenizer
 
+pytestmark = pytest.mark.model
+
 TEXTS = ["", "hello, world", "分页注意力 PagedAttention", "emoji 🚀🧠 and ünïcödé", "tabs\tand\nnewlines"]
 
 

@@ -13,6 +13,8 @@ from paged.model.data import (IGNORE, PRINTABLE, batches, greedy_continue, make_
 from paged.model.tokenizer import BOS, EOS, SEP
 from paged.model.train import lr_at, main, text_len_cap, train
 
+pytestmark = pytest.mark.model
+
 TINY = ModelConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
                    num_key_value_heads=2)
 

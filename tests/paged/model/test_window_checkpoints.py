@@ -18,6 +18,8 @@ from paged.engine.windowing import held_blocks
 from paged.model import load_model, save_model
 from paged.model.io import DEFAULT_DIR
 
+pytestmark = pytest.mark.model
+
 transformers = pytest.importorskip("transformers")
 PROMPT = "blocks of KV"  # 13 byte tokens with BOS; + SEP below: the recall model copies it back
 
