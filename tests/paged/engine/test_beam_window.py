@@ -18,6 +18,8 @@ from paged.engine.windowing import held_blocks
 from paged.model import load_model
 from paged.model.tokenizer import EOS, SEP
 
+pytestmark = pytest.mark.engine
+
 transformers = pytest.importorskip("transformers")
 WINDOW, MAX_TOKENS = 5, 8
 TEXTS = ("no", "hello world")  # 4 and 13 prompt tokens with SEP: shorter and longer than the window

@@ -10,6 +10,8 @@ from paged.config import CacheConfig, SamplingParams, SchedulerConfig
 from paged.engine import LLMEngine
 from paged.model.tokenizer import EOS, SEP
 
+pytestmark = pytest.mark.engine
+
 NUM_BLOCKS = 64
 
 

@@ -20,6 +20,8 @@ from paged.engine import LLMEngine
 from paged.engine.windowing import with_window
 from paged.model import load_model
 
+pytestmark = pytest.mark.chapters
+
 CHAPTERS = ["plain", "window", "swap", "speculative", "beam", "window+beam", "window+speculative",
             "window+swap", "swap+speculative", "swap+beam", "beam+speculative"]
 NAMES = {  # what a refusal may name, per knob a case sets
