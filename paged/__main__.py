@@ -3,6 +3,7 @@
     python -m paged generate "prompt" [--block-size 16 --num-blocks N --max-tokens 64 --trace trace.json]
     python -m paged generate "prompt" --model path/to/local/hf-checkpoint   # Llama, Mistral, Qwen2 or Qwen3
     python -m paged bench kernels|memory|engine [...]
+    python -m paged exercises init DIR | check DIR [--only NAME --json --hint]   (docs/exercises.md)
 """
 
 from __future__ import annotations
@@ -145,6 +146,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if argv[0] == "generate":
         return generate_main(argv[1:])
+    if argv[0] == "exercises":
+        from .exercises.check import main as exercises_main
+        return exercises_main(argv[1:])
     if argv[0] == "bench":
         from .bench import main as bench_main
         return bench_main(argv[1:]) or 0
