@@ -27,6 +27,7 @@ from .links import Failure, chain_link, close, expect_tensor, find_row, short
 TEXTS = ("Paged KV cache.", "Logical block 3 lives in physical block 17.", "abcdefghijklm", "The quick brown fox.")
 FIRST_MAX_TOKENS = 6  # the first request stops early: its blocks are freed while the others decode on
 BLOCK_SIZE, SEED = 4, 5
+NUM_PAD_ROWS = 2  # padding rows (slot -1) appended to every decode write
 
 
 @dataclass
@@ -178,8 +179,7 @@ class LearnerRun:
             _check_tables(self.bm, self.live(), self.plan.num_blocks, shown, seq)
             want = ref_addr.slot_of(token, seq.block_table, BLOCK_SIZE)
             if slot != want:
-                raise Failure(chain_link(token, list(seq.block_table), BLOCK_SIZE, slot) if isinstance(slot, int)
-                              and slot >= 0 else "slot_mapping", f"append_slot gave token {token} a wrong slot",
+                raise Failure("slot_mapping", f"append_slot gave token {token} a wrong slot",
                               f"append_slot 给 token {token} 的 slot 不对", shown, want, short(slot))
             slots.append(torch.tensor([want]))
             pos.append(torch.tensor([token]))
@@ -212,12 +212,17 @@ class LearnerRun:
     def attend(self, layer, q, k, v, group, pos, slots, tables, lens, prefill) -> torch.Tensor:
         kc, vc = self.pool.layer(layer)
         skc, svc = self.shadow.layer(layer)
-        self.ws["kv_cache"].write_kv(kc, vc, k, v, slots.clone())
-        ref_write_kv(skc, svc, k, v, slots)
-        shown = self.where(f"layer {layer}, write_kv at slots {slots.tolist()}")
-        for cache, want, rows, name in ((kc, skc, k, "key"), (vc, svc, v, "value")):
+        if not prefill:  # a decode batch padded with rows of slot -1, as CUDA graphs pad it: the write skips them
+            wk, wv = (torch.cat([x, x[:1].expand(NUM_PAD_ROWS, *x.shape[1:])]) for x in (k, v))
+            wslots = torch.cat([slots, torch.full((NUM_PAD_ROWS,), -1, dtype=torch.long)])
+        else:
+            wk, wv, wslots = k, v, slots
+        self.ws["kv_cache"].write_kv(kc, vc, wk, wv, wslots.clone())
+        ref_write_kv(skc, svc, wk, wv, wslots)
+        shown = self.where(f"layer {layer}, write_kv at slots {wslots.tolist()}")
+        for cache, want, rows, name in ((kc, skc, wk, "key"), (vc, svc, wv, "value")):
             if not torch.equal(cache, want):
-                _write_diagnosis(cache, want, rows, slots.tolist(), name, shown)
+                _write_diagnosis(cache, want, rows, wslots.tolist(), name, shown)
         refs, at = [], 0
         for i, p in zip(group, pos):
             sl = slice(at, at + len(p))

@@ -90,20 +90,21 @@ def _write_diagnosis(cache: torch.Tensor, want: torch.Tensor, rows: torch.Tensor
                      name: str, shown: str) -> None:
     """Raise the Failure that explains why `cache` (after the learner's write) differs from `want`."""
     bs, flat = cache.shape[1], cache.flatten(0, 1)
+    pad = " (slot -1 is padding: skip it)" if -1 in slots else ""
     for k, slot in enumerate(slots):
         if slot < 0 or torch.equal(flat[slot], rows[k]):
             continue
         landed = find_row(flat, rows[k])
         if landed is None:
-            raise Failure("slot_mapping", f"token {k}'s {name} was not written at slot {slot} (nor anywhere)",
-                          f"token {k} 的 {name} 没有写到 slot {slot}（哪里都没有）", shown, f"slot {slot}", "nowhere")
+            raise Failure("slot_mapping", f"token {k}'s {name} is not at slot {slot} (nor anywhere): overwritten?{pad}",
+                          f"token {k} 的 {name} 不在 slot {slot}（哪里都没有）：被覆盖了？" +
+                          ("（-1 是 padding，要跳过）" if pad else ""), shown, f"slot {slot}", "nowhere")
         same_block = landed // bs == slot // bs
         raise Failure("block_offset" if same_block else "physical_block_id",
                       f"token {k}'s {name} landed at slot {landed} (block {landed // bs}, offset {landed % bs})",
                       f"token {k} 的 {name} 写到了 slot {landed}（block {landed // bs}，offset {landed % bs}）",
                       shown, f"slot {slot} (block {slot // bs}, offset {slot % bs})", f"slot {landed}")
     extra = (flat != want.flatten(0, 1)).flatten(1).any(dim=1).nonzero().flatten().tolist()
-    pad = " (slot -1 is padding: skip it)" if -1 in slots else ""
     raise Failure("slot_mapping", f"{name} slots {extra} were written, but no token's slot is there{pad}",
                   f"{name} 的 slot {extra} 被写了，但没有 token 的 slot 在那里" + ("（-1 是 padding，要跳过）" if pad else ""),
                   shown, "untouched", f"written: {extra}")
@@ -112,7 +113,7 @@ def _write_diagnosis(cache: torch.Tensor, want: torch.Tensor, rows: torch.Tensor
 def check_write_kv(ws: Workspace) -> dict:
     """write_kv into zeroed caches: scattered slots, then slots with -1 padding among them."""
     p = POOL
-    cases = [[28, 29, 30, 31, 8, 9, 10, 36, 37], [5, 22, 13, 0, 39], [12, -1, 13, -1, -1, 39]]
+    cases = [[28, 29, 30, 31, 8, 9, 10, 36, 37], [5, 22, 13, 0, 38], [39, 12, -1, 13, -1, -1]]
     for n, slots in enumerate(cases):
         shown = f"slot_mapping={slots}, block_size={p['block_size']}"
         key = _random(len(slots), p["num_kv_heads"], p["head_dim"], seed=10 + n)

@@ -12,6 +12,7 @@ import sys
 import time
 import traceback
 from pathlib import Path
+from typing import Callable
 
 
 def learner_traceback(err: BaseException, directory: Path) -> str:
@@ -41,6 +42,30 @@ def result(name: str, err: BaseException | None, directory: Path, seconds: float
     return out
 
 
+def run_exercises(directory: Path, names: list[str], on_start: Callable[[str], object] = lambda name: None):
+    """Import the workspace afresh and run `names` in order, yielding each one's record (result()); stops after
+    the first failure. An import error in the learner's files fails the first exercise. on_start(name) is called
+    before each (the child's START line)."""
+    from .exercises import EXERCISES
+    from .workspace import load_workspace
+    ws, load_error = None, None
+    try:
+        ws = load_workspace(directory)
+    except Exception as err:  # a SyntaxError or an import-time exception in the learner's files
+        load_error = err
+    for name in names:
+        on_start(name)
+        start, err, data = time.perf_counter(), load_error, None
+        if err is None:
+            try:
+                data = EXERCISES[name][0](ws)
+            except Exception as caught:
+                err = caught
+        yield result(name, err, directory, time.perf_counter() - start, data)
+        if err is not None:
+            return
+
+
 def main(argv: list[str]) -> int:
     directory, names = Path(argv[0]), argv[1:]
     protocol = os.fdopen(os.dup(1), "w", encoding="utf-8", buffering=1)
@@ -48,26 +73,9 @@ def main(argv: list[str]) -> int:
     sys.stdout = sys.stderr
     import torch
     torch.set_num_threads(1)  # tiny tensors: threads only add overhead (and contend on a shared machine)
-    from .exercises import EXERCISES
-    from .workspace import load_workspace
     protocol.write("READY\n")
-    ws, load_error = None, None
-    try:
-        ws = load_workspace(directory)
-    except BaseException as err:  # a SyntaxError or an import-time exception in the learner's files
-        load_error = err
-    for name in names:
-        protocol.write(f"START {name}\n")
-        start, err, data = time.perf_counter(), load_error, None
-        if err is None:
-            try:
-                data = EXERCISES[name][0](ws)
-            except Exception as caught:
-                err = caught
-        record = result(name, err, directory, time.perf_counter() - start, data)
+    for record in run_exercises(directory, names, lambda name: protocol.write(f"START {name}\n")):
         protocol.write("RESULT " + json.dumps(record, ensure_ascii=False, default=str) + "\n")
-        if err is not None:
-            break
     protocol.close()
     return 0
 

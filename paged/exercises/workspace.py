@@ -84,3 +84,15 @@ def load_workspace(directory: str | Path) -> dict[str, ModuleType]:
         spec.loader.exec_module(module)
         modules[name] = module
     return modules
+
+
+def unload_workspace(directory: str | Path) -> None:
+    """Undo load_workspace's traces (its bare module names, its sys.path entry): an in-process caller (the tests)
+    leaves the interpreter as it found it."""
+    root = str(Path(directory).resolve())
+    for name in MODULES:
+        module = sys.modules.get(name)
+        if module is not None and str(getattr(module, "__file__", "")).startswith(root):
+            del sys.modules[name]
+    while root in sys.path:
+        sys.path.remove(root)
