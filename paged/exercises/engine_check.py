@@ -302,7 +302,8 @@ def check_engine(ws: Workspace) -> dict:
     plan = make_plan(tokenizer)
     run = LearnerRun(ws, model, plan)
     twin = twin_tokens(model, plan)
-    data = dict(texts=list(TEXTS), twin=[tokenizer.decode(t) for t in twin], steps=plan.steps, got=[])
+    data = dict(texts=list(TEXTS), twin=[tokenizer.decode(t) for t in twin], steps=plan.steps, got=[],
+                num_blocks=plan.num_blocks, block_size=BLOCK_SIZE)
     try:
         got = run.run()
     except Failure as err:
