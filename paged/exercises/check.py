@@ -3,9 +3,10 @@
     python -m paged exercises init DIR [--solution]
     python -m paged exercises check DIR [--only NAME] [--json] [--hint] [--lang en|zh]
 
-A check runs the exercises in a child process (runner.py) and kills it when one overruns its time limit, so a hang
-or a crash in the learner's code is a failed exercise, never a crash of the checker. Exit status 0 only if every
-exercise run passes (and, without --only, all of them ran).
+A check runs the exercises in a child process (runner.py) and kills it when one overruns its time
+limit, so a hang or a crash in the learner's code is a failed exercise, never a crash of the
+checker. Exit status 0 only if every exercise run passes (and, without --only, all of them ran).
+
 """
 
 from __future__ import annotations
@@ -37,26 +38,50 @@ def _reader(stream, lines: queue.Queue) -> None:
 
 def _failed(name: str, key: str, **fmt) -> dict:
     en, zh = LABELS["en"][key].format(**fmt), LABELS["zh"][key].format(**fmt)
-    return dict(exercise=name, ok=False, link=None, en=en, zh=zh, input=None, expected=None, got=None,
-                traceback=None, seconds=None, data=None)
+    return dict(
+        exercise=name,
+        ok=False,
+        link=None,
+        en=en,
+        zh=zh,
+        input=None,
+        expected=None,
+        got=None,
+        traceback=None,
+        seconds=None,
+        data=None,
+    )
 
 
 def run_check(directory: str | Path, only: str | None = None, scale: float = 1.0) -> list[dict]:
-    """Run the exercises (all in order, or `only` one) on the workspace in `directory`: one record per exercise
-    run (runner.result's fields), stopping at the first failure. `scale` multiplies every time limit. Raises
-    ValueError for an unknown exercise name or a folder without a workspace."""
+    """Run the exercises (all in order, or `only` one) on the workspace in `directory`: one record
+    per exercise run (runner.result's fields), stopping at the first failure. `scale` multiplies
+    every time limit. Raises ValueError for an unknown exercise name or a folder without a
+    workspace."""
     directory = Path(directory)
     if only is not None and only not in EXERCISES:
         raise ValueError(LABELS["en"]["unknown"].format(name=only, names=list(EXERCISES)))
     if not all((directory / f).is_file() for f in FILES):
         raise ValueError(LABELS["en"]["missing"].format(path=directory))
     names = [only] if only else list(EXERCISES)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
-           "OMP_NUM_THREADS": "1", "PYTHONDONTWRITEBYTECODE": "1"}
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+        "OMP_NUM_THREADS": "1",
+        "PYTHONDONTWRITEBYTECODE": "1",
+    }
     with tempfile.TemporaryFile() as err_log:
-        child = subprocess.Popen([sys.executable, "-m", "paged.exercises.runner", str(directory.resolve()), *names],
-                                 stdout=subprocess.PIPE, stderr=err_log, stdin=subprocess.DEVNULL, cwd=str(ROOT),
-                                 env=env, text=True, encoding="utf-8", start_new_session=True)
+        child = subprocess.Popen(
+            [sys.executable, "-m", "paged.exercises.runner", str(directory.resolve()), *names],
+            stdout=subprocess.PIPE,
+            stderr=err_log,
+            stdin=subprocess.DEVNULL,
+            cwd=str(ROOT),
+            env=env,
+            text=True,
+            encoding="utf-8",
+            start_new_session=True,
+        )
         lines: queue.Queue = queue.Queue()
         threading.Thread(target=_reader, args=(child.stdout, lines), daemon=True).start()
         try:
@@ -65,7 +90,9 @@ def run_check(directory: str | Path, only: str | None = None, scale: float = 1.0
             _stop(child)
 
 
-def _collect(child: subprocess.Popen, lines: queue.Queue, names: list[str], scale: float) -> list[dict]:
+def _collect(
+    child: subprocess.Popen, lines: queue.Queue, names: list[str], scale: float
+) -> list[dict]:
     """Read the child's protocol, enforcing each exercise's time limit from its START line."""
     records, current, deadline = [], None, time.monotonic() + START_LIMIT
     while True:
@@ -102,8 +129,8 @@ def _stop(child: subprocess.Popen) -> None:
 
 
 def message(record: dict, lang: str = "en") -> str:
-    """A failed record as the learner reads it: what went wrong, the input, what was expected and what came, the
-    traceback (their frames) when their code raised."""
+    """A failed record as the learner reads it: what went wrong, the input, what was expected and
+    what came, the traceback (their frames) when their code raised."""
     lab = LABELS[lang]
     parts = [record[lang]]
     for key in ("input", "expected", "got"):
@@ -118,15 +145,22 @@ def json_records(records: list[dict], lang: str = "en", hint: bool = False) -> l
     """--json: one object per exercise run: exercise, ok, link, message (and hint with --hint)."""
     out = []
     for r in records:
-        item = dict(exercise=r["exercise"], ok=r["ok"], link=r["link"], message=None if r["ok"] else message(r, lang))
+        item = dict(
+            exercise=r["exercise"],
+            ok=r["ok"],
+            link=r["link"],
+            message=None if r["ok"] else message(r, lang),
+        )
         if hint:
             item["hint"] = HINTS[r["exercise"]][LANGS.index(lang)]
         out.append(item)
     return out
 
 
-def report(records: list[dict], lang: str = "en", hint: bool = False, only: str | None = None) -> str:
-    """The human-readable report: one line per exercise, the failure in full, the exercises not run."""
+def report(
+    records: list[dict], lang: str = "en", hint: bool = False, only: str | None = None
+) -> str:
+    """The human-readable report: one line per exercise, the failure in full, those not run."""
     lab, lines = LABELS[lang], []
     names = [only] if only else list(EXERCISES)
     for n, name in enumerate(names, 1):
@@ -154,19 +188,33 @@ def passed(records: list[dict], only: str | None = None) -> bool:
 
 
 def main(argv: list[str]) -> int:
-    p = argparse.ArgumentParser(prog="python -m paged exercises",
-                                description="Write the article's code yourself; check finds the first broken link.")
+    p = argparse.ArgumentParser(
+        prog="python -m paged exercises",
+        description="Write the article's code yourself; check finds the first broken link.",
+    )
     sub = p.add_subparsers(dest="cmd", required=True)
-    i = sub.add_parser("init", help="write a workspace (stubs to fill in, or the reference with --solution)")
+    i = sub.add_parser(
+        "init", help="write a workspace (stubs to fill in, or the reference with --solution)"
+    )
     i.add_argument("directory")
-    i.add_argument("--solution", action="store_true", help="write the reference solution instead of the stubs")
+    i.add_argument(
+        "--solution", action="store_true", help="write the reference solution instead of the stubs"
+    )
     c = sub.add_parser("check", help="run the exercises in order, stop at the first that fails")
     c.add_argument("directory")
     c.add_argument("--only", choices=list(EXERCISES), default=None, help="run this exercise alone")
-    c.add_argument("--json", action="store_true", help="print a JSON list, one object per exercise run")
-    c.add_argument("--hint", action="store_true", help="add a hint (never the answer) to each exercise reported")
+    c.add_argument(
+        "--json", action="store_true", help="print a JSON list, one object per exercise run"
+    )
+    c.add_argument(
+        "--hint",
+        action="store_true",
+        help="add a hint (never the answer) to each exercise reported",
+    )
     c.add_argument("--lang", choices=LANGS, default="en")
-    c.add_argument("--time-scale", type=float, default=1.0, help="multiply every time limit (a slow machine)")
+    c.add_argument(
+        "--time-scale", type=float, default=1.0, help="multiply every time limit (a slow machine)"
+    )
     args = p.parse_args(argv)
     try:
         if args.cmd == "init":

@@ -16,7 +16,8 @@ import torch
 
 @dataclass(frozen=True)
 class Address:
-    """Every link of the chain for one token (given, not an exercise). 一个 token 的整条地址链（已给出）。"""
+    """Every link of the chain for one token (given, not an exercise).
+    一个 token 的整条地址链（已给出）。"""
 
     token_index: int
     logical_block_id: int
@@ -26,7 +27,8 @@ class Address:
 
 
 def blocks_needed(num_tokens: int, block_size: int) -> int:
-    """How many blocks hold num_tokens tokens (round up). 容纳 num_tokens 个 token 需要几个 block（向上取整）。"""
+    """How many blocks hold num_tokens tokens (round up).
+    容纳 num_tokens 个 token 需要几个 block（向上取整）。"""
     # > full, rest = divmod(num_tokens, block_size)
     # > return full + (1 if rest else 0)        # 0 tokens -> 0 blocks; 5 tokens, block_size 4 -> 2
     full, rest = divmod(num_tokens, block_size)
@@ -54,7 +56,8 @@ def locate(token_index: int, block_table, block_size: int) -> Address:
 
 
 def slot_mapping(block_table, start: int, end: int, block_size: int, device=None) -> torch.Tensor:
-    """Slots of tokens [start, end) of one sequence: LongTensor [end - start]. 第 start..end-1 个 token 的 slot。"""
+    """Slots of tokens [start, end) of one sequence: LongTensor [end - start].
+    一个序列第 start..end-1 个 token 的 slot。"""
     # > for token_index in range(start, end): slot of that token (locate(...).slot)
     # > 对 range(start, end) 中每个 token_index，取它的 slot
     # > return torch.tensor(slots, dtype=torch.long, device=device)

@@ -10,12 +10,13 @@ from __future__ import annotations
 import torch
 
 from addressing import slot_mapping
-from paged.attention import causal_mask  # given: bool [q_len, context_len], True where a query may look
+from paged.attention import causal_mask  # given: bool [q_len, context_len], True: may look
 
 
 def gather_kv_loop(key_cache: torch.Tensor, value_cache: torch.Tensor, block_table,
                    context_len: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """One token at a time along the address chain -> keys, values [context_len, num_kv_heads, head_dim].
+    """One token at a time along the address chain -> keys, values [context_len, num_kv_heads,
+    head_dim].
     逐个 token 沿地址链读取。"""
     # > block_size = key_cache.shape[1]
     # > for token_index in range(context_len):
@@ -37,23 +38,24 @@ def gather_kv(key_cache: torch.Tensor, value_cache: torch.Tensor, block_table,
               context_len: int) -> tuple[torch.Tensor, torch.Tensor]:
     """gather_kv_loop without the Python loop: every slot at once. 去掉 Python 循环：一次取出所有 slot。"""
     # > slots = slot_mapping(block_table, 0, context_len, block_size)          # [context_len]
-    # > flat_k = key_cache.flatten(0, 1)      # [num_blocks * block_size, num_kv_heads, head_dim]: row = slot
+    # > flat_k = key_cache.flatten(0, 1)  # [num_blocks * block_size, ...]: row number = slot
     # > return flat_k[slots], flat_v[slots]
     slots = slot_mapping(block_table, 0, context_len, key_cache.shape[1], device=key_cache.device)
     return key_cache.flatten(0, 1)[slots], value_cache.flatten(0, 1)[slots]
 
 
-def attention(query: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, scale: float | None = None,
-              causal: bool = False) -> torch.Tensor:
-    """softmax(Q·Kᵀ·scale)·V per head. query [num_heads, head_dim] (decode) or [q_len, num_heads, head_dim];
-    keys, values [context_len, num_kv_heads, head_dim]; query head h reads kv head h // (num_heads //
-    num_kv_heads). causal: query i of q_len sees keys 0 .. context_len - q_len + i (causal_mask).
+def attention(query: torch.Tensor, keys: torch.Tensor, values: torch.Tensor,
+              scale: float | None = None, causal: bool = False) -> torch.Tensor:
+    """softmax(Q·Kᵀ·scale)·V per head. query [num_heads, head_dim] (decode) or [q_len, num_heads,
+    head_dim]; keys, values [context_len, num_kv_heads, head_dim]; query head h reads kv head
+    h // (num_heads // num_kv_heads). causal: query i of q_len sees keys
+    0 .. context_len - q_len + i (causal_mask).
     每个 head 算 softmax(Q·Kᵀ·scale)·V；GQA：query head h 读 kv head h // (num_heads // num_kv_heads)。"""
     # > scale = scale or head_dim ** -0.5
-    # > k = keys.repeat_interleave(num_heads // num_kv_heads, dim=1)     # [context_len, num_heads, head_dim]
-    # > scores = einsum("qhd,khd->hqk", q, k) * scale                     # [num_heads, q_len, context_len]
+    # > k = keys.repeat_interleave(num_heads // num_kv_heads, dim=1)  # [ctx, num_heads, head_dim]
+    # > scores = einsum("qhd,khd->hqk", q, k) * scale                  # [num_heads, q_len, ctx]
     # > causal: scores.masked_fill(~causal_mask(q_len, context_len), -inf)
-    # > out = einsum("hqk,khd->qhd", softmax(scores, -1), v)            # same shape as query / 与 query 同形
+    # > out = einsum("hqk,khd->qhd", softmax(scores, -1), v)  # shaped as query / 与 query 同形
     q = query.unsqueeze(0) if query.dim() == 2 else query  # [q_len, num_heads, head_dim]
     q_len, num_heads, head_dim = q.shape
     scale = head_dim ** -0.5 if scale is None else scale
@@ -67,11 +69,12 @@ def attention(query: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, sca
     return out[0] if query.dim() == 2 else out
 
 
-def paged_attention_decode(query: torch.Tensor, key_cache: torch.Tensor, value_cache: torch.Tensor, block_tables,
-                           context_lens, scale: float | None = None, impl: str = "gather",
-                           validate: bool = True) -> torch.Tensor:
-    """Decode for a batch: row b gathers its first context_lens[b] tokens through block_tables[b] (-1 padded),
-    then attends with query[b]. query [B, num_heads, head_dim] -> [B, num_heads, head_dim].
+def paged_attention_decode(query: torch.Tensor, key_cache: torch.Tensor, value_cache: torch.Tensor,
+                           block_tables, context_lens, scale: float | None = None,
+                           impl: str = "gather", validate: bool = True) -> torch.Tensor:
+    """Decode for a batch: row b gathers its first context_lens[b] tokens through block_tables[b]
+    (-1 padded), then attends with query[b].
+    query [B, num_heads, head_dim] -> [B, num_heads, head_dim].
     impl / validate: the library's switches; unused here. 库里的开关，这里不用。
     批量 decode：第 b 行按 block_tables[b] gather 前 context_lens[b] 个 token，再用 query[b] 做 attention。"""
     # > for b in range(B):

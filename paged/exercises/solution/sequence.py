@@ -3,9 +3,9 @@
     cached_token_count  = tokens whose K/V are written in the cache / 已写入 KV cache 的 token 数
     generated_token_ids = tokens sampled so far / 已生成的 token
 
-After prefill: cached_token_count == len(prompt_token_ids), generated_token_ids == [t1]. Each decode step writes
-the newest token's K/V (cached += 1), then samples the next token. So before a decode step exactly one token (the
-newest) is known but not yet cached.
+After prefill: cached_token_count == len(prompt_token_ids), generated_token_ids == [t1]. Each
+decode step writes the newest token's K/V (cached += 1), then samples the next token. So before a
+decode step exactly one token (the newest) is known but not yet cached.
 prefill 之后：cached_token_count == prompt 长度，generated_token_ids == [t1]。每个 decode 步写入最新 token 的
 K/V（cached 加 1），再采样下一个 token。所以 decode 前恰好有一个 token（最新的）还没写入 cache。
 """
@@ -39,10 +39,11 @@ class Sequence:
     @property
     def last_token_id(self) -> int:
         """Given: the token the next decode step feeds. 已给出：下一个 decode 步输入的 token。"""
-        return self.generated_token_ids[-1] if self.generated_token_ids else self.prompt_token_ids[-1]
+        return (self.generated_token_ids or self.prompt_token_ids)[-1]
 
     def on_prefill_done(self, first_token_id: int) -> None:
-        """The prompt's K/V are written and the first token sampled. prompt 的 K/V 已写入，第一个 token 已采样。"""
+        """The prompt's K/V are written and the first token sampled.
+        prompt 的 K/V 已写入，第一个 token 已采样。"""
         # > cached_token_count = len(prompt_token_ids)       # what was written / 写入了多少
         # > generated_token_ids.append(first_token_id)       # not written yet / 还没写入
         self.cached_token_count = len(self.prompt_token_ids)
