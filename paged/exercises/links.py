@@ -38,7 +38,7 @@ LINKS = (
 
 
 class Failure(Exception):
-    """One exercise failed: what went wrong (English, Chinese), on which input, what was expected and
+    """One exercise failed: what went wrong (English, Chinese), on which input, what was expected,
     what came, and the first link of the chain whose value differs (one of LINKS, or None when no
     link can be named)."""
 

@@ -73,8 +73,8 @@ STRINGS = {
         "zh": "第 {step} 步之后的池，由你的 Block Manager 分配",
     },
     "step_caption": {
-        "en": "Step {step} ({phase}): sequences {seqs}, context_lens {lens}, slots written {slots}, "
-        "tokens {tokens}.",
+        "en": "Step {step} ({phase}): sequences {seqs}, context_lens {lens}, "
+        "slots {slots} written, tokens {tokens}.",
         "zh": "第 {step} 步（{phase}）：序列 {seqs}，context_lens {lens}，写入的 slot {slots}，token {tokens}。",
     },
     "prefill": {"en": "prefill", "zh": "prefill"},
