@@ -42,7 +42,9 @@ done = {r["exercise"]: r for r in view.records}
 rows = [
     {
         ctx.t("col_exercise"): name,
-        ctx.t("col_ok"): ("✔" if done[name]["ok"] else "✘") if name in done else ctx.t("not_run"),
+        ctx.t("col_ok"): ctx.t("not_run")
+        if name not in done
+        else ctx.t("yes" if done[name]["ok"] else "no"),
         ctx.t("col_link"): (done[name]["link"] or "—")
         if name in done and not done[name]["ok"]
         else "",
@@ -117,7 +119,7 @@ texts = pd.DataFrame(
             ctx.t("col_request"): i,
             ctx.t("col_yours"): got,
             ctx.t("col_twin"): twin,
-            ctx.t("col_same"): "✔" if got == twin else "✘",
+            ctx.t("col_same"): ctx.t("yes") if got == twin else ctx.t("no"),
         }
         for i, (got, twin) in enumerate(
             zip(data.get("got") or [""] * len(data["twin"]), data["twin"])

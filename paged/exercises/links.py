@@ -58,15 +58,15 @@ class Failure(Exception):
 
 
 def short(value: Any, limit: int = 160) -> str:
-    """A value as the report prints it: tensors as shape + the first values, cut at `limit`
-    characters."""
+    """A value as the report prints it: tensors as shape + the first values, text as it is, anything
+    else as its repr; cut at `limit` characters."""
     if isinstance(value, torch.Tensor):
         flat = value.detach().flatten()[:8].tolist()
         shown = [round(x, 4) if isinstance(x, float) else x for x in flat]
         text = f"tensor{tuple(value.shape)} {value.dtype} {shown}"
         text += "…" if value.numel() > 8 else ""
     else:
-        text = repr(value)
+        text = value if isinstance(value, str) else repr(value)
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 

@@ -36,6 +36,8 @@ STRINGS = {
     "col_ok": {"en": "passed", "zh": "通过"},
     "col_link": {"en": "first broken link", "zh": "第一个出错的环节"},
     "col_seconds": {"en": "seconds", "zh": "秒"},
+    "yes": {"en": "yes", "zh": "是"},
+    "no": {"en": "no", "zh": "否"},
     "not_run": {"en": "not run", "zh": "未运行"},
     "all_green": {
         "en": "All {n} exercises pass: your code runs the shipped model token for token like the "
