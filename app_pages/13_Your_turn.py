@@ -22,15 +22,11 @@ if (
 st.caption(ctx.t("folder", path=str(directory)))
 stamp = lesson.fingerprint(directory)
 view = st.session_state.get("exercises.view")
-if (
-    view is None
-    or st.session_state.get("exercises.stamp") != stamp
-    or st.button(ctx.t("recheck"), icon=":material/refresh:")
-):
+recheck = st.button(ctx.t("recheck"), icon=":material/refresh:")
+if recheck or view is None or st.session_state.get("exercises.stamp") != stamp:
     with st.spinner(ctx.t("checking")):
-        view = lesson.check(
-            directory
-        )  # a child process: a hang in the learner's code is killed, not ours
+        # a child process: a hang in the learner's code is killed, never the server's
+        view = lesson.check(directory)
     st.session_state["exercises.view"], st.session_state["exercises.stamp"] = view, stamp
 if view.error:
     ui.stop_with_error(ctx, ctx.t("no_workspace", error=view.error), "")
