@@ -3,6 +3,7 @@
     python -m paged generate "prompt" [--block-size 16 --num-blocks N --max-tokens 64 --trace trace.json]
     python -m paged generate "prompt" --model path/to/local/hf-checkpoint   # Llama, Mistral, Qwen2 or Qwen3
     python -m paged bench kernels|memory|engine|external|swap [...]   # = python -m benchmarks ... (benchmarks/)
+    python -m paged exercises init DIR | check DIR [--only NAME --json --hint]   (docs/exercises.md)
 """
 
 from __future__ import annotations
@@ -220,6 +221,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if argv[0] == "generate":
         return generate_main(argv[1:])
+    if argv[0] == "exercises":
+        from .exercises.check import main as exercises_main
+        return exercises_main(argv[1:])
     if argv[0] == "bench":  # the benchmarks live outside the library (benchmarks/): forwarded, never imported
         return forward_bench(argv[1:])
     print(f"unknown command {argv[0]!r}\n{__doc__}", file=sys.stderr)

@@ -131,7 +131,8 @@ def test_the_test_import_checker_sees_conftest_and_test_files():
 
 
 # --- tests marked by chapter: `pytest tests/paged -m article` runs the article's tests -------------------------------
-CHAPTER_MARKERS = {"article", "chapters", "engine", "kernels", "faults", "model", "cli", "benchmarks"}
+CHAPTER_MARKERS = {"article", "chapters", "engine", "kernels", "faults", "model", "cli", "benchmarks",
+                   "exercises"}
 MARKED_TREES = ("tests/paged", "tests/benchmarks")  # a subfolder's files carry its name: tests/paged/engine -> engine
 
 

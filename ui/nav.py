@@ -10,6 +10,7 @@ needed for a page to draw itself.
 from __future__ import annotations
 
 import html
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,18 +47,29 @@ PAGES = (
     NavPage("app_pages/12_Speculative_decoding.py", "Speculative_decoding", "spec", ":material/bolt:"),
     NavPage("app_pages/8_Teaching_guide.py", "Teaching_guide", "guide", ":material/school:"),
 )
+# The learner's-code page: listed only when the server was started with PAGED_EXERCISES=DIR.
+EXERCISES_PAGE = NavPage("app_pages/13_Your_turn.py", "Your_turn", "exercises",
+                         ":material/edit_note:")
 BY_NAME = {p.name: p for p in PAGES}
 NAV_KEY = "_nav_pages"  # this run's st.Page objects by script, set by run(): page links use them when present
 
 
 def title(page: NavPage, lang: str) -> str:
+    if page is EXERCISES_PAGE:
+        return t("exercises.nav", lang)
     return t(f"classroom.nav_{page.name}", lang)
+
+
+def listed() -> tuple[NavPage, ...]:
+    """PAGES, plus page 13 when this server was started with PAGED_EXERCISES set (never from the
+    browser)."""
+    return PAGES + ((EXERCISES_PAGE,) if os.environ.get("PAGED_EXERCISES", "").strip() else ())
 
 
 def build(lang: str) -> dict[str, st.Page]:
     """One st.Page per entry of PAGES (those whose script exists), titled in `lang`, keyed by script path."""
     pages = {}
-    for p in PAGES:
+    for p in listed():
         if (ROOT / p.script).exists():
             pages[p.script] = st.Page(ROOT / p.script, title=title(p, lang), icon=p.icon,
                                       url_path=p.url_path or None, default=not p.url_path)
