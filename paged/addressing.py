@@ -134,3 +134,37 @@ def batch_slot_mapping(block_tables: torch.Tensor, rows: torch.Tensor, token_ind
     check_batch_slots(block_tables, rows, token_index, block_size)
     physical_block_id = block_tables.long()[rows, token_index // block_size]
     return physical_block_id * block_size + token_index % block_size
+
+
+def decode_slots(tables: list[list[int]], token_index: list[int], block_size: int) -> list[int]:
+    """`batch_slot_mapping` for one token per sequence (a decode step) in plain ints: slots [B], the engine's
+    every step. Raises: ValueError as batch_slot_mapping, for a token without its physical block."""
+    try:
+        slots = [t[i // block_size] * block_size + i % block_size for t, i in zip(tables, token_index)]
+    except IndexError:  # a logical block past its table
+        slots = [PAD_SLOT]
+    if slots and min(slots) < 0:  # a -1 entry: batch_slot_mapping names the row
+        batch_slot_mapping(block_tables(tables), torch.arange(len(tables)), torch.tensor(token_index), block_size)
+        raise AssertionError("batch_slot_mapping found no row without its physical block")
+    return slots
+
+
+def validate_block_tables(block_tables: torch.Tensor, context_lens: torch.Tensor, num_blocks: int,
+                          block_size: int, tables: list[list[int]]) -> None:
+    """validate_block_table for a batch: block_tables [B, W] (-1 padded), context_lens [B] and the same tables
+    as lists of ints, in one pass without tensor ops (the engine's every step: a set, a min, a max per row).
+    Raises: ValueError naming the rule a row breaks (validate_block_table's), or if B or W disagree."""
+    lens, width = context_lens.tolist(), block_tables.shape[-1]  # an empty batch may come as shape [0]
+    if not len(lens) == len(tables) == block_tables.shape[0]:
+        raise ValueError(f"{block_tables.shape[0]} block-table rows, {len(lens)} context_lens and "
+                         f"{len(tables)} tables: one of each per sequence")
+    block_size = check_block_size(block_size)
+    for row, (table, n) in enumerate(zip(tables, lens)):
+        used = -(-n // block_size) if type(n) is int and 1 <= n <= MAX_CONTEXT_LEN else 0
+        head = table[:used] if type(table) is list else []
+        if (0 < used <= len(table) <= width and len(set(head)) == used and min(head) >= 0
+                and max(head) < num_blocks):
+            continue
+        validate_block_table(table, num_blocks, block_size, n)
+        raise ValueError(f"batch row {row}: block table {table} does not cover context_len {n} with distinct "
+                         f"blocks in [0, {num_blocks}) within the batch's width {width}")

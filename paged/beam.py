@@ -31,7 +31,8 @@ from .checks import as_bool, as_float, as_int
 from .config import CacheConfig, SchedulerConfig
 from .engine.admission import pool_num_blocks, prompt_token_ids
 from .engine.runner import ModelRunner
-from .kernels import DECODE_IMPLS, default_attn_impl
+from .attention import DECODE_IMPLS
+from .kernels import default_attn_impl
 from .sequence import Sequence
 
 __all__ = ["MAX_BEAM_WIDTH", "BeamParams", "BeamResult", "BeamSearch", "BeamStepTrace"]

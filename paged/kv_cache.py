@@ -15,6 +15,7 @@ import torch
 from .addressing import check_block_size
 from .attention_checks import check_cache_alloc, check_layer, check_positions, check_write
 from .checks import as_int
+from .kernels import native_ops
 
 # The most bytes one KVCachePool (or ContiguousKVCache) may hold unless told otherwise: a knob set by mistake must
 # be refused up front, not discovered as an out-of-memory error (or a machine swapping) halfway through.
@@ -64,20 +65,20 @@ class KVCachePool:
 
 
 def write_kv(key_cache: torch.Tensor, value_cache: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
-             slot_mapping: torch.Tensor, validate: bool = True, pads: bool = True) -> None:
-    """Write each token's K/V into one layer's cache at its slot.
-
-    key_cache, value_cache: [num_blocks, block_size, num_kv_heads, head_dim] (modified in place)
-    key, value:             [num_tokens, num_kv_heads, head_dim]
-    slot_mapping:           [num_tokens] int; slot = physical_block_id * block_size + block_offset; -1 is skipped.
-    Raises ValueError (nothing written) for any rule of attention_checks.check_write; validate=False skips them (the
-    engine, the bug lab). pads=False: the caller knows no slot is -1, so none is looked for."""
+             slot_mapping: torch.Tensor, validate: bool = True, pads: bool = True, fast: bool = False) -> None:
+    """Write each token's K/V at its slot: key, value [num_tokens, num_kv_heads, head_dim] into one layer's
+    key_cache, value_cache [num_blocks, block_size, num_kv_heads, head_dim]; slot_mapping [num_tokens], -1 skipped.
+    validate=False (the engine, the bug lab) skips the checks; pads=False: no slot is -1, none is looked for;
+    fast: the copy in one C call where it fits (kernels/native_ops.py), the same result.
+    Raises: ValueError (nothing written) for a rule of attention_checks.check_write."""
     if validate:
         check_write(key_cache, value_cache, key, value, slot_mapping, pads)
-    slots = slot_mapping.long()
+    slots = slot_mapping if slot_mapping.dtype == torch.long else slot_mapping.long()
     if pads:
         keep = slots >= 0
         slots, key, value = slots[keep], key[keep], value[keep]
+    if fast and native_ops.write_rows(key_cache, value_cache, key, value, slots):
+        return  # CPU, contiguous caches and rows: written in C
     for cache, rows in ((key_cache, key), (value_cache, value)):
         if cache.is_contiguous():  # the pool as [num_slots, num_kv_heads, head_dim]: slot s is row s
             cache.flatten(0, 1).index_copy_(0, slots, rows)

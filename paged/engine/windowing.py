@@ -21,7 +21,8 @@ from ..checks import as_int
 from ..kv_cache import ContiguousKVCache, KVCachePool, write_kv
 from ..window import paged_window_decode, paged_window_prefill, window_attention
 from ..window_blocks import WindowBlockManager
-from .runner import BatchInput, ModelRunner, prepare_inputs
+from ..batch import BatchInput
+from .runner import ModelRunner, prepare_inputs
 
 WINDOW_IMPLS = ("gather", "loop")  # decode impls that know the window
 

@@ -1,5 +1,5 @@
-"""The fast paths of paged/kv_cache.py, same results: a pool allocated in transparent huge pages, and the K/V write
-in one C call. The engine takes them with a fast kernel (ModelRunner.fast); the reference path never does."""
+"""A fast path of paged/kv_cache.py, same result: a pool allocated in transparent huge pages (`pool_zeros`). The
+engine takes it with a fast kernel (ModelRunner.fast), as it takes write_kv(fast=True); the reference never does."""
 
 from __future__ import annotations
 
@@ -8,9 +8,6 @@ import sys
 
 import torch
 
-from ..attention_checks import check_write
-from ..kv_cache import write_kv
-from . import native_ops
 
 HUGE_PAGE_BYTES = 2 << 20  # a pool at least this large is advised into transparent huge pages (pool_zeros)
 _MADV_HUGEPAGE = 14  # Linux's madvise advice number
@@ -40,18 +37,3 @@ def pool_zeros(shape: tuple[int, ...], dtype: torch.dtype, device: torch.device)
     if t.device.type == "cpu" and sys.platform.startswith("linux") and t.numel() * t.element_size() >= HUGE_PAGE_BYTES:
         _advise_huge_pages(t)
     return t.zero_()
-
-
-def write_kv_fast(key_cache: torch.Tensor, value_cache: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
-                  slot_mapping: torch.Tensor, validate: bool = True, pads: bool = True) -> None:
-    """`paged.kv_cache.write_kv` (same arguments, checks and result) with the copy in one C call where it fits
-    (native_ops.write_rows: CPU, contiguous caches, each row contiguous); elsewhere the reference's index_copy_."""
-    if validate:
-        check_write(key_cache, value_cache, key, value, slot_mapping, pads)
-    slots = slot_mapping if slot_mapping.dtype == torch.long else slot_mapping.long()
-    if pads:
-        keep = slots >= 0
-        if not bool(keep.all()):
-            slots, key, value = slots[keep], key[keep], value[keep]
-    if not native_ops.write_rows(key_cache, value_cache, key, value, slots):
-        write_kv(key_cache, value_cache, key, value, slots, validate=False, pads=False)
