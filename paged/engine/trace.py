@@ -8,7 +8,7 @@ import json
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Callable
 
-from ..block_views import first_owners
+from ..block_manager import first_owners
 
 
 @dataclass
