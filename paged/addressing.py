@@ -1,15 +1,11 @@
-"""The address chain of PagedAttention, as pure functions.
-
-A sequence's context is logically contiguous; its K/V live in fixed-size physical blocks scattered
-through one pool. Reading token `token_index` of a sequence follows one chain:
+"""The address chain of PagedAttention, as pure functions: the only place slots are computed.
 
     logical_block_id  = token_index // block_size
     physical_block_id = block_table[logical_block_id]
     block_offset      = token_index %  block_size
     slot              = physical_block_id * block_size + block_offset
 
-Writing (slot_mapping) and reading (block tables) both go through this module, so they cannot
-disagree. The boundary checks live in paged/checks.py, one call at each entry point.
+Writing (slot_mapping) and reading (block tables) both go through here, so they cannot disagree.
 """
 
 from __future__ import annotations
@@ -45,27 +41,27 @@ def check_block_size(block_size: int) -> int:
 
 
 def blocks_needed(num_tokens: int, block_size: int) -> int:
-    """How many blocks hold `num_tokens` tokens (ceil division).
+    """Blocks that hold `num_tokens` tokens (ceil division).
     Raises: ValueError unless num_tokens >= 0 and block_size >= 1 are integers."""
     return -(-as_int(num_tokens, "num_tokens", 0) // check_block_size(block_size))
 
 
 def blocks_needed_tensor(num_tokens: torch.Tensor, block_size: int) -> torch.Tensor:
-    """blocks_needed of each entry of an integer tensor (same shape, dtype and device).
-    Raises: ValueError unless num_tokens is an integer tensor and block_size an integer >= 1."""
+    """blocks_needed of each entry of an integer tensor (same shape, dtype, device).
+    Raises: ValueError unless num_tokens is an integer tensor and block_size >= 1."""
     block_size = check_block_size(block_size)
     return -(-check_int_tensor(num_tokens, "num_tokens") // block_size)
 
 
 def logical_address(token_index: int, block_size: int) -> tuple[int, int]:
-    """(logical_block_id, block_offset) of a token: the links that need no block table.
+    """(logical_block_id, block_offset) of a token: the links without a block table.
     Raises: ValueError unless token_index >= 0 and block_size >= 1 are integers."""
     return divmod(as_int(token_index, "token_index", 0), check_block_size(block_size))
 
 
 def locate(token_index: int, block_table: Table, block_size: int) -> Address:
     """Follow the address chain for one token.
-    Raises: ValueError for a bad size or index, or a table entry for the token missing or < 0."""
+    Raises: ValueError for a bad size or index, or no table entry >= 0 for the token."""
     token_index, table, block_size = check_locate(token_index, block_table, block_size)
     logical_block_id, block_offset = divmod(token_index, block_size)
     physical_block_id = table[logical_block_id]
@@ -97,8 +93,7 @@ def slot_mapping(block_table: Table, start: int, end: int, block_size: int,
 def validate_block_table(block_table: Table, num_blocks: int, block_size: int, context_len: int,
                          distinct: bool = True) -> None:
     """One sequence's block table against the pool: its first blocks_needed(context_len) entries.
-    Raises: ValueError unless they exist, lie in [0, num_blocks), repeat no block (distinct) and the
-    sizes are integers >= 1 with context_len <= MAX_CONTEXT_LEN."""
+    Raises: ValueError unless they exist, lie in [0, num_blocks) and (distinct) repeat no block."""
     num_blocks, block_size, context_len = check_table_sizes(num_blocks, block_size, context_len)
     used = blocks_needed(context_len, block_size)
     check_block_table(block_table, num_blocks, block_size, context_len, used, distinct)
@@ -113,8 +108,7 @@ def address_table(block_table: Table, context_len: int, block_size: int) -> list
 
 def block_tables(tables: list[list[int]], width: int | None = None,
                  dtype: torch.dtype = torch.int32) -> torch.Tensor:
-    """A batch's tables as [B, width], rows padded with -1 (width: the longest, at least 1).
-    Unchecked (the engine's own lists of ints): pad_block_tables is the checked form."""
+    """A batch's tables as [B, width] int, -1 padded (width: the longest, at least 1); unchecked."""
     width = max(1, max(map(len, tables), default=0)) if width is None else max(width, 1)
     rows = [t + [PAD_SLOT] * (width - len(t)) for t in tables]
     return torch.tensor(rows, dtype=dtype).reshape(len(tables), width)
@@ -132,8 +126,7 @@ def pad_block_tables(tables: SequenceT[SequenceT[int]], width: int | None = None
 
 def batch_slot_mapping(block_tables: torch.Tensor, rows: torch.Tensor, token_index: torch.Tensor,
                        block_size: int) -> torch.Tensor:
-    """Slots [N] of token token_index[k] of the sequence whose table is block_tables[rows[k]]:
-    block_tables [B, W] int, -1 padded; rows, token_index [N] int64.
+    """Slots [N] of token token_index[k] of row rows[k] of block_tables [B, W] (-1 padded).
     Raises: ValueError if a token's logical block is -1 or beyond W."""
     check_batch_slots(block_tables, rows, token_index, block_size)
     physical_block_id = block_tables.long()[rows, token_index // block_size]
@@ -163,9 +156,8 @@ def decode_slots(tables: list[list[int]], token_index: list[int], block_size: in
 
 def validate_block_tables(block_tables: torch.Tensor, context_lens: torch.Tensor, num_blocks: int,
                           block_size: int, tables: list[list[int]]) -> None:
-    """validate_block_table of a batch: block_tables [B, W], context_lens [B] and the same tables as
-    lists, in one pass of plain ints (the engine's every step: per row a set, a min, a max).
-    Raises: ValueError naming the rule a row breaks, or if B or W disagree."""
+    """validate_block_table of a batch (block_tables [B, W], context_lens [B], the tables as
+    lists) in one pass of plain ints (every engine step). Raises: ValueError naming the rule."""
     lens, width = context_lens.tolist(), block_tables.shape[-1]  # an empty batch: shape [0]
     if not len(lens) == len(tables) == block_tables.shape[0]:
         raise ValueError(f"{block_tables.shape[0]} block-table rows, {len(lens)} context_lens and "

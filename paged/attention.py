@@ -1,12 +1,8 @@
 """Gather-then-attend: PagedAttention's teaching kernel, and the two calls every engine step makes.
-
-PagedAttention changes where K and V come from, not attention's math: gather a sequence's K/V
-through its block table into a contiguous tensor, then run plain attention (tests check it against
-a contiguous KV cache). The faster kernels sit behind paged_attention_decode (DECODE_IMPLS).
+Attention's math is unchanged; only where K/V come from differs. The fast kernels sit behind impl.
 
     key_cache, value_cache  [num_blocks, block_size, num_kv_heads, head_dim]
-    block_tables            [B, max_blocks] int, -1 padded;  context_lens [B]: tokens read
-    query                   decode [B, num_heads, head_dim];  prefill [N, num_heads, head_dim]
+    block_tables [B, max_blocks] int, -1 padded;  context_lens [B]: tokens each sequence reads
 """
 
 from __future__ import annotations
@@ -31,8 +27,8 @@ def tolerance(dtype: torch.dtype) -> float:
 # --- gather: a sequence's K/V out of the pool, in logical token order ----------------------------
 def gather_kv_loop(key_cache: torch.Tensor, value_cache: torch.Tensor, block_table,
                    context_len: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """The teaching loop, one token at a time, exactly the address chain (unchecked: gather_kv
-    checks). Returns keys, values [context_len, num_kv_heads, head_dim] in logical token order."""
+    """The teaching loop, exactly the address chain, unchecked: keys, values [context_len,
+    num_kv_heads, head_dim] in logical token order."""
     block_size = key_cache.shape[1]
     keys, values = [], []
     for token_index in range(context_len):
@@ -45,7 +41,7 @@ def gather_kv_loop(key_cache: torch.Tensor, value_cache: torch.Tensor, block_tab
 
 
 def _gather(key_cache, value_cache, block_table, context_len: int) -> KV:
-    """gather_kv unchecked: every token's slot at once, the pool seen as [num_slots, ...] rows."""
+    """gather_kv unchecked: every token's slot at once."""
     slots = slot_mapping(block_table, 0, context_len, key_cache.shape[1], device=key_cache.device)
     return key_cache.flatten(0, 1)[slots], value_cache.flatten(0, 1)[slots]
 
@@ -61,7 +57,7 @@ def gather_kv(key_cache: torch.Tensor, value_cache: torch.Tensor, block_table,
 # --- attention: the math PagedAttention leaves unchanged -----------------------------------------
 def causal_mask(q_len: int, context_len: int,
                 device: torch.device | str | None = None) -> torch.Tensor:
-    """bool [q_len, context_len]: query i (of the last q_len tokens) sees keys 0 … ctx - q_len + i.
+    """bool [q_len, context_len]: query i (of the last q_len) sees keys 0 … ctx - q_len + i.
     Raises: ValueError unless 0 <= q_len <= context_len."""
     q_len, context_len = check_mask_lens(q_len, context_len)
     return (torch.arange(context_len, device=device)[None, :]
@@ -70,10 +66,9 @@ def causal_mask(q_len: int, context_len: int,
 
 def attention(query: torch.Tensor, keys: torch.Tensor, values: torch.Tensor,
               scale: float | None = None, causal: bool = False) -> torch.Tensor:
-    """softmax(Q·Kᵀ·scale)·V, query head h reading kv head h // (num_heads // num_kv_heads):
-    query [num_heads, head_dim] or [q_len, num_heads, head_dim], keys, values [context_len,
-    num_kv_heads, head_dim] -> query's shape and dtype (float32 math, float64 kept).
-    Raises: ValueError for a rule of check_attention_inputs or check_scale."""
+    """softmax(Q·Kᵀ·scale)·V (GQA): query [num_heads, head_dim] or [q_len, num_heads, head_dim],
+    keys, values [ctx, num_kv_heads, head_dim] -> query's shape and dtype.
+    Raises: ValueError for shapes that disagree or a bad scale."""
     check_attention_inputs(query, keys, values)
     q = query.unsqueeze(0) if query.dim() == 2 else query  # [q_len, num_heads, head_dim]
     q_len, num_heads, head_dim = q.shape
@@ -92,7 +87,7 @@ def attention(query: torch.Tensor, keys: torch.Tensor, values: torch.Tensor,
 
 def attention_sdpa(query: torch.Tensor, keys: torch.Tensor, values: torch.Tensor,
                    scale: float | None = None, causal: bool = False) -> torch.Tensor:
-    """`attention` in one torch SDPA call (prefill's), same shapes; `attention` stays the reference.
+    """`attention` in one torch SDPA call (prefill's); `attention` stays the reference.
     Raises: ValueError as `attention`."""
     check_attention_inputs(query, keys, values)
     q = query.unsqueeze(0) if query.dim() == 2 else query  # [q_len, num_heads, head_dim]
@@ -113,8 +108,8 @@ def attention_sdpa(query: torch.Tensor, keys: torch.Tensor, values: torch.Tensor
 
 def attention_weights(query: torch.Tensor, keys: torch.Tensor,
                       scale: float | None = None) -> torch.Tensor:
-    """Decode weights [num_heads, context_len] (figures): query [num_heads, head_dim], keys as in
-    `attention`. Raises: ValueError as `attention`, or for a query of more than one step."""
+    """Decode weights [num_heads, context_len] (figures): query [num_heads, head_dim].
+    Raises: ValueError as `attention`, or for a query of more than one step."""
     check_attention_inputs(query, keys, keys)
     if query.dim() != 2:
         raise ValueError(f"query must be [num_heads, head_dim] (one decode step), got "
@@ -126,8 +121,8 @@ def attention_weights(query: torch.Tensor, keys: torch.Tensor,
 
 def contiguous_attention_decode(query: torch.Tensor, keys: torch.Tensor, values: torch.Tensor,
                                 context_lens, scale: float | None = None) -> torch.Tensor:
-    """The reference decode: keys, values [B, max_ctx, num_kv_heads, head_dim], row b reading its
-    first context_lens[b] -> [B, num_heads, head_dim]. Raises: ValueError as `attention`."""
+    """The reference decode over keys, values [B, max_ctx, num_kv_heads, head_dim], row b
+    reading context_lens[b] -> [B, num_heads, head_dim]. Raises: ValueError as `attention`."""
     lens = [int(n) for n in torch.as_tensor(context_lens).reshape(-1).tolist()]
     return torch.stack([attention(query[b], keys[b, :n], values[b, :n], scale)
                         for b, n in enumerate(lens)])
@@ -151,8 +146,8 @@ def paged_attention_decode(query: torch.Tensor, key_cache: torch.Tensor, value_c
                            block_tables, context_lens, scale: float | None = None,
                            impl: str = "gather", validate: bool = True,
                            step: DecodeStep | None = None) -> torch.Tensor:
-    """Decode attention through each sequence's block table: query [B, num_heads, head_dim] -> the
-    same shape. impl: a name of DECODE_IMPLS; step: the engine's native plan of this batch.
+    """Decode attention through block tables: query [B, num_heads, head_dim] -> the same shape.
+    impl: a name of DECODE_IMPLS; step: the engine's native plan of this batch (per step).
     Raises: ValueError for an unknown impl, a bad scale, (validate) check_decode_inputs' rules."""
     fn = DECODE_IMPLS[check_impl(impl, DECODE_IMPLS)]
     if impl == "native" and step is not None:  # the C kernel, tables and lens planned per step
@@ -173,10 +168,9 @@ def paged_attention_prefill(query: torch.Tensor, key_cache: torch.Tensor,
                             value_cache: torch.Tensor, block_tables, context_lens, query_lens,
                             scale: float | None = None, impl: str = "gather",
                             validate: bool = True) -> torch.Tensor:
-    """Causal attention of each sequence's query_lens[b] newest tokens (query rows back to back)
-    over its first context_lens[b]: query [N, num_heads, head_dim] -> the same shape. impl "loop":
-    gather_kv_loop and `attention`, else slot_mapping and attention_sdpa.
-    Raises: ValueError for an unknown impl, (validate) a rule of check_prefill_inputs."""
+    """Causal attention of each sequence's query_lens[b] newest tokens (rows back to back) over
+    its context_lens[b]: query [N, num_heads, head_dim] -> the same shape ("loop": gather_kv_loop).
+    Raises: ValueError for an unknown impl, (validate) check_prefill_inputs' rules."""
     check_impl(impl, DECODE_IMPLS)  # an unknown impl is refused before anything runs
     if validate:
         block_tables, context_lens, query_lens = check_prefill_inputs(

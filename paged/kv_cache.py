@@ -1,9 +1,5 @@
-"""Where K/V live: the paged pool (physical blocks) and the contiguous reference cache.
-
-`KVCachePool` is the vLLM-style pool: one big tensor per layer, cut into `num_blocks` blocks of
-`block_size` token slots. `write_kv` puts each token's K/V at its slot. `ContiguousKVCache` is the
-reference every paged result is checked against: one sequence's K/V in token order, like gpt-fast's
-KVCache.
+"""Where K/V live: the paged pool (physical blocks), write_kv, and the contiguous reference cache
+every paged result is checked against (one sequence's K/V in token order, like gpt-fast's KVCache).
 """
 
 from __future__ import annotations
@@ -28,8 +24,7 @@ def default_device() -> torch.device:
 
 
 class KVCachePool:
-    """The physical KV cache: key_cache, value_cache [num_layers, num_blocks, block_size,
-    num_kv_heads, head_dim], made by `zeros` (the engine's fast path: kernels.kv_fast.pool_zeros).
+    """key_cache, value_cache [num_layers, num_blocks, block_size, num_kv_heads, head_dim].
     Raises: ValueError (nothing allocated) for a size < 1, a non-float dtype, K + V > max_bytes."""
 
     def __init__(self, num_layers: int, num_blocks: int, block_size: int, num_kv_heads: int,
@@ -47,8 +42,7 @@ class KVCachePool:
         self._layers = list(zip(self.key_cache, self.value_cache))  # the per-layer views, made once
 
     def layer(self, i: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """Views (key_cache, value_cache) of layer i: [num_blocks, block_size, num_kv_heads,
-        head_dim] each. Raises: ValueError for a layer outside the pool."""
+        """(key_cache, value_cache) of layer i: [num_blocks, block_size, num_kv_heads, head_dim]."""
         return self._layers[as_int(i, "layer", 0, self.num_layers - 1)]
 
     @property
@@ -71,10 +65,8 @@ class KVCachePool:
 def write_kv(key_cache: torch.Tensor, value_cache: torch.Tensor, key: torch.Tensor,
              value: torch.Tensor, slot_mapping: torch.Tensor, validate: bool = True,
              pads: bool = True, fast: bool = False) -> None:
-    """Write key, value [num_tokens, num_kv_heads, head_dim] into one layer's key_cache, value_cache
-    [num_blocks, block_size, num_kv_heads, head_dim] at slot_mapping [num_tokens] (-1: skipped).
-    validate=False: unchecked (the engine, the bug lab); pads=False: no -1 is looked for; fast: the
-    copy in one C call where it fits (kernels/native_ops.py), the same result.
+    """Write key, value [N, num_kv_heads, head_dim] into one layer's caches at slot_mapping [N]
+    (-1: skipped). validate=False: unchecked; pads=False: no -1 looked for; fast: one C call.
     Raises: ValueError (nothing written) for a rule of attention_checks.check_write."""
     if validate:
         check_write(key_cache, value_cache, key, value, slot_mapping, pads)
@@ -92,8 +84,7 @@ def write_kv(key_cache: torch.Tensor, value_cache: torch.Tensor, key: torch.Tens
 
 
 class ContiguousKVCache:
-    """The reference: one sequence's K/V of every layer in token order, keys, values [num_layers,
-    capacity, num_kv_heads, head_dim] (token i of layer l: keys[l, i]), grown by doubling.
+    """The reference: keys, values [num_layers, capacity, num_kv_heads, head_dim] in token order.
     Raises: ValueError for a size < 1, a non-float dtype, more than max_bytes (at any growth)."""
 
     def __init__(self, num_layers: int, num_kv_heads: int, head_dim: int,
@@ -126,8 +117,7 @@ class ContiguousKVCache:
 
     def update(self, layer: int, input_pos: torch.Tensor, key: torch.Tensor,
                value: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Write key, value [n, num_kv_heads, head_dim] at positions input_pos [n] of `layer`;
-        return its keys, values [length, num_kv_heads, head_dim].
+        """Write key, value [n, num_kv_heads, head_dim] at input_pos [n] of `layer`; get(layer).
         Raises: ValueError (nothing written) for a bad layer or position, growth past max_bytes."""
         layer = check_layer(layer, len(self.lengths))
         pos = check_positions(input_pos, key, value, self.keys.shape[2:], self.keys.device)  # [n]
@@ -149,7 +139,7 @@ class ContiguousKVCache:
         return min(self.lengths)
 
     def clone(self) -> "ContiguousKVCache":
-        """An independent copy (a forked sequence's twin starts from its parent's history)."""
+        """An independent copy (a forked sequence's twin starts from its parent's)."""
         twin = object.__new__(ContiguousKVCache)
         twin.keys, twin.values = self.keys.clone(), self.values.clone()
         twin.lengths, twin.max_bytes = list(self.lengths), self.max_bytes

@@ -1,12 +1,7 @@
-"""A sequence and the state rule everything hangs on.
+"""A sequence and its state rule: cached_token_count (K/V written) vs generated_token_ids (sampled).
 
-    cached_token_count  = tokens whose K/V are written in the cache
-    generated_token_ids = tokens sampled so far
-
-After prefill: cached_token_count == len(prompt_token_ids), generated_token_ids == [t1]. Each
-decode step feeds the last generated token (position num_tokens - 1), writes its K/V (cached += 1)
-and samples the next one. So before a decode step cached_token_count == num_tokens - 1: exactly one
-token (the newest) is known but not yet cached.
+After prefill cached == len(prompt) and generated == [t1]; each decode step feeds the last token,
+writes its K/V (cached += 1) and samples the next: before a decode cached == num_tokens - 1.
 """
 
 from __future__ import annotations
