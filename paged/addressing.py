@@ -165,7 +165,7 @@ def validate_block_tables(block_tables: torch.Tensor, context_lens: torch.Tensor
     block_size = check_block_size(block_size)
     for row, (table, n) in enumerate(zip(tables, lens)):
         used = -(-n // block_size) if type(n) is int and 1 <= n <= MAX_CONTEXT_LEN else 0
-        head = table[:used] if type(table) is list else []
+        head = (table if used == len(table) else table[:used]) if type(table) is list else []
         if (0 < used <= len(table) <= width and len(set(head)) == used and min(head) >= 0
                 and max(head) < num_blocks):
             continue
