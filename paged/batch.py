@@ -1,5 +1,6 @@
-"""BatchInput: the model inputs of one engine step, built by the runner (paged/engine/runner.py) and rebuilt link
-by link by a fault (paged/faults/hooks.py); here so that both import it and neither imports the other."""
+"""BatchInput: the model inputs of one engine step, built by the runner (paged/engine/runner.py) and
+rebuilt link by link by a fault (paged/faults/hooks.py); here so that both import it and neither
+imports the other."""
 
 from __future__ import annotations
 
@@ -25,7 +26,8 @@ class BatchInput:
 
     @cached_property
     def starts(self) -> list[int]:
-        """Where each sequence's tokens start in the batch (computed once: the engine reads it per sequence)."""
+        """Where each sequence's tokens start in the batch (computed once: the engine reads it per
+        sequence)."""
         out, at = [], 0
         for n in self.query_lens:
             out.append(at)

@@ -1,9 +1,9 @@
-"""Faster implementations behind the article's signatures: the decode kernels "gather" (gather.py), "fused"
-(fused.py), "native" (native.py, a C kernel, with DecodeStep: the engine's once-per-step plan of it) and "triton"
-(triton_decode.py, imported on its first call), chosen by name in paged.attention.DECODE_IMPLS; the K/V write in
-C and the model's small ops in C (native_ops.py); the pool in huge pages (kv_fast.py); reusable buffers
-(workspace.py). Nothing here imports paged.attention or paged.kv_cache: the arrows point from the article to its
-kernels, never back."""
+"""Faster implementations behind the article's signatures: the decode kernels "gather" (gather.py),
+"fused" (fused.py), "native" (native.py, a C kernel, with DecodeStep: the engine's once-per-step
+plan of it) and "triton" (triton_decode.py, imported on its first call), chosen by name in
+paged.attention.DECODE_IMPLS; the K/V write in C and the model's small ops in C (native_ops.py); the
+pool in huge pages (kv_fast.py); reusable buffers (workspace.py). Nothing here imports
+paged.attention or paged.kv_cache: the arrows point from the article to its kernels, never back."""
 
 from __future__ import annotations
 
@@ -28,8 +28,9 @@ def triton_available() -> bool:
 
 def triton_kernel(query: torch.Tensor, key_cache: torch.Tensor, value_cache: torch.Tensor,
                   block_tables: torch.Tensor, context_lens: torch.Tensor, scale: float) -> torch.Tensor:
-    """impl="triton": triton_decode.py's kernel, imported on its first call, so `import paged` never needs triton.
-    Shapes as paged_attention_decode. Raises RuntimeError when triton cannot be imported."""
+    """impl="triton": triton_decode.py's kernel, imported on its first call, so `import paged` never
+    needs triton. Shapes as paged_attention_decode. Raises RuntimeError when triton cannot be
+    imported."""
     if not triton_available():
         raise RuntimeError("impl='triton' needs the triton package: pip install triton (3.6 or newer); on a "
                            "CPU-only machine also set TRITON_INTERPRET=1 before triton is imported")
@@ -39,13 +40,15 @@ def triton_kernel(query: torch.Tensor, key_cache: torch.Tensor, value_cache: tor
 
 
 def default_attn_impl(device: torch.device) -> str:
-    """The fastest correct decode impl for the device at this project's model sizes (LLMEngine's default).
+    """The fastest correct decode impl for the device at this project's model sizes (LLMEngine's
+    default).
 
-    CUDA: the Triton kernel when triton is importable. CPU: the C kernel "native" when it can be built (a C compiler
-    is present), else "gather". Measured with `python -m paged.bench engine` on the shipped model (head_dim 32, 2 kv
-    heads, contexts < 300, 1 thread), 2026-11-29: native gave paged/contiguous 1.04x / 2.07x / 3.62x at batch 1 / 8 /
-    32 where gather gave 0.95x / 2.06x / 2.94x. "fused" trails both at these sizes: its per-tile op dispatch only pays
-    off on long contexts (see `python -m paged.bench kernels`).
+    CUDA: the Triton kernel when triton is importable. CPU: the C kernel "native" when it can be
+    built (a C compiler is present), else "gather". Measured with `python -m paged.bench engine` on
+    the shipped model (head_dim 32, 2 kv heads, contexts < 300, 1 thread), 2026-11-29: native gave
+    paged/contiguous 1.04x / 2.07x / 3.62x at batch 1 / 8 / 32 where gather gave 0.95x / 2.06x /
+    2.94x. "fused" trails both at these sizes: its per-tile op dispatch only pays off on long
+    contexts (see `python -m paged.bench kernels`).
     """
     if device.type == "cuda":
         return "triton" if triton_available() else "gather"

@@ -1,5 +1,6 @@
-"""Calls run one way inside paged/ (issue 37): no module imports another module's `_private` name, and the
-module-level imports (what runs when `import paged...` loads a file, `if TYPE_CHECKING:` aside) form no circle."""
+"""Calls run one way inside paged/ (issue 37): no module imports another module's `_private` name,
+and the module-level imports (what runs when `import paged...` loads a file, `if TYPE_CHECKING:`
+aside) form no circle."""
 
 from __future__ import annotations
 
@@ -7,14 +8,15 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-# Files other engineers own: paged/bench/ moves out of paged/ (issue 37), its private names with it or gone.
+# Files other engineers own: paged/bench/ moves out of paged/ (issue 37), its private names with it
+# or gone.
 KNOWN_PRIVATE_IMPORTS = {"paged/bench/engine.py": [".hf._sync"], "paged/bench/swap.py": [".hf._sync"],
                          "paged/bench/external.py": [".kernels._time_interleaved"],
                          "paged/bench/gpu_check.py": [".kernels._sync"],
                          "paged/bench/kernels.py": [".kernel_report._sync"],
                          "paged/bench/workloads.py": [".hf._sync"]}
-# The library's core: the article's files, what they need, their kernels. None loads a chapter, the engine or the
-# faults (config.py loaded swap.py's check_swap).
+# The library's core: the article's files, what they need, their kernels. None loads a chapter, the
+# engine or the faults (config.py loaded swap.py's check_swap).
 CORE = {"paged", "paged.addressing", "paged.attention", "paged.attention_checks", "paged.batch",
         "paged.block_manager", "paged.checks", "paged.config", "paged.kv_cache", "paged.prefix_cache",
         "paged.sequence"}
@@ -28,8 +30,8 @@ def private_imports(source: str) -> list[str]:
 
 
 def test_no_module_of_paged_imports_a_private_name():
-    """A private name stays in its module: native_step's four names of native.py, the engine's _free and
-    _stop_reason, the runner's _contiguous_cache were the ones issue 37 found."""
+    """A private name stays in its module: native_step's four names of native.py, the engine's _free
+    and _stop_reason, the runner's _contiguous_cache were the ones issue 37 found."""
     found = {str(p.relative_to(ROOT)): private_imports(p.read_text(encoding="utf-8"))
              for p in sorted((ROOT / "paged").rglob("*.py"))}
     assert not {k: v for k, v in found.items() if v and v != KNOWN_PRIVATE_IMPORTS.get(k)}
@@ -41,8 +43,9 @@ def test_the_private_import_checker_sees_one():
 
 
 def module_level_edges(root: Path) -> dict[str, set[str]]:
-    """module of paged/ -> the modules of paged/ its top-level statements import (`if TYPE_CHECKING:` blocks and
-    imports inside functions aside; `from . import x` counts as importing submodule x)."""
+    """module of paged/ -> the modules of paged/ its top-level statements import (`if
+    TYPE_CHECKING:` blocks and imports inside functions aside; `from . import x` counts as importing
+    submodule x)."""
     mods = {".".join(p.relative_to(root.parent).with_suffix("").parts).removesuffix(".__init__"): p
             for p in root.rglob("*.py")}
     edges: dict[str, set[str]] = {m: set() for m in mods}
@@ -74,7 +77,8 @@ def module_level_edges(root: Path) -> dict[str, set[str]]:
 
 
 def load_circles(edges: dict[str, set[str]]) -> list[list[str]]:
-    """The groups of two or more modules that import one another at load time (strongly connected)."""
+    """The groups of two or more modules that import one another at load time (strongly connected).
+    """
     def reach(start: str) -> set[str]:
         seen, todo = {start}, [start]
         while todo:
@@ -89,8 +93,9 @@ def load_circles(edges: dict[str, set[str]]) -> list[list[str]]:
 
 
 def test_paged_loads_without_an_import_circle():
-    """config.py no longer loads a chapter (swap.py's check_swap), the faults no longer reach into the runner
-    (BatchInput is paged/batch.py's), paged.kernels has no registry that native and the package share."""
+    """config.py no longer loads a chapter (swap.py's check_swap), the faults no longer reach into
+    the runner (BatchInput is paged/batch.py's), paged.kernels has no registry that native and the
+    package share."""
     assert load_circles(module_level_edges(ROOT / "paged")) == []
 
 
