@@ -1,15 +1,11 @@
-"""The address chain of PagedAttention, as pure functions.
-
-A sequence's context is logically contiguous; its K/V live in fixed-size physical blocks scattered through one pool.
-Reading token `token_index` of a sequence follows one chain:
+"""The address chain of PagedAttention, as pure functions: the only place slots are computed.
 
     logical_block_id  = token_index // block_size
     physical_block_id = block_table[logical_block_id]
     block_offset      = token_index %  block_size
     slot              = physical_block_id * block_size + block_offset
 
-Writing (slot_mapping) and reading (block tables) both go through this module, so they cannot disagree. The
-boundary checks live in paged/checks.py, one call at each entry point.
+Writing (slot_mapping) and reading (block tables) both go through here, so they cannot disagree.
 """
 
 from __future__ import annotations
@@ -20,10 +16,12 @@ from typing import Sequence as SequenceT
 import torch
 
 from .checks import INT64_MAX, MAX_ADDRESS_TABLE_LEN, MAX_CONTEXT_LEN  # noqa: F401 (re-exported)
-from .checks import (as_int, check_address_table, check_batch_slots, check_block_table, check_int_tensor, check_locate,
-                     check_pad_block_tables, check_slot_table, check_span, check_table_sizes)
+from .checks import (as_int, check_address_table, check_batch_slots, check_block_table,
+                     check_int_tensor, check_locate, check_pad_block_tables, check_slot_table,
+                     check_span, check_table_sizes)
 
 PAD_SLOT = -1  # "no slot, skip": padding in slot_mapping and in padded block tables
+Table = SequenceT[int] | torch.Tensor  # one sequence's block table
 
 
 @dataclass(frozen=True)
@@ -38,32 +36,32 @@ class Address:
 
 
 def check_block_size(block_size: int) -> int:
-    """block_size as an int; raises ValueError unless it is an integer >= 1."""
+    """block_size as an int. Raises: ValueError unless it is an integer >= 1."""
     return as_int(block_size, "block_size", 1)
 
 
 def blocks_needed(num_tokens: int, block_size: int) -> int:
-    """How many blocks hold `num_tokens` tokens (ceil division). Raises ValueError unless both are integers,
-    num_tokens >= 0 and block_size >= 1."""
+    """Blocks that hold `num_tokens` tokens (ceil division).
+    Raises: ValueError unless num_tokens >= 0 and block_size >= 1 are integers."""
     return -(-as_int(num_tokens, "num_tokens", 0) // check_block_size(block_size))
 
 
 def blocks_needed_tensor(num_tokens: torch.Tensor, block_size: int) -> torch.Tensor:
-    """blocks_needed of each entry of an integer tensor (same shape, dtype and device). Raises ValueError unless
-    num_tokens is an integer tensor and block_size an integer >= 1."""
+    """blocks_needed of each entry of an integer tensor (same shape, dtype, device).
+    Raises: ValueError unless num_tokens is an integer tensor and block_size >= 1."""
     block_size = check_block_size(block_size)
     return -(-check_int_tensor(num_tokens, "num_tokens") // block_size)
 
 
 def logical_address(token_index: int, block_size: int) -> tuple[int, int]:
-    """The chain's first two links, which need no block table: (logical_block_id, block_offset) of a token.
-    Raises ValueError unless token_index >= 0 and block_size >= 1 are integers."""
+    """(logical_block_id, block_offset) of a token: the links without a block table.
+    Raises: ValueError unless token_index >= 0 and block_size >= 1 are integers."""
     return divmod(as_int(token_index, "token_index", 0), check_block_size(block_size))
 
 
-def locate(token_index: int, block_table: SequenceT[int] | torch.Tensor, block_size: int) -> Address:
-    """Follow the address chain for one token. Raises ValueError unless block_size >= 1 and token_index >= 0 are
-    integers, the table holds integers, and its entry for the token's logical block exists and is >= 0."""
+def locate(token_index: int, block_table: Table, block_size: int) -> Address:
+    """Follow the address chain for one token.
+    Raises: ValueError for a bad size or index, or no table entry >= 0 for the token."""
     token_index, table, block_size = check_locate(token_index, block_table, block_size)
     logical_block_id, block_offset = divmod(token_index, block_size)
     physical_block_id = table[logical_block_id]
@@ -71,16 +69,15 @@ def locate(token_index: int, block_table: SequenceT[int] | torch.Tensor, block_s
                    physical_block_id * block_size + block_offset)
 
 
-def slot_of(token_index: int, block_table: SequenceT[int] | torch.Tensor, block_size: int) -> int:
-    """`locate(...).slot`, same checks (the BlockManager's append_slot)."""
+def slot_of(token_index: int, block_table: Table, block_size: int) -> int:
+    """`locate(...).slot` (the BlockManager's append_slot). Raises: ValueError as `locate`."""
     return locate(token_index, block_table, block_size).slot
 
 
-def slot_mapping(block_table: SequenceT[int] | torch.Tensor, start: int, end: int, block_size: int,
+def slot_mapping(block_table: Table, start: int, end: int, block_size: int,
                  device: torch.device | str | None = None) -> torch.Tensor:
-    """Slots for tokens [start, end) of one sequence: a LongTensor [end - start], `locate(...).slot` of each token.
-    Raises ValueError unless 0 <= start <= end <= MAX_CONTEXT_LEN and block_size >= 1 are integers, the table (of
-    integers) covers token end - 1, and every entry those tokens use is >= 0 with its slots within int64."""
+    """Slots [end - start] int64 of tokens [start, end) of one sequence, `locate(...).slot` each.
+    Raises: ValueError unless 0 <= start <= end <= MAX_CONTEXT_LEN and the table covers them."""
     start, end, block_size = check_span(start, end, block_size)
     used = blocks_needed(end, block_size)
     table = check_slot_table(block_table, start, end, used, block_size)
@@ -93,34 +90,35 @@ def slot_mapping(block_table: SequenceT[int] | torch.Tensor, start: int, end: in
     return slots.to(device) if device is not None else slots
 
 
-def validate_block_table(block_table: SequenceT[int] | torch.Tensor, num_blocks: int, block_size: int,
-                         context_len: int, distinct: bool = True) -> None:
-    """The shared boundary check of one sequence's block table: ValueError unless the sizes are integers >= 1,
-    context_len <= MAX_CONTEXT_LEN, and the used part (its first blocks_needed(context_len) entries) exists, lies in
-    [0, num_blocks) and repeats no block (they would overwrite each other; distinct=False lifts this for a reader)."""
+def validate_block_table(block_table: Table, num_blocks: int, block_size: int, context_len: int,
+                         distinct: bool = True) -> None:
+    """One sequence's block table against the pool: its first blocks_needed(context_len) entries.
+    Raises: ValueError unless they exist, lie in [0, num_blocks) and (distinct) repeat no block."""
     num_blocks, block_size, context_len = check_table_sizes(num_blocks, block_size, context_len)
     used = blocks_needed(context_len, block_size)
     check_block_table(block_table, num_blocks, block_size, context_len, used, distinct)
 
 
-def address_table(block_table: SequenceT[int] | torch.Tensor, context_len: int, block_size: int) -> list[Address]:
-    """The whole token -> (physical block, offset) table for tokens [0, context_len). Raises ValueError for a
-    context_len past MAX_ADDRESS_TABLE_LEN (65,536 tokens) or anything locate refuses."""
+def address_table(block_table: Table, context_len: int, block_size: int) -> list[Address]:
+    """`locate` of every token in [0, context_len).
+    Raises: ValueError past MAX_ADDRESS_TABLE_LEN (65,536 tokens) or as `locate`."""
     table, context_len = check_address_table(block_table, context_len)
     return [locate(i, table, block_size) for i in range(context_len)]
 
 
-def block_tables(tables: list[list[int]], width: int | None = None, dtype: torch.dtype = torch.int32) -> torch.Tensor:
-    """A batch's block tables as one tensor [B, width], each row padded with -1 (width: the longest, at least 1).
-    Unchecked: the engine hands its BlockManager's own lists of ints; pad_block_tables is the checked form."""
+def block_tables(tables: list[list[int]], width: int | None = None,
+                 dtype: torch.dtype = torch.int32) -> torch.Tensor:
+    """A batch's tables as [B, width] int, -1 padded (width: the longest, at least 1); unchecked."""
     width = max(1, max(map(len, tables), default=0)) if width is None else max(width, 1)
-    return torch.tensor([t + [PAD_SLOT] * (width - len(t)) for t in tables], dtype=dtype).reshape(len(tables), width)
+    rows = [t + [PAD_SLOT] * (width - len(t)) for t in tables]
+    return torch.tensor(rows, dtype=dtype).reshape(len(tables), width)
 
 
 def pad_block_tables(tables: SequenceT[SequenceT[int]], width: int | None = None,
-                     device: torch.device | str | None = None, dtype: torch.dtype = torch.int32) -> torch.Tensor:
-    """`block_tables` after checks: [B, max_blocks] (int32 unless `dtype` says int64). Raises ValueError for a
-    non-integer entry, a table longer than `width`, or an entry that does not fit `dtype`."""
+                     device: torch.device | str | None = None,
+                     dtype: torch.dtype = torch.int32) -> torch.Tensor:
+    """`block_tables` after checks: [B, max_blocks], int32 unless `dtype` says int64.
+    Raises: ValueError for a non-integer entry, a table wider than `width` or past `dtype`."""
     tables, width = check_pad_block_tables(tables, width, dtype)
     out = block_tables(tables, width, dtype)
     return out.to(device) if device is not None else out
@@ -128,9 +126,50 @@ def pad_block_tables(tables: SequenceT[SequenceT[int]], width: int | None = None
 
 def batch_slot_mapping(block_tables: torch.Tensor, rows: torch.Tensor, token_index: torch.Tensor,
                        block_size: int) -> torch.Tensor:
-    """`slot_mapping` for many tokens of many sequences at once: token token_index[k] of the sequence whose (-1
-    padded) table is block_tables[rows[k]]. block_tables [B, W] int; rows, token_index [N] int64 -> slots [N] int64.
-    Raises ValueError if a token's logical block is -1 or beyond W."""
+    """Slots [N] of token token_index[k] of row rows[k] of block_tables [B, W] (-1 padded).
+    Raises: ValueError if a token's logical block is -1 or beyond W."""
     check_batch_slots(block_tables, rows, token_index, block_size)
     physical_block_id = block_tables.long()[rows, token_index // block_size]
     return physical_block_id * block_size + token_index % block_size
+
+
+def block_slots(physical_block_ids: torch.Tensor, block_size: int) -> torch.Tensor:
+    """Every slot of each block: ids [...] int64 -> [..., block_size] (unchecked: kernel tiles)."""
+    offsets = torch.arange(block_size, device=physical_block_ids.device)
+    return physical_block_ids[..., None] * block_size + offsets
+
+
+def decode_slots(tables: list[list[int]], token_index: list[int], block_size: int) -> list[int]:
+    """`batch_slot_mapping` of one token per sequence in plain ints (a decode step): slots [B].
+    Raises: ValueError as batch_slot_mapping, for a token without its physical block."""
+    try:
+        slots = [t[i // block_size] * block_size + i % block_size
+                 for t, i in zip(tables, token_index)]
+    except IndexError:  # a logical block past its table
+        slots = [PAD_SLOT]
+    if slots and min(slots) < 0:  # a -1 entry: batch_slot_mapping names the row
+        rows = torch.arange(len(tables))
+        batch_slot_mapping(block_tables(tables), rows, torch.tensor(token_index), block_size)
+        raise AssertionError("batch_slot_mapping found no row without its physical block")
+    return slots
+
+
+def validate_block_tables(block_tables: torch.Tensor, context_lens: torch.Tensor, num_blocks: int,
+                          block_size: int, tables: list[list[int]]) -> None:
+    """validate_block_table of a batch (block_tables [B, W], context_lens [B], the tables as
+    lists) in one pass of plain ints (every engine step). Raises: ValueError naming the rule."""
+    lens, width = context_lens.tolist(), block_tables.shape[-1]  # an empty batch: shape [0]
+    if not len(lens) == len(tables) == block_tables.shape[0]:
+        raise ValueError(f"{block_tables.shape[0]} block-table rows, {len(lens)} context_lens and "
+                         f"{len(tables)} tables: one of each per sequence")
+    block_size = check_block_size(block_size)
+    for row, (table, n) in enumerate(zip(tables, lens)):
+        used = -(-n // block_size) if type(n) is int and 1 <= n <= MAX_CONTEXT_LEN else 0
+        head = (table if used == len(table) else table[:used]) if type(table) is list else []
+        if (0 < used <= len(table) <= width and len(set(head)) == used and min(head) >= 0
+                and max(head) < num_blocks):
+            continue
+        validate_block_table(table, num_blocks, block_size, n)
+        raise ValueError(f"batch row {row}: block table {table} does not cover context_len {n} "
+                         f"with distinct blocks in [0, {num_blocks}) within the batch's width "
+                         f"{width}")

@@ -1,14 +1,8 @@
-"""Gather-then-attend: PagedAttention's teaching kernel.
+"""Gather-then-attend: PagedAttention's teaching kernel, and the two calls every engine step makes.
+Attention's math is unchanged; only where K/V come from differs. The fast kernels sit behind impl.
 
-PagedAttention does not change attention's math, only where K and V come from. So the teaching kernel first
-gathers a sequence's K/V through its block table into a contiguous tensor, then runs plain attention. Every result
-here is checked (in tests) against the same attention over a contiguous KV cache. This file is the reference path;
-the batched and faster kernels behind paged_attention_decode live in paged/kernels/ (chosen by `impl`).
-
-Shapes (one layer):
     key_cache, value_cache  [num_blocks, block_size, num_kv_heads, head_dim]
-    block_tables            [B, max_blocks] int, -1 padded;  context_lens [B]: tokens each sequence reads
-    query                   decode [B, num_heads, head_dim];  prefill [N, num_heads, head_dim], N = sum(query_lens)
+    block_tables [B, max_blocks] int, -1 padded;  context_lens [B]: tokens each sequence reads
 """
 
 from __future__ import annotations
@@ -17,21 +11,24 @@ import torch
 import torch.nn.functional as F
 
 from .addressing import slot_mapping
-from .attention_checks import (check_attention_inputs, check_decode_inputs, check_gather, check_mask_lens,
-                               check_prefill_inputs, check_scale, decode_tensors)
-from .kernels.registry import DECODE_IMPLS, decode_impl, register_decode_impl  # noqa: F401 (re-exported)
+from .attention_checks import (check_attention_inputs, check_decode_inputs, check_gather,
+                               check_impl, check_mask_lens, check_prefill_inputs, check_scale,
+                               decode_tensors)
+from .kernels import DecodeStep, fused_decode, gather_decode, native_decode, triton_kernel
+
+KV = tuple[torch.Tensor, torch.Tensor]  # keys, values
 
 
 def tolerance(dtype: torch.dtype) -> float:
-    """Relative error a paged result may show against the contiguous reference: fp32/fp64 1e-5, half 1e-2."""
+    """Relative error a paged result may show against the reference: 1e-5 (fp32/fp64), 1e-2."""
     return 1e-5 if dtype in (torch.float32, torch.float64) else 1e-2
 
 
-# --- gather: a sequence's K/V out of the pool, in logical token order -------------------------------------------------
+# --- gather: a sequence's K/V out of the pool, in logical token order ----------------------------
 def gather_kv_loop(key_cache: torch.Tensor, value_cache: torch.Tensor, block_table,
                    context_len: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """The teaching loop, one token at a time, exactly the address chain (unchecked: gather_kv checks).
-    Returns keys, values [context_len, num_kv_heads, head_dim] in logical token order."""
+    """The teaching loop, exactly the address chain, unchecked: keys, values [context_len,
+    num_kv_heads, head_dim] in logical token order."""
     block_size = key_cache.shape[1]
     keys, values = [], []
     for token_index in range(context_len):
@@ -43,36 +40,35 @@ def gather_kv_loop(key_cache: torch.Tensor, value_cache: torch.Tensor, block_tab
     return torch.stack(keys), torch.stack(values)
 
 
-def _gather(key_cache, value_cache, block_table, context_len: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """gather_kv unchecked: every token's slot at once, read from the pool as [num_slots, num_kv_heads, head_dim]."""
+def _gather(key_cache, value_cache, block_table, context_len: int) -> KV:
+    """gather_kv unchecked: every token's slot at once."""
     slots = slot_mapping(block_table, 0, context_len, key_cache.shape[1], device=key_cache.device)
     return key_cache.flatten(0, 1)[slots], value_cache.flatten(0, 1)[slots]
 
 
 def gather_kv(key_cache: torch.Tensor, value_cache: torch.Tensor, block_table,
-              context_len: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """`gather_kv_loop` without the Python loop (slot_mapping gives every token's slot). Raises ValueError unless
-    the caches are [num_blocks, block_size, num_kv_heads, head_dim], context_len >= 1 and the table's used entries
-    lie in [0, num_blocks) (a block may appear twice: the bug lab reads aliased tables on purpose)."""
-    context_len = check_gather(key_cache, value_cache, block_table, context_len)
+              context_len: int) -> KV:
+    """`gather_kv_loop` without the loop: keys, values [context_len, num_kv_heads, head_dim].
+    Raises: ValueError for bad caches, context_len < 1, a used entry outside [0, num_blocks)."""
+    context_len = check_gather(key_cache, value_cache, block_table, context_len)  # repeats: ok
     return _gather(key_cache, value_cache, block_table, context_len)
 
 
-# --- attention: the math PagedAttention leaves unchanged --------------------------------------------------------------
-def causal_mask(q_len: int, context_len: int, device: torch.device | str | None = None) -> torch.Tensor:
-    """bool [q_len, context_len], True where a query may see a key: the queries are the context's last q_len tokens,
-    query i sees keys 0 … context_len - q_len + i. Raises ValueError unless 0 <= q_len <= context_len."""
+# --- attention: the math PagedAttention leaves unchanged -----------------------------------------
+def causal_mask(q_len: int, context_len: int,
+                device: torch.device | str | None = None) -> torch.Tensor:
+    """bool [q_len, context_len]: query i (of the last q_len) sees keys 0 … ctx - q_len + i.
+    Raises: ValueError unless 0 <= q_len <= context_len."""
     q_len, context_len = check_mask_lens(q_len, context_len)
     return (torch.arange(context_len, device=device)[None, :]
             <= torch.arange(q_len, device=device)[:, None] + (context_len - q_len))
 
 
-def attention(query: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, scale: float | None = None,
-              causal: bool = False) -> torch.Tensor:
-    """softmax(Q·Kᵀ·scale)·V per head, with grouped-query attention: query head h reads kv head
-    h // (num_heads // num_kv_heads). query: decode [num_heads, head_dim] or prefill [q_len, num_heads, head_dim];
-    keys, values [context_len, num_kv_heads, head_dim]. causal=True: `causal_mask`. Computed in float32 (float64
-    stays), returned in the query's dtype. Raises ValueError for any rule of check_attention_inputs or check_scale."""
+def attention(query: torch.Tensor, keys: torch.Tensor, values: torch.Tensor,
+              scale: float | None = None, causal: bool = False) -> torch.Tensor:
+    """softmax(Q·Kᵀ·scale)·V (GQA): query [num_heads, head_dim] or [q_len, num_heads, head_dim],
+    keys, values [ctx, num_kv_heads, head_dim] -> query's shape and dtype.
+    Raises: ValueError for shapes that disagree or a bad scale."""
     check_attention_inputs(query, keys, values)
     q = query.unsqueeze(0) if query.dim() == 2 else query  # [q_len, num_heads, head_dim]
     q_len, num_heads, head_dim = q.shape
@@ -81,99 +77,108 @@ def attention(query: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, sca
     group = num_heads // num_kv_heads
     k = keys.to(compute).repeat_interleave(group, dim=1)  # [context_len, num_heads, head_dim]
     v = values.to(compute).repeat_interleave(group, dim=1)
-    scores = torch.einsum("qhd,khd->hqk", q.to(compute), k) * check_scale(scale, head_dim)  # [heads, q_len, ctx]
+    scale = check_scale(scale, head_dim)
+    scores = torch.einsum("qhd,khd->hqk", q.to(compute), k) * scale  # [heads, q_len, ctx]
     if causal:
         scores = scores.masked_fill(~causal_mask(q_len, context_len, q.device), float("-inf"))
     out = torch.einsum("hqk,khd->qhd", torch.softmax(scores, dim=-1), v).to(query.dtype)
     return out[0] if query.dim() == 2 else out
 
 
-def attention_sdpa(query: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, scale: float | None = None,
-                   causal: bool = False) -> torch.Tensor:
-    """`attention` in one torch SDPA call (paged_attention_prefill's): the same math, shapes and ValueErrors. The
-    mask is `causal_mask`, or SDPA's own is_causal when q_len == context_len (the same mask). `attention` stays the
-    reference: the contiguous twin runs it, so the twins check this one."""
+def attention_sdpa(query: torch.Tensor, keys: torch.Tensor, values: torch.Tensor,
+                   scale: float | None = None, causal: bool = False) -> torch.Tensor:
+    """`attention` in one torch SDPA call (prefill's); `attention` stays the reference.
+    Raises: ValueError as `attention`."""
     check_attention_inputs(query, keys, values)
     q = query.unsqueeze(0) if query.dim() == 2 else query  # [q_len, num_heads, head_dim]
     q_len, context_len = q.shape[0], keys.shape[0]
     scale = check_scale(scale, q.shape[2])
     square = causal and q_len == context_len  # the whole context fed: is_causal is that mask
-    mask = causal_mask(q_len, context_len, q.device) if causal and not square else None  # raises as the reference
+    mask = causal_mask(q_len, context_len, q.device) if causal and not square else None
     if q_len == 0:  # nothing to attend: an empty result, as the reference gives
         return query.new_empty(query.shape)
     compute = torch.float64 if query.dtype == torch.float64 else torch.float32
     # [1, heads, tokens, head_dim]: with a batch dimension torch takes its fused CPU kernel
-    out = F.scaled_dot_product_attention(*(x.to(compute).transpose(0, 1)[None] for x in (q, keys, values)),
-                                         attn_mask=mask, is_causal=square, scale=scale, enable_gqa=True)
+    q, k, v = (x.to(compute).transpose(0, 1)[None] for x in (q, keys, values))
+    out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=square, scale=scale,
+                                         enable_gqa=True)
     out = out[0].transpose(0, 1).to(query.dtype)
     return out[0] if query.dim() == 2 else out
 
 
-def attention_weights(query: torch.Tensor, keys: torch.Tensor, scale: float | None = None) -> torch.Tensor:
-    """Decode attention weights [num_heads, context_len] (for figures), same GQA rule as `attention`.
-    query [num_heads, head_dim]; keys [context_len, num_kv_heads, head_dim]. Raises ValueError as `attention`."""
+def attention_weights(query: torch.Tensor, keys: torch.Tensor,
+                      scale: float | None = None) -> torch.Tensor:
+    """Decode weights [num_heads, context_len] (figures): query [num_heads, head_dim].
+    Raises: ValueError as `attention`, or for a query of more than one step."""
     check_attention_inputs(query, keys, keys)
     if query.dim() != 2:
-        raise ValueError(f"query must be [num_heads, head_dim] (one decode step), got {tuple(query.shape)}")
+        raise ValueError(f"query must be [num_heads, head_dim] (one decode step), got "
+                         f"{tuple(query.shape)}")
     k = keys.float().repeat_interleave(query.shape[0] // keys.shape[1], dim=1)
-    return torch.softmax(torch.einsum("hd,khd->hk", query.float(), k) * check_scale(scale, query.shape[1]), dim=-1)
+    scores = torch.einsum("hd,khd->hk", query.float(), k) * check_scale(scale, query.shape[1])
+    return torch.softmax(scores, dim=-1)
 
 
-def contiguous_attention_decode(query: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, context_lens,
-                                scale: float | None = None) -> torch.Tensor:
-    """The reference: decode over contiguous K/V [B, max_ctx, num_kv_heads, head_dim], sequence b reading its first
-    context_lens[b] tokens. Returns [B, num_heads, head_dim]."""
+def contiguous_attention_decode(query: torch.Tensor, keys: torch.Tensor, values: torch.Tensor,
+                                context_lens, scale: float | None = None) -> torch.Tensor:
+    """The reference decode over keys, values [B, max_ctx, num_kv_heads, head_dim], row b
+    reading context_lens[b] -> [B, num_heads, head_dim]. Raises: ValueError as `attention`."""
     lens = [int(n) for n in torch.as_tensor(context_lens).reshape(-1).tolist()]
-    return torch.stack([attention(query[b], keys[b, :n], values[b, :n], scale) for b, n in enumerate(lens)])
+    return torch.stack([attention(query[b], keys[b, :n], values[b, :n], scale)
+                        for b, n in enumerate(lens)])
 
 
-# --- paged attention over a batch: decode (one new token each) and prefill (a prompt or chunk each) -------------------
-def _decode_loop(query, key_cache, value_cache, block_tables, context_lens, scale):
+# --- paged attention over a batch: decode (one new token each), prefill (a prompt or chunk each) --
+def decode_loop(query, key_cache, value_cache, block_tables, context_lens, scale) -> torch.Tensor:
     """impl="loop": the seed's per-token loop for each sequence, then plain attention."""
     tables, lens = block_tables.tolist(), context_lens.tolist()
-    return torch.stack([attention(query[b], *gather_kv_loop(key_cache, value_cache, tables[b], lens[b]), scale)
+    return torch.stack([attention(query[b], *gather_kv_loop(key_cache, value_cache, tables[b],
+                                                            lens[b]), scale)
                         for b in range(query.shape[0])])
 
 
-register_decode_impl("loop", _decode_loop)  # "gather" and the faster kernels: paged/kernels/registry.py
+# Every impl, slowest first: fn(query, key_cache, value_cache, block_tables, context_lens, scale).
+DECODE_IMPLS = {"loop": decode_loop, "gather": gather_decode, "fused": fused_decode,
+                "native": native_decode, "triton": triton_kernel}
 
 
-def paged_attention_decode(query: torch.Tensor, key_cache: torch.Tensor, value_cache: torch.Tensor, block_tables,
-                           context_lens, scale: float | None = None, impl: str = "gather",
-                           validate: bool = True) -> torch.Tensor:
-    """Decode attention for a batch, reading each sequence's history through its block table. query [B, num_heads,
-    head_dim]; block_tables int [B, max_blocks], -1 padded (or a list of lists); context_lens int [B], each >= 1.
-    Returns [B, num_heads, head_dim] in the query's dtype. impl: "loop" (the seed's loop), "gather" (the batch at
-    once) or "fused", "native", "triton". Raises ValueError for an unknown impl, a bad scale and (validate=True)
-    every rule of `check_decode_inputs`; validate=False (the engine's calls) skips them."""
-    fn = decode_impl(impl)
+def paged_attention_decode(query: torch.Tensor, key_cache: torch.Tensor, value_cache: torch.Tensor,
+                           block_tables, context_lens, scale: float | None = None,
+                           impl: str = "gather", validate: bool = True,
+                           step: DecodeStep | None = None) -> torch.Tensor:
+    """Decode attention through block tables: query [B, num_heads, head_dim] -> the same shape.
+    impl: a name of DECODE_IMPLS; step: the engine's native plan of this batch (per step).
+    Raises: ValueError for an unknown impl, a bad scale, (validate) check_decode_inputs' rules."""
+    fn = DECODE_IMPLS[check_impl(impl, DECODE_IMPLS)]
+    if impl == "native" and step is not None:  # the C kernel, tables and lens planned per step
+        return step.attend(query, key_cache, value_cache)
     if validate:
-        block_tables, context_lens = check_decode_inputs(query, key_cache, value_cache, block_tables, context_lens)
+        block_tables, context_lens = check_decode_inputs(query, key_cache, value_cache,
+                                                         block_tables, context_lens)
     else:
         block_tables, context_lens = decode_tensors(block_tables, context_lens, key_cache.device)
     scale = check_scale(scale, query.shape[-1])
-    if query.shape[0] == 0:  # nothing to attend: the same empty answer whichever impl was asked for
+    if query.shape[0] == 0:  # nothing to attend: the same empty answer whichever impl
         return query.new_empty(query.shape)
     out = fn(query, key_cache, value_cache, block_tables, context_lens, scale)
     return out if out.dtype == query.dtype else out.to(query.dtype)
 
 
-def paged_attention_prefill(query: torch.Tensor, key_cache: torch.Tensor, value_cache: torch.Tensor, block_tables,
-                            context_lens, query_lens, scale: float | None = None, impl: str = "gather",
+def paged_attention_prefill(query: torch.Tensor, key_cache: torch.Tensor,
+                            value_cache: torch.Tensor, block_tables, context_lens, query_lens,
+                            scale: float | None = None, impl: str = "gather",
                             validate: bool = True) -> torch.Tensor:
-    """Prefill attention for a batch: sequence b's query_lens[b] newest tokens (its rows of query, back to back)
-    attend causally to its first context_lens[b] tokens, read through its block table (a prompt, a chunk after
-    cached tokens, a decode alike). query [N, num_heads, head_dim], N = sum(query_lens) -> [N, num_heads, head_dim].
-    impl "loop": gather_kv_loop then `attention`; any other: slot_mapping then `attention_sdpa`. Raises ValueError
-    for an unknown impl and (validate=True) `check_prefill_inputs`'s rules; validate=False: lists of ints."""
-    decode_impl(impl)  # an unknown impl is refused before anything runs
+    """Causal attention of each sequence's query_lens[b] newest tokens (rows back to back) over
+    its context_lens[b]: query [N, num_heads, head_dim] -> the same shape ("loop": gather_kv_loop).
+    Raises: ValueError for an unknown impl, (validate) check_prefill_inputs' rules."""
+    check_impl(impl, DECODE_IMPLS)  # an unknown impl is refused before anything runs
     if validate:
-        block_tables, context_lens, query_lens = check_prefill_inputs(query, key_cache, value_cache, block_tables,
-                                                                      context_lens, query_lens)
+        block_tables, context_lens, query_lens = check_prefill_inputs(
+            query, key_cache, value_cache, block_tables, context_lens, query_lens)
     gather, attend = (gather_kv_loop, attention) if impl == "loop" else (_gather, attention_sdpa)
     out, start = [], 0
     for table, context_len, n in zip(block_tables, context_lens, query_lens):
-        keys, values = gather(key_cache, value_cache, table, context_len)  # [context_len, num_kv_heads, head_dim]
+        keys, values = gather(key_cache, value_cache, table, context_len)  # [ctx, kv heads, dim]
         out.append(attend(query[start:start + n], keys, values, scale=scale, causal=True))
         start += n
     return torch.cat(out) if out else query.new_empty(query.shape)

@@ -55,6 +55,15 @@ def check_mask_lens(q_len, context_len) -> tuple[int, int]:
     return q_len, context_len
 
 
+def check_impl(impl, names) -> str:
+    """impl, when it is one of `names` (paged.attention.DECODE_IMPLS). Raises: ValueError naming them else."""
+    if not isinstance(impl, str):
+        raise ValueError(f"impl must be a string naming a decode impl, got {impl!r}")
+    if impl not in names:
+        raise ValueError(f"unknown impl {impl!r}; choose one of {sorted(names)}")
+    return impl
+
+
 def check_scale(scale, head_dim: int) -> float:
     """The softmax scale to use: 1 / sqrt(head_dim) for None, else `scale` as a float. Raises ValueError unless it
     is a real number (not a bool) that is finite and > 0."""

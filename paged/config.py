@@ -9,11 +9,28 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 from .checks import as_bool, as_float, as_int
-from .chapters.swap import check_swap
 
 MAX_NUM_BLOCKS = 2**20  # blocks in one pool: far beyond any demo; more is refused up front, not a MemoryError
 MAX_BLOCK_SIZE = 2**16  # tokens per block (vLLM uses 16-256)
 MIN_TEMPERATURE = 1e-2  # below this (and above 0), logits / temperature can overflow to inf and sampling to NaN
+
+PREEMPTION_MODES = ("recompute", "swap")
+MAX_SWAP_BLOCKS = 2**20  # as MAX_NUM_BLOCKS (paged/swap.py's pool): a knob set by mistake is refused up front
+
+
+def check_swap(mode, swap_space, chunked) -> int:
+    """SchedulerConfig's swap fields: swap_space as an int. ValueError for a mode other than "recompute" / "swap",
+    swap_space outside [0, MAX_SWAP_BLOCKS], swap mode with a swap_space of 0, or swap with chunked prefill (vLLM v1's
+    chunked scheduler preempts by recompute only, and so does ours)."""
+    if mode not in PREEMPTION_MODES:
+        raise ValueError(f"preemption_mode must be 'recompute' or 'swap', got {mode!r}")
+    swap_space = as_int(swap_space, "swap_space", 0, MAX_SWAP_BLOCKS)
+    if mode == "swap" and swap_space == 0:
+        raise ValueError("preemption_mode 'swap' needs swap_space >= 1 (blocks of the host swap pool)")
+    if mode == "swap" and as_bool(chunked, "enable_chunked_prefill"):
+        raise ValueError("preemption_mode 'swap' works with whole-prompt prefill only (enable_chunked_prefill=False): "
+                         "vLLM v1's chunked scheduler preempts by recompute only")
+    return swap_space
 
 
 def _set(obj, name: str, value) -> None:

@@ -1,9 +1,5 @@
-"""Where K/V live: the paged pool (physical blocks) and the contiguous reference cache.
-
-`KVCachePool` is the vLLM-style pool: one big tensor per layer, cut into `num_blocks` blocks of `block_size` token
-slots. `write_kv` puts each token's K/V at its slot. `ContiguousKVCache` is the reference every paged result is
-checked against: one sequence's K/V in token order, like gpt-fast's KVCache. (Huge pages and the C write: the same
-results, faster, in paged/kernels/kv_fast.py.)
+"""Where K/V live: the paged pool (physical blocks), write_kv, and the contiguous reference cache
+every paged result is checked against (one sequence's K/V in token order, like gpt-fast's KVCache).
 """
 
 from __future__ import annotations
@@ -15,9 +11,10 @@ import torch
 from .addressing import check_block_size
 from .attention_checks import check_cache_alloc, check_layer, check_positions, check_write
 from .checks import as_int
+from .kernels import native_ops
 
-# The most bytes one KVCachePool (or ContiguousKVCache) may hold unless told otherwise: a knob set by mistake must
-# be refused up front, not discovered as an out-of-memory error (or a machine swapping) halfway through.
+# The most bytes one cache may hold unless told otherwise: a knob set by mistake is refused up
+# front, not found as an out-of-memory error (or a swapping machine) halfway through.
 MAX_CACHE_BYTES = 16 << 30
 
 
@@ -27,24 +24,25 @@ def default_device() -> torch.device:
 
 
 class KVCachePool:
-    """The physical KV cache: key_cache / value_cache [num_layers, num_blocks, block_size, num_kv_heads, head_dim],
-    made by `zeros` (the engine's fast path: kernels.kv_fast.pool_zeros). Raises ValueError (nothing allocated)
-    unless every size is an integer >= 1, dtype is floating-point, device names a device and K + V fit max_bytes."""
+    """key_cache, value_cache [num_layers, num_blocks, block_size, num_kv_heads, head_dim].
+    Raises: ValueError (nothing allocated) for a size < 1, a non-float dtype, K + V > max_bytes."""
 
-    def __init__(self, num_layers: int, num_blocks: int, block_size: int, num_kv_heads: int, head_dim: int,
-                 dtype: torch.dtype = torch.float32, device: torch.device | str | None = None,
-                 max_bytes: int = MAX_CACHE_BYTES, zeros: Callable[..., torch.Tensor] = torch.zeros) -> None:
+    def __init__(self, num_layers: int, num_blocks: int, block_size: int, num_kv_heads: int,
+                 head_dim: int, dtype: torch.dtype = torch.float32,
+                 device: torch.device | str | None = None, max_bytes: int = MAX_CACHE_BYTES,
+                 zeros: Callable[..., torch.Tensor] = torch.zeros) -> None:
         check_block_size(block_size)
-        sizes = dict(num_layers=num_layers, num_blocks=num_blocks, block_size=block_size, num_kv_heads=num_kv_heads,
-                     head_dim=head_dim)
-        shape, self.dtype, self.device = check_cache_alloc(sizes, dtype, device, "KVCachePool", max_bytes)
+        sizes = dict(num_layers=num_layers, num_blocks=num_blocks, block_size=block_size,
+                     num_kv_heads=num_kv_heads, head_dim=head_dim)
+        shape, self.dtype, self.device = check_cache_alloc(sizes, dtype, device, "KVCachePool",
+                                                           max_bytes)
         self.num_layers, self.num_blocks, self.block_size, self.num_kv_heads, self.head_dim = shape
         self.key_cache = zeros(shape, dtype=self.dtype, device=self.device)
         self.value_cache = zeros(shape, dtype=self.dtype, device=self.device)
         self._layers = list(zip(self.key_cache, self.value_cache))  # the per-layer views, made once
 
     def layer(self, i: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """Views (key_cache, value_cache) of layer i, each [num_blocks, block_size, num_kv_heads, head_dim]."""
+        """(key_cache, value_cache) of layer i: [num_blocks, block_size, num_kv_heads, head_dim]."""
         return self._layers[as_int(i, "layer", 0, self.num_layers - 1)]
 
     @property
@@ -60,41 +58,42 @@ class KVCachePool:
     def bytes_per_block(num_layers: int, block_size: int, num_kv_heads: int, head_dim: int,
                         dtype: torch.dtype = torch.float32) -> int:
         """K and V bytes of one physical block across all layers."""
-        return 2 * num_layers * block_size * num_kv_heads * head_dim * torch.empty((), dtype=dtype).element_size()
+        itemsize = torch.empty((), dtype=dtype).element_size()
+        return 2 * num_layers * block_size * num_kv_heads * head_dim * itemsize
 
 
-def write_kv(key_cache: torch.Tensor, value_cache: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
-             slot_mapping: torch.Tensor, validate: bool = True, pads: bool = True) -> None:
-    """Write each token's K/V into one layer's cache at its slot.
-
-    key_cache, value_cache: [num_blocks, block_size, num_kv_heads, head_dim] (modified in place)
-    key, value:             [num_tokens, num_kv_heads, head_dim]
-    slot_mapping:           [num_tokens] int; slot = physical_block_id * block_size + block_offset; -1 is skipped.
-    Raises ValueError (nothing written) for any rule of attention_checks.check_write; validate=False skips them (the
-    engine, the bug lab). pads=False: the caller knows no slot is -1, so none is looked for."""
+def write_kv(key_cache: torch.Tensor, value_cache: torch.Tensor, key: torch.Tensor,
+             value: torch.Tensor, slot_mapping: torch.Tensor, validate: bool = True,
+             pads: bool = True, fast: bool = False) -> None:
+    """Write key, value [N, num_kv_heads, head_dim] into one layer's caches at slot_mapping [N]
+    (-1: skipped). validate=False: unchecked; pads=False: no -1 looked for; fast: one C call.
+    Raises: ValueError (nothing written) for a rule of attention_checks.check_write."""
     if validate:
         check_write(key_cache, value_cache, key, value, slot_mapping, pads)
-    slots = slot_mapping.long()
+    slots = slot_mapping if slot_mapping.dtype == torch.long else slot_mapping.long()
     if pads:
         keep = slots >= 0
         slots, key, value = slots[keep], key[keep], value[keep]
+    if fast and native_ops.write_rows(key_cache, value_cache, key, value, slots):
+        return  # CPU, contiguous caches and rows: written in C
     for cache, rows in ((key_cache, key), (value_cache, value)):
-        if cache.is_contiguous():  # the pool as [num_slots, num_kv_heads, head_dim]: slot s is row s
+        if cache.is_contiguous():  # the pool as [num_slots, num_kv_heads, head_dim]: slot s, row s
             cache.flatten(0, 1).index_copy_(0, slots, rows)
         else:  # a strided cache cannot be viewed flat: address (block, offset) pairs instead
             cache.index_put_((slots // cache.shape[1], slots % cache.shape[1]), rows)
 
 
 class ContiguousKVCache:
-    """The reference: one sequence's K/V for every layer in token order, keys / values [num_layers, capacity,
-    num_kv_heads, head_dim] (token i of layer l is keys[l, i]), grown by doubling. Raises ValueError unless the sizes
-    are integers >= 1, dtype is floating-point and the cache fits in max_bytes (checked again whenever it grows)."""
+    """The reference: keys, values [num_layers, capacity, num_kv_heads, head_dim] in token order.
+    Raises: ValueError for a size < 1, a non-float dtype, more than max_bytes (at any growth)."""
 
-    def __init__(self, num_layers: int, num_kv_heads: int, head_dim: int, dtype: torch.dtype = torch.float32,
-                 device: torch.device | str | None = None, capacity: int = 16,
-                 max_bytes: int = MAX_CACHE_BYTES) -> None:
-        sizes = dict(num_layers=num_layers, capacity=capacity, num_kv_heads=num_kv_heads, head_dim=head_dim)
-        shape, dtype, device = check_cache_alloc(sizes, dtype, device, "ContiguousKVCache", max_bytes)
+    def __init__(self, num_layers: int, num_kv_heads: int, head_dim: int,
+                 dtype: torch.dtype = torch.float32, device: torch.device | str | None = None,
+                 capacity: int = 16, max_bytes: int = MAX_CACHE_BYTES) -> None:
+        sizes = dict(num_layers=num_layers, capacity=capacity, num_kv_heads=num_kv_heads,
+                     head_dim=head_dim)
+        shape, dtype, device = check_cache_alloc(sizes, dtype, device, "ContiguousKVCache",
+                                                 max_bytes)
         self.max_bytes = max_bytes
         self.keys = torch.zeros(shape, dtype=dtype, device=device)
         self.values = torch.zeros(shape, dtype=dtype, device=device)
@@ -106,8 +105,10 @@ class ContiguousKVCache:
             return
         while capacity < needed:
             capacity *= 2
-        sizes = dict(num_layers=num_layers, capacity=capacity, num_kv_heads=num_kv_heads, head_dim=head_dim)
-        check_cache_alloc(sizes, self.keys.dtype, self.keys.device, "ContiguousKVCache", self.max_bytes)
+        sizes = dict(num_layers=num_layers, capacity=capacity, num_kv_heads=num_kv_heads,
+                     head_dim=head_dim)
+        check_cache_alloc(sizes, self.keys.dtype, self.keys.device, "ContiguousKVCache",
+                          self.max_bytes)
         for name in ("keys", "values"):
             old = getattr(self, name)
             new = old.new_zeros((num_layers, capacity, num_kv_heads, head_dim))
@@ -116,15 +117,14 @@ class ContiguousKVCache:
 
     def update(self, layer: int, input_pos: torch.Tensor, key: torch.Tensor,
                value: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Write key/value [n, num_kv_heads, head_dim] at token positions input_pos [n] of `layer`; return that
-        layer's keys, values [length, num_kv_heads, head_dim]. Raises ValueError (nothing written) for a bad layer,
-        growth past max_bytes or any rule of attention_checks.check_positions."""
+        """Write key, value [n, num_kv_heads, head_dim] at input_pos [n] of `layer`; get(layer).
+        Raises: ValueError (nothing written) for a bad layer or position, growth past max_bytes."""
         layer = check_layer(layer, len(self.lengths))
-        pos = check_positions(input_pos, key, value, self.keys.shape[2:], self.keys.device)  # [n] int64
+        pos = check_positions(input_pos, key, value, self.keys.shape[2:], self.keys.device)  # [n]
         end = int(pos.max()) + 1 if pos.numel() else self.lengths[layer]
         self._grow(end)
         self.keys[layer].index_copy_(0, pos, key.to(self.keys.device, self.keys.dtype))
-        self.values[layer].index_copy_(0, pos, value.to(self.values.device, self.values.dtype))
+        self.values[layer].index_copy_(0, pos, value.to(self.keys.device, self.values.dtype))
         self.lengths[layer] = max(self.lengths[layer], end)
         return self.get(layer)
 
@@ -139,13 +139,13 @@ class ContiguousKVCache:
         return min(self.lengths)
 
     def clone(self) -> "ContiguousKVCache":
-        """An independent copy (a forked sequence's twin starts from its parent's history)."""
+        """An independent copy (a forked sequence's twin starts from its parent's)."""
         twin = object.__new__(ContiguousKVCache)
-        twin.keys, twin.values, twin.lengths = self.keys.clone(), self.values.clone(), list(self.lengths)
-        twin.max_bytes = self.max_bytes
+        twin.keys, twin.values = self.keys.clone(), self.values.clone()
+        twin.lengths, twin.max_bytes = list(self.lengths), self.max_bytes
         return twin
 
     def truncate(self, length: int) -> None:
-        """Forget every token at position >= length (used when a sequence is preempted and recomputed)."""
+        """Forget every token at position >= length (a preempted sequence is recomputed)."""
         length = as_int(length, "length", 0)
         self.lengths = [min(n, length) for n in self.lengths]

@@ -1,12 +1,7 @@
-"""A sequence and the state rule everything hangs on.
+"""A sequence and its state rule: cached_token_count (K/V written) vs generated_token_ids (sampled).
 
-    cached_token_count  = tokens whose K/V are written in the cache
-    generated_token_ids = tokens sampled so far
-
-After prefill: cached_token_count == len(prompt_token_ids) and generated_token_ids == [t1].
-Each decode step feeds the last generated token (position num_tokens - 1), writes its K/V (cached += 1) and samples
-the next token (generated grows by one). So in decode, cached_token_count == num_tokens - 1 before the step: exactly
-one token (the newest) is known but not yet cached.
+After prefill cached == len(prompt) and generated == [t1]; each decode step feeds the last token,
+writes its K/V (cached += 1) and samples the next: before a decode cached == num_tokens - 1.
 """
 
 from __future__ import annotations
@@ -32,9 +27,8 @@ class SequenceStatus(str, enum.Enum):
 
 @dataclass
 class Sequence:
-    """One request's tokens, its block table and its place in the state rule. The engine's bookkeeping:
-    request_id (None -> its own seq_id), sample_index (which of n parallel samples; 0 for the parent), params and
-    generator (None outside an engine), preemptions, and n (samples it still forks into after its prefill)."""
+    """One request's tokens, block table and place in the state rule, and the engine's bookkeeping.
+    Raises: ValueError unless seq_id >= 0 and prompt_token_ids is a non-empty list of ids >= 0."""
 
     seq_id: int
     prompt_token_ids: list[int]
@@ -42,21 +36,22 @@ class Sequence:
     block_table: list[int] = field(default_factory=list)  # logical block -> physical block
     cached_token_count: int = 0
     status: SequenceStatus = SequenceStatus.WAITING
-    finish_reason: str | None = None  # "length", "stop", "eos", "abort", "error" (its step raised; see LLMEngine.step)
-    request_id: int | None = None
-    sample_index: int = 0
-    params: SamplingParams | None = None
+    finish_reason: str | None = None  # "length", "stop", "eos", "abort", "error" (its step raised)
+    request_id: int | None = None  # None: its own seq_id
+    sample_index: int = 0  # which of n parallel samples (0: the parent)
+    params: SamplingParams | None = None  # None outside an engine, as generator
     generator: torch.Generator | None = None
     preemptions: int = 0
-    n: int = 1
+    n: int = 1  # samples it still forks into after its prefill
 
     def __post_init__(self) -> None:
-        """Raises ValueError unless seq_id >= 0 and prompt_token_ids a non-empty list of ids >= 0 (integers)."""
         self.seq_id = as_int(self.seq_id, "seq_id", 0)
-        self.prompt_token_ids = as_token_ids(self.prompt_token_ids, f"sequence {self.seq_id}: prompt_token_ids")
+        name = f"sequence {self.seq_id}: prompt_token_ids"
+        self.prompt_token_ids = as_token_ids(self.prompt_token_ids, name)
         if not self.prompt_token_ids:
             raise ValueError(f"sequence {self.seq_id}: prompt_token_ids must not be empty")
-        self.request_id = self.seq_id if self.request_id is None else as_int(self.request_id, "request_id", 0)
+        self.request_id = (self.seq_id if self.request_id is None
+                           else as_int(self.request_id, "request_id", 0))
 
     @property
     def prompt_len(self) -> int:
@@ -73,7 +68,7 @@ class Sequence:
 
     @property
     def last_token_id(self) -> int:
-        return self.generated_token_ids[-1] if self.generated_token_ids else self.prompt_token_ids[-1]
+        return (self.generated_token_ids or self.prompt_token_ids)[-1]
 
     @property
     def num_uncached_tokens(self) -> int:
@@ -85,7 +80,7 @@ class Sequence:
         return blocks_needed(self.num_tokens if num_tokens is None else num_tokens, block_size)
 
     def last_block_fill(self, block_size: int) -> int:
-        """How many slots of the last allocated block hold cached tokens (0 when no blocks are held)."""
+        """How many slots of the last allocated block hold cached tokens (0 without blocks)."""
         if not self.block_table:
             return 0
         used_before_last = (len(self.block_table) - 1) * block_size
@@ -97,22 +92,24 @@ class Sequence:
 
     def on_prefill_done(self, first_token_id: int) -> None:
         """Prompt K/V written, first token sampled: cached = prompt_len, generated = [t1]."""
-        self.cached_token_count = self.num_tokens  # every known token was fed (a recompute re-feeds generated ones)
+        self.cached_token_count = self.num_tokens  # every known token was fed (a recompute too)
         self.generated_token_ids.append(int(first_token_id))
 
     def on_chunk_done(self, num_tokens: int) -> None:
-        """Chunked prefill: a non-final chunk of `num_tokens` tokens was written (cached += it), nothing sampled."""
-        assert 0 < num_tokens < self.num_uncached_tokens, "a non-final chunk leaves at least one token uncached"
+        """Chunked prefill: a non-final chunk of `num_tokens` tokens was written (cached += it)."""
+        assert 0 < num_tokens < self.num_uncached_tokens, \
+            "a non-final chunk leaves at least one token uncached"
         self.cached_token_count += num_tokens
 
     def on_decode_done(self, next_token_id: int) -> None:
         """The last generated token's K/V written (cached += 1), the next token sampled."""
-        assert self.cached_token_count == self.num_tokens - 1, "decode expects exactly one uncached token"
+        assert self.cached_token_count == self.num_tokens - 1, \
+            "decode expects exactly one uncached token"
         self.cached_token_count += 1
         self.generated_token_ids.append(int(next_token_id))
 
     def reset_for_recompute(self) -> None:
-        """Preemption by recompute: nothing counts as cached; generated tokens are re-fed at the next prefill."""
+        """Preemption by recompute: nothing counts as cached; generated tokens are fed again."""
         self.cached_token_count = 0
         self.block_table = []
         self.status = SequenceStatus.WAITING

@@ -90,7 +90,10 @@ def arrow_label(ctx, stage: Stage, token_text: Callable[[int], str] | None = Non
     if key == "paged_attention":
         if not out["rows"]:
             return t("chain.out_none")
-        return t("chain.out_attention", written=out["written"], read=per_seq(out["read"]), rows=out["rows"])
+        text = t("chain.out_attention", written=out["written"], read=per_seq(out["read"]), rows=out["rows"])
+        if out.get("call"):  # the function that ran and the kernel behind it (the runner's record)
+            text = t("chain.out_kernel", call=out["call"], kernel=t(f"chain.kernel_{out['kernel']}")) + "<br>" + text
+        return text
     if key == "sampler":
         if not out["tokens"]:
             return t("chain.out_none")

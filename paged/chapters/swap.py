@@ -21,31 +21,13 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from ..checks import as_bool, as_int
+from ..checks import as_int
+from ..config import MAX_SWAP_BLOCKS, PREEMPTION_MODES, check_swap  # noqa: F401 (re-exported)
 
 if TYPE_CHECKING:
     from ..block_manager import BlockManager
     from ..kv_cache import KVCachePool
     from ..sequence import Sequence
-
-PREEMPTION_MODES = ("recompute", "swap")
-MAX_SWAP_BLOCKS = 2**20  # as MAX_NUM_BLOCKS: a knob set by mistake is refused up front
-
-
-def check_swap(mode, swap_space, chunked) -> int:
-    """SchedulerConfig's swap fields: swap_space as an int. ValueError for a mode other than "recompute" / "swap",
-    swap_space outside [0, MAX_SWAP_BLOCKS], swap mode with a swap_space of 0, or swap with chunked prefill (vLLM v1's
-    chunked scheduler preempts by recompute only, and so does ours)."""
-    if mode not in PREEMPTION_MODES:
-        raise ValueError(f"preemption_mode must be 'recompute' or 'swap', got {mode!r}")
-    swap_space = as_int(swap_space, "swap_space", 0, MAX_SWAP_BLOCKS)
-    if mode == "swap" and swap_space == 0:
-        raise ValueError("preemption_mode 'swap' needs swap_space >= 1 (blocks of the host swap pool)")
-    if mode == "swap" and as_bool(chunked, "enable_chunked_prefill"):
-        raise ValueError("preemption_mode 'swap' works with whole-prompt prefill only (enable_chunked_prefill=False): "
-                         "vLLM v1's chunked scheduler preempts by recompute only")
-    return swap_space
-
 
 class SwapSpace:
     """Free swap blocks and each swapped sequence's swap table, over `num_blocks` blocks of a host pool."""

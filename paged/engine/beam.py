@@ -37,7 +37,8 @@ from ..addressing import blocks_needed
 from ..chapters.beam_select import Finished, Hypothesis, select
 from ..checks import as_bool, as_float, as_int
 from ..config import CacheConfig, SchedulerConfig
-from ..kernels import DECODE_IMPLS, default_attn_impl
+from ..attention import DECODE_IMPLS
+from ..kernels import default_attn_impl
 from ..sequence import Sequence, SequenceStatus
 from .admission import pool_num_blocks, prompt_token_ids
 from .trace import SeqStepState, StepTrace

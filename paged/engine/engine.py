@@ -18,7 +18,8 @@ from dataclasses import dataclass, field, replace
 
 import torch
 
-from ..kernels import DECODE_IMPLS, default_attn_impl
+from ..attention import DECODE_IMPLS
+from ..kernels import default_attn_impl
 from ..checks import as_bool
 from ..config import CacheConfig, SamplingParams, SchedulerConfig
 from ..faults import Fault, as_fault
@@ -54,7 +55,7 @@ class LLMEngine:
         """An engine over `model` (paged.model's Llama) and its tokenizer.
 
         kv_layout: "paged" (the block pool) or "contiguous" (the reference twin). attn_impl: the decode kernel, a
-        name in paged.kernels.DECODE_IMPLS (default: default_attn_impl of the model's device). fault: one classic
+        name in paged.attention.DECODE_IMPLS (default: default_attn_impl of the model's device). fault: one classic
         bug this engine acts out (paged.faults; paged layout, whole-prompt prefill only). record: what each step's
         StepTrace keeps (recording.py). True, the default (pages, the CLI's --trace, the twins): everything a page
         replays, per-sequence states, slot_mapping, block tables and queues, and last_logits. False (the engine
@@ -174,7 +175,7 @@ class LLMEngine:
         return children
 
     # --- one step ----------------------------------------------------------------------------------------------------
-    def _stop_reason(self, seq: Sequence) -> str | None:
+    def stop_reason(self, seq: Sequence) -> str | None:
         params: SamplingParams = seq.params
         if not params.ignore_eos:
             eos = getattr(self.tokenizer, "eos_token_ids", None)  # every id that ends generation, else the one
@@ -235,9 +236,10 @@ class LLMEngine:
             chunks = [sched.num_tokens[s.seq_id] for s in sched.seqs] if sched.num_tokens else None
             batch = self.runner.prepare(sched.seqs, is_prefill, chunks)  # input_ids, slot_mapping, block_tables
             logits = self.runner.run(sched.seqs, batch)  # [B, vocab]: write K/V at the slots, read through tables
+            trace.attention, trace.kernel = self.runner.ran
             tokens = self._sample(sched.seqs, logits, chunks)
             rows = self._update(sched.seqs, tokens, logits, batch.query_lens, trace)
-            self._free(trace)
+            self.free_finished(trace)
             trace.window_freed = slide(self.block_manager, self.scheduler.running)  # behind each window
             if self.record:
                 recorder = StepRecorder(trace, batch, logits, self.tokenizer.decode, self.last_logits, self.sequences)
@@ -292,14 +294,14 @@ class LLMEngine:
             else:
                 seq.on_decode_done(tok)
             for s in (seq, *(self.sequences[c] for c in trace.forked.get(seq.seq_id, ()))):
-                reason = self._stop_reason(s) if tok is not None else None
+                reason = self.stop_reason(s) if tok is not None else None
                 if reason is not None:
                     s.finish_reason = reason
                     trace.finished.append(s.seq_id)
                 rows.append((i, s, tok, s is seq))  # children sampled from the parent's logits, fed nothing
         return rows
 
-    def _free(self, trace: StepTrace) -> None:
+    def free_finished(self, trace: StepTrace) -> None:
         """Free the blocks of every sequence that stopped this step (trace.blocks_freed)."""
         for seq_id in trace.finished:
             trace.blocks_freed[seq_id] = self.scheduler.finish(self.sequences[seq_id])

@@ -15,7 +15,7 @@ from typing import Callable
 import torch
 
 from ..sequence import Sequence
-from .runner import BatchInput
+from ..batch import BatchInput
 from .trace import SeqStepState, StepTrace
 
 

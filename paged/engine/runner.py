@@ -9,45 +9,17 @@ The model's weights and math are identical either way; only where K and V come f
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from functools import cached_property
-
 import torch
 
-from ..addressing import PAD_SLOT, batch_slot_mapping, block_tables
+from ..addressing import PAD_SLOT, batch_slot_mapping, block_tables, decode_slots, validate_block_tables
 from ..attention import attention, paged_attention_decode, paged_attention_prefill
 from ..attention_checks import check_scale
+from ..batch import BatchInput
 from ..faults import Fault, FaultHook, fault_hook
-from ..kernels import REFERENCE_IMPLS
-from ..kernels.kv_fast import pool_zeros, write_kv_fast
-from ..kernels.native_step import DecodeStep
-from ..kernels.tables import decode_slots
+from ..kernels import REFERENCE_IMPLS, DecodeStep
+from ..kernels.kv_fast import pool_zeros
 from ..kv_cache import ContiguousKVCache, KVCachePool, write_kv
 from ..sequence import Sequence
-
-
-@dataclass
-class BatchInput:
-    """Model inputs of one step; tokens of the scheduled sequences back to back."""
-
-    is_prefill: bool
-    seq_ids: list[int]
-    input_ids: torch.Tensor  # [N] int64
-    positions: torch.Tensor  # [N] int64
-    slot_mapping: torch.Tensor  # [N] int64 (paged layout; -1 = skip)
-    block_tables: torch.Tensor  # [B, max_blocks] int32, -1 padded
-    context_lens: torch.Tensor  # [B] int64: history read by each sequence, this step's tokens included
-    query_lens: list[int]  # tokens fed per sequence
-    chunked: bool = False  # built for chunked prefill (tokens fed per sequence given): decodes may sit beside chunks
-
-    @cached_property
-    def starts(self) -> list[int]:
-        """Where each sequence's tokens start in the batch (computed once: the engine reads it per sequence)."""
-        out, at = [], 0
-        for n in self.query_lens:
-            out.append(at)
-            at += n
-        return out
 
 
 def prepare_inputs(seqs: list[Sequence], block_size: int, is_prefill: bool, device: torch.device,
@@ -89,42 +61,46 @@ class PagedBackend:
     """Attention over the paged pool, one layer at a time: write this step's K/V at their slots (write_kv), then
     read every sequence's history through its block table (paged_attention_decode / paged_attention_prefill).
 
-    The write goes through `hook` (paged/faults; without a fault the plain write), which also says whether a decode
-    step reads before it writes (EARLY_INCREMENT). `impl` names the decode kernel; `write` is write_kv or its C
-    fast path (paged.kernels.kv_fast.write_kv_fast, same signature).
+    `impl` names the decode kernel; `fast` takes write_kv's C copy. `fault`: the hook of an injected fault (None
+    without one), which writes instead of write_kv and may read before it writes (EARLY_INCREMENT). `ran`: the
+    attention call and the kernel behind it that ran last (the step trace's `attention` and `kernel`).
     """
 
-    def __init__(self, pool: KVCachePool, batch: BatchInput, impl: str = "gather", hook: FaultHook | None = None,
-                 write=write_kv) -> None:
-        self.pool, self.batch, self.impl, self.write = pool, batch, impl, write
-        self.hook = hook or FaultHook(pool.block_size, pool.num_slots)
-        self.native_step: DecodeStep | None = None  # impl "native", decode: planned by the step's first layer
+    def __init__(self, pool: KVCachePool, batch: BatchInput, impl: str = "gather", fault: FaultHook | None = None,
+                 fast: bool = False) -> None:
+        self.pool, self.batch, self.impl, self.fault, self.fast = pool, batch, impl, fault, fast
+        self.step: DecodeStep | None = None  # impl "native", decode: planned by the step's first layer
+        self.ran = ("", "")
         if batch.is_prefill:  # read as lists by paged_attention_prefill, the same for every layer
             self.tables, self.lens = batch.block_tables.tolist(), batch.context_lens.tolist()
 
     def __call__(self, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
         """q [N, num_heads, head_dim]; k, v [N, num_kv_heads, head_dim] -> [N, num_heads, head_dim]"""
         key_cache, value_cache = self.pool.layer(layer)
-        if self.hook.read_first and not self.batch.is_prefill:  # the bug: attend first, write after
-            out = self.decode(layer, q, key_cache, value_cache)
-            self.hook.write(key_cache, value_cache, k, v, self.batch.slot_mapping, self.write)
+        if self.fault and self.fault.read_first and not self.batch.is_prefill:  # the bug: attend, then write
+            out = self.decode(q, key_cache, value_cache)
+            self.fault.write(key_cache, value_cache, k, v, self.batch.slot_mapping, self.fast)
             return out
-        self.hook.write(key_cache, value_cache, k, v, self.batch.slot_mapping, self.write)
+        if self.fault:
+            self.fault.write(key_cache, value_cache, k, v, self.batch.slot_mapping, self.fast)
+        else:  # slots came through the address chain: none is -1 (pads=False), and the engine checked them
+            write_kv(key_cache, value_cache, k, v, self.batch.slot_mapping, validate=False, pads=False,
+                     fast=self.fast)
         if self.batch.is_prefill:
+            self.ran = ("paged_attention_prefill", "loop" if self.impl == "loop" else "sdpa")
             return paged_attention_prefill(q, key_cache, value_cache, self.tables, self.lens, self.batch.query_lens,
                                            impl=self.impl, validate=False)
-        return self.decode(layer, q, key_cache, value_cache)
+        return self.decode(q, key_cache, value_cache)
 
-    def decode(self, layer: int, q: torch.Tensor, key_cache: torch.Tensor, value_cache: torch.Tensor) -> torch.Tensor:
+    def decode(self, q: torch.Tensor, key_cache: torch.Tensor, value_cache: torch.Tensor) -> torch.Tensor:
         """paged_attention_decode of this step's batch: q [B, num_heads, head_dim] -> the same shape. The C kernel
-        checks and plans its work once per step, not per layer (paged/kernels/native_step.py: the same call)."""
-        if self.impl != "native":
-            return paged_attention_decode(q, key_cache, value_cache, self.batch.block_tables,
-                                          self.batch.context_lens, impl=self.impl, validate=False)
-        if self.native_step is None:
-            self.native_step = DecodeStep(q, self.pool.key_cache, self.pool.value_cache, self.batch.block_tables,
-                                          self.batch.context_lens, check_scale(None, q.shape[-1]))
-        return self.native_step(layer, q)
+        is checked and planned once per step (kernels.native.DecodeStep), and every layer's call reuses it."""
+        if self.impl == "native" and self.step is None:
+            self.step = DecodeStep(q, self.pool.key_cache, self.pool.value_cache, self.batch.block_tables,
+                                   self.batch.context_lens, check_scale(None, q.shape[-1]))
+        self.ran = ("paged_attention_decode", self.impl)
+        return paged_attention_decode(q, key_cache, value_cache, self.batch.block_tables, self.batch.context_lens,
+                                      impl=self.impl, validate=False, step=self.step)
 
 
 class ContiguousBackend:
@@ -157,7 +133,9 @@ class ModelRunner:
         if fault is not None and kv_layout != "paged":
             raise ValueError("faults are injected into the paged layout only; the contiguous twin is the reference")
         self.fault = fault
-        self.hook = fault_hook(fault, block_size, num_blocks * block_size)  # the identity without a fault
+        # the fault's hook; without a fault the identity, never called: engine/checkpoint.py saves its `rows`
+        self.hook = fault_hook(fault, block_size, num_blocks * block_size)
+        self.ran = ("", "")  # the last run's attention call and kernel (PagedBackend.ran; none: contiguous)
         self.model, self.kv_layout, self.attn_impl, self.block_size = model, kv_layout, attn_impl, block_size
         cfg = model.config
         param = next(model.parameters())
@@ -200,25 +178,31 @@ class ModelRunner:
 
     def prepare(self, seqs: list[Sequence], is_prefill: bool, num_tokens: list[int] | None = None) -> BatchInput:
         """Model inputs for `seqs`; num_tokens: tokens fed per sequence (chunked prefill), default all uncached.
-
-        The paged inputs pass through the fault hook: without a fault it checks each block table against the pool
-        (ValueError naming the rule); a fault rebuilds the links it breaks and checks nothing, so its symptom shows.
-        """
+        Paged: each block table is checked against the pool (ValueError naming the rule), or, with a fault, the
+        inputs are rebuilt through the links it breaks and nothing is checked, so its symptom shows."""
         batch = prepare_inputs(seqs, self.block_size, is_prefill, self.device, paged=self.pool is not None,
                                num_tokens=num_tokens)
-        if self.pool is not None:
-            batch = self.hook.apply(batch, [s.block_table for s in seqs], self.num_blocks)
+        if self.pool is None:
+            return batch
+        tables = [s.block_table for s in seqs]
+        if self.fault:
+            return self.hook.apply(batch, tables, self.num_blocks)
+        validate_block_tables(batch.block_tables, batch.context_lens, self.num_blocks, self.block_size, tables)
         return batch
+
+    def backend(self, seqs: list[Sequence], batch: BatchInput) -> PagedBackend | ContiguousBackend:
+        """The attention backend of one run: over the pool (with the fault's hook, if any) or the twin's caches."""
+        if self.pool is not None:
+            return PagedBackend(self.pool, batch, self.attn_impl, self.hook if self.fault else None, self.fast)
+        return ContiguousBackend([self._contiguous_cache(s) for s in seqs], batch)
 
     @torch.inference_mode()
     def run(self, seqs: list[Sequence], batch: BatchInput) -> torch.Tensor:
         """Run the model; returns the logits of each sequence's last fed token: [B, vocab]."""
-        if self.pool is not None:
-            write = write_kv_fast if self.fast else write_kv
-            backend = PagedBackend(self.pool, batch, self.attn_impl, self.hook, write)
-        else:
-            backend = ContiguousBackend([self._contiguous_cache(s) for s in seqs], batch)
+        backend = self.backend(seqs, batch)
         last = None  # decode feeds one token per sequence: every row is a last token
         if batch.is_prefill:
             last = torch.tensor([s + n - 1 for s, n in zip(batch.starts, batch.query_lens)], device=self.device)
-        return self.model(batch.input_ids, batch.positions, backend=backend, rows=last).float()  # [B, vocab]
+        logits = self.model(batch.input_ids, batch.positions, backend=backend, rows=last).float()  # [B, vocab]
+        self.ran = backend.ran if isinstance(backend, PagedBackend) else ("", "")
+        return logits

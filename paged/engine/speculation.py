@@ -30,13 +30,11 @@ from typing import TYPE_CHECKING, Callable
 import torch
 
 from ..addressing import PAD_SLOT, batch_slot_mapping, block_tables, blocks_needed
-from ..kernels.kv_fast import write_kv_fast
-from ..kv_cache import write_kv
+from ..batch import BatchInput
 from ..sequence import Sequence
 from ..chapters.speculative import SpeculativeConfig, accept_greedy, ngram_propose
 from .checkpoint import SequenceFailure
 from .recording import StepRecorder
-from .runner import BatchInput, ContiguousBackend, PagedBackend
 from .sampler import argmax_rows, sample_one
 
 if TYPE_CHECKING:
@@ -122,12 +120,7 @@ class SpeculativeDecoder:
     def _forward(self, seqs: list[Sequence], batch: BatchInput) -> torch.Tensor:
         """Logits of every fed token: [N, vocab]."""
         runner = self.engine.runner
-        if runner.pool is not None:
-            backend = PagedBackend(runner.pool, batch, runner.attn_impl, runner.hook,
-                                   write_kv_fast if runner.fast else write_kv)
-        else:
-            backend = ContiguousBackend([runner._contiguous_cache(s) for s in seqs], batch)
-        return runner.model(batch.input_ids, batch.positions, backend=backend).float()
+        return runner.model(batch.input_ids, batch.positions, backend=runner.backend(seqs, batch)).float()
 
     def step(self, sched: "SchedulerOutput", trace: "StepTrace") -> bool:
         """Run this decode step speculatively; False (nothing done) if it is not a decode step or no sequence got a
@@ -153,7 +146,7 @@ class SpeculativeDecoder:
             kept = self._emit(seq, targets[:accepted + 1], trace)
             records.append((i, seq, self._roll_back(seq, n, kept), g, min(accepted, kept), targets[:kept]))
             last_rows.append(rows[kept - 1])
-        engine._free(trace)
+        engine.free_finished(trace)
         if engine.record:
             recorder = StepRecorder(trace, batch, torch.stack(last_rows), engine.tokenizer.decode,
                                     engine.last_logits, engine.sequences)
@@ -175,7 +168,7 @@ class SpeculativeDecoder:
         a stop string, max_tokens: trace.finished). Returns how many were kept."""
         for kept, tok in enumerate(tokens, 1):
             seq.generated_token_ids.append(int(tok))
-            reason = self.engine._stop_reason(seq)
+            reason = self.engine.stop_reason(seq)
             if reason is not None:
                 seq.finish_reason = reason
                 trace.finished.append(seq.seq_id)

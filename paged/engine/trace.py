@@ -8,7 +8,7 @@ import json
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Callable
 
-from ..block_views import first_owners
+from ..block_manager import first_owners
 
 
 @dataclass
@@ -61,6 +61,8 @@ class StepTrace:
     waiting: list[int] = field(default_factory=list)
     running: list[int] = field(default_factory=list)
     elapsed_ms: float = 0.0
+    attention: str = ""  # the attention call that ran: "paged_attention_decode" or "…_prefill" ("" for none)
+    kernel: str = ""  # the kernel behind it: an impl of paged.attention.DECODE_IMPLS, or "sdpa" (prefill's)
     why: list[tuple[str, dict]] = field(default_factory=list)  # see paged.engine.scheduler.WHY_ENGLISH
     speculative: dict[int, dict] = field(default_factory=dict)  # seq_id -> its guesses' fate (engine/speculation.py)
     # preemption_mode="swap" (paged/engine/swapping.py): seq id -> (pool block, swap block) pairs copied out this

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..block_views import first_owners
+from ..block_manager import first_owners
 
 
 @dataclass(frozen=True)

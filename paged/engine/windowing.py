@@ -20,8 +20,9 @@ from ..block_manager import BlockManager
 from ..checks import as_int
 from ..kv_cache import ContiguousKVCache, KVCachePool, write_kv
 from ..chapters.window import paged_window_decode, paged_window_prefill, window_attention
+from ..batch import BatchInput
 from .window_blocks import WindowBlockManager
-from .runner import BatchInput, ModelRunner, prepare_inputs
+from .runner import ModelRunner, prepare_inputs
 
 WINDOW_IMPLS = ("gather", "loop")  # decode impls that know the window
 

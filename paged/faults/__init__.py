@@ -9,8 +9,8 @@ would have stopped it.
 Each fault is acted out once, by a `FaultHook` (`fault_hook(fault, block_size, num_slots)`), at the link of the
 chain it breaks: the write slots, the padding rows, the read tables, context_lens, positions, or the order of the
 decode step's write and read. The engine's runner and the random-tensor bug lab (`lessons.buglab_tensors`) both call
-the same hook, so they break the chain in the very same way. The hook without a fault is the identity (and checks
-the block tables), so the runner's main path has no fault branches.
+the same hook, so they break the chain in the very same way. Without a fault the runner holds no hook: its main
+path says `if fault:` where a fault acts.
 """
 
 from .catalogue import FAULTS, Fault, FaultInfo, as_fault

@@ -1,21 +1,18 @@
 """How each fault of the catalogue is acted out: one `FaultHook` subclass per fault, overriding the one link of the
 address chain its bug breaks (`fault_hook(fault, block_size, num_slots)` picks it). The hook without a fault is the
-identity and checks the block tables, so the runner's main path has no fault branches."""
+identity and checks the block tables (the bug lab's no-fault case); the runner holds no hook without a fault."""
 
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import TYPE_CHECKING, Callable
+from typing import Callable
 
 import torch
 
-from ..addressing import batch_slot_mapping, pad_block_tables
-from ..kernels.tables import check_block_tables
+from ..addressing import batch_slot_mapping, pad_block_tables, validate_block_tables
+from ..batch import BatchInput
 from ..kv_cache import write_kv
 from .catalogue import Fault, as_fault
-
-if TYPE_CHECKING:
-    from ..engine.runner import BatchInput
 
 
 def writer_block_size(block_size: int) -> int:
@@ -74,15 +71,15 @@ class FaultHook:
     def apply(self, batch: BatchInput, tables: list[list[int]], num_blocks: int) -> BatchInput:
         """The step's inputs as this runner builds them; here (no fault) unchanged, after checking every table
         against the pool (ValueError naming the broken rule)."""
-        check_block_tables(batch.block_tables, batch.context_lens, num_blocks, self.block_size, tables)
+        validate_block_tables(batch.block_tables, batch.context_lens, num_blocks, self.block_size, tables)
         return batch
 
     def write(self, key_cache: torch.Tensor, value_cache: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
-              slots: torch.Tensor, write: Callable = write_kv) -> None:
-        """Write one step's K/V [N, num_kv_heads, head_dim] at `slots` [N] into one layer's caches with `write`
-        (write_kv or its fast path; unchecked, as on the engine's hot path: a fault must show; `pads` says
-        whether to look for -1 slots)."""
-        write(key_cache, value_cache, k, v, slots, validate=False, pads=self.pads)
+              slots: torch.Tensor, fast: bool = False) -> None:
+        """Write one step's K/V [N, num_kv_heads, head_dim] at `slots` [N] into one layer's caches with write_kv
+        (fast: its C copy; unchecked, as on the engine's hot path: a fault must show; `pads` says whether to look
+        for -1 slots)."""
+        write_kv(key_cache, value_cache, k, v, slots, validate=False, pads=self.pads, fast=fast)
 
     def decode(self, write: Callable[[], None], read: Callable[[], torch.Tensor]) -> torch.Tensor:
         """One decode step's write and read, in this hook's order (the random-tensor bug lab's); returns read()."""
@@ -183,10 +180,10 @@ class PadNotSkipped(_Faulty):
         return torch.full((NUM_PAD_ROWS,), self.num_slots - 1, dtype=torch.long)  # -1, as a negative index reads it
 
     def write(self, key_cache: torch.Tensor, value_cache: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
-              slots: torch.Tensor, write: Callable = write_kv) -> None:
+              slots: torch.Tensor, fast: bool = False) -> None:
         """The real rows, then the padding rows, copies of row 0, at pad_slots() (a separate call, so the
         collision is deterministic: the padding wins, as it may on a GPU)."""
-        super().write(key_cache, value_cache, k, v, slots, write)
+        super().write(key_cache, value_cache, k, v, slots, fast)
         pad, n = self.pad_slots().to(k.device), NUM_PAD_ROWS
         write_kv(key_cache, value_cache, k[:1].expand(n, *k.shape[1:]).contiguous(),
                  v[:1].expand(n, *v.shape[1:]).contiguous(), pad, validate=False)

@@ -1,29 +1,54 @@
-"""Faster implementations behind the reference path's signatures: the decode kernels and their registry
-(registry.py: "gather" in gather.py, "fused", "native", "triton"), the K/V write in C and the pool in huge pages
-(kv_fast.py), the model's small ops in C (native_ops.py), the engine's once-per-step native plan (native_step.py),
-reusable buffers (workspace.py) and the engine's per-step tables in plain ints (tables.py). Nothing here imports
-paged.attention."""
+"""Faster implementations behind the article's signatures: the decode kernels "gather" (gather.py),
+"fused" (fused.py), "native" (native.py, a C kernel, with DecodeStep: the engine's once-per-step
+plan of it) and "triton" (triton_decode.py, imported on its first call), chosen by name in
+paged.attention.DECODE_IMPLS; the K/V write in C and the model's small ops in C (native_ops.py); the
+pool in huge pages (kv_fast.py); reusable buffers (workspace.py). Nothing here imports
+paged.attention or paged.kv_cache: the arrows point from the article to its kernels, never back."""
 
 from __future__ import annotations
 
-from .fused import fused_decode
-from .native import native_available, native_decode, native_error
+import importlib.util
+
 import torch
 
-from .registry import DECODE_IMPLS, REFERENCE_IMPLS, decode_impl, register_decode_impl, triton_available
+from .fused import fused_decode
+from .gather import gather_decode
+from .native import DecodeStep, native_available, native_decode, native_error
 
-__all__ = ["DECODE_IMPLS", "REFERENCE_IMPLS", "decode_impl", "default_attn_impl", "fused_decode", "native_available",
-           "native_decode", "native_error", "register_decode_impl", "triton_available"]
+__all__ = ["DecodeStep", "REFERENCE_IMPLS", "default_attn_impl", "fused_decode", "gather_decode",
+           "native_available", "native_decode", "native_error", "triton_available", "triton_kernel"]
+
+REFERENCE_IMPLS = ("loop", "gather")  # the article's gather-then-attend: with them the engine takes no fast path
+
+
+def triton_available() -> bool:
+    """True when the triton package can be imported (it says nothing about a GPU being present)."""
+    return importlib.util.find_spec("triton") is not None
+
+
+def triton_kernel(query: torch.Tensor, key_cache: torch.Tensor, value_cache: torch.Tensor,
+                  block_tables: torch.Tensor, context_lens: torch.Tensor, scale: float) -> torch.Tensor:
+    """impl="triton": triton_decode.py's kernel, imported on its first call, so `import paged` never
+    needs triton. Shapes as paged_attention_decode. Raises RuntimeError when triton cannot be
+    imported."""
+    if not triton_available():
+        raise RuntimeError("impl='triton' needs the triton package: pip install triton (3.6 or newer); on a "
+                           "CPU-only machine also set TRITON_INTERPRET=1 before triton is imported")
+    from .triton_decode import triton_decode
+
+    return triton_decode(query, key_cache, value_cache, block_tables, context_lens, scale)
 
 
 def default_attn_impl(device: torch.device) -> str:
-    """The fastest correct decode impl for the device at this project's model sizes (LLMEngine's default).
+    """The fastest correct decode impl for the device at this project's model sizes (LLMEngine's
+    default).
 
-    CUDA: the Triton kernel when triton is importable. CPU: the C kernel "native" when it can be built (a C compiler
-    is present), else "gather". Measured with `python -m paged.bench engine` on the shipped model (head_dim 32, 2 kv
-    heads, contexts < 300, 1 thread), 2026-11-29: native gave paged/contiguous 1.04x / 2.07x / 3.62x at batch 1 / 8 /
-    32 where gather gave 0.95x / 2.06x / 2.94x. "fused" trails both at these sizes: its per-tile op dispatch only pays
-    off on long contexts (see `python -m paged.bench kernels`).
+    CUDA: the Triton kernel when triton is importable. CPU: the C kernel "native" when it can be
+    built (a C compiler is present), else "gather". Measured with `python -m paged.bench engine` on
+    the shipped model (head_dim 32, 2 kv heads, contexts < 300, 1 thread), 2026-11-29: native gave
+    paged/contiguous 1.04x / 2.07x / 3.62x at batch 1 / 8 / 32 where gather gave 0.95x / 2.06x /
+    2.94x. "fused" trails both at these sizes: its per-tile op dispatch only pays off on long
+    contexts (see `python -m paged.bench kernels`).
     """
     if device.type == "cuda":
         return "triton" if triton_available() else "gather"

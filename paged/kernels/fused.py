@@ -29,7 +29,7 @@ import math
 import torch
 import torch.nn.functional as F
 
-from ..addressing import blocks_needed
+from ..addressing import block_slots, blocks_needed
 from .workspace import workspace
 
 # K bytes gathered per tile (whole batch), per intra-op thread: on a 2-core EPYC (512 KB L2 per core, 32 MB L3)
@@ -75,7 +75,7 @@ def fused_decode(query: torch.Tensor, key_cache: torch.Tensor, value_cache: torc
     tiles = tables.view(batch, num_tiles, blocks_per_tile).transpose(0, 1).contiguous()
     if in_place_v:
         # V row of token t for query head h: slot(t) * num_kv_heads + kv head of h.  [num_tiles, B, H, tile_len]
-        slots = (tiles[..., None] * block_size + torch.arange(block_size, device=device)).view(num_tiles, batch, 1, -1)
+        slots = block_slots(tiles, block_size).view(num_tiles, batch, 1, -1)
         kv_head = torch.arange(num_heads, device=device)[:, None] // group  # [H, 1]
         rows = _buffers.get("fused_rows", (num_tiles, batch, num_heads, tile_len), torch.long, device)
         torch.add(kv_head, slots, alpha=num_kv_heads, out=rows)

@@ -52,8 +52,7 @@ def _functions() -> dict | None:
     """The C functions, loaded once per process; None when the library cannot be built or loaded."""
     if not _loaded:
         try:
-            native._load()
-            lib = native._state["lib"]
+            lib = native.library()
             fns = {}
             for name, argtypes in _SIGNATURES.items():
                 fn = getattr(lib, name)

@@ -306,3 +306,49 @@ def test_the_sampler_arrow_shows_each_token_as_the_state_table_does():
     shown = arrow_label(ctx, stage, lambda tid: token_label(tok, tid))
     assert f"{seq_label(0)} ␣" in shown and f"{seq_label(1)} 9" in shown and "' '" not in shown
     assert f"{seq_label(0)} ' '" in arrow_label(ctx, stage)  # without labels: the text's repr, as before
+
+
+def test_page_4s_default_engine_calls_the_article_functions_and_the_chain_names_the_kernel(shipped,
+                                                                                            monkeypatch):
+    """Page 4 at its defaults (the shipped model, the "three" requests, the device's default impl): over three
+    decode steps every layer's K/V write goes through write_kv and its attention through paged_attention_decode
+    (issue 37: the fast kernels sit behind them), and the chain's PagedAttention arrow names the kernel that ran,
+    in both languages."""
+    import paged.attention as attention_module
+    from lessons.engine import EngineLesson
+    from lessons.engine_requests import ENGINE_SCENARIOS
+    from paged.kernels import DecodeStep, default_attn_impl
+
+    model, tokenizer = shipped
+    num_layers = model.config.num_hidden_layers
+    calls, ran = {"paged_attention_decode": 0, "write_kv": 0}, []
+    for name in calls:  # what the runner calls, counted
+        real = getattr(runner_module, name)
+        monkeypatch.setattr(runner_module, name, lambda *a, _real=real, _name=name, **kw:
+                            calls.__setitem__(_name, calls[_name] + 1) or _real(*a, **kw))
+    for impl, fn in list(attention_module.DECODE_IMPLS.items()):  # which kernel really ran behind the call
+        monkeypatch.setitem(attention_module.DECODE_IMPLS, impl, lambda *a, _fn=fn, _impl=impl:
+                            ran.append(_impl) or _fn(*a))
+    real_attend = DecodeStep.attend
+    monkeypatch.setattr(DecodeStep, "attend", lambda self, *a: ran.append("native") or real_attend(self, *a))
+
+    scene = ENGINE_SCENARIOS["three"]
+    lesson = EngineLesson(scene.config, model, tokenizer)
+    for spec in scene.requests:
+        lesson.add(spec)
+    decodes = 0
+    while decodes < 3:
+        calls.update(dict.fromkeys(calls, 0))
+        ran.clear()
+        trace = lesson.step().paged
+        if trace.phase != "decode":
+            continue
+        decodes += 1
+        assert calls == {"paged_attention_decode": num_layers, "write_kv": num_layers}
+        assert ran == [default_attn_impl(torch.device("cpu"))] * num_layers
+        stage = chain_stages(trace, lesson.view.block_size)[STAGES.index("paged_attention")]
+        assert (stage.out["call"], stage.out["kernel"]) == ("paged_attention_decode", ran[0])
+        for lang, kernel_name in (("en", {"native": "native C kernel", "gather": "gather then attend"}),
+                                  ("zh", {"native": "原生 C kernel", "gather": "先 gather 再做 attention"})):
+            label = arrow_label(PageContext("engine", lang, translator("engine", lang)), stage)
+            assert f"paged_attention_decode ({kernel_name[ran[0]]})" in label.replace("（", " (").replace("）", ")")

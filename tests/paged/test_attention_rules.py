@@ -9,8 +9,8 @@ import torch
 
 from paged.addressing import slot_mapping
 from paged.attention import (attention, attention_sdpa, attention_weights, causal_mask, contiguous_attention_decode,
-                             paged_attention_decode, paged_attention_prefill, register_decode_impl, tolerance)
-from paged.kernels.registry import DECODE_IMPLS
+                             paged_attention_decode, paged_attention_prefill, tolerance)
+from paged.attention import DECODE_IMPLS
 
 pytestmark = pytest.mark.article
 
@@ -159,7 +159,7 @@ def test_decode_returns_the_query_dtype_whatever_the_kernel_returns():
     """paged_attention_decode's result has the query's dtype even when its kernel answers in another."""
     kc, vc, tables, kvs = pool_case([3])
     q = rand(1, 2, 4, seed=40, dtype=torch.float64)
-    register_decode_impl("_float32_rule_test", lambda *a: torch.zeros(1, 2, 4, dtype=torch.float32))
+    DECODE_IMPLS["_float32_rule_test"] = lambda *a: torch.zeros(1, 2, 4, dtype=torch.float32)
     try:
         out = paged_attention_decode(q, kc.double(), vc.double(), tables, [3], impl="_float32_rule_test")
     finally:

@@ -79,7 +79,7 @@ def test_a_step_failing_after_a_fork_is_retried_and_forks_again(monkeypatch):
     engine = LLMEngine(model, ByteTokenizer(), CacheConfig(block_size=4, num_blocks=32, watermark=0.0),
                        attn_impl="gather")
     rid = engine.add_request("fork", SamplingParams(max_tokens=3, n=3, temperature=1.0, seed=1, ignore_eos=True))
-    real, calls = engine._stop_reason, []
+    real, calls = engine.stop_reason, []
 
     def fails_once_on_a_child(seq):
         if seq.sample_index > 0 and not calls:
@@ -87,7 +87,7 @@ def test_a_step_failing_after_a_fork_is_retried_and_forks_again(monkeypatch):
             raise RuntimeError("simulated failure after the fork")
         return real(seq)
 
-    monkeypatch.setattr(engine, "_stop_reason", fails_once_on_a_child)
+    monkeypatch.setattr(engine, "stop_reason", fails_once_on_a_child)
     with pytest.raises(EngineStepError):
         engine.step()
     assert calls and engine.requests[rid].n == 3 and len(engine.groups[rid]) == 1

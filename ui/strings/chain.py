@@ -37,6 +37,13 @@ STRINGS = {
     "out_attention": {"en": "K/V of {written} token(s) written at their slots; read {read}<br>→ logits, one row per "
                             "sequence ({rows})",
                       "zh": "{written} 个 token 的 K/V 写入各自的 slot；读取 {read}<br>→ logits，每个 sequence 一行（{rows}）"},
+    "out_kernel": {"en": "{call} ({kernel})", "zh": "{call}（{kernel}）"},
+    "kernel_loop": {"en": "the article's per-token loop", "zh": "文章中逐 token 的循环"},
+    "kernel_gather": {"en": "gather then attend", "zh": "先 gather 再做 attention"},
+    "kernel_fused": {"en": "fused PyTorch kernel", "zh": "融合的 PyTorch kernel"},
+    "kernel_native": {"en": "native C kernel", "zh": "原生 C kernel"},
+    "kernel_triton": {"en": "Triton kernel", "zh": "Triton kernel"},
+    "kernel_sdpa": {"en": "torch SDPA", "zh": "torch SDPA"},
     "out_sampler": {"en": "sampled {tokens}", "zh": "采样 {tokens}"},
     "out_mid_prefill": {"en": "{seqs}: prompt chunk: nothing sampled yet", "zh": "{seqs}：prompt 分块，尚未采样"},
     "phase_mixed": {"en": "prefill chunk + decode", "zh": "prefill 分块 + decode"},

@@ -291,19 +291,19 @@ def test_a_step_that_fails_after_forking_is_undone(monkeypatch):
     engine = make()
     ids = [engine.add_request(p, sp) for p, sp in requests]
     before = state(engine)
-    real = engine._stop_reason
+    real = engine.stop_reason
 
     def fail_on_a_child(seq):
         if seq.sample_index > 0:
             raise RuntimeError("boom after the fork")
         return real(seq)
 
-    monkeypatch.setattr(engine, "_stop_reason", fail_on_a_child)
+    monkeypatch.setattr(engine, "stop_reason", fail_on_a_child)
     with pytest.raises(EngineStepError, match="boom after the fork"):
         engine.step()
     assert state(engine) == before and engine.groups[ids[0]] == [engine.requests[ids[0]]]
     engine.block_manager.check_invariants()
-    monkeypatch.setattr(engine, "_stop_reason", real)
+    monkeypatch.setattr(engine, "stop_reason", real)
     assert run_to_end(engine) == 0
     for rid, clean_rid in zip(ids, clean_ids):
         assert engine.output(rid).samples == clean.output(clean_rid).samples

@@ -197,10 +197,12 @@ def fault_branches(tree: ast.AST) -> list[str]:
     return out + [ast.unparse(c) for c in conditions if "fault" in ast.unparse(c)]
 
 
-def test_runner_has_no_fault_branches():
-    """runner.py names no Fault member and branches on no fault: every fault acts through the hook. The one
-    condition left is the constructor's refusal of a fault on the contiguous (reference) layout."""
-    allowed = {"fault is not None and kv_layout != 'paged'", "fault is not None"}
+def test_runner_asks_whether_a_fault_is_set_never_which():
+    """runner.py names no Fault member: it asks only whether a fault is set (`if self.fault:`, issue 37's visible
+    branch) and the hook's public `read_first`; which fault acts is the hook's business. The other condition is the
+    constructor's refusal of a fault on the contiguous (reference) layout."""
+    allowed = {"fault is not None and kv_layout != 'paged'", "fault is not None", "self.fault",
+               "self.fault and self.fault.read_first and (not self.batch.is_prefill)"}
     assert set(fault_branches(runner_source_tree())) <= allowed
     assert fault_branches(ast.parse("if self.fault is Fault.LATE_INCREMENT and decode:\n    pass")) != []
 

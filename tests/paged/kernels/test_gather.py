@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from paged.attention import attention, gather_kv, paged_attention_decode
-from paged.kernels.registry import DECODE_IMPLS
+from paged.attention import DECODE_IMPLS
 from paged.kernels.workspace import workspace
 
 pytestmark = pytest.mark.kernels

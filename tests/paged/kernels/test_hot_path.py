@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from paged.addressing import validate_block_table
 from paged.config import SamplingParams
-from paged.kernels.tables import check_block_tables
+from paged.addressing import validate_block_tables
 from paged.engine.runner import prepare_inputs
 from paged.engine.sampler import make_generator, sample
 from paged.sequence import Sequence
@@ -27,7 +27,7 @@ def _padded(tables: list[list[int]]) -> torch.Tensor:
 @given(rows=st.lists(st.tuples(st.lists(st.integers(-2, NUM_BLOCKS + 1), max_size=6), st.integers(1, 26)),
                      min_size=1, max_size=5))
 def test_batch_check_refuses_what_the_per_sequence_check_refuses(rows):
-    """Random tables (ids from -2 to past the pool, repeats, too short) and context lengths: check_block_tables
+    """Random tables (ids from -2 to past the pool, repeats, too short) and context lengths: validate_block_tables
     raises ValueError exactly when validate_block_table raises for some row."""
     tables, lens = [t for t, _ in rows], [n for _, n in rows]
     refused = []
@@ -39,16 +39,16 @@ def test_batch_check_refuses_what_the_per_sequence_check_refuses(rows):
             refused.append(True)
     if any(refused):
         with pytest.raises(ValueError):
-            check_block_tables(_padded(tables), torch.tensor(lens), NUM_BLOCKS, BLOCK_SIZE, tables)
+            validate_block_tables(_padded(tables), torch.tensor(lens), NUM_BLOCKS, BLOCK_SIZE, tables)
     else:
-        check_block_tables(_padded(tables), torch.tensor(lens), NUM_BLOCKS, BLOCK_SIZE, tables)
+        validate_block_tables(_padded(tables), torch.tensor(lens), NUM_BLOCKS, BLOCK_SIZE, tables)
 
 
 def test_batch_check_names_the_entry():
     """The error is the per-sequence check's own message (which entry, which rule)."""
     tables = [[0, 1], [2, 2]]
     with pytest.raises(ValueError, match="physical block 2 appears twice"):
-        check_block_tables(_padded(tables), torch.tensor([5, 8]), NUM_BLOCKS, BLOCK_SIZE, tables)
+        validate_block_tables(_padded(tables), torch.tensor([5, 8]), NUM_BLOCKS, BLOCK_SIZE, tables)
 
 
 def test_batch_check_is_one_python_pass():
@@ -68,13 +68,13 @@ def test_batch_check_is_one_python_pass():
     tables = [[0, 1, 2], [5], [7, 3]]
     padded, lens = _padded(tables), torch.tensor([9, 4, 5])
     with Count() as count:
-        check_block_tables(padded, lens, NUM_BLOCKS, BLOCK_SIZE, tables)
+        validate_block_tables(padded, lens, NUM_BLOCKS, BLOCK_SIZE, tables)
     assert [n for n in count.names if n != "__get__"] == ["tolist"], count.names  # __get__: reading .shape
     with pytest.raises(ValueError, match="context_len must be an integer >= 1"):
-        check_block_tables(padded, torch.tensor([9, 0, 5]), NUM_BLOCKS, BLOCK_SIZE, tables)
+        validate_block_tables(padded, torch.tensor([9, 0, 5]), NUM_BLOCKS, BLOCK_SIZE, tables)
     with pytest.raises(ValueError, match="one of each per sequence"):
-        check_block_tables(padded, lens, NUM_BLOCKS, BLOCK_SIZE, tables[:2])
-    check_block_tables(torch.tensor([], dtype=torch.int32), torch.tensor([], dtype=torch.long), NUM_BLOCKS,
+        validate_block_tables(padded, lens, NUM_BLOCKS, BLOCK_SIZE, tables[:2])
+    validate_block_tables(torch.tensor([], dtype=torch.int32), torch.tensor([], dtype=torch.long), NUM_BLOCKS,
                        BLOCK_SIZE, [])  # an empty batch: nothing to refuse
 
 

@@ -88,7 +88,7 @@ def test_fused_matches_gather_on_a_bigger_batch():
 
 def test_triton_missing_raises_clear_error(monkeypatch):
     """Without the triton package, impl='triton' raises RuntimeError saying what to install."""
-    import paged.kernels.registry as kernels
+    import paged.kernels as kernels
 
     monkeypatch.setattr(kernels, "triton_available", lambda: False)
     query, kc, vc, tables, _, _ = build(2, 2, 16, 4, [5], torch.float32)

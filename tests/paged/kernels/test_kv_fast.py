@@ -4,7 +4,6 @@ still zeros; and the fast K/V write equals the reference write_kv."""
 import pytest
 import torch
 
-from paged.kernels.kv_fast import write_kv_fast
 from paged.kv_cache import KVCachePool, write_kv
 
 pytestmark = pytest.mark.kernels
@@ -64,8 +63,8 @@ def test_huge_page_advice_covers_only_whole_pages_inside_the_tensor(monkeypatch)
 
 
 def test_fast_write_lands_where_the_reference_write_does():
-    """write_kv_fast (the C write where it fits) leaves the pool bit for bit as write_kv does, -1 rows skipped,
-    and refuses a repeated slot as the reference does."""
+    """write_kv(fast=True) (the C write where it fits) leaves the pool bit for bit as write_kv does, -1 rows
+    skipped, and refuses a repeated slot as the reference does."""
     import pytest
 
     g = torch.Generator().manual_seed(0)
@@ -73,9 +72,9 @@ def test_fast_write_lands_where_the_reference_write_does():
     key, value = torch.randn(5, 2, 8, generator=g), torch.randn(5, 2, 8, generator=g)
     pools = [KVCachePool(1, 6, 4, 2, 8, device="cpu") for _ in range(2)]
     write_kv(*pools[0].layer(0), key, value, slots)
-    write_kv_fast(*pools[1].layer(0), key, value, slots)
+    write_kv(*pools[1].layer(0), key, value, slots, fast=True)
     assert torch.equal(pools[0].key_cache, pools[1].key_cache) and torch.equal(pools[0].value_cache,
                                                                                pools[1].value_cache)
     assert pools[1].key_cache.abs().sum() > 0  # something was written
     with pytest.raises(ValueError, match="appears more than once"):
-        write_kv_fast(*pools[1].layer(0), key[:2], value[:2], torch.tensor([3, 3]))
+        write_kv(*pools[1].layer(0), key[:2], value[:2], torch.tensor([3, 3]), fast=True)

@@ -19,7 +19,7 @@ from helpers import rel_err
 from paged.attention import contiguous_attention_decode, paged_attention_decode
 from paged.kernels import native, native_build, native_ops
 from paged.model.rope import apply_rope
-from paged.kernels.native_step import DecodeStep
+from paged.kernels.native import DecodeStep
 from decode_cases import build, sweep_failures
 
 pytestmark = pytest.mark.kernels

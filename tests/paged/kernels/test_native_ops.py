@@ -11,7 +11,7 @@ import torch.nn.functional as F
 from paged.config import CacheConfig, ModelConfig, SamplingParams, SchedulerConfig
 from paged.engine import LLMEngine
 from paged.kernels import native_ops
-from paged.kernels.kv_fast import write_kv_fast
+from paged.kv_cache import write_kv
 from paged.model import ByteTokenizer, TinyLlama
 from paged.model.rope import apply_rope
 
@@ -143,14 +143,14 @@ def test_without_the_library_everything_runs_on_torchs_ops(monkeypatch):
 
 
 def test_write_kv_fast_takes_the_c_copy_and_keeps_its_errors():
-    """write_kv_fast lands each row at its slot; unvalidated, a slot outside the pool is still a ValueError (the C
-    write checks it: torch's index_copy_ would raise another error)."""
+    """write_kv(fast=True) lands each row at its slot; unvalidated, a slot outside the pool is still a ValueError
+    (the C write checks it: torch's index_copy_ would raise another error)."""
     caches = [torch.zeros(3, 4, 2, 8) for _ in range(2)]
     key, value = torch.randn(2, 2, 8), torch.randn(2, 2, 8)
-    write_kv_fast(*caches, key, value, torch.tensor([5, 11]))
+    write_kv(*caches, key, value, torch.tensor([5, 11]), fast=True)
     assert torch.equal(caches[0].flatten(0, 1)[[5, 11]], key) and torch.equal(caches[1].flatten(0, 1)[[5, 11]], value)
     with pytest.raises(ValueError):
-        write_kv_fast(*caches, key, value, torch.tensor([5, 12]), validate=False, pads=False)
+        write_kv(*caches, key, value, torch.tensor([5, 12]), validate=False, pads=False, fast=True)
 
 
 def _generate(model, prompts):

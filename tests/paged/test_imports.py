@@ -1,0 +1,117 @@
+"""Calls run one way inside paged/ (issue 37): no module imports another module's `_private` name,
+and the module-level imports (what runs when `import paged...` loads a file, `if TYPE_CHECKING:`
+aside) form no circle."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.article
+
+ROOT = Path(__file__).resolve().parents[2]
+KNOWN_PRIVATE_IMPORTS: dict[str, list[str]] = {}  # none: every private name stays in its module
+# The library's core: the article's files, what they need, their kernels. None loads a chapter, the
+# engine or the faults (config.py loaded swap.py's check_swap).
+CORE = {"paged", "paged.addressing", "paged.attention", "paged.attention_checks", "paged.batch",
+        "paged.block_manager", "paged.checks", "paged.config", "paged.kv_cache", "paged.prefix_cache",
+        "paged.sequence"}
+
+
+def private_imports(source: str) -> list[str]:
+    """`module.name` for every `from module import _name` (a dunder such as __version__ aside)."""
+    return [f"{'.' * node.level}{node.module or ''}.{alias.name}"
+            for node in ast.walk(ast.parse(source)) if isinstance(node, ast.ImportFrom)
+            for alias in node.names if alias.name.startswith("_") and not alias.name.startswith("__")]
+
+
+def test_no_module_of_paged_imports_a_private_name():
+    """A private name stays in its module: native_step's four names of native.py, the engine's _free
+    and _stop_reason, the runner's _contiguous_cache were the ones issue 37 found."""
+    found = {str(p.relative_to(ROOT)): private_imports(p.read_text(encoding="utf-8"))
+             for p in sorted((ROOT / "paged").rglob("*.py"))}
+    assert not {k: v for k, v in found.items() if v and v != KNOWN_PRIVATE_IMPORTS.get(k)}
+
+
+def test_the_private_import_checker_sees_one():
+    src = "from .native import _POINTERS, native_decode\nfrom __future__ import annotations\nimport _thread\n"
+    assert private_imports(src) == [".native._POINTERS"]
+
+
+def module_level_edges(root: Path) -> dict[str, set[str]]:
+    """module of paged/ -> the modules of paged/ its top-level statements import (`if
+    TYPE_CHECKING:` blocks and imports inside functions aside; `from . import x` counts as importing
+    submodule x)."""
+    mods = {".".join(p.relative_to(root.parent).with_suffix("").parts).removesuffix(".__init__"): p
+            for p in root.rglob("*.py")}
+    edges: dict[str, set[str]] = {m: set() for m in mods}
+    for mod, path in mods.items():
+        pkg = mod if path.name == "__init__.py" else mod.rsplit(".", 1)[0]
+        todo = list(ast.parse(path.read_text(encoding="utf-8")).body)
+        while todo:
+            node = todo.pop()
+            if isinstance(node, (ast.If, ast.Try)):  # their bodies run at load time, TYPE_CHECKING's do not
+                if not (isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)):
+                    todo += node.body
+                todo += getattr(node, "orelse", []) + [n for h in getattr(node, "handlers", []) for n in h.body]
+                continue
+            if isinstance(node, ast.ImportFrom):
+                base = pkg.split(".")[:len(pkg.split(".")) - node.level + 1] if node.level else []
+                target = ".".join(base + ([node.module] if node.module else []))
+                names = [f"{target}.{a.name}" for a in node.names if f"{target}.{a.name}" in mods] or [target]
+            elif isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            else:
+                continue
+            for name in names:
+                parts = name.split(".")
+                for i in range(2, len(parts) + 1):  # importing a.b.c loads a.b first
+                    t = ".".join(parts[:i])
+                    if t in mods and t != mod and not mod.startswith(t + "."):
+                        edges[mod].add(t)
+    return edges
+
+
+def load_circles(edges: dict[str, set[str]]) -> list[list[str]]:
+    """The groups of two or more modules that import one another at load time (strongly connected).
+    """
+    def reach(start: str) -> set[str]:
+        seen, todo = {start}, [start]
+        while todo:
+            for w in edges[todo.pop()] - seen:
+                seen.add(w)
+                todo.append(w)
+        return seen
+
+    reaches = {m: reach(m) for m in edges}
+    groups = {tuple(sorted(m2 for m2 in reaches[m] if m in reaches[m2])) for m in edges}
+    return sorted(list(g) for g in groups if len(g) > 1)
+
+
+def test_paged_loads_without_an_import_circle():
+    """config.py no longer loads a chapter (swap.py's check_swap), the faults no longer reach into
+    the runner (BatchInput is paged/batch.py's), paged.kernels has no registry that native and the
+    package share."""
+    assert load_circles(module_level_edges(ROOT / "paged")) == []
+
+
+def test_the_core_loads_no_chapter_engine_or_fault():
+    """A module of CORE or paged/kernels/ loads only modules of CORE or paged/kernels/."""
+    edges = module_level_edges(ROOT / "paged")
+    core = {m for m in edges if m in CORE or m.startswith("paged.kernels")}
+    assert {m: sorted(edges[m] - core) for m in core if edges[m] - core} == {}
+
+
+def test_the_load_circle_finder_sees_one_and_skips_type_checking(tmp_path):
+    pkg = tmp_path / "paged"
+    (pkg / "engine").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "config.py").write_text("from .swap import check_swap\n")
+    (pkg / "swap.py").write_text("try:\n    from .config import MAX\nexcept ImportError:\n    pass\n")
+    (pkg / "engine" / "__init__.py").write_text("from .runner import run\n")
+    (pkg / "engine" / "runner.py").write_text("from ..faults import hook\n")
+    (pkg / "faults.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+                                   "    from .engine.runner import BatchInput\ndef f():\n    from .engine import x\n")
+    assert load_circles(module_level_edges(pkg)) == [["paged.config", "paged.swap"]]
