@@ -200,12 +200,14 @@ class LLMEngine:
         checkpoint = StepCheckpoint(self)
         self._in_flight = None
         try:
-            return self._step()
+            trace = self._step()
         except BaseException as err:
             kept_preempted = checkpoint.restore()
             if not isinstance(err, Exception):  # KeyboardInterrupt & co: rolled back, passed on untouched
                 raise
             raise self._step_error(err, kept_preempted) from err
+        checkpoint.close()
+        return trace
 
     def _step_error(self, err: Exception, kept_preempted: list[int]) -> "EngineStepError":
         """The error to raise for a failed (already rolled back) step; ends the request to blame, if any."""
