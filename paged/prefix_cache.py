@@ -52,10 +52,10 @@ class FreeBlockQueue:
     (block -> the block before / after it), so every operation touches only the blocks it moves."""
 
     def __init__(self, blocks: Iterable[int] = ()) -> None:
-        self._next: dict[int | None, int | None] = {END: END}
-        self._prev: dict[int | None, int | None] = {END: END}
+        chain = [END, *dict.fromkeys(blocks), END]  # each block once, between its neighbours
+        self._next: dict[int | None, int | None] = dict(zip(chain[:-1], chain[1:]))  # END -> the head
+        self._prev: dict[int | None, int | None] = dict(zip(chain[1:], chain[:-1]))  # END -> the tail
         self.journal: list[tuple] | None = None  # undo records while a step is checkpointed (start_journal)
-        self.put_back(blocks)
 
     @classmethod
     def fromkeys(cls, blocks: Iterable[int]) -> FreeBlockQueue:

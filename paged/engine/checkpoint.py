@@ -70,6 +70,13 @@ class JournaledCounts(list):
             list.__setitem__(self, i, value)
 
 
+def journal_ref_counts(block_manager) -> None:
+    """Make the block manager's ref counts a JournaledCounts (a copy of the list, O(pool), once: LLMEngine does it
+    when it is built, so no step pays it)."""
+    if type(block_manager.ref_counts) is not JournaledCounts:
+        block_manager.ref_counts = JournaledCounts(block_manager.ref_counts)
+
+
 class StepCheckpoint:
     """What a step may change: live state copied before it, the pool-sized structures journalled during it. Only
     live state is copied (unfinished sequences and their tables): a step never touches a finished request, so the
@@ -87,8 +94,7 @@ class StepCheckpoint:
         # a greedy sequence never draws from its generator; a sampling one draws once per step
         self.generators = [(s.generator, s.generator.get_state()) for s in live if not s.params.greedy]
         self.tables = {sid: list(t) for sid, t in bm.tables.items()}
-        if type(bm.ref_counts) is not JournaledCounts:  # once per block manager: the first checkpointed step
-            bm.ref_counts = JournaledCounts(bm.ref_counts)
+        journal_ref_counts(bm)
         bm.ref_counts.journal = {}
         bm.free_block_ids.start_journal()
         bm.cache.start_journal()

@@ -24,7 +24,7 @@ from ..config import CacheConfig, SamplingParams, SchedulerConfig
 from ..faults import Fault, as_fault
 from ..sequence import Sequence, SequenceStatus
 from .admission import check_fits, check_params, pool_num_blocks, prompt_token_ids
-from .checkpoint import EngineStepError, SequenceFailure, StepCheckpoint
+from .checkpoint import EngineStepError, SequenceFailure, StepCheckpoint, journal_ref_counts
 from .recording import StepRecorder, block_tables, record_queues
 from .windowing import block_manager_for, runner_for, slide
 from .sampler import make_generator, sample_one, sample_step
@@ -71,6 +71,7 @@ class LLMEngine:
         num_blocks = pool_num_blocks(cfg, cc, param.dtype, param.device)  # checked before any allocation
         self.block_manager = block_manager_for(cfg, num_blocks, cc.block_size, cc.watermark, cc.seed,
                                                enable_prefix_caching=cc.enable_prefix_caching and kv_layout == "paged")
+        journal_ref_counts(self.block_manager)  # a step's checkpoint journals them (checkpoint.py)
         self.scheduler = Scheduler(self.scheduler_config, self.block_manager)
         impl = attn_impl or ("gather" if cfg.sliding_window else default_attn_impl(param.device))  # window.py
         if impl not in DECODE_IMPLS:
