@@ -65,7 +65,8 @@ def _prompts(batch: int, seed: int = 0) -> list[str]:
 
 # "wall": elapsed time (what a user waits; the only honest clock on a GPU, which runs asynchronously). "cpu": CPU
 def run_once(model, tokenizer, layout: str, prompts: list[str], max_tokens: int, block_size: int,
-             attn_impl: str | None, clock: str = "wall", num_blocks: int | None = None) -> tuple[float, list[list[int]]]:
+             attn_impl: str | None, clock: str = "wall",
+             num_blocks: int | None = None) -> tuple[float, list[list[int]]]:
     """Seconds (of `clock`, see CLOCKS) to generate every prompt to max_tokens (greedy), and the tokens (for a
     parity check). num_blocks: the pool (default: what the prompts need, + 8)."""
     cfg = model.config
@@ -139,18 +140,27 @@ def bench_engine(batches=(1, 8, 32), max_tokens: int = 128, block_size: int = 16
 POOLS = (256, 4096, 32768)
 
 
+def check_pools(batches, pools, max_tokens: int, block_size: int, tokenizer, vocab_size: int) -> None:
+    """Raises ValueError unless the smallest of `pools` holds every batch's requests at their longest (their
+    cached tokens, plus the 1% watermark an admission keeps free): the sweep must time steps, not preemptions."""
+    for batch in batches:
+        ids = [prompt_token_ids(p, tokenizer, vocab_size) for p in _prompts(batch)]
+        need = sum(blocks_needed(len(i) + max_tokens - 1, block_size) for i in ids) + int(0.01 * min(pools)) + 1
+        if min(pools) < need:
+            raise ValueError(f"pools {list(pools)}: batch {batch} at {max_tokens} new tokens needs {need} blocks "
+                             "(no preemption)")
+
+
 def bench_pools(batches=(1, 8, 32), pools=POOLS, max_tokens: int = 64, block_size: int = 16, reps: int = 3,
                 attn_impl: str | None = None, model=None, tokenizer=None, clock: str = "wall") -> list[dict]:
     """The paged engine on the same requests with pools of `pools` blocks, the pool sizes alternating within each
     repetition: per (batch, pool) its tok/s (median) and vs_smallest, its tok/s over the smallest pool's (median of
     the per-repetition ratios, spread in vs_smallest_min / _max), and whether its tokens equal the smallest pool's.
     Raises ValueError for a pool too small to hold a batch without preempting."""
+    check_pools(batches, pools, max_tokens, block_size, tokenizer, model.config.vocab_size)
     rows = []
     for batch in batches:
         prompts = _prompts(batch)
-        need = batch * blocks_needed(max(len(p) for p in prompts) + 1 + max_tokens, block_size) + 1
-        if min(pools) < need:
-            raise ValueError(f"pools {list(pools)}: batch {batch} needs at least {need} blocks (no preemption)")
         run_once(model, tokenizer, "paged", prompts[:1], 4, block_size, attn_impl)  # warm-up
         times: dict[int, list[float]] = {p: [] for p in pools}
         tokens: dict[int, list[list[int]]] = {}
@@ -246,6 +256,11 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         p.error(f"--workloads: unknown {sorted(unknown)}; choose from same, pools, {', '.join(WORKLOADS)}")
     pools = tuple(sorted(int(n) for n in args.pools.split(",") if n))
+    if "pools" in kinds:  # before anything runs
+        try:
+            check_pools(batches, pools, args.max_tokens or 64, args.block_size, tokenizer, model.config.vocab_size)
+        except ValueError as err:
+            p.error(str(err))
     load = os.getloadavg() if hasattr(os, "getloadavg") else None
     vllm, why_no_vllm = None, "skipped (--no-vllm)" if args.no_vllm else "not run for --random-135m (no directory)"
     vllm_ok = True  # vLLM's column agreed with every sequence, or vLLM is not installed (a failed start: False)
@@ -260,11 +275,8 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if vllm is not None:
             vllm.close()
-    try:
-        pool_rows = (bench_pools(batches, pools, args.max_tokens or 64, args.block_size, args.reps, args.impl, model,
-                                 tokenizer, args.clock) if "pools" in kinds else [])
-    except ValueError as err:
-        p.error(str(err))
+    pool_rows = (bench_pools(batches, pools, args.max_tokens or 64, args.block_size, args.reps, args.impl, model,
+                             tokenizer, args.clock) if "pools" in kinds else [])
     hf_model = None if args.no_hf or not hf_available() else hf_twin(model)
     served = [bench_workload(name, batch, model, tokenizer, hf_model, args.block_size, args.impl, args.reps,
                              args.clock, max_tokens)

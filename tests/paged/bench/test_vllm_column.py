@@ -64,5 +64,5 @@ def test_pool_sweep_alternates_pools_and_keeps_tokens(monkeypatch):
     assert pools_run == [None, 64, 1024, 1024, 64]  # a warm-up, then the two orders
     assert [(r["num_blocks"], r["identical"], r["vs_smallest"]) for r in rows] == [(64, True, 1.0), (1024, True, 0.5)]
     assert "0.50x (0.50–0.50)" in engine_bench.format_pools(rows)
-    with pytest.raises(ValueError, match="batch 2 needs at least"):
+    with pytest.raises(ValueError, match="batch 2 at 3 new tokens needs"):
         engine_bench.bench_pools(batches=(2,), pools=(4, 64), max_tokens=3, reps=1, model=model, tokenizer=tok)
