@@ -1,4 +1,4 @@
-"""transformers' side of `python -m paged.bench engine`: its own CausalLM on our weights, timed by the same clocks
+"""transformers' side of `python -m benchmarks engine`: its own CausalLM on our weights, timed by the same clocks
 and device syncs as the engine (engine.py and workloads.py both use these)."""
 
 from __future__ import annotations
@@ -12,6 +12,17 @@ import torch
 # less from run to run than wall time does, and it is what the work costs.
 CLOCKS = {"wall": time.perf_counter, "cpu": time.process_time}
 
+
+def ratios(ours: list[float], theirs: list[float]) -> tuple[float, float, float]:
+    """Per repetition, their seconds over ours (= our tok/s over theirs): (median, min, max). Raises ValueError
+    when the lists differ in length."""
+    each = sorted(t / o for o, t in zip(ours, theirs, strict=True))
+    return each[len(each) // 2], each[0], each[-1]
+
+
+def with_ratio(row: dict, key: str, ours: list[float], theirs: list[float]) -> None:
+    """Set row[key] and row[key + "_min" / "_max"] to ratios(ours, theirs)."""
+    row[key], row[key + "_min"], row[key + "_max"] = ratios(ours, theirs)
 
 
 def _sync(device: torch.device) -> None:

@@ -20,15 +20,16 @@ taken there is evicted (its hash leaves the index). The rules, each as vLLM 0.32
    lookup returns the first one filed that is still cached. (vLLM does not de-duplicate: a block table is
    append-only, so a block id once handed to a request never changes.)
 
-The queue is an insertion-ordered dict of block ids (O(1) take from the head, removal from the middle, put at
-either end): the same order vLLM keeps in a doubly linked list.
+The queue is a doubly linked list of block ids, as vLLM's `FreeKVCacheBlockQueue` is: take from the head, remove
+from the middle (a prefix-cache hit) and put at either end are each O(1), whatever the pool holds. While an engine
+step runs, the queue and the index also keep an undo journal (`start_journal` / `undo` / `stop_journal`): each change
+records its inverse, so a failed step is rolled back at the cost of what it changed, not of what the pool holds.
 """
 
 from __future__ import annotations
 
 import random
-from collections import OrderedDict
-from typing import Iterable
+from typing import Iterable, Iterator
 
 from .checks import as_int
 
@@ -42,24 +43,82 @@ def initial_order(num_blocks: int, seed: int | None) -> list[int]:
     return order
 
 
-class FreeBlockQueue(OrderedDict):
+END = None  # the list's sentinel: _next[END] is the head, _prev[END] the tail
+
+
+class FreeBlockQueue:
     """Free physical block ids, head first: the head is the next block taken (rule 1-3 above decide where a freed
-    block goes). Iterating gives the ids in the order they will be taken."""
+    block goes). Iterating gives the ids in the order they will be taken. A doubly linked list over two dicts
+    (block -> the block before / after it), so every operation touches only the blocks it moves."""
+
+    def __init__(self, blocks: Iterable[int] = ()) -> None:
+        chain = [END, *dict.fromkeys(blocks), END]  # each block once, between its neighbours
+        self._next: dict[int | None, int | None] = dict(zip(chain[:-1], chain[1:]))  # END -> the head
+        self._prev: dict[int | None, int | None] = dict(zip(chain[1:], chain[:-1]))  # END -> the tail
+        self.journal: list[tuple] | None = None  # undo records while a step is checkpointed (start_journal)
+
+    @classmethod
+    def fromkeys(cls, blocks: Iterable[int]) -> FreeBlockQueue:
+        """A queue holding `blocks` in this order (the first is the head)."""
+        return cls(blocks)
+
+    def __len__(self) -> int:
+        return len(self._next) - 1
+
+    def __contains__(self, block: object) -> bool:
+        return block is not END and block in self._next
+
+    def __iter__(self) -> Iterator[int]:
+        block = self._next[END]
+        while block is not END:
+            yield block
+            block = self._next[block]
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, FreeBlockQueue) and list(self) == list(other)
+
+    def __repr__(self) -> str:
+        return f"FreeBlockQueue({list(self)})"
+
+    def _link(self, block: int, before: int | None, after: int | None) -> None:
+        """Insert block between `before` and `after` (neighbours now)."""
+        self._next[before] = self._prev[after] = block
+        self._prev[block], self._next[block] = before, after
+        if self.journal is not None:
+            self.journal.append((block,))
+
+    def _unlink(self, block: int) -> None:
+        """Take block out of the list. Raises KeyError if it is not in it."""
+        if block is END:
+            raise KeyError(block)
+        before, after = self._prev.pop(block), self._next.pop(block)
+        self._next[before], self._prev[after] = after, before
+        if self.journal is not None:
+            self.journal.append((block, before, after))
+
+    def __delitem__(self, block: int) -> None:
+        """Remove a block from wherever it sits (a prefix-cache hit touching a free cached block). Raises KeyError
+        if it is not free."""
+        self._unlink(block)
 
     def take(self) -> int:
         """Pop the head. Raises KeyError when empty (callers check num_free_blocks first)."""
-        return self.popitem(last=False)[0]
+        block = self._next[END]
+        self._unlink(block)
+        return block
 
     def put_front(self, blocks: Iterable[int]) -> None:
         """Put blocks at the head, keeping their order (the first of `blocks` becomes the head)."""
         for block in reversed(list(blocks)):
-            self[block] = None
-            self.move_to_end(block, last=False)
+            if block in self:
+                self._unlink(block)
+            self._link(block, END, self._next[END])
 
     def put_back(self, blocks: Iterable[int]) -> None:
-        """Put blocks at the tail, in order."""
+        """Put blocks at the tail, in order (a block already in the queue keeps its place)."""
         for block in blocks:
-            self[block] = None
+            if block not in self:
+                self._link(block, self._prev[END], END)
 
     def release(self, blocks: list[int], cached: Iterable[int]) -> None:
         """Blocks just freed (a request's, last block first: rule 3): those without a hash to the head (rule 1),
@@ -82,7 +141,27 @@ class FreeBlockQueue(OrderedDict):
         self.put_front(ids)
 
     def copy(self) -> FreeBlockQueue:
+        """The same blocks in the same order, without a journal. O(free blocks): views and tests only."""
         return FreeBlockQueue(self)
+
+    # --- the undo journal (engine/checkpoint.py) ----------------------------------------------------------------
+    def start_journal(self) -> None:
+        """From now on every change records its inverse (a step is checkpointed)."""
+        self.journal = []
+
+    def stop_journal(self) -> None:
+        """Forget the journal (the step succeeded)."""
+        self.journal = None
+
+    def undo(self) -> None:
+        """Undo every change since start_journal, newest first, and stop journalling: the queue holds the same
+        blocks in the same order as then. O(changes)."""
+        journal, self.journal = self.journal or [], None
+        for record in reversed(journal):
+            if len(record) == 1:  # an insert: take it out again
+                self._unlink(record[0])
+            else:  # a removal: link it back between the neighbours it had (the newer changes are undone already)
+                self._link(*record)
 
 
 class PrefixCache:
@@ -97,6 +176,8 @@ class PrefixCache:
         self.hash_blocks: dict[int, dict[int, None]] = {}  # hash -> blocks filed under it, in filing order
         self.block_hash: dict[int, int] = {}  # block -> the hash it is filed under
         self.block_tokens: dict[int, tuple[int, ...]] = {}  # block -> its token ids (collision check)
+        # while a step is checkpointed (start_journal): what each hash and block touched held before its first change
+        self.journal: tuple[dict, dict] | None = None
 
     @staticmethod
     def chain(parent: int | None, tokens: tuple[int, ...]) -> int:
@@ -132,22 +213,69 @@ class PrefixCache:
             block = table[i]
             if self.block_hash.get(block) == parent:
                 continue
-            assert block not in self.block_hash, f"block {block} is filed under another prefix"
-            self.hash_blocks.setdefault(parent, {})[block] = None
-            self.block_hash[block] = parent
-            self.block_tokens[block] = tokens
+            self.add(parent, block, tokens)
+
+    def add(self, h: int, block: int, tokens: tuple[int, ...]) -> None:
+        """File one full block under hash h (after those already filed there). The block must have no entry."""
+        assert block not in self.block_hash, f"block {block} is filed under another prefix"
+        self._save(h, block)
+        self.hash_blocks.setdefault(h, {})[block] = None
+        self.block_hash[block] = h
+        self.block_tokens[block] = tokens
 
     def evict(self, block: int) -> bool:
         """Drop block's entry (it is about to hold other tokens). Returns whether it had one."""
-        h = self.block_hash.pop(block, None)
+        h = self.block_hash.get(block)
         if h is None:
             return False
-        del self.block_tokens[block]
+        self._save(h, block)
+        del self.block_hash[block], self.block_tokens[block]
         filed = self.hash_blocks[h]
         del filed[block]
         if not filed:
             del self.hash_blocks[h]
         return True
+
+    def _save(self, h: int, block: int) -> None:
+        """Journal (when on) what hash h and block held before their first change since start_journal."""
+        if self.journal is None:
+            return
+        hashes, blocks = self.journal
+        if h not in hashes:
+            filed = self.hash_blocks.get(h)
+            hashes[h] = None if filed is None else dict(filed)
+        if block not in blocks:
+            blocks[block] = (self.block_hash.get(block), self.block_tokens.get(block))
+
+    def start_journal(self) -> None:
+        """From now on each change saves what it replaces (a step is checkpointed)."""
+        self.journal = ({}, {})
+
+    def stop_journal(self) -> None:
+        """Forget the journal (the step succeeded)."""
+        self.journal = None
+
+    def undo(self) -> None:
+        """Undo the changes since start_journal, but one: a block the journal saw lose its entry (taken for new
+        contents: the K/V its hash named may be overwritten) stays out of the index. O(changes)."""
+        if self.journal is None:
+            return
+        (hashes, blocks), self.journal = self.journal, None
+        now = {block: self.block_hash.get(block) for block in blocks}
+        for h, filed in hashes.items():
+            if filed is None:
+                self.hash_blocks.pop(h, None)
+            else:
+                self.hash_blocks[h] = filed
+        for block, (h, tokens) in blocks.items():
+            if h is None:
+                self.block_hash.pop(block, None)
+                self.block_tokens.pop(block, None)
+            else:
+                self.block_hash[block], self.block_tokens[block] = h, tokens
+        for block, (h, _) in blocks.items():
+            if h is not None and now[block] != h:
+                self.evict(block)
 
     def copy(self) -> PrefixCache:
         other = PrefixCache()

@@ -18,7 +18,8 @@ from pathlib import Path
 import torch
 
 from paged.block_manager import BlockManager
-from paged.config import ModelConfig
+from paged.config import ModelConfig, SamplingParams
+from paged.engine import LLMEngine
 from paged.model import ByteTokenizer, TinyLlama
 from paged.sequence import Sequence
 
@@ -145,3 +146,25 @@ def mistral_window_dir(path: Path, window: int | None) -> Path:
     (path / "config.json").write_text(json.dumps(raw))
     shutil.copy(DEFAULT_DIR / "model.safetensors", path / "model.safetensors")
     return path
+
+
+class FakeVLLM:
+    """Stands in for VLLMProcess: the engine's own greedy tokens (the first `off` sequences changed), given seconds
+    in turn, and the order in which it was called among the engine's runs."""
+
+    def __init__(self, model, tok, seconds: list[float], calls: list[str], off: int = 0) -> None:
+        """model, tok: what the engine runs; seconds: what each generate reports, in turn."""
+        self.model, self.tok, self.seconds, self.calls, self.off = model, tok, list(seconds), calls, off
+        self.version = "stub"
+
+    def generate(self, prompts: list[list[int]], max_tokens: int) -> tuple[float, list[list[int]]]:
+        """(the next given seconds, the engine's greedy tokens with the first `off` rows changed)."""
+        self.calls.append("vllm")
+        engine = LLMEngine(self.model, self.tok, attn_impl="gather", record=False)
+        outs = engine.generate(prompts, SamplingParams(max_tokens=max_tokens, ignore_eos=True))
+        tokens = [o.token_ids for o in outs]
+        tokens[:self.off] = [[(t + 1) % 259 for t in row] for row in tokens[:self.off]]
+        return self.seconds.pop(0), tokens
+
+    def close(self) -> None:
+        """Nothing to stop."""

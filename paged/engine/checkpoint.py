@@ -2,10 +2,12 @@
 
 A step touches the scheduler's queues, the block manager (tables, ref counts, free list, prefix-cache index), the
 sequences (cached_token_count, generated_token_ids, status, …), their samplers' random state, the forked children,
-the contiguous twin's caches and the step counter. `StepCheckpoint(engine)` copies all of it that belongs to live
-requests (lists of ints and small dicts, bounded by the pool and the unfinished requests: cheap next to a forward pass);
-`restore()` puts it back, with two exceptions, both about K/V that the failed step may already have overwritten in
-the pool:
+the contiguous twin's caches and the step counter. `StepCheckpoint(engine)` copies what belongs to live requests
+(their fields and block tables: bounded by the batch, not the pool) and opens an undo journal on the pool-sized
+structures (the free queue, the ref counts, the prefix-cache index): each change the step makes records its inverse,
+so the checkpoint costs what the step changes, not what the pool holds (vLLM's free queue is a doubly linked list
+for the same reason). `restore()` puts everything back, with two exceptions, both about K/V that the failed step may
+already have overwritten in the pool:
 
 - a sequence the step preempted stays preempted (blocks freed, back at the front of the waiting queue): its blocks
   may have been handed to another sequence and written, so its cache is gone and it must be recomputed anyway;
@@ -48,10 +50,38 @@ class SequenceFailure(Exception):
 
 
 
+class JournaledCounts(list):
+    """The block manager's ref counts (a list of ints, one per physical block) that, while `journal` is a dict,
+    save each index's value before its first change since then: undone in O(changes)."""
+
+    journal: dict[int, int] | None = None
+
+    def __setitem__(self, index, value) -> None:
+        journal = self.journal
+        if journal is not None:
+            for i in (range(*index.indices(len(self))) if isinstance(index, slice) else (index,)):
+                journal.setdefault(i, list.__getitem__(self, i))
+        list.__setitem__(self, index, value)
+
+    def undo(self) -> None:
+        """Put back every saved value and stop journalling."""
+        journal, self.journal = self.journal or {}, None
+        for i, value in journal.items():
+            list.__setitem__(self, i, value)
+
+
+def journal_ref_counts(block_manager) -> None:
+    """Make the block manager's ref counts a JournaledCounts (a copy of the list, O(pool), once: LLMEngine does it
+    when it is built, so no step pays it)."""
+    if type(block_manager.ref_counts) is not JournaledCounts:
+        block_manager.ref_counts = JournaledCounts(block_manager.ref_counts)
+
+
 class StepCheckpoint:
-    """What a step may change, copied before it. Only live state is copied (unfinished sequences, the tables,
-    free list and ref counts, bounded by the pool): a step never touches a finished request, so the cost does not
-    grow with the requests served so far."""
+    """What a step may change: live state copied before it, the pool-sized structures journalled during it. Only
+    live state is copied (unfinished sequences and their tables): a step never touches a finished request, so the
+    cost grows with neither the requests served so far nor the pool. Call `close()` after a step that succeeded,
+    `restore()` after one that raised."""
 
     def __init__(self, engine: "LLMEngine") -> None:
         bm, sched = engine.block_manager, engine.scheduler
@@ -64,10 +94,13 @@ class StepCheckpoint:
         # a greedy sequence never draws from its generator; a sampling one draws once per step
         self.generators = [(s.generator, s.generator.get_state()) for s in live if not s.params.greedy]
         self.tables = {sid: list(t) for sid, t in bm.tables.items()}
-        self.free_block_ids, self.ref_counts = bm.free_block_ids.copy(), list(bm.ref_counts)
+        journal_ref_counts(bm)
+        bm.ref_counts.journal = {}
+        bm.free_block_ids.start_journal()
+        bm.cache.start_journal()
         self.live_ids = [s.seq_id for s in live]
         self.freed = bm._freed.intersection(self.live_ids)
-        self.cache, self.last_hits = bm.cache.copy(), dict(bm.last_hits)
+        self.last_hits = dict(bm.last_hits)
         self.pending_copies = list(bm.pending_copies)
         # a step adds no request; it may fork children (new seq ids) into the group of a sequence that still forks
         # (n > 1: forking sets it to 1), so only those groups' sizes are kept
@@ -78,6 +111,13 @@ class StepCheckpoint:
         self.next_id, self.step_count = engine._next_id, engine.step_count
         self.contiguous, self.rows = dict(engine.runner.contiguous), [list(r) for r in engine.runner.hook.rows]
 
+    def close(self) -> None:
+        """The step succeeded: stop journalling (the journals are dropped)."""
+        bm = self.engine.block_manager
+        bm.ref_counts.journal = None
+        bm.free_block_ids.stop_journal()
+        bm.cache.stop_journal()
+
     def restore(self) -> list[int]:
         """Undo everything since the checkpoint (but the two exceptions above). Returns the seq ids that stay
         preempted."""
@@ -85,7 +125,6 @@ class StepCheckpoint:
         bm, sched = engine.block_manager, engine.scheduler
         was_running = {s.seq_id for s in self.running}
         preempted = [s for s in [*sched.waiting, *swapped_seqs(sched)] if s.seq_id in was_running]  # preemption
-        hashes_then = dict(bm.block_hash)
         for seq, cached, generated, status, finish_reason, preemptions, n in self.seqs:
             seq.cached_token_count, seq.status, seq.finish_reason = cached, status, finish_reason
             seq.preemptions, seq.n = preemptions, n  # the other bookkeeping fields are set once, at creation
@@ -93,19 +132,18 @@ class StepCheckpoint:
             seq.block_table = []
         for generator, state in self.generators:
             generator.set_state(state)
-        born = [sid for sid in engine.sequences if sid >= self.next_id]  # children the step forked
+        born = [sid for sid in range(self.next_id, engine._next_id) if sid in engine.sequences]  # forked children
         bm.tables = {}
         for sid, table in self.tables.items():  # a table is one list object shared by the manager and its sequence
             bm.tables[sid] = list(table)
             if sid in engine.sequences:
                 engine.sequences[sid].block_table = bm.tables[sid]
-        bm.free_block_ids, bm.ref_counts = self.free_block_ids, self.ref_counts
+        bm.free_block_ids.undo()  # the same blocks in the same order
+        bm.ref_counts.undo()
+        bm.cache.undo()  # but a cached block the step took for new contents stays evicted
         bm._freed.difference_update(self.live_ids + born)
         bm._freed.update(self.freed)
-        bm.cache, bm.last_hits, bm.pending_copies = self.cache, self.last_hits, self.pending_copies
-        for block, h in list(bm.block_hash.items()):
-            if hashes_then.get(block) != h:  # taken for new contents during the step: no longer what h names
-                bm.cache.evict(block)
+        bm.last_hits, bm.pending_copies = self.last_hits, self.pending_copies
         sched.waiting.clear()
         sched.waiting.extend(self.waiting)
         sched.running[:] = self.running

@@ -25,7 +25,7 @@ from ..config import CacheConfig, SamplingParams, SchedulerConfig
 from ..faults import Fault, as_fault
 from ..sequence import Sequence, SequenceStatus
 from .admission import check_fits, check_params, pool_num_blocks, prompt_token_ids
-from .checkpoint import EngineStepError, SequenceFailure, StepCheckpoint
+from .checkpoint import EngineStepError, SequenceFailure, StepCheckpoint, journal_ref_counts
 from .recording import StepRecorder, block_tables, record_queues
 from .windowing import block_manager_for, runner_for, slide
 from .sampler import make_generator, sample_one, sample_step
@@ -72,6 +72,7 @@ class LLMEngine:
         num_blocks = pool_num_blocks(cfg, cc, param.dtype, param.device)  # checked before any allocation
         self.block_manager = block_manager_for(cfg, num_blocks, cc.block_size, cc.watermark, cc.seed,
                                                enable_prefix_caching=cc.enable_prefix_caching and kv_layout == "paged")
+        journal_ref_counts(self.block_manager)  # a step's checkpoint journals them (checkpoint.py)
         self.scheduler = Scheduler(self.scheduler_config, self.block_manager)
         impl = attn_impl or ("gather" if cfg.sliding_window else default_attn_impl(param.device))  # window.py
         if impl not in DECODE_IMPLS:
@@ -201,12 +202,14 @@ class LLMEngine:
         checkpoint = StepCheckpoint(self)
         self._in_flight = None
         try:
-            return self._step()
+            trace = self._step()
         except BaseException as err:
             kept_preempted = checkpoint.restore()
             if not isinstance(err, Exception):  # KeyboardInterrupt & co: rolled back, passed on untouched
                 raise
             raise self._step_error(err, kept_preempted) from err
+        checkpoint.close()
+        return trace
 
     def _step_error(self, err: Exception, kept_preempted: list[int]) -> "EngineStepError":
         """The error to raise for a failed (already rolled back) step; ends the request to blame, if any."""

@@ -151,10 +151,7 @@ class WindowBlockManager(BlockManager):
             block = table[i]
             if block == HOLE or i in gone or cache.block_hash.get(block) == parent:
                 continue
-            assert block not in cache.block_hash, f"block {block} is filed under another prefix"
-            cache.hash_blocks.setdefault(parent, {})[block] = None
-            cache.block_hash[block] = parent
-            cache.block_tokens[block] = tokens
+            cache.add(parent, block, tokens)
 
     def fork(self, parent: Sequence, child: Sequence) -> list[int]:
         """BlockManager.fork, holes (and dangling entries) shared as they are, not counted."""

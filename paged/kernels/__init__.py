@@ -44,11 +44,11 @@ def default_attn_impl(device: torch.device) -> str:
     default).
 
     CUDA: the Triton kernel when triton is importable. CPU: the C kernel "native" when it can be
-    built (a C compiler is present), else "gather". Measured with `python -m paged.bench engine` on
+    built (a C compiler is present), else "gather". Measured with `python -m benchmarks engine` on
     the shipped model (head_dim 32, 2 kv heads, contexts < 300, 1 thread), 2026-11-29: native gave
     paged/contiguous 1.04x / 2.07x / 3.62x at batch 1 / 8 / 32 where gather gave 0.95x / 2.06x /
     2.94x. "fused" trails both at these sizes: its per-tile op dispatch only pays off on long
-    contexts (see `python -m paged.bench kernels`).
+    contexts (see `python -m benchmarks kernels`).
     """
     if device.type == "cuda":
         return "triton" if triton_available() else "gather"

@@ -167,16 +167,15 @@ def test_hf_column_tokens_equal_transformers_greedy(tmp_path):
 
 
 def agree_with_vllm(monkeypatch, off: int = 0) -> None:
-    """vLLM's column stubbed: every batch's sequences equal the engine's, or `off` of them (from the first batch) not."""
-    import benchmarks.vllm_column as column
-    import paged.chapters.vllm_twin as twin
+    """vLLM's child stubbed: it returns the engine's own tokens for every batch, `off` of them changed."""
+    import benchmarks.engine as engine_bench
+    from paged.model import load_model
 
-    def fake(rows, *args):
-        return [dict(batch=r["batch"], vllm_tok_s=1.0, vs_vllm=1.0, vllm_version="stub",
-                     vllm_same=r["batch"] - (off if i == 0 else 0)) for i, r in enumerate(rows)]
+    from helpers import FakeVLLM
 
-    monkeypatch.setattr(twin, "vllm_available", lambda: True)
-    monkeypatch.setattr(column, "vllm_column", fake)
+    model, tok = load_model()
+    monkeypatch.setattr(engine_bench, "open_vllm",
+                        lambda *args: (FakeVLLM(model, tok, [1.0] * 100, [], off=off), None))
 
 
 def test_a_vllm_disagreement_is_shown_and_fails_the_run(monkeypatch, capsys):

@@ -141,6 +141,7 @@ def _gpu_report(triton_pcts: dict, cuda_tok_s: float, cpu_tok_s: float) -> gpu_c
                           {"impl": "gather", "ok": True, "gbps": 1000.0, "pct_copy_bw": 20.0}]}
              for (b, n), pct in triton_pcts.items()]
     bench_row = dict(batch=32, new_tokens=64, paged_tok_s=cuda_tok_s, contiguous_tok_s=100.0, ratio=1.0,
+                     ratio_min=0.9, ratio_max=1.1,  # bench_engine's rows carry the spread
                      identical=True)
     report = gpu_check.Report("cuda:0", False, dict(python="3.12", torch="2.11", triton="3.6", cuda="13.0",
                                                    gpu="NVIDIA H200", gpu_capability="9.0", threads=16))

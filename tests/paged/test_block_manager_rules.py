@@ -70,7 +70,7 @@ def test_check_invariants_names_what_is_broken():
     with pytest.raises(AssertionError, match="^ref counts differ from the number of tables holding each block$"):
         bm.check_invariants()
     bm.ref_counts[bm.tables[0][0]] -= 1
-    bm.free_block_ids[bm.tables[0][0]] = None
+    bm.free_block_ids.put_back([bm.tables[0][0]])
     with pytest.raises(AssertionError, match="^free queue != blocks with ref 0$"):
         bm.check_invariants()
 
