@@ -78,18 +78,20 @@ clicked = run_col.button(ctx.t("run"), key="fast.run", type="primary", icon=":ma
                          disabled=config is None, wrap=True)  # a narrow column: wrap, never cut the label
 
 def rung_rows(results) -> tuple[list[dict], list[dict]]:
-    """The ladder table's rows (every rung, a skipped loop named) and the bars' data, from one CaseResult's
-    results."""
+    """The ladder table's rows (every rung, a skipped loop named) and the bars' data, from one
+    CaseResult's results."""
     by_impl, table, bars = {r.impl: r for r in results}, [], []
     for impl in RUNGS:
         r = by_impl.get(impl)
         row = {ctx.t("col_rung"): labels[impl]}
         if r is None:
             if impl == "loop":
-                reason = ctx.t("skipped", max_tokens=LOOP_MAX_TOKENS) if config.loop else ctx.t("not_chosen")
+                reason = (ctx.t("skipped", max_tokens=LOOP_MAX_TOKENS) if config.loop
+                          else ctx.t("not_chosen"))
                 table.append({**row, ctx.t("col_check"): reason})
             continue
-        table.append({**row, ctx.t("col_check"): ctx.t("common.ok") if r.ok else ctx.t("common.not_ok"),
+        check = ctx.t("common.ok") if r.ok else ctx.t("common.not_ok")
+        table.append({**row, ctx.t("col_check"): check,
                       ctx.t("col_ms"): f"{r.ms:.3f}", ctx.t("col_x_sdpa"): f"{r.x_sdpa:.2f}",
                       ctx.t("col_gbps"): f"{r.gbps:.3g}", ctx.t("col_pct_bw"): f"{r.pct_bw:.2g}",
                       ctx.t("col_rel_err"): f"{r.rel_err:.1e}"})
@@ -106,7 +108,7 @@ if clicked and config is not None:
     st.session_state[RUNNING_KEY] = config
     try:
         with st.spinner(ctx.t("running")):
-            bar, live = st.progress(0.0), st.empty()  # the configuration's rungs, shown once measured
+            bar, live = st.progress(0.0), st.empty()  # live: the own rungs, once measured
             run = run_ladder(config, progress=lambda done, total: bar.progress(
                 done / total, text=ctx.t("progress", done=done, total=total)),
                 shown=lambda case: live.dataframe(rung_rows(case.results)[0], hide_index=True))

@@ -43,8 +43,8 @@ def move(by: int, end: int = last) -> bool:
 
 @st.fragment
 def beam_view() -> None:
-    """Everything a step, Back or Reset changes (st.fragment): a click reruns only this part, not the sidebar
-    or the measured comparison below."""
+    """Everything a step, Back or Reset changes (st.fragment): a click reruns only this part, not
+    the sidebar or the measured comparison below."""
     step = knobs.step("step", last)  # ?step=N (?steps=N too), clamped to the run's end with a note
     bar = playback_bar(ctx, knobs, Stepper(
         "beam", step_key="beam.next", step_label=ctx.t("next_step"), position=step, total=last,

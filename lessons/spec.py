@@ -121,8 +121,8 @@ class SpecLesson:
 
     def without_last(self) -> "SpecLesson":
         """Back: a lesson equal to `replay(config, len(steps) - 1)`, from the newest checkpoint
-        at or before that step (at most EVERY - 1 steps stepped again; from step 0 when there is none).
-        This lesson is unchanged.
+        at or before that step (at most EVERY - 1 steps stepped again; from step 0 when there is
+        none). This lesson is unchanged.
         Raises: ValueError at step 0 (nothing to undo)."""
         if not self.steps:
             raise ValueError("without_last needs at least one step, got 0")
