@@ -42,16 +42,16 @@ def lesson_now() -> SpecLesson:
 
 
 def back() -> bool:
-    """Back: a fresh replay one step shorter (exactly the state it had then)."""
+    """Back: the state one step earlier, from the newest checkpoint (SpecLesson.without_last)."""
     now = lesson_now()
     if not now.steps:
         return False
-    st.session_state["spec.lesson"] = SpecLesson.replay(now.config, len(now.steps) - 1, model, tokenizer)
+    st.session_state["spec.lesson"] = now.without_last()
     return True
 
 
 def reset() -> None:
-    st.session_state["spec.lesson"] = SpecLesson(lesson_now().config, model, tokenizer)
+    st.session_state["spec.lesson"] = lesson_now().restarted()
 
 
 def text(tok: int) -> str:

@@ -77,6 +77,28 @@ if not num_heads % num_kv_heads:
 clicked = run_col.button(ctx.t("run"), key="fast.run", type="primary", icon=":material/speed:",
                          disabled=config is None, wrap=True)  # a narrow column: wrap, never cut the label
 
+def rung_rows(results) -> tuple[list[dict], list[dict]]:
+    """The ladder table's rows (every rung, a skipped loop named) and the bars' data, from one
+    CaseResult's results."""
+    by_impl, table, bars = {r.impl: r for r in results}, [], []
+    for impl in RUNGS:
+        r = by_impl.get(impl)
+        row = {ctx.t("col_rung"): labels[impl]}
+        if r is None:
+            if impl == "loop":
+                reason = (ctx.t("skipped", max_tokens=LOOP_MAX_TOKENS) if config.loop
+                          else ctx.t("not_chosen"))
+                table.append({**row, ctx.t("col_check"): reason})
+            continue
+        check = ctx.t("common.ok") if r.ok else ctx.t("common.not_ok")
+        table.append({**row, ctx.t("col_check"): check,
+                      ctx.t("col_ms"): f"{r.ms:.3f}", ctx.t("col_x_sdpa"): f"{r.x_sdpa:.2f}",
+                      ctx.t("col_gbps"): f"{r.gbps:.3g}", ctx.t("col_pct_bw"): f"{r.pct_bw:.2g}",
+                      ctx.t("col_rel_err"): f"{r.rel_err:.1e}"})
+        bars.append(dict(impl=impl, label=labels[impl], ms=r.ms, ok=r.ok, x_sdpa=r.x_sdpa))
+    return table, bars
+
+
 runs = st.session_state.setdefault("fast.runs", {})
 # A run is marked while it measures. Any change to the page (a setting, Run again, leaving the page) makes Streamlit
 # stop this script at its next call and start it over, so a mark still here on the next run means the last run was
@@ -86,10 +108,12 @@ if clicked and config is not None:
     st.session_state[RUNNING_KEY] = config
     try:
         with st.spinner(ctx.t("running")):
-            bar = st.progress(0.0)
+            bar, live = st.progress(0.0), st.empty()  # live: the own rungs, once measured
             run = run_ladder(config, progress=lambda done, total: bar.progress(
-                done / total, text=ctx.t("progress", done=done, total=total)))
+                done / total, text=ctx.t("progress", done=done, total=total)),
+                shown=lambda case: live.dataframe(rung_rows(case.results)[0], hide_index=True))
             bar.empty()
+            live.empty()
         runs[config] = run
         while len(runs) > MAX_CACHED_RUNS:
             runs.pop(next(iter(runs)))
@@ -110,26 +134,12 @@ elif run is not None:
         st.success(ctx.t("all_ok"), icon=":material/check_circle:")
     else:
         st.error(ctx.t("some_bad"), icon=":material/error:")
-    by_impl = {r.impl: r for r in run.main.results}
     # gather runs SDPA itself after a copy: faster than SDPA alone means the machine was busy. (native may beat SDPA:
     # it is shaped for decode, SDPA is general.)
     beat = [labels[r.impl] for r in run.main.results if r.impl == "gather" and r.x_sdpa < 0.9]
     if beat:
         st.warning(ctx.t("noisy", rungs=", ".join(beat)), icon=":material/casino:")
-    table, bars = [], []
-    for impl in RUNGS:
-        r = by_impl.get(impl)
-        row = {ctx.t("col_rung"): labels[impl]}
-        if r is None:
-            if impl == "loop":
-                reason = (ctx.t("skipped", max_tokens=LOOP_MAX_TOKENS) if config.loop else ctx.t("not_chosen"))
-                table.append({**row, ctx.t("col_check"): reason})
-            continue
-        table.append({**row, ctx.t("col_check"): ctx.t("common.ok") if r.ok else ctx.t("common.not_ok"),
-                      ctx.t("col_ms"): f"{r.ms:.3f}", ctx.t("col_x_sdpa"): f"{r.x_sdpa:.2f}",
-                      ctx.t("col_gbps"): f"{r.gbps:.3g}", ctx.t("col_pct_bw"): f"{r.pct_bw:.2g}",
-                      ctx.t("col_rel_err"): f"{r.rel_err:.1e}"})
-        bars.append(dict(impl=impl, label=labels[impl], ms=r.ms, ok=r.ok, x_sdpa=r.x_sdpa))
+    table, bars = rung_rows(run.main.results)
     st.session_state["fast.rows"] = table  # what the tests read back
     fig_col, note_col = st.columns([3, 1])
     with fig_col:

@@ -32,7 +32,6 @@ model, tokenizer = shipped_model(ctx)  # the recall prompts need the shipped byt
 config = BeamConfig(prompt, beam_width, length_penalty, block_size, skip_cow)
 lesson: BeamLesson = ui.session_cached("beam.lessons", config, lambda: BeamLesson(config, model, tokenizer), 6)
 last = len(lesson.traces)
-step = knobs.step("step", last)  # ?step=N (?steps=N too), clamped to the run's end with a note
 
 
 def move(by: int, end: int = last) -> bool:
@@ -42,96 +41,106 @@ def move(by: int, end: int = last) -> bool:
     return st.session_state["beam.step"] != now
 
 
-bar = playback_bar(ctx, knobs, Stepper(
-    "beam", step_key="beam.next", step_label=ctx.t("next_step"), position=step, total=last,
-    can_forward=step < last, can_back=step > 0, forward=lambda: move(1), back=lambda: move(-1)))
-bar.row.button(ctx.t("common.reset"), key="beam.reset", icon=":material/restart_alt:", disabled=step == 0,
-               on_click=lambda: st.session_state.update({"beam.step": 0}))  # back to step 0, as on pages 4-6
-if quiz_on:  # predict, then reveal: how many blocks does the next step copy, or free?
-    ui.quiz.show(ctx, "beam", (config, step), lambda seed: beam_question(lesson, step, seed), "quiz.none_beam")
-knobs.sync_url(ctx.lang)
+@st.fragment
+def beam_view() -> None:
+    """Everything a step, Back or Reset changes (st.fragment): a click reruns only this part, not
+    the sidebar or the measured comparison below."""
+    step = knobs.step("step", last)  # ?step=N (?steps=N too), clamped to the run's end with a note
+    bar = playback_bar(ctx, knobs, Stepper(
+        "beam", step_key="beam.next", step_label=ctx.t("next_step"), position=step, total=last,
+        can_forward=step < last, can_back=step > 0, forward=lambda: move(1), back=lambda: move(-1)))
+    bar.row.button(ctx.t("common.reset"), key="beam.reset", icon=":material/restart_alt:", disabled=step == 0,
+                   on_click=lambda: st.session_state.update({"beam.step": 0}))  # back to step 0, as on pages 4-6
+    if quiz_on:  # predict, then reveal: how many blocks does the next step copy, or free?
+        ui.quiz.show(ctx, "beam", (config, step), lambda seed: beam_question(lesson, step, seed), "quiz.none_beam")
+    knobs.sync_url(ctx.lang)
 
-# --- what this step did -----------------------------------------------------------------------------------------------
-view = lesson.view(step)
-trace = lesson.traces[step - 1] if step else None
-label = seq_label
-if trace is None:
-    said = ctx.t("at_start")
-    st.info(said, icon=":material/flag:")
-elif trace.phase == "prefill":
-    fed = trace.seqs[0]
-    said = ctx.t("said_prefill", step=step, tokens=len(fed.tokens_in),
-                 blocks=trace.blocks_allocated.get(fed.seq_id, []))
-    st.success(said, icon=":material/input:")
-else:
-    said = ctx.t("said_decode", step=step, beams=len(trace.seqs))
-    st.success(said, icon=":material/edit_note:")
-bar.say(said)
-if trace is not None:
-    if trace.cow_skipped:  # one line per step, whatever the width: the pool stays near the bar
-        st.error(ctx.t("skipped_msg", seqs=", ".join(label(s) for s, _ in trace.cow_skipped),
-                       blocks=", ".join(str(b) for b in dict.fromkeys(b for _, b in trace.cow_skipped))),
-                 icon=":material/bug_report:")
-    if trace.copies:
-        st.warning(ctx.t("cow_msg", copies=", ".join(f"{src} → {dst}" for src, dst in trace.copies)),
-                   icon=":material/content_copy:")
-    for parent, children in trace.forked.items():
-        st.info(ctx.t("fork_msg", seq=label(parent), times=len(children) + 1,
-                      children=", ".join(label(c) for c in children), blocks=len(view.tables.get(parent, ()))),
-                icon=":material/call_split:")
-    for seq in trace.pruned:
-        freed = trace.blocks_freed.get(seq, [])
-        st.info(ctx.t("prune_msg", seq=label(seq), blocks=freed) if freed else ctx.t("prune_none", seq=label(seq)),
-                icon=":material/content_cut:")
-    if trace.hypotheses:
-        st.success(ctx.t("hyp_msg", hyps=", ".join(f"`{shown_text(tokenizer, h['token_ids'], specials=True)}` "
-                                                   f"({h['score']:.3f})" for h in trace.hypotheses)),
-                   icon=":material/star:")
-    if step == last:
-        st.success(ctx.t("end_msg"), icon=":material/done_all:")
-same, first_bad = lesson.twin_check()
-if first_bad is not None and step >= first_bad:
-    st.error(ctx.t("twin_bad", step=first_bad), icon=":material/bug_report:")  # the break-it's report
+    # --- what this step did -------------------------------------------------------------------------------------------
+    view = lesson.view(step)
+    trace = lesson.traces[step - 1] if step else None
+    label = seq_label
+    if trace is None:
+        said = ctx.t("at_start")
+        st.info(said, icon=":material/flag:")
+    elif trace.phase == "prefill":
+        fed = trace.seqs[0]
+        said = ctx.t("said_prefill", step=step, tokens=len(fed.tokens_in),
+                     blocks=trace.blocks_allocated.get(fed.seq_id, []))
+        st.success(said, icon=":material/input:")
+    else:
+        said = ctx.t("said_decode", step=step, beams=len(trace.seqs))
+        st.success(said, icon=":material/edit_note:")
+    bar.say(said)
+    if trace is not None:
+        if trace.cow_skipped:  # one line per step, whatever the width: the pool stays near the bar
+            st.error(ctx.t("skipped_msg", seqs=", ".join(label(s) for s, _ in trace.cow_skipped),
+                           blocks=", ".join(str(b) for b in dict.fromkeys(b for _, b in trace.cow_skipped))),
+                     icon=":material/bug_report:")
+        if trace.copies:
+            st.warning(ctx.t("cow_msg", copies=", ".join(f"{src} → {dst}" for src, dst in trace.copies)),
+                       icon=":material/content_copy:")
+        for parent, children in trace.forked.items():
+            st.info(ctx.t("fork_msg", seq=label(parent), times=len(children) + 1,
+                          children=", ".join(label(c) for c in children), blocks=len(view.tables.get(parent, ()))),
+                    icon=":material/call_split:")
+        for seq in trace.pruned:
+            freed = trace.blocks_freed.get(seq, [])
+            st.info(ctx.t("prune_msg", seq=label(seq), blocks=freed) if freed else ctx.t("prune_none", seq=label(seq)),
+                    icon=":material/content_cut:")
+        if trace.hypotheses:
+            st.success(ctx.t("hyp_msg", hyps=", ".join(f"`{shown_text(tokenizer, h['token_ids'], specials=True)}` "
+                                                       f"({h['score']:.3f})" for h in trace.hypotheses)),
+                       icon=":material/star:")
+        if step == last:
+            st.success(ctx.t("end_msg"), icon=":material/done_all:")
+    same, first_bad = lesson.twin_check()
+    if first_bad is not None and step >= first_bad:
+        st.error(ctx.t("twin_bad", step=first_bad), icon=":material/bug_report:")  # the break-it's report
 
-# --- the pool and the tree --------------------------------------------------------------------------------------------
-cols = min(view.num_blocks, 16)
-pool = refcount_pool_figure(view.num_blocks, view.block_size, view.tables, view.cached, view.ref_counts, (),
-                            view.copies, title=ctx.t("pool_title", free=view.num_free_blocks,
-                                                     num_blocks=view.num_blocks), cols=cols,
-                            token_text=lesson.token_texts(step), words=ui.viz_labels(ctx, RefcountWords, "sharing.ref"))
-pool = freed_overlay(pool, view.freed, cols, ctx.t("freed_hover"))  # a cross on each block freed this step
-fig_col, note_col = st.columns([3, 1])
-ui.show_figure(pool, "beam.pool", where=fig_col)
-ui.notice(ctx, ctx.t("pool_notice"), where=note_col)
+    # --- the pool and the tree ----------------------------------------------------------------------------------------
+    cols = min(view.num_blocks, 16)
+    pool = refcount_pool_figure(view.num_blocks, view.block_size, view.tables, view.cached, view.ref_counts, (),
+                                view.copies, title=ctx.t("pool_title", free=view.num_free_blocks,
+                                                         num_blocks=view.num_blocks), cols=cols,
+                                token_text=lesson.token_texts(step),
+                                words=ui.viz_labels(ctx, RefcountWords, "sharing.ref"))
+    pool = freed_overlay(pool, view.freed, cols, ctx.t("freed_hover"))  # a cross on each block freed this step
+    fig_col, note_col = st.columns([3, 1])
+    ui.show_figure(pool, "beam.pool", where=fig_col)
+    ui.notice(ctx, ctx.t("pool_notice"), where=note_col)
 
-nodes, edges = lesson.tree(step)
-fig_col, note_col = st.columns([3, 1])
-ui.show_figure(tree_figure(nodes, edges, ctx.t("tree_title"), ui.viz_labels(ctx, TreeWords, "tree")), "beam.tree",
-               where=fig_col)
-ui.notice(ctx, ctx.t("tree_notice"), where=note_col)
+    nodes, edges = lesson.tree(step)
+    fig_col, note_col = st.columns([3, 1])
+    ui.show_figure(tree_figure(nodes, edges, ctx.t("tree_title"), ui.viz_labels(ctx, TreeWords, "tree")), "beam.tree",
+                   where=fig_col)
+    ui.notice(ctx, ctx.t("tree_notice"), where=note_col)
 
-steps, shared, unshared = lesson.memory(step)
-fig_col, note_col = st.columns([3, 1])
-ui.show_figure(memory_figure(steps or [0], shared or [0], unshared or [0], view.num_blocks, ctx.t("memory_title"),
-                             held_name=ctx.t("held_name"), without_name=ctx.t("without_name"),
-                             x_title=ctx.t("axis_step"), y_title=ctx.t("axis_blocks")), "beam.memory", where=fig_col)
-saving = 100 * (1 - sum(shared) / sum(unshared)) if sum(unshared) else 0.0
-ui.notice(ctx, ctx.t("memory_notice", shared=sum(shared), unshared=sum(unshared), saving=f"{saving:.1f}"),
-          where=note_col)
+    steps, shared, unshared = lesson.memory(step)
+    fig_col, note_col = st.columns([3, 1])
+    ui.show_figure(memory_figure(steps or [0], shared or [0], unshared or [0], view.num_blocks, ctx.t("memory_title"),
+                                 held_name=ctx.t("held_name"), without_name=ctx.t("without_name"),
+                                 x_title=ctx.t("axis_step"), y_title=ctx.t("axis_blocks")),
+                   "beam.memory", where=fig_col)
+    saving = 100 * (1 - sum(shared) / sum(unshared)) if sum(unshared) else 0.0
+    ui.notice(ctx, ctx.t("memory_notice", shared=sum(shared), unshared=sum(unshared), saving=f"{saving:.1f}"),
+              where=note_col)
 
-# --- the K beams, and the twin ----------------------------------------------------------------------------------------
-st.subheader(ctx.t("beams_header"))
-if step < last:
-    st.caption(ctx.t("not_yet"))
-else:
-    rows = [{ctx.t("col_rank"): i + 1, ctx.t("col_text"): shown_text(tokenizer, b.token_ids, specials=True),
-             ctx.t("col_score"): f"{b.score:.4f}",
-             ctx.t("col_twin"): f"{shown_text(tokenizer, g.token_ids, specials=True)} ({g.score:.4f})"}
-            for i, (b, g) in enumerate(zip(lesson.result.beams, lesson.twin.beams))]
-    ui.state_table(rows, key="beam.beams", prose=(ctx.t("col_text"), ctx.t("col_twin")),
-                   foreign=(ctx.t("col_text"), ctx.t("col_twin")))
-    if same:
-        st.success(ctx.t("twin_ok"), icon=":material/check_circle:")
+    # --- the K beams, and the twin ------------------------------------------------------------------------------------
+    st.subheader(ctx.t("beams_header"))
+    if step < last:
+        st.caption(ctx.t("not_yet"))
+    else:
+        rows = [{ctx.t("col_rank"): i + 1, ctx.t("col_text"): shown_text(tokenizer, b.token_ids, specials=True),
+                 ctx.t("col_score"): f"{b.score:.4f}",
+                 ctx.t("col_twin"): f"{shown_text(tokenizer, g.token_ids, specials=True)} ({g.score:.4f})"}
+                for i, (b, g) in enumerate(zip(lesson.result.beams, lesson.twin.beams))]
+        ui.state_table(rows, key="beam.beams", prose=(ctx.t("col_text"), ctx.t("col_twin")),
+                       foreign=(ctx.t("col_text"), ctx.t("col_twin")))
+        if same:
+            st.success(ctx.t("twin_ok"), icon=":material/check_circle:")
+
+
+beam_view()
 
 # --- measured: the paper's §4.4 comparison ----------------------------------------------------------------------------
 st.subheader(ctx.t("savings_header"))

@@ -7,7 +7,11 @@ median timing, same KV GB/s), at sizes a shared CPU answers in a few seconds:
 - a context sweep (SWEEP_CONTEXT_LENS, plus the configuration's own context_len) at its batch, heads, block_size;
 - a block_size sweep (SWEEP_BLOCK_SIZES, plus its own) at its context_len.
 
-The per-token "loop" runs only where batch * context_len <= LOOP_MAX_TOKENS (~10 us per token in Python).
+The per-token "loop" runs only where batch * context_len <= LOOP_MAX_TOKENS (~10 us per token in
+Python), and only at the configuration's own block_size (the configuration and the context sweep):
+it was more than half of a run's time, and the block_size sweep is about the kernels that read
+whole blocks. That and the repetitions below cut a run at the default knobs to about 0.4x of its
+earlier time (docs/benchmarks.md).
 
     run = run_ladder(LadderConfig(batch=4, context_len=1024))
     run.main.results          # [ImplResult(impl="sdpa", ok=True, ms=…), ImplResult("loop", …), …]
@@ -31,7 +35,7 @@ SWEEP_CONTEXT_LENS = (128, 256, 512, 1024, 2048)
 SWEEP_BLOCK_SIZES = (1, 2, 4, 8, 16, 32, 64)
 LOOP_MAX_TOKENS = 4096  # batch * context_len above which the per-token loop is skipped
 BANDWIDTH_MB = 128  # the x.sum() probe of the machine's read bandwidth
-MAIN_REPS, SWEEP_REPS = 7, 5  # medians; a busy shared machine needs the extra reps
+MAIN_REPS, SWEEP_REPS = 5, 3  # medians (interleaved across the rungs, after one warm-up each)
 LIMITS = dict(batch=(1, 16), context_len=(1, 2048), block_size=(1, 64))
 HEAD_DIMS = (32, 64, 128)
 HEAD_COUNTS = (1, 2, 4, 8, 16)
@@ -101,11 +105,14 @@ class LadderRun:
 
 def run_ladder(config: LadderConfig, device: str | None = None, main_reps: int = MAIN_REPS,
                sweep_reps: int = SWEEP_REPS, sweeps: bool = True,
-               progress: Callable[[int, int], None] | None = None) -> LadderRun:
+               progress: Callable[[int, int], None] | None = None,
+               shown: Callable[[CaseResult], None] | None = None) -> LadderRun:
     """Check and time every rung on `config`, then (with sweeps) over context_len and over block_size.
 
     A point shared by the configuration and a sweep is measured once. `progress(done, total)` is called after each
-    point. Raises ValueError for a bad configuration (from LadderConfig) and whatever a kernel raises."""
+    point; `shown(case)` with the configuration's own CaseResult as soon as its rungs are measured
+    (the kernels, then again with the loop added), before any sweep.
+    Raises: ValueError for a bad configuration (from LadderConfig), and whatever a kernel raises."""
     start = time.perf_counter()
     dev = torch.device(device) if device else default_device()
     impls = default_impls(dev)  # loop, gather, fused, native (CPU) or triton (CUDA); bench_case adds sdpa
@@ -121,12 +128,16 @@ def run_ladder(config: LadderConfig, device: str | None = None, main_reps: int =
         reps = main_reps if (n, bs) == todo[0] else sweep_reps
         case = config.case(n, bs)
         done[(n, bs)] = bench_case(case, fast, dev, read_bw, reps=reps, warmup=1)
-        if config.loop_allowed(n):
+        if shown and i == 0:
+            shown(done[(n, bs)])
+        if config.loop_allowed(n) and bs == config.block_size:
             # timed in a case of its own: its thousands of tiny tensors slow whatever is timed next to it
             # (gather measured 2-3x slower beside it here); same seeded data, ratios taken to this point's sdpa
             alone = bench_case(case, ["loop"], dev, read_bw, reps=min(reps, 3), warmup=0,
                                loop_max_tokens=LOOP_MAX_TOKENS)
             _add_rung(done[(n, bs)], next(r for r in alone.results if r.impl == "loop"))
+            if shown and i == 0:
+                shown(done[(n, bs)])
         if progress:
             progress(i + 1, len(unique))
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None

@@ -6,6 +6,10 @@ greedy decoding's tokens. The break-it switches the paged engine's rollback off 
 rejected guesses stay counted in cached_token_count, later tokens are written after their stale K/V, and the
 paged output drifts from the twin's. The prompts are shipped ones the model copies (lessons.engine_requests'
 presets), so prompt lookup is visibly right on the copies and visibly wrong on the count.
+
+Back is `without_last()`: the newest checkpoint (lessons.rewind, a copy every EVERY steps) at or
+before the target, then the at most EVERY - 1 steps after it stepped again: the state a replay from
+step 0 builds, at the cost of a copy and a step instead of the whole run.
 """
 
 from __future__ import annotations
@@ -20,12 +24,15 @@ from paged.engine.trace import StepTrace
 
 from .engine_requests import PROMPT_PRESETS, RequestSpec
 from .quiz import Question, _choices
+from .rewind import Checkpoints
 
 SCENARIOS = {"copies": ("recall_fox", "recall_code"), "mixed": ("recall_fox", "count")}
 K_CHOICES = (1, 2, 4, 8)
 BLOCK_SIZES = (2, 4, 8)
 MAX_TOKENS = 48
 NUM_BLOCKS = 64
+EVERY = 2               # steps between two checkpoints: Back steps at most once (a copy: ~0.5 MB)
+BUDGET_BYTES = 8 << 20  # a session's checkpoints of this page hold at most about this many bytes
 
 
 @dataclass(frozen=True)
@@ -65,8 +72,11 @@ class SpecLesson:
     model: object = field(repr=False)
     tokenizer: object = field(repr=False)
     steps: list[tuple[StepTrace, StepTrace]] = field(default_factory=list)
+    _rewind: Checkpoints | None = field(default=None, repr=False, compare=False)  # Backs share it
 
     def __post_init__(self) -> None:
+        if self._rewind is None:
+            self._rewind = Checkpoints(shared=_shared, every=EVERY, budget_bytes=BUDGET_BYTES)
         cfg = self.config
         self.engines = []
         for layout in ("paged", "contiguous"):
@@ -106,7 +116,27 @@ class SpecLesson:
             return False
         self.steps.append(tuple(e.step() if e.has_unfinished() else StepTrace(e.step_count, "idle", "", e.kv_layout)
                                 for e in self.engines))
+        self._rewind.save(len(self.steps), self, ())
         return True
+
+    def without_last(self) -> "SpecLesson":
+        """Back: a lesson equal to `replay(config, len(steps) - 1)`, from the newest checkpoint
+        at or before that step (at most EVERY - 1 steps stepped again; from step 0 when there is
+        none). This lesson is unchanged.
+        Raises: ValueError at step 0 (nothing to undo)."""
+        if not self.steps:
+            raise ValueError("without_last needs at least one step, got 0")
+        target = len(self.steps) - 1
+        found = self._rewind.best(target, lambda copy, _log, _at: copy.config == self.config)
+        lesson = found[1] if found else self.restarted()
+        while len(lesson.steps) < target and lesson.step():
+            pass
+        return lesson
+
+    def restarted(self) -> "SpecLesson":
+        """Reset: a fresh lesson of the same config at step 0 that keeps this one's checkpoints (the
+        same config replays the same steps, so they stay valid)."""
+        return SpecLesson(self.config, self.model, self.tokenizer, _rewind=self._rewind)
 
     # --- what the page draws -------------------------------------------------------------------------------------
     def rows(self, index: int | None = None) -> list[SeqSpec]:
@@ -173,6 +203,16 @@ class SpecLesson:
     def to_dict(self) -> dict:
         return {"config": vars(self.config), "steps": [{"paged": p.to_dict(), "contiguous": c.to_dict()}
                                                         for p, c in self.steps]}
+
+
+def _shared(lesson: SpecLesson) -> list:
+    """What a checkpoint shares with its lesson instead of copying: model, tokenizer, config and
+    each recorded step's traces (made once, never changed)."""
+    out = [lesson.model, lesson.tokenizer, lesson.config]
+    for pair in lesson.steps:
+        out.append(pair)
+        out.extend(pair)
+    return out
 
 
 def spec_question(lesson: SpecLesson, seed: int) -> Question | None:

@@ -1,31 +1,87 @@
-"""Opening a share link of pages 4 and 6 (`?reqs=…&steps=N`): the replay to step N is done once per process and
-copied for each session that opens the same link, and the replays of different links never run side by side.
+"""Opening a share link of pages 4 and 6 (`?reqs=…&steps=N`): each request set is replayed from
+step 0 once per process; every later link of it, at any step, starts from a copy of that replay's
+nearest checkpoint.
 
-A link names its state exactly (config, requests, steps; the model is the page's), so two sessions opening the same
-link get the same lesson: the first replays it (`EngineLesson.start`), the finished lesson is kept read-only in
-st.cache_resource (a few links, the newest), and each session gets its own copy (lessons.engine_rewind.forked:
-~10 ms, sharing the recorded steps and checkpoints). Nothing a session does reaches the kept one.
+A link names its state exactly (config, requests, steps; the model is the page's), and the state
+at step N of one request set is its state at step M < N stepped on. So the process keeps, per
+(config, requests, model), the farthest replay of them so far, read-only ("kept"), with its
+checkpoints (lessons.rewind: a copy every 16 steps, sharing the recorded steps). A session that
+opens a link of those requests at step N gets its own lesson:
 
-A replay from step 0 is the costliest thing one visit can ask for (MAX_LINK_STEPS steps, ui.params). Replays hold
-one process-wide lock while they run, so five links opened at once queue behind each other instead of sharing the
-CPU five ways with every other learner's clicks; and a replay sleeps PACE times as long as each step took, so it
-holds the interpreter (the GIL) in short bursts with gaps in which the other sessions' runs go on: a long link opens
-more slowly (its first visitor waits ~3x the replay), nobody else's click does.
+    N <= the kept replay's steps   a copy of the newest checkpoint at or before N, the < 16 steps
+                                   after it stepped (lessons.engine_rewind.rewound): about what
+                                   opening a link at step 10 costs
+    N beyond it                    a copy of the kept replay stepped on to N, then kept instead
+
+Each copy has its own live state and checkpoint store (lessons.engine_rewind.forked), sharing with
+the kept replay only what never changes: nothing a session does reaches the kept one or another
+session's copy. The kept replays are a least-recently-used store bounded in bytes (KEEP_BYTES of
+tensors, the model's not counted).
+
+A replay (from step 0, or on from a kept one) holds one process-wide lock, so links opened at once
+queue instead of sharing the CPU, and before each step it gives way while another learner's run is
+under way (ui.capacity.yielding_run, at most GIVE_WAY_S a step): on a quiet server it runs at full
+speed, in a busy class the others' clicks go first. The first visit to a new request set still
+costs its whole replay (about 5.5 ms a step on a quiet machine, docs/learner-state.md).
 """
 
 from __future__ import annotations
 
 import threading
-import time
+from collections import OrderedDict
 
 import streamlit as st
 
 from lessons.engine import EngineLesson
-from lessons.engine_rewind import forked
+from lessons.engine_rewind import forked, rewound
+from lessons.rewind import tensor_bytes
 
-CACHED_LINKS = 4        # finished link replays kept for the process
-CACHE_FROM_STEPS = 32   # shorter links replay in a few ms: not worth keeping
-PACE = 2.0              # a link replay sleeps this many times each step's time (it runs a third of the time at most)
+CACHE_FROM_STEPS = 32  # shorter links replay in a few ms: not worth keeping
+KEEP_BYTES = 96 << 20  # tensor bytes of all kept replays (one: at most ~25 MB, rewind.BUDGET_BYTES)
+MAX_KEPT = 16          # request sets kept at most, whatever their size
+GIVE_WAY_S = 0.05      # before a replayed step, wait at most this long for another learner's run
+
+
+class _Kept:
+    """The kept replays: key -> a read-only EngineLesson, least recently used first. The lock
+    guards the dict; the lessons in it are never changed, only copied."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.lessons: OrderedDict[tuple, tuple[EngineLesson, int]] = OrderedDict()  # lesson, bytes
+
+    def get(self, key: tuple) -> EngineLesson | None:
+        """The kept replay of `key`, or None."""
+        with self.lock:
+            found = self.lessons.get(key)
+            if found is not None:
+                self.lessons.move_to_end(key)
+            return found[0] if found else None
+
+    def put(self, key: tuple, lesson: EngineLesson) -> None:
+        """Keep `lesson` under `key` (replacing a shorter replay of it); past KEEP_BYTES or MAX_KEPT
+        the least recently used go first (the newest always stays)."""
+        size = tensor_bytes(lesson, skip=(id(lesson.model), id(lesson.tokenizer)))
+        with self.lock:
+            self.lessons[key] = (lesson, size)
+            self.lessons.move_to_end(key)
+            while len(self.lessons) > 1 and (len(self.lessons) > MAX_KEPT
+                                             or self.nbytes > KEEP_BYTES):
+                self.lessons.popitem(last=False)
+
+    @property
+    def nbytes(self) -> int:
+        return sum(size for _, size in self.lessons.values())
+
+    def clear(self) -> None:
+        with self.lock:
+            self.lessons.clear()
+
+
+@st.cache_resource(show_spinner=False)
+def _kept() -> _Kept:
+    """The process's kept replays (shared by every session: read-only lessons only)."""
+    return _Kept()
 
 
 @st.cache_resource(show_spinner=False)
@@ -34,36 +90,62 @@ def _replay_lock() -> threading.Lock:
     return threading.Lock()
 
 
-def _replayed(config, specs, steps: int, model, tokenizer) -> EngineLesson:
-    """`EngineLesson.start(config, specs, steps, …)`, under the process's replay lock and paced: the same requests
-    from step 0 and the same steps one by one (what `start` does), each followed by a sleep of PACE times its
-    duration past the first CACHE_FROM_STEPS. A failing step is left to `start` itself, which reports it as it always
-    does."""
-    with _replay_lock():
-        lesson = EngineLesson.start(config, list(specs), 0, model, tokenizer)
+def _stepped_on(lesson: EngineLesson, steps: int) -> bool:
+    """Step `lesson` on to `steps` (or its end), giving way to other learners' runs before each
+    step. False when a step fails (the caller then replays with `start`, which reports it)."""
+    from .capacity import yielding_run
+
+    with yielding_run() as give_way:
         try:
-            for done in range(steps):
-                began = time.perf_counter()
+            while len(lesson.steps) < steps:
+                give_way(GIVE_WAY_S)
                 if lesson.step() is None:
                     break
-                if done >= CACHE_FROM_STEPS:  # a short link costs a few ms: only a long one is paced
-                    time.sleep(PACE * (time.perf_counter() - began))
         except (RuntimeError, ValueError):
-            lesson = EngineLesson.start(config, list(specs), steps, model, tokenizer)
+            return False
+    return True
+
+
+def _replayed(config, specs, steps: int, model, tokenizer,
+              kept: EngineLesson | None = None) -> EngineLesson:
+    """`EngineLesson.start(config, specs, steps, …)`: from a copy of `kept` (the same requests
+    replayed to fewer steps) when given, else from step 0, one step at a time. The caller holds the
+    replay lock."""
+    if kept is not None:
+        lesson = forked(kept)
+    else:
+        lesson = EngineLesson.start(config, list(specs), 0, model, tokenizer)
+    if lesson.news.get("failure") or not _stepped_on(lesson, steps):
+        lesson = EngineLesson.start(config, list(specs), steps, model, tokenizer)
     return lesson
 
 
-@st.cache_resource(show_spinner=False, max_entries=CACHED_LINKS)
-def _kept(config, specs: tuple, steps: int, model_id: tuple, _model, _tokenizer) -> EngineLesson:
-    """The finished replay of one link, kept read-only (model_id: the ids of the model and tokenizer; the kept
-    lesson holds both, so no other object takes those ids while the entry lives)."""
-    return _replayed(config, specs, steps, _model, _tokenizer)
+def _from_kept(kept: EngineLesson | None, steps: int) -> EngineLesson | None:
+    """A session's own lesson at `steps` from `kept` when it reaches that far (or ended before);
+    None when it does not, or a step fails."""
+    if kept is None or (steps > len(kept.steps) and kept.can_step()):
+        return None
+    if steps >= len(kept.steps):
+        return forked(kept)
+    return rewound(forked(kept), steps)
 
 
 def open_link(config, specs, steps: int, model, tokenizer) -> EngineLesson:
-    """This session's lesson for a link: `EngineLesson.start(config, specs, steps, model, tokenizer)`, the same
-    state, from the process's kept replay of that link when there is one (module docstring)."""
+    """This session's lesson for a link: the state `EngineLesson.start(config, specs, steps, model,
+    tokenizer)` builds, from the process's kept replay of those requests when there is one."""
     if steps < CACHE_FROM_STEPS:
-        return _replayed(config, specs, steps, model, tokenizer)
-    kept = _kept(config, tuple(specs), steps, (id(model), id(tokenizer)), model, tokenizer)
-    return forked(kept)
+        with _replay_lock():
+            return _replayed(config, specs, steps, model, tokenizer)
+    store, key = _kept(), (config, tuple(specs), id(model), id(tokenizer))
+    lesson = _from_kept(store.get(key), steps)  # no lock: a copy and fewer than 16 steps
+    if lesson is not None:
+        return lesson
+    with _replay_lock():
+        kept = store.get(key)  # another session may have replayed them while this one waited
+        lesson = _from_kept(kept, steps)
+        if lesson is not None:
+            return lesson
+        lesson = _replayed(config, specs, steps, model, tokenizer, kept)
+        if not lesson.news.get("failure") and len(lesson.steps) > len(kept.steps if kept else ()):
+            store.put(key, forked(lesson))
+    return lesson

@@ -84,7 +84,7 @@ def test_a_run_cut_short_by_a_setting_change_says_so(lang, monkeypatch):
     Run measures again."""
     from streamlit.runtime.scriptrunner_utils.exceptions import StopException
 
-    def cut_short(config, progress):
+    def cut_short(config, progress, **_):
         progress(1, 3)
         raise StopException()  # what Streamlit raises in the script when a newer run preempts it
 
@@ -168,3 +168,21 @@ def test_memory_chart_categories_fit_a_narrow_column():
         names = [t("fast.scheme_max_len", lang), t("fast.scheme_oracle", lang),
                  t("fast.scheme_paged", lang, block_size=256)]
         assert max(len(line) for name in names for line in name.split("<br>")) <= 9, names
+
+
+def test_the_configurations_rungs_are_shown_before_any_sweep_and_the_loop_skips_the_block_size_sweep(
+        monkeypatch):
+    """run_ladder hands the configuration's own result to `shown` after its first point and before the second
+    (kernels first, then with the loop), and times the per-token loop at the configuration and along the context
+    sweep only, never along the block_size sweep."""
+    monkeypatch.setattr(ladder, "BANDWIDTH_MB", 8)
+    events = []
+    config = ladder.LadderConfig(batch=1, context_len=32, num_heads=2, num_kv_heads=1, head_dim=32, block_size=4)
+    run = ladder.run_ladder(config, progress=lambda done, total: events.append(("progress", done)),
+                            shown=lambda case: events.append(("shown", {r.impl for r in case.results})))
+    assert events[:3] == [("shown", {"gather", "fused", "native", "sdpa"}),
+                          ("shown", {"loop", "gather", "fused", "native", "sdpa"}), ("progress", 1)]
+    assert all(kind == "progress" for kind, _ in events[3:])
+    assert all(any(r.impl == "loop" for r in c.results) for c in run.by_context)
+    assert not any(r.impl == "loop" for c in run.by_block_size if c.case.block_size != config.block_size
+                   for r in c.results)

@@ -82,3 +82,56 @@ def test_config_refuses_values_off_the_menu():
     """A k, block_size or scenario the page does not offer is refused by name."""
     with pytest.raises(ValueError, match="k must be one of"):
         SpecConfig(k=3)
+
+
+def _state(lesson: SpecLesson) -> tuple:
+    """Everything the page reads of a lesson and every step's whole trace (its wall time aside): what Back
+    must restore."""
+    def trace(step) -> dict:
+        return {k: v for k, v in step.to_dict().items() if k != "elapsed_ms"}
+    return ([lesson.rows(i) for i in range(len(lesson.steps))], lesson.outputs(), lesson.drift(),
+            [(trace(p), trace(c)) for p, c in lesson.steps])
+
+
+@pytest.mark.parametrize("config", [SpecConfig(k=1, block_size=4, scenario="mixed"),
+                                    SpecConfig(k=4, block_size=2, forget_rollback=True)])
+def test_back_from_a_checkpoint_equals_a_fresh_replay_and_steps_at_most_every_minus_one(
+        config, monkeypatch):
+    """Back at step n (past several checkpoints) steps at most EVERY - 1 times (counted, not timed), and the
+    lesson it gives equals a replay from step 0 to n - 1: now and after both run to the end."""
+    from lessons import spec
+
+    model, tokenizer = shipped()
+    lesson = SpecLesson.replay(config, 40, model, tokenizer)
+    n = len(lesson.steps)
+    assert spec.EVERY <= 4 and n >= 30  # far past the first checkpoints
+    counted = []
+    real_step = SpecLesson.step
+    monkeypatch.setattr(SpecLesson, "step", lambda self: counted.append(1) or real_step(self))
+    back = lesson.without_last()
+    assert len(counted) <= spec.EVERY - 1 and len(lesson.steps) == n  # the lesson Back left is untouched
+    monkeypatch.undo()
+    fresh = SpecLesson.replay(config, n - 1, model, tokenizer)
+    assert len(back.steps) == n - 1 and _state(back) == _state(fresh)
+    while back.step():
+        pass
+    while fresh.step():
+        pass
+    assert _state(back) == _state(fresh)
+
+
+def test_backs_all_the_way_to_step_0_and_a_reset_keep_landing_on_replays():
+    """Back after Back (each from the checkpoints the first run saved) down to step 0, and Reset then stepping,
+    give at every step what a replay from step 0 gives."""
+    model, tokenizer = shipped()
+    config = SpecConfig(k=2, block_size=4, scenario="copies")
+    lesson = SpecLesson.replay(config, 9, model, tokenizer)
+    while lesson.steps:
+        lesson = lesson.without_last()
+        assert _state(lesson) == _state(SpecLesson.replay(config, len(lesson.steps), model, tokenizer))
+    with pytest.raises(ValueError, match="at least one step"):
+        lesson.without_last()
+    again = lesson.restarted()
+    for _ in range(5):
+        again.step()
+    assert _state(again.without_last()) == _state(SpecLesson.replay(config, 4, model, tokenizer))

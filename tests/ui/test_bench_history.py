@@ -40,3 +40,24 @@ def test_page_redraw_is_timed_at_each_step_asked_for():
 
     results = time_page_redraw(at=(2, 5), repeat=1)
     assert list(results) == ["redraw_step_2_ms", "redraw_step_5_ms"] and all(v > 0 for v in results.values())
+
+
+def test_links_bench_opens_each_link_at_once_and_reports_every_ready_time(monkeypatch, capsys):
+    """`history --links 2 --steps 40`: two different links opened at once, again, and at two other steps: a sorted,
+    positive ready time for each open, and a table naming the three phases (the opens themselves stubbed)."""
+    import ui.bench.history as history
+    import ui.links
+
+    opened = []
+    monkeypatch.setattr(ui.links, "open_link", lambda config, specs, steps, model, tok: opened.append(
+        (specs[0].prompt, steps)))
+    monkeypatch.setattr("paged.model.io.load_model", lambda _: (None, None))
+    results = history.time_links(count=2, steps=40, tag=7)
+    assert sorted(opened) == sorted([(history.link_specs(7)[0].prompt, 40), (history.link_specs(8)[0].prompt, 40)] * 2
+                                    + [(history.link_specs(7)[0].prompt, 39), (history.link_specs(7)[0].prompt, 38)])
+    assert all(len(v) == 2 and v == sorted(v) and all(s > 0 for s in v) for v in results.values())
+    assert history.link_specs(7) != history.link_specs(8)
+    monkeypatch.setattr(history, "time_links", lambda count, steps: results)
+    assert main(["history", "--links", "2", "--steps", "40"]) == 0
+    out = capsys.readouterr().out
+    assert "steps=40" in out and "first visit" in out and "other steps" in out

@@ -10,6 +10,12 @@ Medians over `repeat` tries, in ms, at each N of `at` (default 10 and 600).
 
 `time_page_history` does the same through the page itself (AppTest, the script's own time per run, ui.bench.steps's
 wrapper): opening the link, Step and Back on page 4 at step 10 and at MAX_LINK_STEPS (a link's most).
+`time_links` (`python -m ui.bench history --links COUNT`): COUNT different `steps=300` links
+opened at once (threads; each its own requests, nothing kept to reuse), seconds until each is
+ready; then the same links again at once, and the first link's requests at COUNT other steps (what
+ui.links keeps makes these a copy and a few steps). Server side, without Streamlit's first-run gate
+(which lets one newcomer's run go at a time anyway).
+
 `time_page_redraw`: page 4 drawing what it shows, nothing else (a rerun with no click), at step 10 and 600: the
 charts and tables draw only their newest RECENT_STEPS steps (viz.engine), so the two should cost about the same.
 """
@@ -146,6 +152,65 @@ def time_page_redraw(at=(10, 600), repeat: int = 5) -> dict[str, float]:
                 raise RuntimeError(f"page 4 at step {len(lesson.steps)} of {n}: {at_.exception}")
             out[f"redraw_step_{n}_ms"] = statistics.median(times)
     return out
+
+
+def link_specs(tag: int):
+    """Eight 128-token requests arriving every 60 steps, the first prompt carrying `tag` (as
+    ui.bench.attack's links): no two tags share a replay."""
+    from lessons.engine_requests import RequestSpec
+
+    prompt = f"attack {tag} " + "the quick brown fox " * 2
+    return [RequestSpec(prompt if i == 0 else "the quick brown fox " * 2, max_tokens=128,
+                        at_step=60 * i) for i in range(8)]
+
+
+def _ready_s(opens) -> list[float]:
+    """Seconds from one common start until each of `opens` (no-argument calls) returned, all run
+    at once in threads (sorted)."""
+    import threading
+
+    start, done = threading.Event(), [0.0] * len(opens)
+
+    def one(i: int) -> None:
+        start.wait()
+        opens[i]()
+        done[i] = time.perf_counter() - began
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(len(opens))]
+    for t in threads:
+        t.start()
+    began = time.perf_counter()
+    start.set()
+    for t in threads:
+        t.join()
+    return sorted(done)
+
+
+def time_links(count: int = 5, steps: int = 300, tag: int = 0) -> dict[str, list[float]]:
+    """{"first_s", "again_s", "other_steps_s"}: ready times (s, sorted) of `count` different
+    `steps`-step links opened at once, of the same links again at once, and of the first link's
+    requests at `count` other steps (steps - 1, steps - 2, …) at once. `tag`: the first link's tag
+    (another call's links share no replay with this one's when its tags differ)."""
+    from lessons.engine_requests import DemoConfig
+    from paged.model.io import load_model
+    from ui.links import open_link
+
+    model, tok = load_model(None)
+    config = DemoConfig()
+    tags = range(tag, tag + count)
+    links = [lambda t=t: open_link(config, link_specs(t), steps, model, tok) for t in tags]
+    first, again = _ready_s(links), _ready_s(links)
+    other = _ready_s([lambda n=n: open_link(config, link_specs(tag), steps - 1 - n, model, tok)
+                      for n in range(count)])
+    return {"first_s": first, "again_s": again, "other_steps_s": other}
+
+
+def print_links(results: dict[str, list[float]], count: int, steps: int) -> None:
+    print(f"{count} share links of page 4 opened at once (steps={steps}; s until each is ready)")
+    for name, label in (("first_s", "different requests, first visit"),
+                        ("again_s", "the same links again"),
+                        ("other_steps_s", "the first link's requests at other steps")):
+        print(f"  {label:<42} " + "  ".join(f"{s:6.2f}" for s in results[name]))
 
 
 def print_page_redraw(results: dict[str, float]) -> None:

@@ -57,6 +57,7 @@ PAGES = {
     "engine": StepSpec("Engine", "engine.step", "engine.reset"),
     "buglab": StepSpec("Bug_lab", "buglab.next", "buglab.back"),  # at the last step: one back, then on
     "sharing": StepSpec("Sharing", "sharing.step", "sharing.reset"),
+    "beam": StepSpec("Beam_search", "beam.next", "beam.reset"),  # page 9 (not among the defaults)
 }
 
 

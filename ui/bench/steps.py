@@ -114,6 +114,9 @@ def main(argv: list[str] | None = None) -> int:
                                                      "all: also 9-12)")
     parser.add_argument("--port", type=int, default=None, help="browser: the server's port (default: a free one)")
     parser.add_argument("--busy", action="store_true", help="browser: also the tab's main-thread ms per click")
+    parser.add_argument("--links", type=int, default=0, metavar="COUNT",
+                        help="history: only COUNT different long links opened at once")
+    parser.add_argument("--steps", type=int, default=300, help="history --links: the links' steps")
     args = parser.parse_args(argv)
     if str(ROOT) not in sys.path:
         sys.path.insert(0, str(ROOT))
@@ -125,10 +128,17 @@ def main(argv: list[str] | None = None) -> int:
     args.clicks = args.clicks or 7
     from ui.page import configure_torch
 
-    from .history import (print_history, print_page_history, print_page_redraw, time_history, time_page_history,
-                          time_page_redraw)
+    from .history import (print_history, print_links, print_page_history, print_page_redraw,
+                          time_history, time_links, time_page_history, time_page_redraw)
 
     configure_torch()  # what every page does first
+    if args.what == "history" and args.links:
+        links = time_links(args.links, args.steps)
+        if args.json:
+            print(json.dumps(links, indent=2))
+        else:
+            print_links(links, args.links, args.steps)
+        return 0
     if args.what == "history":
         history, page_history, redraw = time_history(), time_page_history(), time_page_redraw()
         if args.json:
