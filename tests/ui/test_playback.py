@@ -140,7 +140,7 @@ def test_an_export_logged_while_playing_is_made_once_and_playing_goes_on():
     st.session_state.pop(WHOLE_PAGE_KEY, None)
     st.session_state.pop(export.NEXT_KEY, None)
     st.session_state.pop(export._pending_key("t.export"), None)
-    log = value("tab", [(1, "tick", "t"), (2, "t.export", "t"), (3, "tick", "t")])
+    log = value("export-tab", [(1, "tick", "t"), (2, "t.export", "t"), (3, "tick", "t")])
     for _ in range(3):
         st.session_state["t.ledger"] = {"log": log}
         playback._on_ledger("t")
