@@ -161,12 +161,16 @@ class Stepper:
 
 
 def export_key(prefix: str) -> str:
-    """The key of page `prefix`'s Export button, which the bar's ledger logs like an extra button (ui.export)."""
+    """The key of page `prefix`'s Export button, which the bar's ledger logs like an extra button.
+
+    Raises: nothing."""
     return f"{prefix}.export"
 
 
 def _logged_extra(stepper: Stepper) -> tuple[str, ...]:
-    """The keys of the page's other logged buttons: its `extra` and its Export."""
+    """The keys of the page's other logged buttons: its `extra` and its Export.
+
+    Raises: nothing."""
     return (*stepper.extra, export_key(stepper.prefix))
 
 

@@ -57,7 +57,8 @@ def _settled_rss(url: str, pid: int) -> float:
     return process_stats(pid)[1]
 
 
-MAX_KEPT_MIB_PER_LEARNER = 0.8  # issue 35 measured 2.3; here 1.2 before ui.heap.collect_departed, ~0.5 after
+# issue 35 measured 2.3; here 1.2 before ui.heap.collect_departed, ~0.5 after
+MAX_KEPT_MIB_PER_LEARNER = 0.8
 
 
 def test_a_second_and_third_wave_reuse_the_first_waves_memory():

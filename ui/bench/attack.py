@@ -122,6 +122,9 @@ async def _run(url: str, stop: asyncio.Event, done: dict) -> None:
 
 
 async def _export(url: str, stop: asyncio.Event, done: dict) -> None:
+    """Export pressed again and again at a long link (steps=300: ~2 MB of JSON) until `stop`.
+
+    Raises: nothing (errors are counted in done["errors"])."""
     from .ws import WsSession
 
     s = WsSession(url, "Engine", _link_query(0))
