@@ -238,6 +238,20 @@ def _connected_ids() -> set[str] | None:
     return {info.session.id for info in active()}
 
 
+def session_ids() -> set[str]:
+    """Ids of the sessions the process holds now, connected or kept for a reconnect (none without a
+    runtime).
+
+    Raises: nothing."""
+    from streamlit import runtime
+
+    if not runtime.exists():
+        return set()
+    manager = getattr(runtime.get_instance(), "_session_mgr", None)
+    listed = getattr(manager, "list_sessions", None)
+    return {info.session.id for info in listed()} if callable(listed) else set()
+
+
 def _this_session() -> str | None:
     from streamlit.runtime.scriptrunner import get_script_run_ctx
 

@@ -227,11 +227,13 @@ def show_add_outcome(ctx: PageContext, news: Mapping[str, object], label: Callab
 
 
 def announce_step(ctx: PageContext, bar, lesson: EngineLesson):
-    """The decision box: the page's "no_step_yet", or the last step's number, phase and the scheduler's why (also
-    what presenter mode says, `bar.say`). Returns the last step's paged StepTrace (None before any step)."""
+    """The decision box: the page's own "no_step_yet" (or, where no step can run, the engine page's
+    "no_step_possible": both pages ask for it, only ui/strings/engine.py holds it), or the last step's number, phase
+    and the scheduler's why (also what presenter mode says, `bar.say`). Returns the last step's paged StepTrace
+    (None before any step)."""
     trace = lesson.last.paged if lesson.last else None
     if trace is None:  # "press Step" only where Step can run
-        said, icon = ctx.t("no_step_yet" if lesson.can_step() else "no_step_possible"), ":material/flag:"
+        said, icon = ctx.t("no_step_yet" if lesson.can_step() else "engine.no_step_possible"), ":material/flag:"
     else:
         said, icon = ctx.t("engine.step_info", step=len(lesson.steps), phase=trace.phase,
                            reason=explain_step(ctx, trace.why)), ":material/explore:"

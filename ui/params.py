@@ -146,15 +146,15 @@ def note_past_end(name: str, used: int) -> None:
 def read_param(name: str, parse: Parser, default, aliases: Sequence[str] = ()):
     """st.query_params[name] parsed (else its first alias the URL holds), or `default` when absent or unacceptable.
 
-    Never raises, whatever the URL holds: a value longer than MAX_PARAM_CHARS is not parsed, and a parser that fails
-    in any way counts as "unacceptable". A value that was ignored, clamped or cut is noted for `show_url_notes`,
-    under the name the link used."""
+    Never raises, whatever the URL holds: a value longer than MAX_PARAM_CHARS is not parsed, a value of whitespace
+    only (400 spaces) is unusable for every knob, and a parser that fails in any way counts as "unacceptable". A value
+    that was ignored, clamped or cut is noted for `show_url_notes`, under the name the link used."""
     name = link_name(name, aliases)
     if name is None:
         return default
     raw = st.query_params.get(name)
     value = None
-    if len(raw) <= MAX_PARAM_CHARS:
+    if len(raw) <= MAX_PARAM_CHARS and not (raw and not raw.strip()):
         try:
             value = parse(raw)
         except Exception:  # noqa: BLE001  (hostile text must never become a traceback)
@@ -320,6 +320,21 @@ class Knobs:
 NOTES_BOX_KEY = "_url_notes_box"  # where show_url_notes writes: a container at the top of this run's page
 
 
+def _shown_raw(raw: str, lang: str) -> str:
+    """A link's value as the link box quotes it: cut to 40 characters (then with its length), control characters
+    escaped, and a value of whitespace only (400 spaces: invisible in the box) said in words.
+
+    Raises: nothing."""
+    from .strings import t
+
+    if raw and not raw.strip():
+        return t("common.url_blank", lang, count=len(raw))
+    shown = raw if len(raw) <= 40 else raw[:37] + "…"
+    shown = shown.encode("unicode_escape").decode("ascii") if _CONTROL.search(shown) else shown
+    shown = shown.replace("`", "'")
+    return shown if len(raw) <= 40 else t("common.url_long", lang, shown=shown, count=len(raw))
+
+
 def show_url_notes(lang: str) -> None:
     """One box listing this run's URL values that were ignored, clamped or cut (see `read_param`), with the fix."""
     notes = url_notes()
@@ -329,10 +344,8 @@ def show_url_notes(lang: str) -> None:
 
     lines = []
     for name, raw, used in notes:
-        shown = raw if len(raw) <= 40 else raw[:37] + "…"
-        shown = shown.encode("unicode_escape").decode("ascii") if _CONTROL.search(shown) else shown
         key = "common.url_ignored" if used is None else "common.url_adjusted"
-        lines.append("- " + t(key, lang, name=name, raw=shown.replace("`", "'"), used=_to_text(used)))
+        lines.append("- " + t(key, lang, name=name, raw=_shown_raw(raw, lang), used=_to_text(used)))
     box = st.session_state.get(NOTES_BOX_KEY) or st
     box.warning(f"**{t('common.url_title', lang)}**  \n" + "\n".join(lines) + f"\n\n{t('common.fix', lang)} "
                 f"{t('common.url_fix', lang)}", icon=":material/link_off:")

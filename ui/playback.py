@@ -20,6 +20,7 @@ load) the buttons' own on_click callbacks do the same actions.
 
 A page's other buttons that must not be lost either (pages 4 and 6: Add, pressed while the page plays) are given to
 the bar as `Stepper.extra`: the ledger logs their clicks the same way, under the button's key, and runs each once.
+Every page's Export (key "<prefix>.export", ui.export) is logged so without being named: `export_key(prefix)`.
 Playing goes on. Such a button may sit outside the step fragment (the Add form does): after running it, the bar
 reruns the whole page, as the button's own click would have.
 
@@ -159,6 +160,20 @@ class Stepper:
     extra: Mapping[str, Callable[[], object]] = field(default_factory=dict)  # button key -> its action (Add)
 
 
+def export_key(prefix: str) -> str:
+    """The key of page `prefix`'s Export button, which the bar's ledger logs like an extra button.
+
+    Raises: nothing."""
+    return f"{prefix}.export"
+
+
+def _logged_extra(stepper: Stepper) -> tuple[str, ...]:
+    """The keys of the page's other logged buttons: its `extra` and its Export.
+
+    Raises: nothing."""
+    return (*stepper.extra, export_key(stepper.prefix))
+
+
 def _seq(entry) -> int | None:
     """The seq of a well-formed log entry [seq, action, page] (a positive int, not a bool), else None."""
     if isinstance(entry, list) and len(entry) == 3 and isinstance(entry[0], int) and not isinstance(entry[0], bool):
@@ -235,6 +250,11 @@ def _act(prefix: str, action: str) -> None:
     elif action in stepper.extra:  # (playing goes on)
         stepper.extra[action]()
         st.session_state[WHOLE_PAGE_KEY] = True
+    elif action == export_key(prefix):  # the ledger already gave way to other learners before this action
+        from .export import press
+
+        if press(action, give_way=lambda max_s: 0.0):
+            st.session_state[WHOLE_PAGE_KEY] = True  # the Export button may sit outside the step fragment
 
 
 def paced(do: Callable[[str], None], free: int = FREE_ACTIONS, pace: float = PACE,
@@ -263,7 +283,7 @@ def _on_ledger(prefix: str) -> None:
         stepper: Stepper | None = st.session_state.get(f"_stepper.{prefix}")
         act = paced(lambda action: _act(prefix, action), give_way=lambda: give_way(GIVE_WAY_S))
         apply_log(value, st.session_state.setdefault(APPLIED_KEY, {}), act, prefix,
-                  stepper.extra if stepper is not None else (), session=st.session_state.get(SESSION_KEY))
+                  _logged_extra(stepper) if stepper is not None else (), session=st.session_state.get(SESSION_KEY))
 
 
 def _whole_page_if_asked() -> None:
@@ -332,7 +352,8 @@ def playback_bar(ctx: PageContext, knobs: Knobs, stepper: Stepper) -> Bar:
         row.markdown(f"**{counter}**")
     _ledger(key=f"{p}.ledger", height=0, default={"log": None}, on_log_change=lambda: _on_ledger(p),
             data={"buttons": {_css_class(f"{p}.back"): "back", _css_class(stepper.step_key): "step",
-                              _css_class(f"{p}.play_pause"): "play", **{_css_class(k): k for k in stepper.extra}},
+                              _css_class(f"{p}.play_pause"): "play",
+                              **{_css_class(k): k for k in _logged_extra(stepper)}},
                   "keys": {"ArrowRight": "step", "ArrowLeft": "back", " ": "play"},
                   "playing": playing, "interval_ms": int(1000 / float(speed)), "page": p, "session": session})
     return Bar(row, line, ctx.present)

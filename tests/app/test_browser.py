@@ -11,7 +11,7 @@ cost about 40 s of the suite and nothing asserts on them).
   grow, page 4's source is folded, page 2's heatmaps name every head, the zh key badge says 空格
 - ten quick clicks on a step button are ten steps; the keyboard steps, goes back, plays and pauses, also just after
   the mouse set a toggle (presenter mode) or the speed; an Add refused while playing stays on screen, and Adds
-  pressed while playing are each applied once
+  pressed while playing are each applied once, and so are Exports (each one download)
 
 Skips when chromium or playwright is missing, unless PAGED_REQUIRE_BROWSER=1 (CI), which turns the skip into a
 failure.
@@ -455,6 +455,42 @@ def test_adds_pressed_while_playing_are_each_applied_once(server, browser):
         assert logged == 3, "the Adds did not go through the ledger"
         assert "play=1" in page.url, "an Add paused the player"
         assert page.get_by_text("joined the waiting queue").count() == 1
+    finally:
+        context.close()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("path, prefix", [("Engine", "engine"), ("Swap_or_recompute", "swap")])
+def test_exports_pressed_while_playing_each_download_once(server, browser, path, prefix):
+    """Pages 4 and 10 play at 4 steps/s; Export is pressed four times, each press followed at once by a play tick
+    (the collision that lost 7 of 15 exports): four downloads arrive, none lost and none doubled, each valid JSON,
+    and the presses went through the ledger."""
+    context = browser.new_context(viewport=PROJECTORS[0], locale="en-US", accept_downloads=True)
+    page = context.new_page()
+    downloads: list = []
+    page.on("download", lambda download: downloads.append(download))
+    presses = 4
+    try:
+        page.goto(f"{server}/{path}?lang=en&speed=4&play=1", wait_until="domcontentloaded")
+        export = page.locator(key_selector(f"{prefix}.export") + " >> visible=true")
+        export.wait_for(timeout=60000)  # (playing: the app is never idle for long, so no wait_idle here)
+        _wait_for_steps(page, prefix, lambda s: s >= 1)
+        for _ in range(presses):
+            export.click()
+            page.evaluate("() => { if (window.__pagedLedger) window.__pagedLedger.lastTick = -1e9; }")  # tick now
+            page.wait_for_timeout(300)
+        for _ in range(300):
+            if len(downloads) >= presses:
+                break
+            page.wait_for_timeout(100)
+        page.wait_for_timeout(1500)  # a doubled download would arrive by now
+        assert page.locator('[data-testid="stException"]').count() == 0  # (still playing: never idle for long)
+        assert len(downloads) == presses, f"{len(downloads)} downloads for {presses} Export presses"
+        for download in downloads:
+            assert download.suggested_filename == f"{prefix}_trace.json"
+            assert isinstance(json.loads(open(download.path(), encoding="utf-8").read()), dict)
+        logged = page.evaluate(f"() => window.__pagedLedger.log.filter((e) => e[1] === '{prefix}.export').length")
+        assert logged == presses, "the exports did not go through the ledger"
     finally:
         context.close()
 

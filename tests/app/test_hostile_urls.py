@@ -23,6 +23,8 @@ HOSTILE = {
     "chars_5000": "x" * 5000,
     "unicode_digits": "١٢",
     "empty": "",
+    "spaces_400": " " * 400,
+    "blank_mixed": "\u3000\t \u00a0",
     "null_byte": "4\x00",
     "html": "<script>alert(1)</script><b>x</b>",
     "deep_nesting": "[" * 7999,
@@ -126,3 +128,24 @@ def test_values_a_link_holds_exactly_raise_no_warning():
         at = app_test(path, params=_own_params(path)).run()
         assert not at.exception
         assert not [w for w in at.warning if "could not be used" in w.value], path.name
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_a_blank_or_huge_value_is_named_in_the_link_box(lang):
+    """Page 3's seed= of 400 spaces (it used to fall back with the value invisible in the box) is named, with its
+    length in words; so are a blank and a 5000-character value of each of its other knobs."""
+    from ui.strings import t
+
+    batch = next(p for p in PAGES if p.stem == "3_Batch_decode")
+    at = app_test(batch, lang=lang, params={"seed": " " * 400}).run()
+    assert not at.exception
+    box = " ".join(w.value for w in at.warning)
+    assert "`seed`" in box and t("common.url_blank", lang, count=400) in box
+    knobs = sorted(set(_own_params(batch)) - {"seed"})
+    assert knobs, "page 3 writes no other knob to its URL"
+    for value, said in ((" \t ", t("common.url_blank", lang, count=3)), ("7" * 5000, "5000")):
+        at = app_test(batch, lang=lang, params={name: value for name in knobs}).run()
+        assert not at.exception
+        box = " ".join(w.value for w in at.warning)
+        missing = [name for name in knobs if f"`{name}` = `" not in box]
+        assert not missing and said in box, (value[:8], missing, box[:300])

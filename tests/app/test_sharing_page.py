@@ -170,3 +170,17 @@ def test_the_pool_hover_speaks_the_pages_language():
               if tr.get("name") == "blocks" for h in tr["hovertext"]]
     assert any("持有者" in h for h in hovers) and any("空闲" in h for h in hovers)
     assert not [h for h in hovers if "held by" in h or "slots written" in h or "free (" in h]
+
+
+NO_STEP_LINKS = ["[]", '[{"p":"hello","T":1e-45}]']  # no request at all; one the engine refuses (issue 35)
+
+
+def test_a_link_where_no_step_can_run_says_so_in_both_languages():
+    """reqs=[] and a request the engine refuses: no traceback (the page once asked its own strings for the engine
+    page's "no_step_possible"), Step is off and the decision box says why, in either language."""
+    for reqs in NO_STEP_LINKS:
+        for lang in ("en", "zh"):
+            at = app_test(SHARING, lang, {"reqs": reqs}).run()
+            no_exception(at)
+            assert at.button(key="sharing.step").disabled, (reqs, lang)
+            assert t("engine.no_step_possible", lang) in [i.value for i in at.info], (reqs, lang)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from streamlit.testing.v1 import AppTest
 
 
@@ -34,11 +35,48 @@ def test_the_text_is_made_on_click_sent_once_and_dropped():
     at.run()
     assert "made" not in at.session_state and _saver_data(at) == {}
     at.button(key="t.export").click().run()
-    data = _saver_data(at)
+    (data,) = _saver_data(at)["files"]
     assert at.session_state["made"] == 1 and json.loads(data["text"]) == {"step": 1}
     assert data["file_name"] == "x.json" and data["mime"] == "application/json" and len(data["token"]) == 16
     at.run()
     assert _saver_data(at) == {} and at.session_state["made"] == 1 and not at.get("download_button")
     at.button(key="t.export").click().run()
-    again = _saver_data(at)
+    (again,) = _saver_data(at)["files"]
     assert json.loads(again["text"]) == {"step": 2} and again["token"] != data["token"]
+
+
+def test_presses_without_pause_are_paced(monkeypatch):
+    """An export that took d seconds makes the session's next export first sleep PACE x d (the work of presses
+    without pause is bounded, as the ledger's is); one pressed after a pause does not sleep. Each press queues its
+    own file until drawn, at most MAX_PENDING."""
+    import streamlit as st
+
+    from ui import export
+
+    clock, slept = [100.0], []
+
+    def sleep(s: float) -> None:
+        slept.append(s)
+        clock[0] += s
+
+    def make() -> str:
+        clock[0] += 0.1  # each export takes 0.1 s
+        return "{}"
+
+    monkeypatch.setattr(export.time, "perf_counter", lambda: clock[0])
+    monkeypatch.setattr(export.time, "monotonic", lambda: clock[0])
+    monkeypatch.setattr(export.time, "sleep", sleep)
+    for key in (export.NEXT_KEY, export._pending_key("p.export")):
+        st.session_state.pop(key, None)
+    st.session_state[export._maker_key("p.export")] = (make, "p.json", "application/json")
+    no_wait = lambda max_s: 0.0  # noqa: E731
+    assert export.press("p.export", no_wait) and slept == []
+    assert export.press("p.export", no_wait)
+    assert slept == [pytest.approx(export.PACE * 0.1)]
+    clock[0] += 10  # a pause
+    assert export.press("p.export", no_wait) and len(slept) == 1
+    for _ in range(export.MAX_PENDING):
+        export.press("p.export", no_wait)
+    pending = st.session_state[export._pending_key("p.export")]
+    assert len(pending) == export.MAX_PENDING and len({f["token"] for f in pending}) == export.MAX_PENDING
+    assert not export.press("q.export", no_wait)  # never drawn in this session: nothing made

@@ -25,3 +25,20 @@ def test_new_imports_leave_the_collectors_view_once(monkeypatch):
     assert gc.get_freeze_count() >= before + len(made_now)
     assert heap.freeze_new_imports(min_new=1) is False  # nothing imported since
     heap._frozen.clear()
+
+
+def test_collect_departed_collects_once_a_session_is_gone(monkeypatch):
+    """A full collection runs when a session held at an earlier look is gone, not when sessions only
+    arrive; within COLLECT_EVERY_S of the last one the departed stay owed and are collected after."""
+    import ui.heap as heap
+
+    runs = []
+    monkeypatch.setattr(heap.gc, "collect", lambda *a: runs.append(1) or 0)
+    monkeypatch.setattr(heap, "_malloc_trim", lambda: None)
+    heap._frozen().sessions, heap._frozen().collected = set(), -1e9
+    assert not heap.collect_departed({"a", "b"}, now=0.0)  # arrivals only
+    assert heap.collect_departed({"b"}, now=1.0) and runs == [1]  # "a" left
+    assert not heap.collect_departed({"c"}, now=2.0)  # "b" left, but too soon: owed
+    assert not heap.collect_departed({"c"}, now=3.0)
+    assert heap.collect_departed({"c"}, now=1.0 + heap.COLLECT_EVERY_S) and runs == [1, 1]
+    assert not heap.collect_departed({"c"}, now=100.0)  # nobody left since

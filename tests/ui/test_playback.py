@@ -126,6 +126,30 @@ def test_an_add_while_playing_is_applied_once_and_playing_goes_on():
     assert st.session_state.pop(WHOLE_PAGE_KEY) is True
 
 
+def test_an_export_logged_while_playing_is_made_once_and_playing_goes_on():
+    """The page's Export (key "t.export"), logged by the ledger between two play ticks, makes its file once (queued
+    for the next drawing), does not pause, and asks for the whole page (the button may sit outside the step
+    fragment); the same value delivered again makes nothing more."""
+    from ui import export
+
+    page, made = Counter(end=10), []
+    st.session_state["_stepper.t"] = page.stepper()
+    st.session_state[export._maker_key("t.export")] = (lambda: made.append(1) or '{"a": 1}', "t.json", "text/json")
+    st.session_state["t.play"] = 1
+    st.session_state[SESSION_KEY] = SESSION
+    st.session_state.pop(WHOLE_PAGE_KEY, None)
+    st.session_state.pop(export.NEXT_KEY, None)
+    st.session_state.pop(export._pending_key("t.export"), None)
+    log = value("export-tab", [(1, "tick", "t"), (2, "t.export", "t"), (3, "tick", "t")])
+    for _ in range(3):
+        st.session_state["t.ledger"] = {"log": log}
+        playback._on_ledger("t")
+    assert made == [1] and st.session_state["t.n"] == 2 and st.session_state["t.play"] == 1
+    (file,) = st.session_state[export._pending_key("t.export")]
+    assert file["text"] == '{"a": 1}' and file["file_name"] == "t.json"
+    assert st.session_state.pop(WHOLE_PAGE_KEY) is True
+
+
 # --- a reconnect never replays; one value's work is bounded ----------------------------------------------------------
 def test_a_fresh_session_runs_only_the_clicks_made_after_the_page_met_it():
     """The tab logged 5 clicks for an old session; it met this session with 5 logged (base 5) and then 1 more click:

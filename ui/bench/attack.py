@@ -7,6 +7,8 @@ alone (quiet), then while one attacker does its worst at the same time, over the
              after another as fast as the server answers
     run      one tab on a long session (eight 128-token requests) pressing Run to end, and Reset once at the end,
              one press after another as fast as the server answers
+    export   one tab at a long link (its JSON ~2 MB) pressing Export, one press after another as fast as the server
+             answers
     sessions SESSIONS new tabs at once, each closed once drawn and a new one opened, for the whole measurement:
              a new session's first run after another (beyond PAGED_MAX_SESSIONS they get the "server full" page)
 
@@ -119,6 +121,25 @@ async def _run(url: str, stop: asyncio.Event, done: dict) -> None:
         await s.close()
 
 
+async def _export(url: str, stop: asyncio.Event, done: dict) -> None:
+    """Export pressed again and again at a long link (steps=300: ~2 MB of JSON) until `stop`.
+
+    Raises: nothing (errors are counted in done["errors"])."""
+    from .ws import WsSession
+
+    s = WsSession(url, "Engine", _link_query(0))
+    try:
+        await s.open()
+        await s.load()
+        while not stop.is_set():
+            await s.click("engine.export")
+            done["export_presses"] += 1
+    except Exception as err:  # noqa: BLE001
+        done["errors"].append(f"export: {type(err).__name__}: {err}")
+    finally:
+        await s.close()
+
+
 async def _sessions(url: str, stop: asyncio.Event, done: dict) -> None:
     from .ws import WsSession
 
@@ -152,7 +173,8 @@ async def run_attack(url: str, seconds: float, period: float, kinds: list[str], 
         quiet_load = os.getloadavg()[0]
         quiet = await _victim(victim, seconds, period)
         stop, done = asyncio.Event(), {"links": 0, "ledger_messages": 0, "sessions": 0, "full_pages": 0,
-                                       "run_presses": 0, "first_load_ms": [], "errors": []}
+                                       "run_presses": 0, "export_presses": 0, "first_load_ms": [],
+                                       "errors": []}
         attackers = [asyncio.create_task(ATTACKS[k](url, stop, done)) for k in kinds]
         await asyncio.sleep(2)  # the attack is under way before the victim measures
         attacked = await _victim(victim, seconds, period)
@@ -170,7 +192,7 @@ async def run_attack(url: str, seconds: float, period: float, kinds: list[str], 
             **done}
 
 
-ATTACKS = {"links": _links, "ledger": _ledger, "sessions": _sessions, "run": _run}
+ATTACKS = {"links": _links, "ledger": _ledger, "sessions": _sessions, "run": _run, "export": _export}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -178,7 +200,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=30.0, help="victim's clicking time, quiet and attacked")
     parser.add_argument("--period", type=float, default=1.0, help="seconds between the victim's clicks")
     parser.add_argument("--attack", default="links,ledger,sessions,run",
-                        help="comma-separated: links,ledger,sessions,run")
+                        help="comma-separated: " + ",".join(ATTACKS))
     parser.add_argument("--port", type=int, default=None, help="the server's loopback port (default: a free one)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
@@ -195,7 +217,7 @@ def main(argv: list[str] | None = None) -> int:
               f"ms p95 {result['attacked_p95_ms']:.0f} ms: p95 x{result['p95_ratio']:.2f}; load average "
               f"{result['load_avg_1m'][0]:.1f} -> {result['load_avg_1m'][1]:.1f}")
         print(f"attacker: {result['links']} links opened, {result['ledger_messages']} ledger messages, "
-              f"{result['run_presses']} Run to end presses, "
+              f"{result['run_presses']} Run to end presses, {result['export_presses']} Export presses, "
               f"{result['sessions']} sessions ({result['full_pages']} told the server is full; first load p50 "
               f"{result['first_load_p50_ms']:.0f} ms, max {result['first_load_max_ms']:.0f} ms), "
               f"{len(result['errors'])} errors {result['errors'][:3]}")

@@ -10,6 +10,8 @@ STRINGS = {
                     "zh": "`{name}` = `{raw}` 不是有效的值：已改用默认值。"},
     "url_adjusted": {"en": "`{name}` = `{raw}` is outside what this page allows: `{used}` is used.",
                      "zh": "`{name}` = `{raw}` 超出本页允许的范围：已改用 `{used}`。"},
+    "url_blank": {"en": "(blank: {count} spaces or other whitespace)", "zh": "（空白：{count} 个空格或其他空白字符）"},
+    "url_long": {"en": "{shown} ({count} characters)", "zh": "{shown}（共 {count} 个字符）"},
     "url_fix": {"en": "Adjust the setting on the page, then copy the address bar again to share it.",
                 "zh": "在页面上调整该设置，然后重新复制地址栏中的网址来分享。"},
     "url_reqs_unreadable": {"en": "The link's request list could not be read ({why}); the page starts from its "
