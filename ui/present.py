@@ -70,12 +70,13 @@ SR_ONLY_CSS = """
 [data-testid="stElementContainer"]:has(> [data-testid="stMarkdown"] .paged-sr-only):not(:has(.paged-figure-title)) {
     position: absolute !important; width: 1px !important; height: 1px !important; overflow: hidden; }
 """
-# WCAG AA contrast (4.5:1 for normal text): Streamlit draws captions and a button's shortcut badge in its faded grey
+# WCAG AA contrast (4.5:1 for normal text): Streamlit draws captions and a (secondary) button's shortcut badge in its faded grey
 # (its text colour at 60% opacity: #828180 on white, 3.88:1). CAPTION_INK is 6.5:1 on white and 5.8:1 on the sidebar's grey. The theme is pinned to
 # light (.streamlit/config.toml): the figures and cells are drawn for a white page.
 CAPTION_INK = "#5C5E66"
 CONTRAST_CSS = f"""
-[data-testid="stCaptionContainer"], [data-testid="stCaptionContainer"] *, kbd[aria-label^="Shortcut"] {{
+[data-testid="stCaptionContainer"], [data-testid="stCaptionContainer"] *,
+button:not([kind^="primary"]) kbd[aria-label^="Shortcut"] {{
     color: {CAPTION_INK} !important; opacity: 1 !important; }}
 """
 BASE_CSS = f"""
