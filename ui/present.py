@@ -62,17 +62,19 @@ SCROLL_FADE_CSS = f"""
         mask-image: linear-gradient(to right, transparent, #000 var(--paged-fade-start),
                                     #000 calc(100% - var(--paged-fade-end)), transparent); }} }}
 """
-# A figure's text alternative (ui.widgets, viz.describe): read by a screen reader, not shown (the usual clip; not
-# display:none, which would hide it from the reader too). A markdown block holding nothing else takes no room.
+# A figure's text alternative (ui.widgets, viz.describe): read by a screen reader, not shown (the usual
+# clip; not display:none, which would hide it from the reader too). A markdown block holding nothing else
+# takes no room.
 SR_ONLY_CSS = """
-.paged-sr-only { position: absolute !important; width: 1px; height: 1px; padding: 0; margin: -1px; overflow: hidden;
-    clip: rect(0 0 0 0); clip-path: inset(50%); white-space: nowrap; border: 0; }
+.paged-sr-only { position: absolute !important; width: 1px; height: 1px; padding: 0; margin: -1px;
+    overflow: hidden; clip: rect(0 0 0 0); clip-path: inset(50%); white-space: nowrap; border: 0; }
 [data-testid="stElementContainer"]:has(> [data-testid="stMarkdown"] .paged-sr-only):not(:has(.paged-figure-title)) {
     position: absolute !important; width: 1px !important; height: 1px !important; overflow: hidden; }
 """
-# WCAG AA contrast (4.5:1 for normal text): Streamlit draws captions and a (secondary) button's shortcut badge in its faded grey
-# (its text colour at 60% opacity: #828180 on white, 3.88:1). CAPTION_INK is 6.5:1 on white and 5.8:1 on the sidebar's grey. The theme is pinned to
-# light (.streamlit/config.toml): the figures and cells are drawn for a white page.
+# WCAG AA contrast (4.5:1 for normal text): Streamlit draws captions and a (secondary) button's shortcut
+# badge in its faded grey (its text colour at 60% opacity: #828180 on white, 3.88:1). CAPTION_INK is 6.5:1 on
+# white and 5.8:1 on the sidebar's grey. The theme is pinned to light (.streamlit/config.toml): the figures and
+# cells are drawn for a white page.
 CAPTION_INK = "#5C5E66"
 CONTRAST_CSS = f"""
 [data-testid="stCaptionContainer"], [data-testid="stCaptionContainer"] *,

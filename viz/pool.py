@@ -293,7 +293,8 @@ def pool_html(num_blocks: int, block_size: int, tables: Mapping[int, Sequence[in
     # the grid's width in cells (ids and gaps included): presenter mode sizes cells so every column fits one line
     span = cols * (block_size + 1.3) + (cols - 1) * 0.3 + 0.5
     record = pool_record(num_blocks, tables, {s: labels.get(s, seq_label(s)) for s in tables})
-    return (f'<div class="paged-pool"{alt_attr(record)} style="--pp-cell:{cell_px}px;--pp-span:{span:.1f};font-size:{font_px}px">'
+    return (f'<div class="paged-pool"{alt_attr(record)} '
+            f'style="--pp-cell:{cell_px}px;--pp-span:{span:.1f};font-size:{font_px}px">'
             f'<div class="pp-grid">{"".join(columns)}</div><div class="pp-legend">{legend}</div></div>')
 
 

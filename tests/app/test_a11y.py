@@ -3,8 +3,8 @@ no violation of its WCAG 2.0 / 2.1 / 2.2 A and AA rules on any page (the home pa
 English and 简体中文 at 1280x800 and in presenter mode at 1024x768; every figure on those pages is followed by its
 text alternative (a visually hidden sentence, viz.describe) that a screen reader reads.
 
-One server, one chromium and axe (the conftest's axe_source) for the module; one browser session per (language, mode), walking the pages through
-their sidebar links. Skips when chromium, playwright or node_modules/axe-core is missing, unless
+One server, one chromium and axe (the conftest's axe_source) for the module; one browser session per
+(language, mode), walking the pages through their sidebar links. Skips when chromium, playwright or node_modules/axe-core is missing, unless
 PAGED_REQUIRE_BROWSER=1 (CI), which turns the skip into a failure.
 """
 
