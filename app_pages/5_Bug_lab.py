@@ -17,11 +17,12 @@ from paged.faults import Fault
 from paged.kv_cache import default_device
 from viz.buglab import BadCellWords, bad_cells_figure, step_error_figure
 from viz.pool import PoolWords
-from viz.colors import OKABE_ITO, seq_label
+from viz.colors import OKABE_ITO, ink, seq_label, text_color
 
 LOGITS_TOL = 1e-4  # lessons.buglab.summarize's tolerance for "this step's logits differ"
 MAX_CACHED_RUNS = 24  # per session: every fault × on/off of one scenario, with room to spare
 DRIFT, SAME = OKABE_ITO["vermillion"], OKABE_ITO["bluish_green"]
+INK = {DRIFT: ink(DRIFT), SAME: ink(SAME)}  # each as text on white, darkened to AA contrast (viz.colors.ink)
 
 
 @st.cache_resource(show_spinner=False)
@@ -82,7 +83,7 @@ def render_ids(tok, ids, marked: bool = False) -> str:
         if marked and piece.kind == TEXT:
             text = text.replace(" ", "␣").replace("\n", "⏎")
         text = shown_html(text)
-        out.append(text if marked or piece.kind == TEXT else f"<span style='color:#777'>{text}</span>")
+        out.append(text if marked or piece.kind == TEXT else f"<span style='color:#666'>{text}</span>")
     return "".join(out)
 
 
@@ -94,9 +95,10 @@ def marked_output(tok, ids, k: int | None, color: str, arrow: str = "", drifted:
     token = render_ids(tok, ids[k:k + 1], marked=True) or "∅"
     rest = render_ids(tok, ids[k + 1:])
     if drifted:
-        rest = f"<span style='color:{color};text-decoration:underline dotted'>{rest}</span>"
+        rest = f"<span style='color:{INK[color]};text-decoration:underline dotted'>{rest}</span>"
     return (f"{render_ids(tok, ids[:k])}<mark class='bl-marker' title='{html.escape(ctx.t('marker_title'))}' "
-            f"style='background:{color};color:#fff;border-radius:3px;padding:0 2px'>{arrow}{token}</mark>{rest}")
+            f"style='background:{color};color:{text_color(color)};border-radius:3px;padding:0 2px'>"
+            f"{arrow}{token}</mark>{rest}")
 
 
 st.subheader(ctx.t("model_header") if choice == SHIPPED else
@@ -130,8 +132,8 @@ if run is not None:
     for d, p, c in zip(drifts, run.paged, run.contiguous):
         k = d.first_divergence
         with st.container(border=True):
-            verdict = (f"<span style='color:{SAME}'>{ctx.t('same')}</span>" if k is None else
-                       f"<span style='color:{DRIFT}'>{ctx.t('drift_at', index=k, step=token_step[d.request_id])}"
+            verdict = (f"<span style='color:{INK[SAME]}'>{ctx.t('same')}</span>" if k is None else
+                       f"<span style='color:{INK[DRIFT]}'>{ctx.t('drift_at', index=k, step=token_step[d.request_id])}"
                        "</span>")
             mono = "font-family:monospace;white-space:pre-wrap"
             st.markdown(

@@ -62,6 +62,25 @@ SCROLL_FADE_CSS = f"""
         mask-image: linear-gradient(to right, transparent, #000 var(--paged-fade-start),
                                     #000 calc(100% - var(--paged-fade-end)), transparent); }} }}
 """
+# A figure's text alternative (ui.widgets, viz.describe): read by a screen reader, not shown (the usual
+# clip; not display:none, which would hide it from the reader too). A markdown block holding nothing else
+# takes no room.
+SR_ONLY_CSS = """
+.paged-sr-only { position: absolute !important; width: 1px; height: 1px; padding: 0; margin: -1px;
+    overflow: hidden; clip: rect(0 0 0 0); clip-path: inset(50%); white-space: nowrap; border: 0; }
+[data-testid="stElementContainer"]:has(> [data-testid="stMarkdown"] .paged-sr-only):not(:has(.paged-figure-title)) {
+    position: absolute !important; width: 1px !important; height: 1px !important; overflow: hidden; }
+"""
+# WCAG AA contrast (4.5:1 for normal text): Streamlit draws captions and a (secondary) button's shortcut
+# badge in its faded grey (its text colour at 60% opacity: #828180 on white, 3.88:1). CAPTION_INK is 6.5:1 on
+# white and 5.8:1 on the sidebar's grey. The theme is pinned to light (.streamlit/config.toml): the figures and
+# cells are drawn for a white page.
+CAPTION_INK = "#5C5E66"
+CONTRAST_CSS = f"""
+[data-testid="stCaptionContainer"], [data-testid="stCaptionContainer"] *,
+button:not([kind^="primary"]) kbd[aria-label^="Shortcut"] {{
+    color: {CAPTION_INK} !important; opacity: 1 !important; }}
+"""
 BASE_CSS = f"""
 [data-testid="stMainBlockContainer"] {{ container-type: inline-size; container-name: paged-main; }}
 [data-testid="stTable"] :is(td, th, td *, th *) {{ white-space: normal !important; overflow-wrap: normal !important;
@@ -78,7 +97,7 @@ BASE_CSS = f"""
     {_METRIC_ROW} {{ flex-wrap: wrap !important; }}
     {_METRIC_ROW} > [data-testid="stColumn"] {{ flex: 1 1 {METRIC_MIN_REM}rem !important;
         min-width: {METRIC_MIN_REM}rem !important; }} }}
-{SCROLL_FADE_CSS}{CHAIN_CSS}{CELLS_CSS}"""
+{SCROLL_FADE_CSS}{SR_ONLY_CSS}{CONTRAST_CSS}{CHAIN_CSS}{CELLS_CSS}"""
 PRESENT_CSS = f"""
 {_STACKED}
 [data-testid="stMainBlockContainer"] {{ padding: 2.5rem 1.5rem 4rem 1.5rem !important; max-width: none !important; }}

@@ -15,8 +15,11 @@ import html
 
 import plotly.graph_objects as go
 
+from ui.strings import t
+from viz.describe import AltWords, figure_alt, markup_alt
+
 from .fit import figure_spec, present_spec, take_title_spec
-from .page import PageContext
+from .page import LANG_KEY, PageContext
 from .present import PRESENT_KEY
 from .safe_text import shown
 
@@ -79,27 +82,45 @@ class _Spec(go.Figure):
         return self._spec
 
 
+def alt_words(lang: str) -> AltWords:
+    """viz.describe's words for a text alternative in `lang` (ui/strings/a11y.py)."""
+    return AltWords(**{f.name: t(f"a11y.{f.name}", lang) for f in dataclasses.fields(AltWords)})
+
+
+SR_ONLY = "paged-sr-only"  # the CSS class (ui.present) of text a screen reader reads and the screen does not show
+
+
+def _title_and_alt(title: str | None, alt: str) -> str:
+    """The markup above a figure: its title (lines split at <br>), then its text alternative, visually hidden."""
+    lang = st.session_state.get(LANG_KEY, "en")
+    out = ""
+    if title:
+        text = "<br>".join(html.escape(line) for line in title.split("<br>"))
+        out = f"<div class='paged-figure-title'>{text}</div>"
+    return out + f"<div class='{SR_ONLY}'>{html.escape(t('a11y.label', lang))} {html.escape(alt)}</div>"
+
+
 def show_figure(fig, key: str, where=None) -> None:
     """st.plotly_chart without the mode bar; a figure that sets its own width (a grid of fixed-size cells) keeps
     it, any other stretches to the column. Its title is shown above it as text, which wraps at any width (a plotly
-    title is cut at the figure's edge); in presenter mode the figure's text and cells are larger (ui.fit).
+    title is cut at the figure's edge), followed by what it shows in words for a screen reader (viz.describe,
+    visually hidden); in presenter mode the figure's text and cells are larger (ui.fit).
     `fig` is left unchanged; what is sent is its plain dicts (ui.fit.figure_spec), with no copy of its data."""
     where = where or st
     spec = present_spec(fig.to_dict()) if st.session_state.get(PRESENT_KEY) else figure_spec(fig)
     title = take_title_spec(spec)
-    if title:
-        text = "<br>".join(html.escape(line) for line in title.split("<br>"))
-        where.markdown(f"<div class='paged-figure-title'>{text}</div>", unsafe_allow_html=True)
+    alt = figure_alt(spec, alt_words(st.session_state.get(LANG_KEY, "en")))
+    where.markdown(_title_and_alt(title, alt), unsafe_allow_html=True)
     width = "content" if spec["layout"].get("width") else "stretch"
     where.plotly_chart(_Spec(spec), key=key, width=width, config={"displayModeBar": False})
 
 
 def show_cells(markup: str, title: str, key: str, where=None) -> None:
-    """An HTML diagram (viz.cells, viz.chain_live) under its title, as show_figure shows a figure's, in a container
-    named `key` (CSS class st-key-<key>)."""
+    """An HTML diagram (viz.cells, viz.chain_live) under its title, as show_figure shows a figure's (its text
+    alternative too: viz.describe.markup_alt), in a container named `key` (CSS class st-key-<key>)."""
     box = (where or st).container(key=key)
-    text = "<br>".join(html.escape(line) for line in title.split("<br>"))
-    box.markdown(f"<div class='paged-figure-title'>{text}</div>", unsafe_allow_html=True)
+    alt = markup_alt(markup, alt_words(st.session_state.get(LANG_KEY, "en")))
+    box.markdown(_title_and_alt(title, alt), unsafe_allow_html=True)
     box.html(markup)
 
 

@@ -13,7 +13,7 @@ from typing import Sequence
 
 import plotly.graph_objects as go
 
-from .colors import HIGHLIGHT_COLOR, OKABE_ITO, seq_color, text_color
+from .colors import HIGHLIGHT_COLOR, OKABE_ITO, ink, seq_color, text_color
 from .figure import make_figure, title_layout
 
 BOX_W, BOX_H, GAP = 2.2, 0.9, 0.35  # wide boxes, short arrows: each box's text fits at a 540 px plot
@@ -23,6 +23,7 @@ MAX_TABLE = 14  # table entries drawn at most
 
 MISSING = "—"  # a link that cannot be followed
 BROKEN_COLOR = OKABE_ITO["vermillion"]
+BROKEN_INK = ink(BROKEN_COLOR)  # the same hue, dark enough for text on white (AA 4.5:1)
 
 
 def chain_links(token_index: int, block_size: int, block_table: Sequence[int], logical_block_id: int,
@@ -89,9 +90,9 @@ def chain_figure(address, block_size: int, block_table: Sequence[int], seq_id: i
         shapes.append(dict(type="rect", x0=x_start + k * cell, x1=x_start + (k + 1) * cell, y0=-0.72, y1=-0.28,
                            line=line, fillcolor=accent if used and not missing else "white"))
         notes.append(dict(x=x_start + (k + 0.5) * cell, y=-0.5, text="?" if missing and used else entry,
-                          showarrow=False, font=dict(size=12, color=BROKEN_COLOR if missing else "#000000")))
+                          showarrow=False, font=dict(size=12, color=BROKEN_INK if missing else "#000000")))
         notes.append(dict(x=x_start + (k + 0.5) * cell, y=-0.86, text=str(j), showarrow=False,
-                          font=dict(size=9, color="#777777")))
+                          font=dict(size=9, color="#666666")))  # 5.7:1 on white (AA: 4.5)
     total = len(links) * (BOX_W + GAP) - GAP
     layout = title_layout(title, 230, bottom=8)
     layout.update(shapes=shapes, annotations=notes, showlegend=False,

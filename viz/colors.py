@@ -36,12 +36,41 @@ def seq_label(seq_id: int) -> str:
     return chr(ord("A") + seq_id) if 0 <= seq_id < 26 else f"S{seq_id}"
 
 
+def luminance(hex_color: str) -> float:
+    """WCAG relative luminance of `hex_color` ("#RRGGBB"): 0 (black) … 1 (white). Raises: ValueError for a
+    colour that is not 6 hex digits."""
+    digits = hex_color.lstrip("#")
+    if len(digits) != 6:
+        raise ValueError(f"colour must be #RRGGBB, got {hex_color!r}")
+    r, g, b = (int(digits[i:i + 2], 16) / 255 for i in (0, 2, 4))
+    lin = [c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4 for c in (r, g, b)]
+    return 0.2126 * lin[0] + 0.7152 * lin[1] + 0.0722 * lin[2]
+
+
+def contrast_ratio(a: str, b: str) -> float:
+    """WCAG contrast ratio of two colours, 1 … 21 (AA asks >= 4.5 for normal text, >= 3 for large text).
+    Raises: ValueError as luminance."""
+    hi, lo = sorted((luminance(a), luminance(b)), reverse=True)
+    return (hi + 0.05) / (lo + 0.05)
+
+
 def text_color(hex_color: str) -> str:
-    """Black or white, whichever reads better on `hex_color` (relative luminance, WCAG)."""
-    r, g, b = (int(hex_color.lstrip("#")[i:i + 2], 16) / 255 for i in (0, 2, 4))
-    lin = [c / 12.92 if c <= 0.03928 else ((c + 0.055) / 1.055) ** 2.4 for c in (r, g, b)]
-    luminance = 0.2126 * lin[0] + 0.7152 * lin[1] + 0.0722 * lin[2]
-    return "#000000" if luminance > 0.179 else "#FFFFFF"
+    """Black or white, whichever has the higher contrast ratio on `hex_color` (on every colour one of them has
+    at least 4.58:1). Raises: ValueError as luminance."""
+    black, white = "#000000", "#FFFFFF"
+    return black if contrast_ratio(black, hex_color) >= contrast_ratio(white, hex_color) else white
+
+
+def ink(hex_color: str, background: str = "#FFFFFF", ratio: float = 4.5) -> str:
+    """`hex_color` darkened (mixed with black) just enough to be read as text on `background` (contrast >= `ratio`):
+    Okabe–Ito vermillion #D55E00 as text on white becomes #C25600. Colours that already read are returned as
+    they are. Raises: ValueError as luminance."""
+    rgb = [int(hex_color.lstrip("#")[i:i + 2], 16) for i in (0, 2, 4)]
+    for k in range(101):
+        out = "#" + "".join(f"{round(c * (1 - k / 100)):02X}" for c in rgb)
+        if contrast_ratio(out, background) >= ratio:
+            return out
+    return "#000000"
 
 
 def tint(hex_color: str, alpha: float) -> str:

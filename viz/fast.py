@@ -12,7 +12,7 @@ from typing import Mapping, Sequence
 
 import plotly.graph_objects as go
 
-from .colors import HIGHLIGHT_COLOR, OKABE_ITO
+from .colors import HIGHLIGHT_COLOR, OKABE_ITO, ink
 from .figure import make_figure, title_layout
 
 # rung -> (colour, dash, marker)
@@ -119,7 +119,7 @@ def trace_figure(final_lens: Sequence[int], max_model_len: int, title: str = "",
                             (max_model_len, f"{max_label} {max_model_len}", OKABE_ITO["vermillion"])):
         shapes.append(dict(type="line", x0=x, x1=x, y0=0, y1=1, yref="paper", line=dict(color=color, dash="dash")))
         notes.append(dict(x=x, y=1, yref="paper", text=label, showarrow=False, xanchor="right", yanchor="bottom",
-                          font=dict(color=color, size=12)))
+                          font=dict(color=ink(color), size=12)))  # as text: AA contrast
     layout = title_layout(title, 320, top=48, bottom=40)
     layout.update(shapes=shapes, annotations=notes, bargap=0.05,
                   xaxis=dict(title=dict(text=x_title), range=[0, max_model_len * 1.04], fixedrange=True,

@@ -11,6 +11,7 @@ from typing import Iterable, Mapping, Sequence
 
 import plotly.graph_objects as go
 
+from .describe import alt_attr, pool_record
 from .colors import FREE_COLOR, HIGHLIGHT_COLOR, RESERVED_ALPHA, seq_color, seq_label, text_color, tint
 from .figure import make_figure, title_layout
 
@@ -242,7 +243,8 @@ def pool_figure(num_blocks: int, block_size: int, tables: Mapping[int, Sequence[
     layout.update(
         width=fig_width, legend=dict(orientation="h", y=-0.01, yanchor="top", x=0),
         xaxis=dict(visible=False, range=[x_min, x_max], fixedrange=True),
-        yaxis=dict(visible=False, range=[rows - 0.5, -0.5], fixedrange=True))
+        yaxis=dict(visible=False, range=[rows - 0.5, -0.5], fixedrange=True),
+        meta=dict(alt=pool_record(num_blocks, tables, {s: name(s) for s in tables})))  # its text alternative
     return make_figure(data, layout)
 
 
@@ -290,7 +292,9 @@ def pool_html(num_blocks: int, block_size: int, tables: Mapping[int, Sequence[in
                        f'{html.escape(getattr(words, damage + "_key"))}</span>')
     # the grid's width in cells (ids and gaps included): presenter mode sizes cells so every column fits one line
     span = cols * (block_size + 1.3) + (cols - 1) * 0.3 + 0.5
-    return (f'<div class="paged-pool" style="--pp-cell:{cell_px}px;--pp-span:{span:.1f};font-size:{font_px}px">'
+    record = pool_record(num_blocks, tables, {s: labels.get(s, seq_label(s)) for s in tables})
+    return (f'<div class="paged-pool"{alt_attr(record)} '
+            f'style="--pp-cell:{cell_px}px;--pp-span:{span:.1f};font-size:{font_px}px">'
             f'<div class="pp-grid">{"".join(columns)}</div><div class="pp-legend">{legend}</div></div>')
 
 

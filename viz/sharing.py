@@ -12,6 +12,7 @@ import plotly.graph_objects as go
 
 from .cells import _cell, _row
 from .colors import FREE_COLOR, OKABE_ITO, seq_color, seq_label, text_color, tint
+from .describe import pool_record
 from .engine import integer_dtick
 from .figure import make_figure, title_layout
 
@@ -141,7 +142,9 @@ def refcount_pool_figure(num_blocks: int, block_size: int, tables: Mapping[int, 
     layout = title_layout(title, rows * cell_px + top + bottom, top=top, bottom=bottom)
     layout.update(width=width, showlegend=False, annotations=annotations,
                   xaxis=dict(visible=False, range=[-0.5, -0.5 + (width - 20) / cell_px], fixedrange=True),
-                  yaxis=dict(visible=False, range=[rows - 0.5, -0.5], fixedrange=True))
+                  yaxis=dict(visible=False, range=[rows - 0.5, -0.5], fixedrange=True),
+                  meta=dict(alt=pool_record(num_blocks, tables, {s: seq_label(s) for s in tables},
+                                            list(ref_counts))))  # its text alternative (viz.describe)
     return make_figure(data, layout)
 
 

@@ -31,6 +31,18 @@ def browser():
         skip_or_fail(str(err))
 
 
+AXE = ROOT / "node_modules" / "axe-core" / "axe.min.js"  # npm ci (package.json pins axe-core)
+
+
+@pytest.fixture(scope="module")
+def axe_source() -> str:
+    """axe-core's browser bundle (node_modules, `npm ci`): skipped when missing, a failure with
+    PAGED_REQUIRE_BROWSER=1."""
+    if not AXE.exists():
+        skip_or_fail(f"axe-core is not installed at {AXE} (run `npm ci` in the repository root)")
+    return AXE.read_text(encoding="utf-8")
+
+
 @pytest.fixture(scope="module", autouse=True)
 def _restore_torch_threads():
     """The pages set torch to one thread (ui.page.configure_torch); give the rest of the test session its

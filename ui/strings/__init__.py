@@ -25,7 +25,7 @@ DEFAULT_LANG = "en"
 # One entry per strings module. Adding a page: create ui/strings/<name>.py with STRINGS and add "<name>" here.
 MODULES = ("common", "classroom", "home", "address", "gather", "batch", "buglab", "engine", "sharing", "fast", "chain",
            "breaks", "quiz", "beyond", "model", "guide", "engine_fault", "vllm", "capacity", "beam",
-           "swap", "window", "spec", "exercises")
+           "swap", "window", "spec", "exercises", "a11y")
 
 
 @lru_cache(maxsize=None)
