@@ -20,11 +20,10 @@ from ..kv_cache import KVCachePool
 
 
 def prompt_token_ids(prompt, tokenizer, vocab_size: int) -> list[int]:
-    """The prompt as token ids: a non-empty str is encoded with `tokenizer`; a list / tuple (or 1-D
-    array) of ints is taken as is. Every id must be an int (not a bool or a float) in [0,
-    vocab_size).
+    """The prompt as a list of token ids: text is encoded with `tokenizer`, a list of ints kept.
 
-    Raises: ValueError."""
+    Every id must be an int (not a bool or a float) in [0, vocab_size).
+    Raises: ValueError if the prompt is empty, not text or ints, or holds a bad id."""
     if isinstance(prompt, str):
         if not prompt:
             raise ValueError("prompt is empty: type some text")
@@ -42,7 +41,9 @@ def prompt_token_ids(prompt, tokenizer, vocab_size: int) -> list[int]:
 
 
 def check_params(params) -> SamplingParams:
-    """`params`, or the default SamplingParams for None; anything else raises ValueError."""
+    """`params`, or the default SamplingParams for None.
+
+    Raises: ValueError if params is neither None nor a SamplingParams."""
     if params is None:
         return SamplingParams()
     if not isinstance(params, SamplingParams):
@@ -51,9 +52,9 @@ def check_params(params) -> SamplingParams:
 
 
 class AdmissionError(ValueError):
-    """A request refused by `check_fits`: `code` names the limit it hit and `values` holds the
-    numbers a fix needs (see check_fits); the message is the English sentence a plain ValueError
-    would carry."""
+    """A request refused by `check_fits`: `code` names the limit, `values` the numbers a fix needs.
+
+    The message is the English sentence a plain ValueError would carry."""
 
     def __init__(self, code: str, message: str, **values) -> None:
         super().__init__(message)
@@ -61,10 +62,11 @@ class AdmissionError(ValueError):
 
 
 def smallest_pool(need: int, num_blocks: int, watermark: float) -> int:
-    """The smallest num_blocks (at least `num_blocks`) whose usable blocks, num_blocks -
-    int(watermark * num_blocks) as the block manager keeps them, hold `need` blocks."""
-    # noqa: E731  (never decreases as size grows)
-    usable = lambda size: size - int(watermark * size)
+    """The smallest pool size (at least `num_blocks`) whose usable blocks hold `need` blocks.
+
+    Usable blocks are num_blocks - int(watermark * num_blocks), as the block manager keeps them."""
+    # usable(size) never decreases as size grows
+    usable = lambda size: size - int(watermark * size)  # noqa: E731
     lo, hi = num_blocks, max(num_blocks, 1)
     # doubling, then bisection: O(log) steps even for a watermark near 1
     while usable(hi) < need and hi < 2**80:
@@ -76,27 +78,28 @@ def smallest_pool(need: int, num_blocks: int, watermark: float) -> int:
 
 
 def check_fits(num_prompt_tokens: int, params: SamplingParams, model_config: ModelConfig,
-               bm: BlockManager,
-               scheduler_config: SchedulerConfig) -> None:
-    """Raise AdmissionError for a request that could never run, checked in this order (code:
-    values):
+               bm: BlockManager, scheduler_config: SchedulerConfig) -> None:
+    """Check that a request could run alone; the checks in order, as code: the values it carries.
 
-    positions     longer than the model's positions          tokens, prompt, max_positions, fit
-    (largest max_tokens) pool          bigger than the whole pool less its watermark  tokens, need,
-    usable, min_blocks (smallest pool
-                                                                 that holds it), fit_tokens (what
-                                                                 the pool holds)
-    samples       parallel samples that could never run together  n, n_fit (largest n that could),
-    max_num_seqs batch_tokens  too long to be recomputed in one step after a preemption (no chunked
-    prefill)  tokens, budget
+    positions     longer than the model's positions:
+                  tokens, prompt, max_positions, fit (largest max_tokens)
+    pool          bigger than the whole pool less its watermark:
+                  tokens, need, usable, min_blocks (smallest pool that holds it),
+                  fit_tokens (what the pool holds)
+    samples       parallel samples that could never run together:
+                  n, n_fit (largest n that could), max_num_seqs
+    batch_tokens  too long to recompute in one step after a preemption (no chunked prefill):
+                  tokens, budget
+
+    Raises: AdmissionError (a ValueError) for the first check the request fails.
     """
     total = num_prompt_tokens + params.max_tokens
     max_positions = model_config.max_position_embeddings
     if total > max_positions:
         raise AdmissionError(
             "positions", f"prompt ({num_prompt_tokens} tokens) + max_tokens ({params.max_tokens}) "
-                         f"= {total} exceeds "
-            f"max_position_embeddings ({max_positions}); shorten the prompt or lower max_tokens",
+                         f"= {total} exceeds max_position_embeddings ({max_positions}); shorten "
+                         "the prompt or lower max_tokens",
             tokens=total, prompt=num_prompt_tokens, max_positions=max_positions,
             fit=max(1, max_positions - num_prompt_tokens))
     need = blocks_needed(total, bm.block_size)
@@ -104,9 +107,8 @@ def check_fits(num_prompt_tokens: int, params: SamplingParams, model_config: Mod
     if need > usable:
         raise AdmissionError(
             "pool", f"this request could never fit even in an empty pool: {total} tokens need "
-                    f"{need} "
-            f"blocks of {bm.block_size}, the pool has {bm.num_blocks} (watermark "
-            f"{bm.watermark_blocks}); raise num_blocks or lower max_tokens",
+                    f"{need} blocks of {bm.block_size}, the pool has {bm.num_blocks} (watermark "
+                    f"{bm.watermark_blocks}); raise num_blocks or lower max_tokens",
             tokens=total, need=need, usable=usable, min_blocks=smallest_pool(need, bm.num_blocks,
                                                                              bm.watermark),
             fit_tokens=usable * bm.block_size)
@@ -121,24 +123,22 @@ def check_fits(num_prompt_tokens: int, params: SamplingParams, model_config: Mod
         if params.n > scheduler_config.max_num_seqs or shared + params.n * own > usable:
             raise AdmissionError(
                 "samples", f"n={params.n} parallel samples could never run together: they need up "
-                           "to "
-                f"{shared + params.n * own} blocks (pool {bm.num_blocks}) and {params.n} sequence "
-                "slots (max_num_seqs "
-                f"{scheduler_config.max_num_seqs}); lower n or max_tokens",
+                           f"to {shared + params.n * own} blocks (pool {bm.num_blocks}) and "
+                           f"{params.n} sequence slots (max_num_seqs "
+                           f"{scheduler_config.max_num_seqs}); lower n or max_tokens",
                 n=params.n, n_fit=n_fit,
                 max_num_seqs=scheduler_config.max_num_seqs, need=shared + params.n * own,
                 usable=usable)
     budget = scheduler_config.max_num_batched_tokens
     if total > budget and not scheduler_config.enable_chunked_prefill:
         raise AdmissionError("batch_tokens", f"{total} tokens exceed max_num_batched_tokens "
-                                             f"({budget}): "
-                             "a preempted request could not be recomputed in one step",
+                                             f"({budget}): a preempted request could not be "
+                                             "recomputed in one step",
                              tokens=total, budget=budget)
 
 
 def free_memory_bytes(device: torch.device) -> int | None:
-    """Bytes still allocatable on `device`: the GPU's free memory, else the host's (paged.model.io);
-    None if unknown."""
+    """Bytes still allocatable on `device` (the GPU's free memory, else the host's); None if unknown."""
     if device.type == "cuda":
         return torch.cuda.mem_get_info(device)[0]
     # the one host-memory reader (weights are checked with it too)
@@ -148,12 +148,13 @@ def free_memory_bytes(device: torch.device) -> int | None:
 
 
 def check_pool_memory(model_config: ModelConfig, num_blocks: int, block_size: int,
-                      dtype: torch.dtype,
-                      device: torch.device, available: int | None = None) -> int:
-    """The KV pool's bytes, 2 (K and V) x num_hidden_layers x num_blocks x block_size x
-    num_key_value_heads x head_dim x dtype size; raises ValueError naming every factor when they
-    exceed `available` (default: what `device` has free now; no check when that is unknown). Call it
-    before allocating the pool."""
+                      dtype: torch.dtype, device: torch.device,
+                      available: int | None = None) -> int:
+    """The KV pool's bytes: 2 (K and V) x layers x num_blocks x block_size x kv heads x head_dim x
+    dtype size. Call it before allocating the pool.
+
+    `available` defaults to what `device` has free now (no check when that is unknown).
+    Raises: ValueError naming every factor if the pool needs more than `available`."""
     per_block = KVCachePool.bytes_per_block(model_config.num_hidden_layers, block_size,
                                             model_config.num_key_value_heads, model_config.head_dim,
                                             dtype)
@@ -163,24 +164,20 @@ def check_pool_memory(model_config: ModelConfig, num_blocks: int, block_size: in
         itemsize = torch.empty((), dtype=dtype).element_size()
         raise ValueError(
             f"the KV pool needs {need:,} bytes ({need / 2**30:.2f} GiB) = 2 x "
-            f"{model_config.num_hidden_layers} layers "
-            f"x {num_blocks} blocks x block_size {block_size} x {model_config.num_key_value_heads} "
-            "kv heads x "
-            f"head_dim {model_config.head_dim} x {itemsize} bytes "
-            f"({str(dtype).removeprefix('torch.')}), but only "
-            f"{available:,} bytes ({available / 2**30:.2f} GiB) are free on {device.type}; lower "
-            "num_blocks or "
-            "block_size")
+            f"{model_config.num_hidden_layers} layers x {num_blocks} blocks x block_size "
+            f"{block_size} x {model_config.num_key_value_heads} kv heads x head_dim "
+            f"{model_config.head_dim} x {itemsize} bytes ({str(dtype).removeprefix('torch.')}), "
+            f"but only {available:,} bytes ({available / 2**30:.2f} GiB) are free on "
+            f"{device.type}; lower num_blocks or block_size")
     return need
 
 
 def pool_num_blocks(model_config: ModelConfig, cache_config: CacheConfig, dtype: torch.dtype,
                     device: torch.device) -> int:
-    """The engine's pool size in blocks: cache_config.num_blocks, or (None) as many blocks as
-    memory_budget_bytes holds, at least 1.
+    """The engine's pool size in blocks: cache_config.num_blocks, or what memory_budget_bytes holds.
 
-    Raises: ValueError when the budget makes more than MAX_NUM_BLOCKS, or (check_pool_memory) when
-    the pool would not fit in the device's free memory: call it before allocating the pool."""
+    At least 1 block. Call it before allocating the pool.
+    Raises: ValueError if the budget makes over MAX_NUM_BLOCKS or the pool outgrows free memory."""
     num_blocks = cache_config.num_blocks
     if num_blocks is None:
         per_block = KVCachePool.bytes_per_block(model_config.num_hidden_layers,
@@ -190,9 +187,7 @@ def pool_num_blocks(model_config: ModelConfig, cache_config: CacheConfig, dtype:
         num_blocks = max(1, cache_config.memory_budget_bytes // per_block)
         if num_blocks > MAX_NUM_BLOCKS:
             raise ValueError(f"memory_budget_bytes {cache_config.memory_budget_bytes} makes "
-                             f"{num_blocks} blocks of "
-                             f"{per_block} bytes, more than MAX_NUM_BLOCKS ({MAX_NUM_BLOCKS}); "
-                             "lower the budget "
-                             "or raise block_size")
+                             f"{num_blocks} blocks of {per_block} bytes, more than MAX_NUM_BLOCKS "
+                             f"({MAX_NUM_BLOCKS}); lower the budget or raise block_size")
     check_pool_memory(model_config, num_blocks, cache_config.block_size, dtype, device)
     return num_blocks

@@ -30,15 +30,11 @@ __all__ = ["BeamSearch"]
 
 
 class BeamSearch:
-    """One pool (paged, or the contiguous twin) and the model; `run(prompt, params)` searches one
-    prompt.
+    """One pool (paged, or the contiguous twin) and the model; `run(prompt, params)` searches.
 
-    A model whose config sets sliding_window gets the window's block manager and runner
-    (paged/engine/windowing.py).
-
-    Raises: ValueError for an unknown kv_layout or attn_impl (with a window: one of WINDOW_IMPLS),
-    skip_cow with the contiguous layout (no blocks to share), or a scheduler_config asking for swap
-    or speculation."""
+    A model with a sliding_window gets the window's block manager and runner (windowing.py).
+    Raises: ValueError for an unknown kv_layout or attn_impl, skip_cow with the contiguous layout,
+    or a scheduler_config asking for swap or speculation."""
 
     def __init__(self, model: torch.nn.Module, tokenizer, cache_config: CacheConfig | None = None,
                  scheduler_config: SchedulerConfig | None = None, kv_layout: str = "paged",
@@ -75,33 +71,31 @@ class BeamSearch:
         self._next_id = 0
 
     def check(self, num_prompt_tokens: int, params: BeamParams) -> None:
-        """Refuse (ValueError) a search that could not run without preempting its beam group."""
+        """Check that a search of `num_prompt_tokens` could run without preempting its group.
+
+        Raises: ValueError for bad params, or a group over the positions, the batch or the pool."""
         if not isinstance(params, BeamParams):
             raise ValueError(f"params must be a BeamParams, got {type(params).__name__}")
         K, sc, bm = params.beam_width, self.scheduler_config, self.block_manager
         total = num_prompt_tokens + params.max_tokens
         if total > self.model.config.max_position_embeddings:
             raise ValueError(f"prompt ({num_prompt_tokens} tokens) + max_tokens "
-                             f"({params.max_tokens}) exceeds "
-                             "max_position_embeddings "
+                             f"({params.max_tokens}) exceeds max_position_embeddings "
                              f"({self.model.config.max_position_embeddings})")
         if K > sc.max_num_seqs or K > sc.max_num_batched_tokens:
             raise ValueError(f"beam_width {K} exceeds max_num_seqs ({sc.max_num_seqs}) or "
-                             "max_num_batched_tokens "
-                             f"({sc.max_num_batched_tokens}): a beam group runs as a whole")
+                             f"max_num_batched_tokens ({sc.max_num_batched_tokens}): a beam group "
+                             "runs as a whole")
         if num_prompt_tokens > sc.max_num_batched_tokens and not sc.enable_chunked_prefill:
             raise ValueError(f"the prompt ({num_prompt_tokens} tokens) exceeds "
-                             "max_num_batched_tokens "
-                             f"({sc.max_num_batched_tokens}); enable chunked prefill or shorten it")
+                             f"max_num_batched_tokens ({sc.max_num_batched_tokens}); enable "
+                             "chunked prefill or shorten it")
         need = K * blocks_needed(total, bm.block_size)
         if need > bm.num_blocks:
             raise ValueError(f"beam_width {K} x {total} tokens could need {need} blocks of "
-                             f"{bm.block_size} (no "
-                             f"sharing left), the pool has {bm.num_blocks}: a beam group is "
-                             "preempted only as a "
-                             "whole, so the pool must hold one alone; raise num_blocks or lower "
-                             "beam_width / "
-                             "max_tokens")
+                             f"{bm.block_size} (no sharing left), the pool has {bm.num_blocks}: a "
+                             "beam group is preempted only as a whole, so the pool must hold one "
+                             "alone; raise num_blocks or lower beam_width / max_tokens")
 
     def run(self, prompt: str | list[int], params: BeamParams | None = None) -> BeamResult:
         """Beam-search one prompt (text or token ids); every step's trace is kept in the result."""
@@ -109,11 +103,13 @@ class BeamSearch:
 
     def run_all(self, prompts: list[str | list[int]],
                 params: BeamParams | None = None) -> list[BeamResult]:
-        """Beam-search several prompts on the one pool, one result each, in order. Each round runs
-        every running group one step, in admission order, after admitting the waiting groups whose
-        prompt's first blocks are free. When a group's step needs more free blocks than there are,
-        the latest admitted running group is preempted as a whole (a "preempt" trace; it waits first
-        in line and resumes by recompute)."""
+        """Beam-search several prompts on the one pool; one BeamResult each, in order.
+
+        Each round admits the waiting groups whose first blocks are free, then runs every running
+        group one step in admission order. When a step needs more free blocks than there are, the
+        latest admitted group is preempted as a whole (a "preempt" trace); it waits first in line
+        and resumes by recompute.
+        Raises: ValueError as `check` does; RuntimeError if no group can start."""
         params = params or BeamParams()
         ids = [prompt_token_ids(p, self.tokenizer, self.model.config.vocab_size) for p in prompts]
         for one in ids:
@@ -122,13 +118,15 @@ class BeamSearch:
         traces: dict[int, list[BeamStepTrace]] = {id(g): [] for g in groups}
         waiting, running = list(groups), []
         while waiting or running:
-            while waiting and waiting[0].blocks_for_next_step() <= self.block_manager.num_free_blocks:
+            while waiting and (waiting[0].blocks_for_next_step()
+                               <= self.block_manager.num_free_blocks):
                 running.append(waiting.pop(0))
             if not running:
                 raise RuntimeError(f"no beam group can start: {self.block_manager.num_free_blocks} "
                                    "free blocks")
             for group in list(running):
-                while group in running and group.blocks_for_next_step() > self.block_manager.num_free_blocks:
+                while group in running and (group.blocks_for_next_step()
+                                            > self.block_manager.num_free_blocks):
                     victim = running.pop()
                     # else it was admitted but never ran: it only goes back to waiting
                     if victim.holds_blocks:
@@ -138,8 +136,8 @@ class BeamSearch:
                     traces[id(group)].append(group.step())
                     if group.done:
                         running.remove(group)
-        return [BeamResult(one, g.finished.best(), traces[id(g)], g.preemptions) for one,
-                g in zip(ids, groups)]
+        return [BeamResult(one, g.finished.best(), traces[id(g)], g.preemptions)
+                for one, g in zip(ids, groups)]
 
     def _preempted(self, group: BeamGroup) -> BeamStepTrace:
         """Preempt `group` as a whole; the trace says which beams and which blocks."""

@@ -1,5 +1,4 @@
-"""Beam search's bookkeeping: the request (BeamParams), one prompt's beams (BeamGroup), what a step
-did.
+"""Beam search's bookkeeping: the request, one prompt's beams (BeamGroup), what a step did.
 
 BeamGroup runs one prompt's K beams as a tree over the pool (the PagedAttention paper, section 4.4):
 after the prefill and after every decode step, `select` (paged/chapters/beam_select.py) keeps the K
@@ -35,12 +34,12 @@ MAX_BEAM_WIDTH = 16
 
 @dataclass(frozen=True)
 class BeamParams:
-    """A beam search request. beam_width K in [2, MAX_BEAM_WIDTH] (transformers' num_beams = K with
-    num_return_sequences = K); length_penalty: a finished beam scores sum_logprobs / generated_len
-    ** it (any finite number; > 0 favours longer beams); max_tokens: tokens generated at most. Early
-    stopping is always on: the search ends once K beams are finished.
+    """A beam search request (our vLLM BeamSearchParams); early stopping is always on.
 
-    Raises: ValueError for a bad value."""
+    beam_width: K in [2, MAX_BEAM_WIDTH] (transformers' num_beams = num_return_sequences = K).
+    length_penalty: a finished beam scores sum_logprobs / generated_len ** length_penalty (any
+    finite number; > 0 favours longer beams). max_tokens: tokens generated at most.
+    Raises: ValueError if a field is out of its range."""
 
     beam_width: int = 4
     length_penalty: float = 1.0
@@ -55,12 +54,13 @@ class BeamParams:
 
 @dataclass
 class BeamStepTrace(StepTrace):
-    """A StepTrace plus what the beam tree did: beams (after the step, best first: seq_id, parent
-    seq_id, token, score, cached_token_count, token_ids generated so far), pruned seq ids (their
-    freed blocks are in blocks_freed), hypotheses finished this step (parent seq_id, token_ids,
-    score), the tables the model read (tables_read), and cow_skipped (break-it: (seq_id, shared
-    block) written without a copy). A group preempted as a whole gets a trace of phase "preempt":
-    its beams in `preempted`, the blocks released in blocks_freed."""
+    """A StepTrace plus what the beam tree did in the step.
+
+    beams: after the step, best first (seq_id, parent, token, score, cached_token_count,
+    token_ids). pruned: seq ids (their freed blocks are in blocks_freed). hypotheses: those
+    finished this step (parent, token_ids, score). tables_read: the tables the model read.
+    cow_skipped: the break-it's (seq_id, shared block) written without a copy. A group preempted
+    as a whole gets a "preempt" trace: its beams in `preempted`, its blocks in blocks_freed."""
 
     beams: list[dict] = field(default_factory=list)
     pruned: list[int] = field(default_factory=list)
@@ -70,8 +70,7 @@ class BeamStepTrace(StepTrace):
 
     @property
     def blocks_shared(self) -> int:
-        """Distinct physical blocks the running beams' tables held when the model ran (with
-        sharing)."""
+        """Distinct physical blocks the beams' tables held when the model ran (with sharing)."""
         return len({b for t in self.tables_read.values() for b in t})
 
     @property
@@ -82,8 +81,7 @@ class BeamStepTrace(StepTrace):
 
 @dataclass
 class BeamResult:
-    """The K finished beams, best first, every step's trace, and how often the group was preempted.
-    """
+    """The K finished beams, best first, every step's trace, and the group's preemptions."""
 
     prompt_token_ids: list[int]
     beams: list[Hypothesis]
@@ -91,17 +89,19 @@ class BeamResult:
     preemptions: int = 0
 
     def memory(self) -> tuple[int, int]:
-        """(blocks with sharing, blocks without) summed over the steps: KV memory x time, the
-        paper's §4.4 saving is 1 - the first / the second."""
+        """(blocks with sharing, blocks without) summed over the steps: KV memory x time.
+
+        The paper's section 4.4 saving is 1 - the first / the second."""
         return (sum(t.blocks_shared for t in self.traces), sum(t.blocks_unshared
                                                                for t in self.traces))
 
 
 class BeamGroup:
-    """One prompt's beams while the search runs: prefill the prompt (in chunks), then decode every
-    beam one token a step; choose, fork, prune. Preempted as a whole: every beam's blocks freed, its
-    tokens and scores kept; resumed by recompute (the prompt prefilled again, the beams forked from
-    it again, each beam's generated tokens fed again in one step), then decoding goes on."""
+    """One prompt's beams while the search runs: prefill, then one token per beam a step.
+
+    Each step chooses, forks and prunes. Preempted as a whole: every beam's blocks are freed, its
+    tokens and scores kept. Resumed by recompute: the prompt prefilled again, the beams forked from
+    it again, each beam's generated tokens fed again in one step."""
 
     def __init__(self, search: BeamSearch, prompt_ids: list[int], params: BeamParams) -> None:
         self.search, self.params = search, params
@@ -126,8 +126,9 @@ class BeamGroup:
         return trace
 
     def step(self) -> BeamStepTrace:
-        """Prefill (a chunk of) the prompt, re-feed the beams after a resume, or decode every beam
-        one token; then choose, fork, prune."""
+        """One step: prefill (a chunk of) the prompt, re-feed after a resume, or decode each beam.
+
+        A prefill's last chunk and a decode then choose, fork and prune."""
         head = self.beams[0]
         if head.status is SequenceStatus.WAITING:
             return self._prefill(head)
@@ -143,11 +144,12 @@ class BeamGroup:
         return self._end(trace)
 
     def _append(self, seq: Sequence, trace: BeamStepTrace) -> None:
-        """The slot for seq's newest token: append_slot (a new block, or copy-on-write of a shared
-        last block); the break-it instead leaves a shared, partly filled last block shared and
-        writes into it."""
+        """The slot for seq's newest token: append_slot (a new block, or a shared one copied).
+
+        The break-it instead writes into a shared, partly filled last block, left shared."""
         last = seq.block_table[-1]
-        if self.search.skip_cow and not self.bm.needs_new_block(seq) and self.bm.ref_counts[last] > 1:
+        if (self.search.skip_cow and not self.bm.needs_new_block(seq)
+                and self.bm.ref_counts[last] > 1):
             trace.cow_skipped.append((seq.seq_id, last))
             return
         self.bm.append_slot(seq)
@@ -177,8 +179,7 @@ class BeamGroup:
         return self._end(trace)
 
     def _refork(self, trace: BeamStepTrace) -> None:
-        """Resume after a preemption: the beams forked from the prompt again, each given its tokens
-        back."""
+        """Resume after a preemption: fork the beams from the prompt again, give each its tokens."""
         head, saved = self.beams[0], self.saved
         self.saved = None
         for tokens in saved[1:]:
@@ -193,9 +194,9 @@ class BeamGroup:
         self.refeed = any(len(t) > 1 for t in saved)
 
     def _refeed(self) -> BeamStepTrace:
-        """Recompute: every beam with more than one generated token is fed all of them but the
-        newest (its first slot through append_slot: a new block, or a copy of the shared last
-        block)."""
+        """Recompute: each beam with 2+ generated tokens is fed all of them but the newest.
+
+        The first of them gets its slot through append_slot (a new block, or a shared one copied)."""
         trace = self._trace("prefill", "recompute the beams' tokens (resume after a preemption)")
         seqs = [s for s in self.beams if s.num_uncached_tokens > 1]
         for s in seqs:
@@ -234,9 +235,9 @@ class BeamGroup:
         return any(s.block_table for s in self.beams)
 
     def preempt(self) -> dict[int, list[int]]:
-        """Preempt the whole group: every beam's blocks freed (returned: seq id -> blocks released),
-        its tokens, scores and finished hypotheses kept; the next steps prefill the prompt again and
-        resume."""
+        """Preempt the whole group; returns seq id -> the blocks released.
+
+        Tokens, scores and finished hypotheses are kept: the next steps prefill again and resume."""
         head = self.beams[0]
         # the beams exist (a group preempted mid-prompt restarts)
         if head.status is not SequenceStatus.WAITING:
@@ -249,8 +250,10 @@ class BeamGroup:
 
     def _run(self, trace: BeamStepTrace, seqs: list[Sequence],
              chunks: list[int] | None) -> torch.Tensor:
-        """Carry out the step's copies, record its new blocks, run the model on `seqs` (chunks:
-        tokens fed each, default all uncached); returns the logits [len(seqs), vocab]."""
+        """Run the model on `seqs`; returns the logits [len(seqs), vocab].
+
+        First carries out the step's copies and records its new blocks. chunks: tokens fed each
+        (default: all uncached)."""
         bm, runner = self.bm, self.runner
         trace.copies, bm.pending_copies = bm.pending_copies, []
         runner.copy_blocks(trace.copies)  # before anything is written
@@ -269,19 +272,16 @@ class BeamGroup:
         trace.slot_mapping = batch.slot_mapping.tolist()
         at = 0
         for s, n, ctx in zip(seqs, batch.query_lens, batch.context_lens.tolist()):
-            trace.seqs.append(SeqStepState(s.seq_id,
-                                           s.token_ids[s.cached_token_count:s.cached_token_count + n],
-                                           list(range(s.cached_token_count,
-                                                      s.cached_token_count + n)),
-                                           trace.slot_mapping[at:at + n], ctx, None,
-                                           cached_token_count=ctx,
-                                           generated_len=len(s.generated_token_ids)))
+            trace.seqs.append(SeqStepState(
+                s.seq_id, s.token_ids[s.cached_token_count:s.cached_token_count + n],
+                list(range(s.cached_token_count, s.cached_token_count + n)),
+                trace.slot_mapping[at:at + n], ctx, None, cached_token_count=ctx,
+                generated_len=len(s.generated_token_ids)))
             at += n
         return logits
 
     def _choose(self, logits: torch.Tensor, trace: BeamStepTrace) -> None:
-        """Select the next beams; fork the beams chosen more than once, prune those chosen by none.
-        """
+        """Select the next beams: fork those chosen more than once, prune those chosen by none."""
         p = self.params
         histories = [list(s.generated_token_ids) for s in self.beams]
         last = len(histories[0]) + 1 >= p.max_tokens
@@ -311,7 +311,8 @@ class BeamGroup:
                 self.bm.fork(parent, seq)
                 self.runner.fork(parent.seq_id, seq.seq_id)
                 seq.generated_token_ids = list(histories[c.parent])
-                seq.cached_token_count, seq.status = parent.cached_token_count, SequenceStatus.RUNNING
+                seq.cached_token_count, seq.status = (parent.cached_token_count,
+                                                      SequenceStatus.RUNNING)
                 trace.forked.setdefault(parent.seq_id, []).append(seq.seq_id)
             taken.add(c.parent)
             new_beams.append(seq)

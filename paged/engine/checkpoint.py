@@ -117,8 +117,8 @@ class StepCheckpoint:
         last = engine.last_logits
         self.logits = {sid: last[sid] for sid in self.live_ids if sid in last} if last else {}
         self.next_id, self.step_count = engine._next_id, engine.step_count
-        self.contiguous, self.rows = dict(engine.runner.contiguous), [list(r)
-                                                                      for r in engine.runner.hook.rows]
+        self.contiguous, self.rows = (dict(engine.runner.contiguous),
+                                      [list(r) for r in engine.runner.hook.rows])
 
     def close(self) -> None:
         """The step succeeded: stop journalling (the journals are dropped)."""

@@ -1,9 +1,9 @@
 """LLMEngine: the whole mini vLLM chain, one step at a time.
 
-    Scheduler (who runs) → BlockManager (where KV goes) → ModelRunner (slot_mapping, block_tables,
-    context_lens)
-    → PagedAttention (write at the slot, read through the table) → Sampler → Sequence update → free
-    finished blocks
+    Scheduler (who runs) → BlockManager (where KV goes)
+    → ModelRunner (slot_mapping, block_tables, context_lens)
+    → PagedAttention (write at the slot, read through the table)
+    → Sampler → Sequence update → free finished blocks
 
 With kv_layout="contiguous" the same scheduler and block accounting run, but K/V live in one
 ContiguousKVCache per sequence: the reference twin. Both layouts make identical scheduling decisions
@@ -153,7 +153,8 @@ class LLMEngine:
         group = self.groups[request_id]
         if sample is not None and (isinstance(sample, bool) or not isinstance(sample, int)
                                    or not 0 <= sample < len(group)):
-            raise ValueError(f"request {request_id} has samples 0..{len(group) - 1}, not {sample!r}")
+            raise ValueError(f"request {request_id} has samples 0..{len(group) - 1}, "
+                             f"not {sample!r}")
         return self._stop(group if sample is None else [group[sample]], "abort")
 
     def _stop(self, seqs: list[Sequence], reason: str) -> bool:
@@ -187,11 +188,11 @@ class LLMEngine:
         params: SamplingParams = parent.params
         children = []
         for i in range(1, params.n):
-            child_params = params if params.seed is None else replace(params,
-                                                                      seed=(params.seed + i) % 2**64)
+            child_params = (params if params.seed is None
+                            else replace(params, seed=(params.seed + i) % 2**64))
             child = Sequence(self._next_id, list(parent.prompt_token_ids), request_id=parent.seq_id,
-                             sample_index=i,
-                             params=child_params, generator=make_generator(child_params))
+                             sample_index=i, params=child_params,
+                             generator=make_generator(child_params))
             self._next_id += 1
             self.block_manager.fork(parent, child)
             self.runner.fork(parent.seq_id, child.seq_id)
@@ -249,10 +250,10 @@ class LLMEngine:
         """The error to raise for a failed (already rolled back) step; ends the request to blame, if
         any."""
         where = (f" during the {self._in_flight[0]} of seq(s) {self._in_flight[1]}"
-                 if self._in_flight
-                 else " while scheduling")
+                 if self._in_flight else " while scheduling")
         what = err.what if isinstance(err, SequenceFailure) else f"{type(err).__name__}: {err}"
-        msg = f"engine step {self.step_count} failed{where}: {what}. The engine was rolled back to before the step"
+        msg = (f"engine step {self.step_count} failed{where}: {what}. The engine was rolled back "
+               "to before the step")
         if kept_preempted:
             msg += f" (seq(s) {kept_preempted}, preempted by it, stay preempted)"
         ended = None
@@ -321,8 +322,8 @@ class LLMEngine:
                 chunks: list[int] | None) -> list[int | None]:
         """One token per sequence fed all its uncached tokens (None for a non-final chunk of a
         prompt). Raises SequenceFailure for a sampling row whose logits hold NaN or inf."""
-        samples = [True] * len(seqs) if chunks is None else [n == s.num_uncached_tokens for s,
-                                                             n in zip(seqs, chunks)]
+        samples = ([True] * len(seqs) if chunks is None
+                   else [n == s.num_uncached_tokens for s, n in zip(seqs, chunks)])
         # NaN or inf anywhere makes the sum NaN or inf: one reduction per step, and the row check
         # only then (a sum that overflowed from finite logits finds no bad row there and the step
         # goes on).

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import torch
 
-from ..addressing import PAD_SLOT, batch_slot_mapping, block_tables, decode_slots, validate_block_tables
+from ..addressing import (PAD_SLOT, batch_slot_mapping, block_tables, decode_slots,
+                          validate_block_tables)
 from ..attention import attention, paged_attention_decode, paged_attention_prefill
 from ..attention_checks import check_scale
 from ..batch import BatchInput
@@ -35,14 +36,13 @@ def prepare_inputs(seqs: list[Sequence], block_size: int, is_prefill: bool, devi
 
     Raises: ValueError as `batch_slot_mapping` (a token without its physical block)."""
     starts = [seq.cached_token_count for seq in seqs]
-    ends = [seq.num_tokens for seq in seqs] if num_tokens is None else [a + n for a,
-                                                                        n in zip(starts,
-                                                                                 num_tokens)]
+    ends = ([seq.num_tokens for seq in seqs] if num_tokens is None
+            else [a + n for a, n in zip(starts, num_tokens)])
     query_lens = [end - start for start, end in zip(starts, ends)]
-    assert all(0 < n and end <= seq.num_tokens for seq, n, end in zip(seqs, query_lens,
-                                                                      ends)), "nothing to feed"
-    assert is_prefill or all(n == 1
-                             for n in query_lens), "decode feeds exactly one token per sequence"
+    assert all(0 < n and end <= seq.num_tokens
+               for seq, n, end in zip(seqs, query_lens, ends)), "nothing to feed"
+    assert is_prefill or all(n == 1 for n in query_lens), (
+        "decode feeds exactly one token per sequence")
     ids = [t for seq, start, end in zip(seqs, starts, ends)
            for t in ((seq.last_token_id,) if end - start == 1 == seq.num_tokens - start
                      else seq.token_ids[start:end])]
@@ -173,7 +173,8 @@ class ModelRunner:
         self.hook = fault_hook(fault, block_size, num_blocks * block_size)
         # the last run's attention call and kernel (PagedBackend.ran; none: contiguous)
         self.ran = ("", "")
-        self.model, self.kv_layout, self.attn_impl, self.block_size = model, kv_layout, attn_impl, block_size
+        self.model, self.kv_layout, self.attn_impl, self.block_size = (model, kv_layout, attn_impl,
+                                                                       block_size)
         cfg = model.config
         param = next(model.parameters())
         self.device, self.dtype = param.device, param.dtype

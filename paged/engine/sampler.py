@@ -53,8 +53,7 @@ def sample(logits: torch.Tensor, params: list[SamplingParams],
     one call; each sampling row draws from its own generator."""
     if len(params) != logits.shape[0] or len(generators) != logits.shape[0]:
         raise ValueError(f"logits has {logits.shape[0]} rows but {len(params)} params and "
-                         f"{len(generators)} "
-                         "generators were given (one each per row)")
+                         f"{len(generators)} generators were given (one each per row)")
     greedy = [i for i, p in enumerate(params) if p.greedy]
     if len(greedy) == len(params):
         return argmax_rows(logits)

@@ -32,7 +32,8 @@ WHY_ENGLISH = {
     "stop_max_seqs": "stopped: max_num_seqs {max_num_seqs} reached",
     "stop_decode_budget": "stopped: {seats} running would pass max_num_batched_tokens {budget} in "
                           "a decode step",
-    "stop_tokens": "stopped: seq {seq} ({tokens} tokens) would pass max_num_batched_tokens {budget}",
+    "stop_tokens": "stopped: seq {seq} ({tokens} tokens) would pass max_num_batched_tokens "
+                   "{budget}",
     "stop_blocks": "stopped: seq {seq} needs {need} blocks, {free} free (watermark {watermark})",
     "idle": "nothing to run",
     "decode": "decode {count} running sequence(s), one token each",
@@ -203,8 +204,8 @@ class Scheduler:
         while i < len(self.running) and budget > 0:
             seq = self.running[i]
             n = min(seq.num_uncached_tokens, budget)
-            need = int(bm.append_needs_block(seq)) if n == 1 else bm.blocks_to_grow(seq,
-                                                                                    seq.cached_token_count + n)
+            need = (int(bm.append_needs_block(seq)) if n == 1
+                    else bm.blocks_to_grow(seq, seq.cached_token_count + n))
             # make room: preempt the newest running sequence (maybe seq itself)
             while need > bm.num_free_blocks:
                 victim = self.running[-1]
@@ -291,7 +292,8 @@ class Scheduler:
         """Preemption by recompute: free a running seq's blocks, forget its cache, put it at the
         front of the waiting queue. Returns the blocks released. In swap mode (allow_swap) the
         swapper swaps it out instead if it can."""
-        if allow_swap and self.swapper is not None and (released := self.swapper.preempt(seq)) is not None:
+        if (allow_swap and self.swapper is not None
+                and (released := self.swapper.preempt(seq)) is not None):
             return released
         self.running.remove(seq)
         released = self.block_manager.free(seq)

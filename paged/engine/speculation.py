@@ -82,9 +82,8 @@ class SpeculativeDecoder:
                              "speculative=None")
         if getattr(engine.model.config, "sliding_window", None):
             raise ValueError("speculative decoding with a sliding window is not supported (the "
-                             "verification pass "
-                             "reads the whole history); set speculative=None or use a model "
-                             "without a window")
+                             "verification pass reads the whole history); set speculative=None or "
+                             "use a model without a window")
         return cls(engine, config)
 
     def ngram(self, seq: Sequence, k: int) -> list[int]:
@@ -125,11 +124,11 @@ class SpeculativeDecoder:
         # [N] batch row of each fed token
         rows = torch.repeat_interleave(torch.arange(len(seqs)), lens)
         first = torch.cumsum(lens, 0) - lens
-        positions = torch.tensor(starts,
-                                 dtype=torch.long)[rows] + torch.arange(int(lens.sum())) - first[rows]
+        positions = (torch.tensor(starts, dtype=torch.long)[rows]
+                     + torch.arange(int(lens.sum())) - first[rows])
         paged = runner.pool is not None
-        padded = block_tables([s.block_table for s in seqs]) if paged else torch.zeros(len(seqs), 1,
-                                                                                       dtype=torch.int32)
+        padded = (block_tables([s.block_table for s in seqs]) if paged
+                  else torch.zeros(len(seqs), 1, dtype=torch.int32))
         slots = (batch_slot_mapping(padded, rows, positions, runner.block_size) if paged
                  else torch.full((len(positions),), PAD_SLOT, dtype=torch.long))
         device = runner.device
@@ -218,7 +217,8 @@ class SpeculativeDecoder:
             seq.cached_token_count += fed
             return []
         seq.cached_token_count += kept
-        assert seq.cached_token_count == seq.num_tokens - 1, "after a decode exactly the newest token is uncached"
+        assert seq.cached_token_count == seq.num_tokens - 1, (
+            "after a decode exactly the newest token is uncached")
         # prefix caching: hash the blocks the kept tokens filled
         bm._file(seq, seq.cached_token_count)
         freed = []
@@ -226,7 +226,8 @@ class SpeculativeDecoder:
             # seq.block_table is the block manager's own list (bm.tables)
             block = seq.block_table.pop()
             bm.ref_counts[block] -= 1
-            assert bm.ref_counts[block] == 0, f"block {block} held only rejected guesses, yet it is shared"
+            assert bm.ref_counts[block] == 0, (
+                f"block {block} held only rejected guesses, yet it is shared")
             freed.append(block)
         bm.free_block_ids.release(freed, bm.cache.block_hash)
         return freed

@@ -26,8 +26,9 @@ from ..kv_cache import KVCachePool
 from ..sequence import Sequence, SequenceStatus
 from ..chapters.swap import SwapSpace, copy_blocks_between
 
-if TYPE_CHECKING:  # (the Scheduler imports this module: its types are named, not imported)
+if TYPE_CHECKING:  # the Scheduler imports this module: its types are for type checkers only
     from .runner import ModelRunner
+    from .scheduler import Scheduler, SchedulerOutput
 
 
 class Swapper:
@@ -117,16 +118,16 @@ class Swapper:
         recomputed = [s for s in out.preempted if s not in self.out]
         why = [w for w in out.why if w[0] != "preempted"]
         if self.into:
-            why.insert(0, ("swapped_in", dict(seqs=list(self.into), blocks=sum(map(len,
-                                                                                   self.into.values())))))
+            why.insert(0, ("swapped_in", dict(seqs=list(self.into),
+                                              blocks=sum(map(len, self.into.values())))))
         if swapped:
-            why.append(("swapped_out", dict(seqs=swapped, blocks=sum(len(self.out[s])
-                                                                     for s in swapped))))
+            why.append(("swapped_out", dict(seqs=swapped,
+                                            blocks=sum(len(self.out[s]) for s in swapped))))
         if recomputed:
             why.append(("preempted", dict(seqs=recomputed)))
         why += [("swap_full", dict(seq=sid, need=need, free=self.space.num_free_blocks,
-                                   swap_space=self.space.num_blocks)) for sid,
-                need in self.fallback]
+                                   swap_space=self.space.num_blocks))
+                for sid, need in self.fallback]
         if self.swapped and self.scheduler.waiting:
             why.append(("swap_wait", dict(count=len(self.swapped))))
         out.why[:] = why
@@ -142,12 +143,12 @@ class Swapper:
                 self.store[sid] = runner.contiguous.pop(sid)
         for sid, pairs in self.into.items():
             if self.pool is not None:
-                self.bytes_copied += copy_blocks_between(self.pool, runner.pool, misroute(pairs,
-                                                                                          self.break_it))
+                self.bytes_copied += copy_blocks_between(self.pool, runner.pool,
+                                                         misroute(pairs, self.break_it))
             elif sid in self.store:
                 runner.contiguous[sid] = self.store.pop(sid)
-        return dict(swap_out=dict(self.out), swap_in=dict(self.into), swapped=[s.seq_id
-                                                                               for s in self.swapped],
+        return dict(swap_out=dict(self.out), swap_in=dict(self.into),
+                    swapped=[s.seq_id for s in self.swapped],
                     num_free_swap_blocks=self.space.num_free_blocks,
                     num_swap_blocks=self.space.num_blocks)
 
@@ -193,8 +194,8 @@ def attach_swapper(scheduler: "Scheduler", runner: ModelRunner) -> Swapper | Non
     swapper = scheduler.swapper
     if swapper is not None and getattr(scheduler.block_manager, "window", None) is not None:
         raise ValueError("preemption_mode='swap' with a sliding window is not supported (its block "
-                         "tables have "
-                         "holes the swap copies do not keep); use preemption_mode='recompute'")
+                         "tables have holes the swap copies do not keep); use "
+                         "preemption_mode='recompute'")
     if swapper is not None and runner.pool is not None:
         p = runner.pool
         pinned = (lambda shape, dtype, device: torch.zeros(shape, dtype=dtype,

@@ -34,7 +34,8 @@ class SeqStepState:
     def text_out(self) -> str:
         """The sampled token's text ("" without one): decoded when read (UI only), not on the
         engine's step."""
-        return "" if self.token_out is None or self.decode is None else self.decode([self.token_out])
+        return ("" if self.token_out is None or self.decode is None
+                else self.decode([self.token_out]))
 
     def to_dict(self) -> dict:
         """Every field but `decode`, plus text_out."""
@@ -132,6 +133,6 @@ class StepTrace:
             extra += f" swap_out={self.blocks_to_swap_out} swap_in={self.blocks_to_swap_in}"
         if self.finished:
             extra += f" finished={self.finished}"
-        return (f"[step {self.step:3d}] {self.phase:7s} seqs={ids} slots={self.slot_mapping[:8]}"
-                f"{'…' if len(self.slot_mapping) > 8 else ''} "
+        return (f"[step {self.step:3d}] {self.phase:7s} seqs={ids} "
+                f"slots={self.slot_mapping[:8]}{'…' if len(self.slot_mapping) > 8 else ''} "
                 f"free={self.num_free_blocks}/{self.num_blocks}{extra}")

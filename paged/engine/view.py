@@ -101,7 +101,7 @@ def engine_view(engine) -> EngineView:
                       num_free_blocks=bm.num_free_blocks,
                       tables={sid: tuple(t) for sid, t in bm.tables.items()},
                       ref_counts=tuple(bm.ref_counts),
-                      cached_blocks=tuple(bm.block_hash), prefix_hits={k: tuple(v) for k,
-                                                                       v in bm.last_hits.items()},
+                      cached_blocks=tuple(bm.block_hash),
+                      prefix_hits={k: tuple(v) for k, v in bm.last_hits.items()},
                       seqs=seqs, waiting=tuple(s.seq_id for s in sched.waiting),
                       running=tuple(s.seq_id for s in sched.running))

@@ -132,8 +132,8 @@ class WindowBlockManager(BlockManager):
                              "it first")
         # holes take no block
         if (take := self._blocks_to_take(seq, max_new_tokens)) > self.num_free_blocks:
-            raise ValueError(f"sequence {seq.seq_id} needs {take} free blocks "
-                             f"but only {self.num_free_blocks} of {self.num_blocks} are free")
+            raise ValueError(f"sequence {seq.seq_id} needs {take} free blocks but only "
+                             f"{self.num_free_blocks} of {self.num_blocks} are free")
         hits = self._prefix_hits(seq.token_ids)
         for block in hits:
             if block == HOLE:

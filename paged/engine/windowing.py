@@ -120,8 +120,7 @@ class WindowRunner(ModelRunner):
                  attn_impl: str = "gather", fault=None) -> None:
         if attn_impl not in WINDOW_IMPLS:
             raise ValueError(f"attn_impl {attn_impl!r} has no sliding window; with sliding_window "
-                             "set choose one of "
-                             f"{list(WINDOW_IMPLS)} (paged/chapters/window.py)")
+                             f"set choose one of {list(WINDOW_IMPLS)} (paged/chapters/window.py)")
         if fault is not None:
             raise ValueError("faults are not injected with a sliding window (its own break-it: "
                              "free_early)")
