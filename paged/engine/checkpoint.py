@@ -35,9 +35,8 @@ if TYPE_CHECKING:
 class EngineStepError(RuntimeError):
     """A step raised and was rolled back (LLMEngine.step); the engine stays usable.
 
-    step: the number of the step that failed; seq_ids: the sequences it had scheduled ([] if
-    scheduling failed); ended_request: the request ended with finish_reason "error" because it was
-    to blame, or None.
+    step: the step that failed. seq_ids: the sequences it had scheduled ([] if scheduling failed).
+    ended_request: the request to blame, ended with finish_reason "error", or None.
     """
 
     def __init__(self, message: str, step: int, seq_ids: list[int],
@@ -56,8 +55,9 @@ class SequenceFailure(Exception):
 
 
 class JournaledCounts(list):
-    """The block manager's ref counts (a list of ints, one per physical block) that, while `journal`
-    is a dict, save each index's value before its first change since then: undone in O(changes)."""
+    """The block manager's ref counts [num_blocks] that journal their changes: undone in O(changes).
+
+    While `journal` is a dict, each index's value is saved there before its first change."""
 
     journal: dict[int, int] | None = None
 
@@ -76,17 +76,19 @@ class JournaledCounts(list):
 
 
 def journal_ref_counts(block_manager) -> None:
-    """Make the block manager's ref counts a JournaledCounts (a copy of the list, O(pool), once:
-    LLMEngine does it when it is built, so no step pays it)."""
+    """Make the block manager's ref counts a JournaledCounts (an O(pool) copy, once).
+
+    LLMEngine does it when it is built, so no step pays it."""
     if type(block_manager.ref_counts) is not JournaledCounts:
         block_manager.ref_counts = JournaledCounts(block_manager.ref_counts)
 
 
 class StepCheckpoint:
-    """What a step may change: live state copied before it, the pool-sized structures journalled
-    during it. Only live state is copied (unfinished sequences and their tables): a step never
-    touches a finished request, so the cost grows with neither the requests served so far nor the
-    pool. Call `close()` after a step that succeeded, `restore()` after one that raised."""
+    """What a step may change: live state copied before it, pool-sized structures journalled.
+
+    Only unfinished sequences and their tables are copied (a step never touches a finished
+    request), so the cost grows with neither the requests served so far nor the pool.
+    Call `close()` after a step that succeeded, `restore()` after one that raised."""
 
     def __init__(self, engine: "LLMEngine") -> None:
         bm, sched = engine.block_manager, engine.scheduler
@@ -128,8 +130,9 @@ class StepCheckpoint:
         bm.cache.stop_journal()
 
     def restore(self) -> list[int]:
-        """Undo everything since the checkpoint (but the two exceptions above). Returns the seq ids
-        that stay preempted."""
+        """Undo everything since the checkpoint (but the two exceptions above).
+
+        Returns the seq ids that stay preempted."""
         engine = self.engine
         bm, sched = engine.block_manager, engine.scheduler
         was_running = {s.seq_id for s in self.running}

@@ -60,18 +60,13 @@ class LLMEngine:
                  record: bool = True) -> None:
         """An engine over `model` (paged.model's Llama) and its tokenizer.
 
-        kv_layout: "paged" (the block pool) or "contiguous" (the reference twin). attn_impl: the
-        decode kernel, a name in paged.attention.DECODE_IMPLS (default: default_attn_impl of the
-        model's device). fault: one classic bug this engine acts out (paged.faults; paged layout,
-        whole-prompt prefill only). record: what each step's StepTrace keeps (recording.py). True,
-        the default (pages, the CLI's --trace, the twins): everything a page replays, per-sequence
-        states, slot_mapping, block tables and queues, and last_logits. False (the engine
-        benchmarks): the scheduler's decisions and the free-block count only; the same tokens, less
-        work a step.
-
-        Raises: ValueError for an unknown kv_layout or attn_impl, a record that is not a bool, a
-        fault with chunked prefill or the contiguous layout, or a pool over its limits
-        (admission.pool_num_blocks)."""
+        kv_layout: "paged" (the block pool) or "contiguous" (the reference twin).
+        attn_impl: a name in DECODE_IMPLS (default: default_attn_impl of the model's device).
+        fault: one classic bug to act out (paged.faults; paged layout, whole-prompt prefill only).
+        record: True (pages, --trace, the twins) keeps all a page replays in each StepTrace:
+        per-sequence states, slot_mapping, tables, queues, last_logits. False (benchmarks): the
+        scheduler's decisions and the free-block count only; the same tokens, less work a step.
+        Raises: ValueError for a bad kv_layout, attn_impl, record, fault or pool size."""
         self.model, self.tokenizer = model.eval(), tokenizer
         self.record = as_bool(record, "record")  # "False" or 0 would otherwise record
         self.fault = as_fault(fault)  # off unless explicitly given; lives in this engine only
@@ -121,10 +116,8 @@ class LLMEngine:
     def add_request(self, prompt: str | list[int], params: SamplingParams | None = None) -> int:
         """Queue a prompt (text, or a list of token ids); returns its request id.
 
-        Raises ValueError (nothing queued) for a prompt that is empty, not text or ints, or holds an
-        id outside [0, vocab_size); params that are not a SamplingParams; or a request that could
-        never run (longer than the model's positions, bigger than the whole pool, too long to
-        recompute in one step). See admission.py.
+        Nothing is queued on error; admission.py has the checks.
+        Raises: ValueError for a bad prompt or params, or a request that could never run.
         """
         params = check_params(params)
         token_ids = prompt_token_ids(prompt, self.tokenizer, self.model.config.vocab_size)
@@ -140,15 +133,16 @@ class LLMEngine:
         return seq.seq_id
 
     def _get(self, request_id: int) -> Sequence:
-        if isinstance(request_id, bool) or not isinstance(request_id,
-                                                          int) or request_id not in self.requests:
+        if (isinstance(request_id, bool) or not isinstance(request_id, int)
+                or request_id not in self.requests):
             raise ValueError(f"unknown request id {request_id!r}")
         return self.requests[request_id]
 
     def abort(self, request_id: int, sample: int | None = None) -> bool:
-        """Stop a request (every parallel sample, or only sample index `sample`) and free its
-        blocks; shared blocks stay with the siblings that still hold them. Returns False if nothing
-        was left running."""
+        """Stop a request (all its samples, or sample `sample`) and free its blocks.
+
+        Shared blocks stay with the siblings that hold them. Returns False if none was running.
+        Raises: ValueError for an unknown request id or sample index."""
         self._get(request_id)
         group = self.groups[request_id]
         if sample is not None and (isinstance(sample, bool) or not isinstance(sample, int)
@@ -158,8 +152,7 @@ class LLMEngine:
         return self._stop(group if sample is None else [group[sample]], "abort")
 
     def _stop(self, seqs: list[Sequence], reason: str) -> bool:
-        """Finish the unfinished ones among `seqs` with `reason` and free their blocks; True if any
-        was stopped."""
+        """Finish the unfinished `seqs` with `reason`, free their blocks; True if any stopped."""
         stopped = False
         for seq in seqs:
             if not seq.is_finished:
@@ -183,8 +176,9 @@ class LLMEngine:
                              [self.tokenizer.decode(t) for t in samples])
 
     def _fork_samples(self, parent: Sequence, logits_row: torch.Tensor) -> list[Sequence]:
-        """Parallel sampling: after the parent's prefill, n - 1 children share its blocks and each
-        samples its own first token from the same logits."""
+        """Fork n - 1 children of a prefilled parent: they share its blocks and its logits [vocab].
+
+        Each samples its own first token from those logits."""
         params: SamplingParams = parent.params
         children = []
         for i in range(1, params.n):
@@ -223,15 +217,12 @@ class LLMEngine:
         return None
 
     def step(self) -> StepTrace:
-        """Run one step: schedule, run the model on the scheduled sequences, sample, update, free
-        finished blocks.
+        """Run one step: schedule, run the model, sample, update, free finished blocks.
 
-        Exception-safe: if anything raises, the engine is rolled back to before the step (see
-        StepCheckpoint; a sequence the step preempted stays preempted). When one request is to blame
-        (its logits are NaN / inf, or sampling its token raised), that request is ended with
-        finish_reason "error" and its blocks freed, so the next step runs without it. Then
-        EngineStepError is raised from the original exception, naming the step, the scheduled
-        sequences and what went wrong; the engine stays usable.
+        If anything raises, the engine is rolled back to before the step (StepCheckpoint; a
+        sequence the step preempted stays preempted). A request to blame (NaN / inf logits, or its
+        sampling raised) is ended with finish_reason "error" and its blocks freed.
+        Raises: EngineStepError (from the original error) naming the step and what went wrong.
         """
         checkpoint = StepCheckpoint(self)
         self._in_flight = None
@@ -247,8 +238,7 @@ class LLMEngine:
         return trace
 
     def _step_error(self, err: Exception, kept_preempted: list[int]) -> "EngineStepError":
-        """The error to raise for a failed (already rolled back) step; ends the request to blame, if
-        any."""
+        """The error for a failed, rolled-back step; ends the request to blame, if any."""
         where = (f" during the {self._in_flight[0]} of seq(s) {self._in_flight[1]}"
                  if self._in_flight else " while scheduling")
         what = err.what if isinstance(err, SequenceFailure) else f"{type(err).__name__}: {err}"
@@ -295,8 +285,7 @@ class LLMEngine:
         return self._end(trace, t0)
 
     def _schedule(self) -> tuple[SchedulerOutput, StepTrace]:
-        """Pick this step's sequences and their blocks; carry out copy-on-write before anything is
-        written."""
+        """Pick this step's sequences and blocks; copy-on-write is done before anything is written."""
         bm = self.block_manager
         before = block_tables(self.scheduler.running) if self.record else {}
         sched = self.scheduler.schedule()
@@ -320,8 +309,9 @@ class LLMEngine:
 
     def _sample(self, seqs: list[Sequence], logits: torch.Tensor,
                 chunks: list[int] | None) -> list[int | None]:
-        """One token per sequence fed all its uncached tokens (None for a non-final chunk of a
-        prompt). Raises SequenceFailure for a sampling row whose logits hold NaN or inf."""
+        """One token (or None: a non-final chunk) per sequence, from logits [len(seqs), vocab].
+
+        Raises: SequenceFailure for a sampling row whose logits hold NaN or inf."""
         samples = ([True] * len(seqs) if chunks is None
                    else [n == s.num_uncached_tokens for s, n in zip(seqs, chunks)])
         # NaN or inf anywhere makes the sum NaN or inf: one reduction per step, and the row check
@@ -337,9 +327,9 @@ class LLMEngine:
     def _update(self, seqs: list[Sequence], tokens: list[int | None], logits: torch.Tensor,
                 fed: list[int],
                 trace: StepTrace) -> list[tuple[int, Sequence, int | None, bool]]:
-        """The state rule for each sequence (sequence.py; `fed`: tokens fed per sequence), forks
-        after a prefill with n > 1, and who stops (trace.finished). Returns what to record: (batch
-        row, sequence, token, fed) each."""
+        """Apply each sequence's state rule (sequence.py), n > 1 forks and stops (trace.finished).
+
+        fed: tokens fed per sequence. Returns what to record: (batch row, sequence, token, fed)."""
         rows = []
         for i, (seq, tok) in enumerate(zip(seqs, tokens)):
             if tok is None:  # a prompt chunk that is not its last: nothing sampled

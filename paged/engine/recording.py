@@ -26,9 +26,10 @@ def block_tables(seqs: list[Sequence]) -> dict[int, list[int]]:
 
 
 class StepRecorder:
-    """The per-sequence part of one recorded step, made once the model has run. The batch's tensors
-    are read into lists once here, not once per sequence; `last_logits` loses its finished sequences
-    before the step writes."""
+    """The per-sequence part of one recorded step, made once the model has run.
+
+    The batch's tensors are read into lists once here, not once per sequence; `last_logits` loses
+    its finished sequences before the step writes."""
 
     def __init__(self, trace: StepTrace, batch: BatchInput, logits: torch.Tensor,
                  decode: Callable[[list[int]], str],
@@ -45,9 +46,10 @@ class StepRecorder:
             del last_logits[sid]
 
     def add(self, i: int, s: Sequence, tok: int | None, fed: bool = True) -> None:
-        """Record sequence s of batch row i after its update (tok: the row's sampled token, None for
-        a non-final chunk). fed=False: a child forked from row i's sequence this step, fed nothing,
-        sampled from row i's logits."""
+        """Record sequence s of batch row i after its update (tok: its token, None mid-prompt).
+
+        fed=False: a child forked from row i's sequence this step, fed nothing, sampled from row
+        i's logits."""
         start, n = self.batch.starts[i], self.batch.query_lens[i]
         tokens = slice(start, start + n) if fed else slice(0, 0)
         self.last_logits[s.seq_id] = self.rows[i]

@@ -27,14 +27,12 @@ from ..sequence import Sequence
 
 def prepare_inputs(seqs: list[Sequence], block_size: int, is_prefill: bool, device: torch.device,
                    paged: bool = True, num_tokens: list[int] | None = None) -> BatchInput:
-    """Feed each sequence its uncached tokens: token index cached_token_count … num_tokens - 1 (at
-    decode exactly the last generated token, at position num_tokens - 1). With `num_tokens` (chunked
-    prefill: tokens fed per sequence), feed cached_token_count … cached + that - 1; the context then
-    ends with the chunk, and causal attention aligned to the end keeps each query on its own past.
-    Where each token is written (slot_mapping) and where each sequence's history is read
-    (block_tables) both come from paged/addressing.py.
+    """Inputs feeding each sequence its uncached tokens, cached_token_count … num_tokens - 1.
 
-    Raises: ValueError as `batch_slot_mapping` (a token without its physical block)."""
+    At decode that is the last generated token. With `num_tokens` (chunked prefill: tokens fed per
+    sequence) the context ends with the chunk; causal attention aligned to the end keeps each query
+    on its own past. slot_mapping and block_tables come from paged/addressing.py.
+    Raises: ValueError as `batch_slot_mapping` does (a token without its physical block)."""
     starts = [seq.cached_token_count for seq in seqs]
     ends = ([seq.num_tokens for seq in seqs] if num_tokens is None
             else [a + n for a, n in zip(starts, num_tokens)])
@@ -75,14 +73,12 @@ def prepare_inputs(seqs: list[Sequence], block_size: int, is_prefill: bool, devi
 
 
 class PagedBackend:
-    """Attention over the paged pool, one layer at a time: write this step's K/V at their slots
-    (write_kv), then read every sequence's history through its block table (paged_attention_decode /
-    paged_attention_prefill).
+    """Attention over the paged pool, a layer at a time: write_kv, then read through the tables.
 
-    `impl` names the decode kernel; `fast` takes write_kv's C copy. `fault`: the hook of an injected
-    fault (None without one), which writes instead of write_kv and may read before it writes
-    (EARLY_INCREMENT). `ran`: the attention call and the kernel behind it that ran last (the step
-    trace's `attention` and `kernel`).
+    The read is paged_attention_decode / paged_attention_prefill. `impl` names the decode kernel;
+    `fast` takes write_kv's C copy. `fault`: an injected fault's hook (or None), which writes
+    instead of write_kv and may read before it writes (EARLY_INCREMENT). `ran`: the attention call
+    and kernel that ran last (the trace's `attention` and `kernel`).
     """
 
     def __init__(self, pool: KVCachePool, batch: BatchInput, impl: str = "gather",
@@ -97,8 +93,7 @@ class PagedBackend:
 
     def __call__(self, layer: int, q: torch.Tensor, k: torch.Tensor,
                  v: torch.Tensor) -> torch.Tensor:
-        """q [N, num_heads, head_dim]; k, v [N, num_kv_heads, head_dim] -> [N, num_heads, head_dim]
-        """
+        """q [N, num_heads, head_dim]; k, v [N, num_kv_heads, head_dim] -> [N, num_heads, head_dim]"""
         key_cache, value_cache = self.pool.layer(layer)
         # the bug: attend, then write
         if self.fault and self.fault.read_first and not self.batch.is_prefill:
@@ -121,9 +116,9 @@ class PagedBackend:
 
     def decode(self, q: torch.Tensor, key_cache: torch.Tensor,
                value_cache: torch.Tensor) -> torch.Tensor:
-        """paged_attention_decode of this step's batch: q [B, num_heads, head_dim] -> the same
-        shape. The C kernel is checked and planned once per step (kernels.native.DecodeStep), and
-        every layer's call reuses it."""
+        """paged_attention_decode of this step's batch: q [B, num_heads, head_dim] -> same shape.
+
+        The C kernel is checked and planned once per step (DecodeStep); every layer reuses it."""
         if self.impl == "native" and self.step is None:
             self.step = DecodeStep(q, self.pool.key_cache, self.pool.value_cache,
                                    self.batch.block_tables,
@@ -154,9 +149,8 @@ class ModelRunner:
     """Owns the KV storage of one layout and runs the model on a scheduled batch.
 
     attn_impl names the decode kernel. A reference impl ("loop", "gather") keeps the whole step on
-    the reference path; any kernel of paged/kernels also takes the other fast paths there (`fast`):
-    the pool in huge pages and the K/V write in one C call (kernels/kv_fast.py). Same tokens either
-    way.
+    the reference path; a paged/kernels kernel also takes the other fast paths (`fast`: the pool
+    in huge pages, the K/V write in one C call). Same tokens either way.
     """
 
     def __init__(self, model: torch.nn.Module, num_blocks: int, block_size: int,
@@ -199,8 +193,7 @@ class ModelRunner:
         return cache
 
     def fork(self, parent_id: int, child_id: int) -> None:
-        """A child shares its parent's history: the paged pool shares blocks (BlockManager.fork);
-        the contiguous twin has nothing to share, so it copies the parent's cache."""
+        """Give a child its parent's history: shared blocks (paged), or a copied cache (twin)."""
         if self.pool is None and parent_id in self.contiguous:
             self.contiguous[child_id] = self.contiguous[parent_id].clone()
 
@@ -214,16 +207,15 @@ class ModelRunner:
             cache.index_copy_(1, dst, cache.index_select(1, src))
 
     def release(self, seq_id: int) -> None:
-        """Drop a finished sequence's contiguous cache (the paged pool is managed by the
-        BlockManager)."""
+        """Drop a finished sequence's contiguous cache (the BlockManager manages the pool)."""
         self.contiguous.pop(seq_id, None)
 
     def prepare(self, seqs: list[Sequence], is_prefill: bool,
                 num_tokens: list[int] | None = None) -> BatchInput:
-        """Model inputs for `seqs`; num_tokens: tokens fed per sequence (chunked prefill), default
-        all uncached. Paged: each block table is checked against the pool (ValueError naming the
-        rule), or, with a fault, the inputs are rebuilt through the links it breaks and nothing is
-        checked, so its symptom shows."""
+        """Model inputs (a BatchInput) for `seqs`; num_tokens: tokens fed each (default: uncached).
+
+        With a fault the inputs are rebuilt through the links it breaks, unchecked, so it shows.
+        Raises: ValueError (paged, no fault) for a block table that breaks a rule of the pool."""
         batch = prepare_inputs(seqs, self.block_size, is_prefill, self.device,
                                paged=self.pool is not None,
                                num_tokens=num_tokens)
@@ -237,8 +229,7 @@ class ModelRunner:
         return batch
 
     def backend(self, seqs: list[Sequence], batch: BatchInput) -> PagedBackend | ContiguousBackend:
-        """The attention backend of one run: over the pool (with the fault's hook, if any) or the
-        twin's caches."""
+        """The attention backend of one run: over the pool (with any fault's hook) or the twin's."""
         if self.pool is not None:
             return PagedBackend(self.pool, batch, self.attn_impl, self.hook if self.fault else None,
                                 self.fast)

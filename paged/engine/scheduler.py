@@ -49,15 +49,15 @@ Why = list[tuple[str, dict]]
 
 
 def explain(why: Why, templates: dict[str, str] = WHY_ENGLISH) -> str:
-    """The pieces of a step's why, filled into `templates` (code -> format string) and joined with
-    "; "."""
+    """The pieces of a step's why, filled into `templates` (code -> format), joined with "; "."""
     return "; ".join(templates[code].format(**values) for code, values in why)
 
 
 def seats(seqs) -> int:
-    """The sequences these will be once running: a prompt with n parallel samples forks into n after
-    its prefill (until then it is one Sequence with n > 1 and no generated token), so it takes n of
-    max_num_seqs."""
+    """How many sequences these will be once running (a max_num_seqs count).
+
+    A prompt with n parallel samples forks into n after its prefill (until then it is one Sequence
+    with n > 1 and no generated token), so it takes n seats."""
     return sum(seq.n if not seq.generated_token_ids else 1 for seq in seqs)
 
 
@@ -188,11 +188,12 @@ class Scheduler:
         return SchedulerOutput("decode", list(self.running), why, preempted, allocated, freed)
 
     def _schedule_chunked(self) -> SchedulerOutput:
-        """vLLM v1 style: running sequences first (oldest first), each fed min(uncached tokens,
-        budget left), then waiting prompts get a chunk of what budget is left (admitted only when
-        their whole prompt fits). The newest running sequence is preempted when a block is missing;
-        waiting prompts are not admitted in a step that preempted. Step for step the same as vLLM
-        0.32's v1 Scheduler (tests/paged/engine/test_vllm_scheduler.py)."""
+        """One chunked step, vLLM v1 style (step for step as vLLM 0.32's v1 Scheduler).
+
+        Running sequences first (oldest first), each fed min(uncached tokens, budget left); then
+        waiting prompts get a chunk of the rest, admitted only when their whole prompt fits. The
+        newest running sequence is preempted when a block is missing; no prompt is admitted in a
+        step that preempted."""
         bm, cfg = self.block_manager, self.config
         budget = cfg.max_num_batched_tokens
         batch, chunks, allocated, freed, preempted = [], {}, {}, {}, []
@@ -282,16 +283,18 @@ class Scheduler:
 
     @staticmethod
     def _chunk_why(seq: Sequence, n: int) -> tuple[str, dict]:
-        """The "prefill_chunk" piece of `seq` fed `n` tokens from its cached_token_count on (token
-        indexes, both ends included, of its num_tokens)."""
+        """The "prefill_chunk" piece of `seq` fed `n` tokens from its cached_token_count on.
+
+        It names the token indexes, both ends included, out of its num_tokens."""
         start = seq.cached_token_count
         return ("prefill_chunk", dict(seq=seq.seq_id, start=start, end=start + n - 1,
                                       total=seq.num_tokens))
 
     def preempt(self, seq: Sequence, allow_swap: bool = True) -> list[int]:
-        """Preemption by recompute: free a running seq's blocks, forget its cache, put it at the
-        front of the waiting queue. Returns the blocks released. In swap mode (allow_swap) the
-        swapper swaps it out instead if it can."""
+        """Preempt by recompute: free seq's blocks, forget its cache, requeue it first.
+
+        Returns the blocks released. In swap mode (allow_swap) the swapper swaps it out instead
+        if it can."""
         if (allow_swap and self.swapper is not None
                 and (released := self.swapper.preempt(seq)) is not None):
             return released

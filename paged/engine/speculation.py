@@ -58,9 +58,9 @@ if TYPE_CHECKING:
 class SpeculativeDecoder:
     """One engine's speculation: its proposer, the break-it flag and the counts per request.
 
-    proposer(seq, k) -> at most k guessed token ids (default: prompt lookup with the config's n-gram
-    lengths; tests put in their own). stats: request id -> {"num_proposed", "num_accepted",
-    "num_passes"} (guesses made, guesses kept, verification passes that fed it guesses)."""
+    proposer(seq, k) -> at most k guessed token ids (default: prompt lookup with the config's
+    n-gram lengths; tests put in their own). stats: request id -> {"num_proposed",
+    "num_accepted", "num_passes"} (guesses made, kept, verification passes that fed guesses)."""
 
     def __init__(self, engine: "LLMEngine", config: SpeculativeConfig) -> None:
         self.engine, self.config = engine, config
@@ -72,8 +72,7 @@ class SpeculativeDecoder:
     def for_engine(cls, engine: "LLMEngine") -> "SpeculativeDecoder | None":
         """The engine's decoder (None when speculation is off).
 
-        Raises: ValueError with a fault: bug-lab faults rebuild a plain step's inputs, not a
-        verification pass's."""
+        Raises: ValueError with a fault (faults rebuild a plain step's inputs, not a pass's)."""
         config = engine.scheduler_config.speculative
         if config is None:
             return None
@@ -116,8 +115,7 @@ class SpeculativeDecoder:
         return out
 
     def _batch(self, seqs: list[Sequence], fed: list[list[int]]) -> BatchInput:
-        """The verification pass's inputs: each sequence's fed tokens at cache indexes
-        cached_token_count on."""
+        """The verification pass's inputs: each sequence's tokens from cached_token_count on."""
         runner = self.engine.runner
         starts = [s.cached_token_count for s in seqs]
         lens = torch.tensor([len(f) for f in fed], dtype=torch.long)
@@ -151,8 +149,9 @@ class SpeculativeDecoder:
                                                                                      batch)).float()
 
     def step(self, sched: "SchedulerOutput", trace: "StepTrace") -> bool:
-        """Run this decode step speculatively; False (nothing done) if it is not a decode step or no
-        sequence got a guess (and the rollback is on): the plain decode path runs it then."""
+        """Run this decode step speculatively; False (nothing done) leaves it to the plain path.
+
+        That is when it is not a decode step, or no sequence got a guess (with rollback on)."""
         if sched.phase != "decode":
             return False
         engine, bm, seqs = self.engine, self.engine.block_manager, sched.seqs
@@ -196,8 +195,9 @@ class SpeculativeDecoder:
         return True
 
     def _emit(self, seq: Sequence, tokens: list[int], trace: "StepTrace") -> int:
-        """Append the accepted tokens and the model's own one, stopping at the first that ends the
-        request (EOS, a stop string, max_tokens: trace.finished). Returns how many were kept."""
+        """Append the accepted tokens and the model's own one; returns how many were kept.
+
+        Stops at the first that ends the request (EOS, a stop string, max_tokens: trace.finished)."""
         for kept, tok in enumerate(tokens, 1):
             seq.generated_token_ids.append(int(tok))
             reason = self.engine.stop_reason(seq)
@@ -208,10 +208,11 @@ class SpeculativeDecoder:
         return len(tokens)
 
     def _roll_back(self, seq: Sequence, fed: int, kept: int) -> list[int]:
-        """cached_token_count back to num_tokens - 1 (the last known token and the kept guesses were
-        written), the table back to blocks_needed(cached_token_count); returns the blocks freed
-        (last first). rollback=False (the break-it): every fed token counts as cached, nothing is
-        freed or hashed."""
+        """Roll seq back to its kept tokens; returns the blocks freed (last first).
+
+        cached_token_count goes back to num_tokens - 1 and the table to
+        blocks_needed(cached_token_count). rollback=False (the break-it): every fed token counts as
+        cached, nothing is freed or hashed."""
         bm = self.engine.block_manager
         if not self.rollback:
             seq.cached_token_count += fed
