@@ -58,8 +58,7 @@ class Swapper:
 
     # --- scheduling -------------------------------------------------------------------------------
     def schedule(self) -> "SchedulerOutput":
-        """One step of the non-chunked scheduler with swapped sequences served first (module
-        docstring)."""
+        """One non-chunked scheduler step, swapped sequences served first (module docstring)."""
         sched = self.scheduler
         self.out, self.into, self.fallback = {}, {}, []
         if self.swapped:
@@ -93,8 +92,7 @@ class Swapper:
             needs += grow
 
     def preempt(self, seq: Sequence) -> list[int] | None:
-        """Swap `seq` out if the swap pool has room (returns the pool blocks released); None:
-        recompute it."""
+        """Swap `seq` out if the swap pool has room: the pool blocks released, or None: recompute."""
         if not self.space.can_swap_out(seq):
             self.fallback.append((seq.seq_id, len(seq.block_table)))
             return None
@@ -112,8 +110,7 @@ class Swapper:
         self.store.pop(seq.seq_id, None)
 
     def _explain(self, out: "SchedulerOutput") -> None:
-        """Split the scheduler's "preempted" piece into swapped out / recomputed, and say what came
-        back."""
+        """Split the step's "preempted" why into swapped out / recomputed; add what came back."""
         swapped = [s for s in out.preempted if s in self.out]
         recomputed = [s for s in out.preempted if s not in self.out]
         why = [w for w in out.why if w[0] != "preempted"]
@@ -134,8 +131,9 @@ class Swapper:
 
     # --- the copies -------------------------------------------------------------------------------
     def apply(self, runner: ModelRunner) -> dict:
-        """Carry out this step's swaps on the K/V (out first: the released pool blocks may be reused
-        this step); returns the StepTrace fields that tell them."""
+        """Carry out this step's swaps on the K/V; returns the StepTrace fields that tell them.
+
+        Swaps out go first: the pool blocks they release may be reused this step."""
         for sid, pairs in self.out.items():
             if self.pool is not None:
                 self.bytes_copied += copy_blocks_between(runner.pool, self.pool, pairs)
@@ -167,10 +165,11 @@ BREAKS = ("no_copy", "wrong_blocks")
 
 
 def misroute(pairs: list[tuple[int, int]], how: str | None) -> list[tuple[int, int]]:
-    """The swap-in copies a broken swapper makes (the page's break-it; the contiguous twin never
-    breaks): None, the right ones; "no_copy": none (the table names fresh blocks that never got the
-    K/V back); "wrong_blocks": each swap block lands in the pool block of the next logical block
-    (the table is right, the data is not)."""
+    """The swap-in (swap block, pool block) pairs a broken swapper copies (the page's break-it).
+
+    None: the right ones. "no_copy": none (the table names fresh blocks that never got the K/V
+    back). "wrong_blocks": each swap block lands in the pool block of the next logical block (the
+    table is right, the data is not). The contiguous twin never breaks."""
     if how is None:
         return pairs
     if how == "no_copy":
@@ -181,16 +180,15 @@ def misroute(pairs: list[tuple[int, int]], how: str | None) -> list[tuple[int, i
 
 
 def make_swapper(scheduler: "Scheduler") -> Swapper | None:
-    """A Swapper for a scheduler in swap mode, None in recompute mode (the default: nothing
-    changes)."""
+    """A Swapper for a scheduler in swap mode; None in recompute mode (the default)."""
     return Swapper(scheduler) if scheduler.config.preemption_mode == "swap" else None
 
 
 def attach_swapper(scheduler: "Scheduler", runner: ModelRunner) -> Swapper | None:
-    """The engine's swapper with its host swap pool allocated beside the runner's pool (same shape
-    per block, on the CPU), or None in recompute mode.
+    """The engine's swapper with its host swap pool allocated (None in recompute mode).
 
-    Raises: ValueError (nothing allocated) if that pool is too big."""
+    The swap pool's blocks have the runner's pool's shape, on the CPU.
+    Raises: ValueError (nothing allocated) if that pool is too big or the model has a window."""
     swapper = scheduler.swapper
     if swapper is not None and getattr(scheduler.block_manager, "window", None) is not None:
         raise ValueError("preemption_mode='swap' with a sliding window is not supported (its block "

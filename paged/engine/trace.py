@@ -32,8 +32,7 @@ class SeqStepState:
 
     @property
     def text_out(self) -> str:
-        """The sampled token's text ("" without one): decoded when read (UI only), not on the
-        engine's step."""
+        """The sampled token's text ("" without one), decoded when read (UI only), not in the step."""
         return ("" if self.token_out is None or self.decode is None
                 else self.decode([self.token_out]))
 

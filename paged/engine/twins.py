@@ -85,8 +85,7 @@ class TwinRun:
         return max((s.max_diff for s in self.steps), default=0.0)
 
     def first_divergence(self, i: int) -> int | None:
-        """Index of the first generated token where request i's twins disagree (None if identical).
-        """
+        """Index of the first generated token where request i's twins disagree (None: identical)."""
         a, b = self.paged[i].token_ids, self.contiguous[i].token_ids
         for k, (x, y) in enumerate(zip(a, b)):
             if x != y:
@@ -119,8 +118,7 @@ class TwinEngines:
         self.same_tokens = self.same_schedule = True
 
     def add_request(self, prompt, params: SamplingParams | None = None) -> int:
-        """Add to both twins; returns the paged engine's request id (the one outputs() and abort()
-        take)."""
+        """Add to both twins; returns the paged engine's request id (as outputs() and abort() take)."""
         rid = self.paged.add_request(prompt, params)
         try:
             twin = self.contiguous.add_request(prompt, params)
@@ -159,8 +157,7 @@ class TwinEngines:
         return trace
 
     def step(self) -> TwinStep:
-        """One step of each twin; compares every token both have now produced (see the module
-        docstring)."""
+        """One step of each twin; compares every token both have produced (module docstring)."""
         # recorded first: if the twin's step raises, nothing is lost
         tp = self._record("paged", self.paged.step())
         tc = self._record("contiguous", self.contiguous.step())
@@ -196,8 +193,9 @@ def run_twins(model, tokenizer, prompts,
               cache_config: CacheConfig | None = None,
               scheduler_config: SchedulerConfig | None = None, attn_impl: str | None = None,
               fault: Fault | str | None = None, max_steps: int = 10_000) -> TwinRun:
-    """Run every prompt (with its own params if a list is given) through both twins to the end;
-    returns every step's comparison and both outputs."""
+    """Run every prompt through both twins to the end; returns each step's comparison and outputs.
+
+    params: one SamplingParams for all, or a list with one per prompt."""
     twins = TwinEngines(model, tokenizer, cache_config, scheduler_config, attn_impl, fault)
     per_prompt = params if isinstance(params, list) else [params] * len(prompts)
     for p, sp in zip(prompts, per_prompt, strict=True):

@@ -63,8 +63,7 @@ class EngineView:
 
     @property
     def ownership(self) -> tuple[int | None, ...]:
-        """physical block -> the first sequence (in allocation order) whose table holds it, or None
-        when free."""
+        """physical block -> the first sequence (allocation order) whose table holds it; None: free."""
         return tuple(first_owners(self.tables, self.num_blocks))
 
     @property
@@ -83,8 +82,7 @@ class EngineView:
 
     @property
     def cached_counts(self) -> dict[int, int]:
-        """seq_id -> cached_token_count, for every sequence holding blocks (what the pool figure
-        fills)."""
+        """seq_id -> cached_token_count of every sequence holding blocks (the pool figure's fill)."""
         return {sid: self.seqs[sid].cached_token_count for sid in self.tables}
 
 

@@ -32,8 +32,9 @@ from ..chapters.window import HOLE, num_skipped_blocks
 
 
 class WindowBlockManager(BlockManager):
-    """A BlockManager whose sequences read only their last `window` tokens (ValueError for a window
-    < 1; the other arguments and errors are BlockManager's)."""
+    """A BlockManager whose sequences read only their last `window` tokens.
+
+    Raises: ValueError for a window < 1, and as BlockManager does."""
 
     def __init__(self, num_blocks: int, block_size: int, window: int, watermark: float = 0.01,
                  seed: int | None = None, enable_prefix_caching: bool = False,
@@ -51,9 +52,10 @@ class WindowBlockManager(BlockManager):
 
     # --- sliding ----------------------------------------------------------------------------------
     def slide(self, seqs: list[Sequence]) -> dict[int, list[int]]:
-        """Free, for each running seq, the blocks wholly before the window of its next token (index
-        cached_token_count); their entries become HOLEs. Returns seq_id -> blocks that went back to
-        the free queue (only sequences that freed some)."""
+        """Free each seq's blocks wholly before its next token's window; returns seq_id -> freed.
+
+        The next token is index cached_token_count; freed entries become HOLEs. Only sequences that
+        freed blocks are in the result."""
         out = {}
         for seq in seqs:
             if seq.seq_id not in self.tables:
@@ -84,8 +86,7 @@ class WindowBlockManager(BlockManager):
         return self._drop(dropped)
 
     def _drop(self, blocks: list[int]) -> list[int]:
-        """Drop one reference to each of `blocks` (last block first); those at 0 go to the free
-        queue."""
+        """Drop one reference to each of `blocks` (last first); those at 0 go to the free queue."""
         released = []
         for block in blocks:
             self.ref_counts[block] -= 1
@@ -97,9 +98,10 @@ class WindowBlockManager(BlockManager):
 
     # --- what BlockManager does, with holes in the tables -----------------------------------------
     def _prefix_hits(self, token_ids: list[int]) -> list[int]:
-        """vLLM's sliding-window hit: right to left, the first run of ceil((W - 1) / block_size)
-        cached blocks (a run from block 0 may be shorter); the blocks before the run are HOLEs.
-        Never the last token's block."""
+        """vLLM's sliding-window prefix hit, never the last token's block.
+
+        Right to left, the first run of ceil((W - 1) / block_size) cached blocks (a run from block
+        0 may be shorter); the blocks before the run are HOLEs."""
         if not self.enable_prefix_caching:
             return []
         bs, cache = self.block_size, self.cache
@@ -125,8 +127,7 @@ class WindowBlockManager(BlockManager):
         return fresh + sum(self.ref_counts[b] == 0 for b in hits if b != HOLE)
 
     def allocate(self, seq: Sequence, max_new_tokens: int | None = None) -> list[int]:
-        """BlockManager.allocate with sliding-window hits: the skipped leading blocks are HOLEs from
-        the start."""
+        """BlockManager.allocate with sliding-window hits: skipped leading blocks start as HOLEs."""
         if seq.block_table or seq.seq_id in self.tables:
             raise ValueError(f"sequence {seq.seq_id} already holds blocks {seq.block_table}; free "
                              "it first")
@@ -154,8 +155,9 @@ class WindowBlockManager(BlockManager):
         return table
 
     def _file(self, seq: Sequence, num_tokens: int) -> None:
-        """Index seq's full blocks among its first num_tokens tokens, skipping holes (and dangling
-        entries): the hash chain still runs through their tokens."""
+        """Index seq's full blocks among its first num_tokens tokens, skipping holes.
+
+        Dangling entries are skipped too; the hash chain still runs through their tokens."""
         if not self.enable_prefix_caching:
             return
         bs, cache, table = self.block_size, self.cache, seq.block_table
@@ -186,8 +188,7 @@ class WindowBlockManager(BlockManager):
         return child.block_table
 
     def free(self, seq: Sequence) -> list[int]:
-        """BlockManager.free of the blocks seq still holds (its holes and dangling entries are gone
-        already)."""
+        """BlockManager.free of the blocks seq still holds (holes and dangling entries are gone)."""
         table, gone = self.tables.get(seq.seq_id), self.dangling.pop(seq.seq_id, set())
         if table is not None:
             table[:] = [b for i, b in enumerate(table) if b != HOLE and i not in gone]

@@ -49,22 +49,21 @@ def runner_for(model: torch.nn.Module, *args) -> ModelRunner:
 
 
 def slide(block_manager: BlockManager, seqs) -> dict[int, list[int]]:
-    """After a step: free the blocks the window left behind (WindowBlockManager.slide); {} without a
-    window."""
+    """After a step, free the blocks the window left behind: seq_id -> freed ({} without one)."""
     return block_manager.slide(seqs) if isinstance(block_manager, WindowBlockManager) else {}
 
 
 def held_blocks(trace) -> dict[int, int]:
-    """seq id -> blocks its table references at the end of a (recorded) step, holes not counted:
-    what each running sequence holds between this step and the next (StepTrace.block_tables_after).
-    """
+    """seq id -> the blocks its table holds after a recorded step, holes not counted.
+
+    What each running sequence holds until the next step (StepTrace.block_tables_after)."""
     return {sid: sum(b >= 0 for b in table) for sid, table in trace.block_tables_after.items()}
 
 
 def with_window(model: torch.nn.Module, window: int | None) -> torch.nn.Module:
-    """The same model (its very parameters, no copy of a weight) whose config has sliding_window =
-    window: a shallow copy, so a shared, cached model is never changed. window None: full attention.
+    """A shallow copy of `model` (the same weights) whose config has sliding_window = window.
 
+    A shared, cached model is never changed. window None: full attention.
     Raises: ValueError for a window < 1."""
     window = None if window is None else as_int(window, "sliding_window", 1)
     twin = copy.copy(model)
@@ -73,8 +72,7 @@ def with_window(model: torch.nn.Module, window: int | None) -> torch.nn.Module:
 
 
 class WindowPagedBackend:
-    """PagedBackend with a window: write the step's K/V at their slots, then read each sequence's
-    window only."""
+    """PagedBackend with a window: write the step's K/V, then read only each sequence's window."""
 
     def __init__(self, pool: KVCachePool, batch: BatchInput, window: int, impl: str) -> None:
         self.pool, self.batch, self.window, self.impl = pool, batch, window, impl
@@ -94,8 +92,7 @@ class WindowPagedBackend:
 
 
 class WindowContiguousBackend:
-    """The reference twin with a window: every token kept in each sequence's ContiguousKVCache, the
-    window a mask."""
+    """The reference twin with a window: each ContiguousKVCache keeps every token; a mask reads."""
 
     def __init__(self, caches: list[ContiguousKVCache], batch: BatchInput, window: int) -> None:
         self.caches, self.batch, self.window = caches, batch, window
@@ -111,9 +108,10 @@ class WindowContiguousBackend:
 
 
 class WindowRunner(ModelRunner):
-    """ModelRunner for a model with config.sliding_window: the window's backends, no fault, impl
-    "gather" or "loop" (ValueError for any other, or for a fault: the window's break-it is
-    WindowBlockManager(free_early))."""
+    """ModelRunner for a model with config.sliding_window: the window's backends, no fault.
+
+    The window's break-it is WindowBlockManager(free_early) instead of a fault.
+    Raises: ValueError for an impl other than "gather" or "loop", or for a fault."""
 
     def __init__(self, model: torch.nn.Module, num_blocks: int, block_size: int,
                  kv_layout: str = "paged",
@@ -128,17 +126,17 @@ class WindowRunner(ModelRunner):
         self.window = model.config.sliding_window
 
     def prepare(self, seqs, is_prefill: bool, num_tokens: list[int] | None = None) -> BatchInput:
-        """The step's inputs (runner.prepare_inputs); the holes at the front of a table are never
-        read, so the tables are not checked as a whole here: the window's reads refuse a hole inside
-        a window themselves."""
+        """The step's inputs (runner.prepare_inputs), tables not checked as a whole.
+
+        The holes at a table's front are never read; the window's reads refuse a hole inside a
+        window themselves."""
         return prepare_inputs(seqs, self.block_size, is_prefill, self.device,
                               paged=self.pool is not None,
                               num_tokens=num_tokens)
 
     @torch.inference_mode()
     def run(self, seqs, batch: BatchInput) -> torch.Tensor:
-        """ModelRunner.run with the window's backends: logits [B, vocab] of each sequence's last fed
-        token."""
+        """ModelRunner.run with the window's backends: logits [B, vocab], each sequence's last token."""
         if self.pool is not None:
             backend = WindowPagedBackend(self.pool, batch, self.window, self.attn_impl)
         else:
