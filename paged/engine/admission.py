@@ -109,8 +109,8 @@ def check_fits(num_prompt_tokens: int, params: SamplingParams, model_config: Mod
             "pool", f"this request could never fit even in an empty pool: {total} tokens need "
                     f"{need} blocks of {bm.block_size}, the pool has {bm.num_blocks} (watermark "
                     f"{bm.watermark_blocks}); raise num_blocks or lower max_tokens",
-            tokens=total, need=need, usable=usable, min_blocks=smallest_pool(need, bm.num_blocks,
-                                                                             bm.watermark),
+            tokens=total, need=need, usable=usable,
+            min_blocks=smallest_pool(need, bm.num_blocks, bm.watermark),
             fit_tokens=usable * bm.block_size)
     if params.n > 1:
         # the prompt's full blocks every sample shares, and the tokens of its last, partial one each

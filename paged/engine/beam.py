@@ -142,10 +142,9 @@ class BeamSearch:
     def _preempted(self, group: BeamGroup) -> BeamStepTrace:
         """Preempt `group` as a whole; the trace says which beams and which blocks."""
         seq_ids = [s.seq_id for s in group.beams]
-        trace = BeamStepTrace(step=self.step_count, phase="preempt", reason="the pool ran short: "
-                                                                            "the latest "
-                              "admitted beam group is preempted as a whole",
-                              kv_layout=self.kv_layout,
+        trace = BeamStepTrace(step=self.step_count, phase="preempt",
+                              reason="the pool ran short: the latest admitted beam group is "
+                                     "preempted as a whole", kv_layout=self.kv_layout,
                               num_blocks=self.block_manager.num_blocks,
                               block_tables_before={s.seq_id: list(s.block_table)
                                                    for s in group.beams},

@@ -92,8 +92,8 @@ class BeamResult:
         """(blocks with sharing, blocks without) summed over the steps: KV memory x time.
 
         The paper's section 4.4 saving is 1 - the first / the second."""
-        return (sum(t.blocks_shared for t in self.traces), sum(t.blocks_unshared
-                                                               for t in self.traces))
+        return (sum(t.blocks_shared for t in self.traces),
+                sum(t.blocks_unshared for t in self.traces))
 
 
 class BeamGroup:
@@ -215,8 +215,8 @@ class BeamGroup:
         if head.status is SequenceStatus.WAITING:
             budget = self._budget()
             if head.block_table:
-                n = head.num_uncached_tokens if budget is None else min(budget,
-                                                                        head.num_uncached_tokens)
+                n = (head.num_uncached_tokens if budget is None
+                     else min(budget, head.num_uncached_tokens))
                 return bm.blocks_to_grow(head, head.cached_token_count + n)
             return 0 if bm.can_allocate(head, budget) else bm.num_blocks + 1  # allocate's own rule
         seqs = [s for s in self.beams if s.num_uncached_tokens > 1] if self.refeed else self.beams

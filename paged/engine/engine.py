@@ -170,8 +170,8 @@ class LLMEngine:
         group = self.groups[request_id]
         samples = [list(s.generated_token_ids) for s in group]
         return RequestOutput(seq.seq_id, list(seq.prompt_token_ids), list(seq.generated_token_ids),
-                             self.tokenizer.decode(seq.generated_token_ids), all(s.is_finished
-                                                                                 for s in group),
+                             self.tokenizer.decode(seq.generated_token_ids),
+                             all(s.is_finished for s in group),
                              seq.finish_reason, sum(s.preemptions for s in group), samples,
                              [self.tokenizer.decode(t) for t in samples])
 
@@ -338,8 +338,8 @@ class LLMEngine:
             elif not (seq.generated_token_ids and seq.num_uncached_tokens == 1):
                 seq.on_prefill_done(tok)
                 if seq.n > 1:
-                    trace.forked[seq.seq_id] = [c.seq_id for c in self._fork_samples(seq,
-                                                                                     logits[i])]
+                    trace.forked[seq.seq_id] = [c.seq_id
+                                                for c in self._fork_samples(seq, logits[i])]
             else:
                 seq.on_decode_done(tok)
             for s in (seq, *(self.sequences[c] for c in trace.forked.get(seq.seq_id, ()))):

@@ -167,8 +167,8 @@ class ModelRunner:
         self.hook = fault_hook(fault, block_size, num_blocks * block_size)
         # the last run's attention call and kernel (PagedBackend.ran; none: contiguous)
         self.ran = ("", "")
-        self.model, self.kv_layout, self.attn_impl, self.block_size = (model, kv_layout, attn_impl,
-                                                                       block_size)
+        self.model, self.kv_layout, self.attn_impl, self.block_size = (
+            model, kv_layout, attn_impl, block_size)
         cfg = model.config
         param = next(model.parameters())
         self.device, self.dtype = param.device, param.dtype

@@ -146,10 +146,10 @@ class Scheduler:
                                    f"{explain([why_stop]) if why_stop else 'empty batch'}")
             return None
         self.running.extend(batch)
-        why = [("prefill", dict(count=len(batch), tokens=tokens))] + ([why_stop] if why_stop
-                                                                      else [])
-        return SchedulerOutput("prefill", batch, why, allocated={s.seq_id: list(s.block_table)
-                                                                 for s in batch})
+        why = ([("prefill", dict(count=len(batch), tokens=tokens))]
+               + ([why_stop] if why_stop else []))
+        return SchedulerOutput("prefill", batch, why,
+                               allocated={s.seq_id: list(s.block_table) for s in batch})
 
     def _schedule_decode(self) -> SchedulerOutput:
         if not self.running:

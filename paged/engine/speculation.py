@@ -145,8 +145,8 @@ class SpeculativeDecoder:
     def _forward(self, seqs: list[Sequence], batch: BatchInput) -> torch.Tensor:
         """Logits of every fed token: [N, vocab]."""
         runner = self.engine.runner
-        return runner.model(batch.input_ids, batch.positions, backend=runner.backend(seqs,
-                                                                                     batch)).float()
+        return runner.model(batch.input_ids, batch.positions,
+                            backend=runner.backend(seqs, batch)).float()
 
     def step(self, sched: "SchedulerOutput", trace: "StepTrace") -> bool:
         """Run this decode step speculatively; False (nothing done) leaves it to the plain path.
@@ -158,8 +158,8 @@ class SpeculativeDecoder:
         guesses = self._propose(seqs)
         if self.rollback and not any(guesses):
             return False
-        taken = [bm.ensure_capacity(s, s.cached_token_count + 1 + len(g)) for s, g in zip(seqs,
-                                                                                          guesses)]
+        taken = [bm.ensure_capacity(s, s.cached_token_count + 1 + len(g))
+                 for s, g in zip(seqs, guesses)]
         fed = [[s.last_token_id] + g for s, g in zip(seqs, guesses)]
         batch = self._batch(seqs, fed)
         logits = self._forward(seqs, batch)

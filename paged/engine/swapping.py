@@ -196,8 +196,8 @@ def attach_swapper(scheduler: "Scheduler", runner: ModelRunner) -> Swapper | Non
                          "preemption_mode='recompute'")
     if swapper is not None and runner.pool is not None:
         p = runner.pool
-        pinned = (lambda shape, dtype, device: torch.zeros(shape, dtype=dtype,
-                                                           device=device).pin_memory())
+        pinned = (lambda shape, dtype, device:
+                  torch.zeros(shape, dtype=dtype, device=device).pin_memory())
         swapper.pool = KVCachePool(p.num_layers, swapper.space.num_blocks, p.block_size,
                                    p.num_kv_heads, p.head_dim,
                                    p.dtype, "cpu", zeros=pinned if p.device.type == "cuda"

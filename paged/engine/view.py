@@ -56,8 +56,8 @@ class EngineView:
     def groups(self) -> dict[int, tuple[int, ...]]:
         """request id -> its sequences' ids (the request's own first, then its forked samples)."""
         out: dict[int, list[int]] = {}
-        for sid, s in sorted(self.seqs.items(), key=lambda kv: (kv[1].request_id,
-                                                                kv[1].sample_index)):
+        for sid, s in sorted(self.seqs.items(),
+                             key=lambda kv: (kv[1].request_id, kv[1].sample_index)):
             out.setdefault(s.request_id, []).append(sid)
         return {rid: tuple(ids) for rid, ids in out.items()}
 

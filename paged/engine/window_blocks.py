@@ -143,8 +143,8 @@ class WindowBlockManager(BlockManager):
                 del self.free_block_ids[block]
             self.ref_counts[block] += 1
         covered = self._tokens_to_cover(seq, len(hits), max_new_tokens)
-        table = hits + [self._take() for _ in range(blocks_needed(covered,
-                                                                  self.block_size) - len(hits))]
+        table = hits + [self._take()
+                        for _ in range(blocks_needed(covered, self.block_size) - len(hits))]
         seq.block_table = self.tables[seq.seq_id] = table
         self._freed.discard(seq.seq_id)
         self.dangling.pop(seq.seq_id, None)

@@ -44,8 +44,8 @@ def block_manager_for(model_config, num_blocks: int, block_size: int, watermark:
 
 def runner_for(model: torch.nn.Module, *args) -> ModelRunner:
     """ModelRunner(model, *args), or WindowRunner when the model has a sliding window."""
-    return (WindowRunner if getattr(model.config, "sliding_window", None) else ModelRunner)(model,
-                                                                                            *args)
+    return (WindowRunner if getattr(model.config, "sliding_window", None)
+            else ModelRunner)(model, *args)
 
 
 def slide(block_manager: BlockManager, seqs) -> dict[int, list[int]]:
