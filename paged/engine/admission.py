@@ -138,7 +138,7 @@ def check_fits(num_prompt_tokens: int, params: SamplingParams, model_config: Mod
 
 
 def free_memory_bytes(device: torch.device) -> int | None:
-    """Bytes still allocatable on `device` (the GPU's free memory, else the host's); None if unknown."""
+    """Bytes still allocatable on `device` (GPU free memory, else the host's); None if unknown."""
     if device.type == "cuda":
         return torch.cuda.mem_get_info(device)[0]
     # the one host-memory reader (weights are checked with it too)

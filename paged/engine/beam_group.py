@@ -196,7 +196,7 @@ class BeamGroup:
     def _refeed(self) -> BeamStepTrace:
         """Recompute: each beam with 2+ generated tokens is fed all of them but the newest.
 
-        The first of them gets its slot through append_slot (a new block, or a shared one copied)."""
+        The first gets its slot through append_slot (a new block, or a shared one copied)."""
         trace = self._trace("prefill", "recompute the beams' tokens (resume after a preemption)")
         seqs = [s for s in self.beams if s.num_uncached_tokens > 1]
         for s in seqs:

@@ -1,5 +1,4 @@
-"""StepCheckpoint: what one engine step may change, captured before it, so a step that raises can be
-undone.
+"""StepCheckpoint: what one engine step may change, captured so a step that raises is undone.
 
 A step touches the scheduler's queues, the block manager (tables, ref counts, free list,
 prefix-cache index), the sequences (cached_token_count, generated_token_ids, status, …), their

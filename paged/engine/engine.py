@@ -257,7 +257,7 @@ class LLMEngine:
                                ended)
 
     def _step(self) -> StepTrace:
-        """One step, in nano-vllm's order: schedule → prepare → run → sample → update → free."""
+        """Nano-vllm order: schedule → prepare → run → sample → update → free."""
         t0 = time.perf_counter()
         sched, trace = self._schedule()
         # speculation.py ran it
@@ -285,7 +285,7 @@ class LLMEngine:
         return self._end(trace, t0)
 
     def _schedule(self) -> tuple[SchedulerOutput, StepTrace]:
-        """Pick this step's sequences and blocks; copy-on-write is done before anything is written."""
+        """Pick this step's sequences and blocks; copy-on-write runs before anything is written."""
         bm = self.block_manager
         before = block_tables(self.scheduler.running) if self.record else {}
         sched = self.scheduler.schedule()

@@ -1,5 +1,4 @@
-"""The ModelRunner: turns scheduled sequences into model inputs, runs the model, returns next-token
-logits.
+"""The ModelRunner: scheduled sequences -> model inputs -> the model -> logits [B, vocab].
 
 It builds input_ids, positions, slot_mapping, block_tables (padded with -1) and context_lens, and
 hands the model an attention backend that knows where K/V live:
@@ -93,7 +92,9 @@ class PagedBackend:
 
     def __call__(self, layer: int, q: torch.Tensor, k: torch.Tensor,
                  v: torch.Tensor) -> torch.Tensor:
-        """q [N, num_heads, head_dim]; k, v [N, num_kv_heads, head_dim] -> [N, num_heads, head_dim]"""
+        """One layer's attention: q [N, num_heads, head_dim]; k, v [N, num_kv_heads, head_dim].
+
+        Returns [N, num_heads, head_dim]."""
         key_cache, value_cache = self.pool.layer(layer)
         # the bug: attend, then write
         if self.fault and self.fault.read_first and not self.batch.is_prefill:

@@ -1,33 +1,29 @@
-"""Speculative decoding inside the engine: propose, verify in one pass, accept, roll back
-(chapters/speculative.py).
+"""Speculative decoding in the engine: propose, verify in one pass, accept, roll back.
+
+The math is chapters/speculative.py.
 
 LLMEngine hands every decode step to `SpeculativeDecoder.step` when SchedulerConfig(speculative=...)
 is set. The scheduler has already run as for a plain decode (preemptions, a new block or
 copy-on-write for each sequence's next token); then, per sequence, in the order the scheduler ran
 them:
 
-1. propose: up to k guesses (greedy sequences only: acceptance by argmax is exact only for them; a
-sampling one is
-   fed its one token as usual), clipped by the token budget (max_num_batched_tokens counts the k + 1
-   fed tokens),
-   by max_tokens, by the model's length and by the free blocks: guesses take free blocks, never
-   preempt anyone;
-2. take blocks for them (BlockManager.ensure_capacity: the slots after the last known token's); 3.
-one forward pass over every sequence's last known token + its guesses (paged_attention_prefill:
-causal inside
-   the new tokens, history through the block table; the contiguous twin appends to its own cache);
-4. greedy acceptance (paged.chapters.speculative.accept_greedy), the emitted tokens appended one by
-one, each checked
-   against the stop rules (EOS / stop / max_tokens), so nothing after a stop is kept;
-5. roll back: cached_token_count = num_tokens - 1 (the state rule, as after a plain decode); the K/V
-written for
-   rejected guesses stay in their slots, unread, until later tokens overwrite them; blocks holding
-   only rejected
-   slots go back to the free queue (its head: unhashed), so the table is
-   blocks_needed(cached_token_count) long,
-   exactly what plain decoding would hold. vLLM 0.32 keeps those blocks for the next step instead.
-   With prefix caching, the blocks the accepted tokens filled are hashed now (never a block holding
-   a guess).
+1. propose: up to k guesses, greedy sequences only (acceptance by argmax is exact only for
+   them; a sampling one is fed its one token as usual). Clipped by the token budget
+   (max_num_batched_tokens counts the k + 1 fed tokens), max_tokens, the model's length and the
+   free blocks: guesses take free blocks, never preempt anyone;
+2. take blocks for them (BlockManager.ensure_capacity: the slots after the last known token's);
+3. one forward pass over every sequence's last known token + its guesses
+   (paged_attention_prefill: causal inside the new tokens, history through the block table; the
+   contiguous twin appends to its own cache);
+4. greedy acceptance (paged.chapters.speculative.accept_greedy): the emitted tokens appended one
+   by one, each checked against the stop rules (EOS / stop / max_tokens), so nothing after a stop
+   is kept;
+5. roll back: cached_token_count = num_tokens - 1 (the state rule, as after a plain decode). The
+   K/V written for rejected guesses stay in their slots, unread, until later tokens overwrite
+   them; blocks holding only rejected slots go back to the free queue (its head: unhashed), so
+   the table is blocks_needed(cached_token_count) long, exactly what plain decoding would hold.
+   vLLM 0.32 keeps those blocks for the next step instead. With prefix caching, the blocks the
+   accepted tokens filled are hashed now (never a block holding a guess).
 
 If no sequence got a guess, the step is left to the plain decode path (the same tokens, the decode
 kernel). `rollback=False` is the break-it: cached_token_count counts every fed token, rejected
@@ -197,7 +193,7 @@ class SpeculativeDecoder:
     def _emit(self, seq: Sequence, tokens: list[int], trace: "StepTrace") -> int:
         """Append the accepted tokens and the model's own one; returns how many were kept.
 
-        Stops at the first that ends the request (EOS, a stop string, max_tokens: trace.finished)."""
+        Stops at the first that ends the request (EOS, stop string, max_tokens: trace.finished)."""
         for kept, tok in enumerate(tokens, 1):
             seq.generated_token_ids.append(int(tok))
             reason = self.engine.stop_reason(seq)

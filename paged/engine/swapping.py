@@ -92,7 +92,7 @@ class Swapper:
             needs += grow
 
     def preempt(self, seq: Sequence) -> list[int] | None:
-        """Swap `seq` out if the swap pool has room: the pool blocks released, or None: recompute."""
+        """Swap `seq` out if the swap pool has room: the pool blocks released; None: recompute."""
         if not self.space.can_swap_out(seq):
             self.fallback.append((seq.seq_id, len(seq.block_table)))
             return None

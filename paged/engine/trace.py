@@ -1,6 +1,7 @@
-"""StepTrace: everything one engine step did, so a UI can replay it without recomputing. An engine
-built with record=False (the benchmarks) fills in the scheduler's decisions and free-block count
-only: seqs, slot_mapping, the block tables and the queues stay empty (recording.py)."""
+"""StepTrace: everything one engine step did, so a UI can replay it without recomputing.
+
+An engine built with record=False (the benchmarks) fills in the scheduler's decisions and the
+free-block count only: seqs, slot_mapping, the block tables and the queues stay empty."""
 
 from __future__ import annotations
 
@@ -32,7 +33,7 @@ class SeqStepState:
 
     @property
     def text_out(self) -> str:
-        """The sampled token's text ("" without one), decoded when read (UI only), not in the step."""
+        """The sampled token's text ("" without one), decoded when read (UI only)."""
         return ("" if self.token_out is None or self.decode is None
                 else self.decode([self.token_out]))
 

@@ -1,5 +1,4 @@
-"""Twin engines: the paged engine and its contiguous-cache twin, stepped together and compared token
-by token.
+"""Twin engines: the paged engine and its contiguous twin, stepped together, compared per token.
 
 Both twins share the model, the scheduler policy and the block accounting; only where K/V live
 differs. They do not always schedule alike, though: the contiguous twin has no prefix caching, so
@@ -118,7 +117,7 @@ class TwinEngines:
         self.same_tokens = self.same_schedule = True
 
     def add_request(self, prompt, params: SamplingParams | None = None) -> int:
-        """Add to both twins; returns the paged engine's request id (as outputs() and abort() take)."""
+        """Add to both twins; returns the paged engine's request id (for outputs() and abort())."""
         rid = self.paged.add_request(prompt, params)
         try:
             twin = self.contiguous.add_request(prompt, params)

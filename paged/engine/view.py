@@ -63,7 +63,7 @@ class EngineView:
 
     @property
     def ownership(self) -> tuple[int | None, ...]:
-        """physical block -> the first sequence (allocation order) whose table holds it; None: free."""
+        """physical block -> the first sequence (allocation order) holding it; None: free."""
         return tuple(first_owners(self.tables, self.num_blocks))
 
     @property
@@ -82,7 +82,7 @@ class EngineView:
 
     @property
     def cached_counts(self) -> dict[int, int]:
-        """seq_id -> cached_token_count of every sequence holding blocks (the pool figure's fill)."""
+        """seq_id -> cached_token_count of each sequence holding blocks (the pool figure's fill)."""
         return {sid: self.seqs[sid].cached_token_count for sid in self.tables}
 
 

@@ -1,6 +1,6 @@
-"""The Block Manager with a sliding window: blocks behind the window go back to the free queue while
-the sequence runs (vLLM 0.32's v1 SlidingWindowManager,
-vllm/v1/core/single_type_kv_cache_manager.py).
+"""The Block Manager with a sliding window: blocks behind the window are freed while a seq runs.
+
+As vLLM 0.32's v1 SlidingWindowManager (vllm/v1/core/single_type_kv_cache_manager.py).
 
 `slide(seqs)` does what vLLM's remove_skipped_blocks does: for each sequence, the leading blocks
 wholly before the window of its next token (num_skipped_blocks of its cached_token_count) lose this
@@ -9,9 +9,9 @@ stopping at the first hole (the ones before were freed earlier). A block whose c
 to the free queue by the usual rules (no hash: head; cached: tail), so with prefix caching a full
 block that slid out of one window stays findable for a later prompt.
 
-Prefix caching also follows vLLM's sliding-window hit rule: a prompt needs only the last ceil((W -
-1) / block_size) cached blocks before the point it resumes from, so the hits are searched right to
-left for such a run and the blocks before it are holes from the start (vLLM's
+Prefix caching also follows vLLM's sliding-window hit rule: a prompt needs only the last
+ceil((W - 1) / block_size) cached blocks before the point it resumes from, so the hits are
+searched right to left for such a run and the blocks before it are holes from the start (vLLM's
 find_longest_cache_hit, without EAGLE or alignment).
 
 free_early (the page's break-it): slide frees one block more, the block still holding the window's

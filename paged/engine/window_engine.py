@@ -1,6 +1,7 @@
-"""`window_engine`: an LLMEngine over a model with a sliding window, for pages, lessons and tests
-(the engine itself builds the window's parts when model.config.sliding_window is set:
-paged/engine/windowing.py)."""
+"""`window_engine`: an LLMEngine over a model with a sliding window (pages, lessons, tests).
+
+The engine itself builds the window's parts when model.config.sliding_window is set
+(paged/engine/windowing.py)."""
 
 from __future__ import annotations
 

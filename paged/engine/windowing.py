@@ -1,10 +1,11 @@
-"""The engine with a sliding window (model.config.sliding_window = W): what LLMEngine builds when W
-is set.
+"""The engine's parts for a sliding window: what LLMEngine builds when model.config.sliding_window.
+
+W below is the window.
 
 - WindowBlockManager (paged/engine/window_blocks.py) holds the blocks; after every step `slide`
   frees, for each running sequence, the blocks wholly before the window of its next token
-  (StepTrace.window_freed), so a decoding sequence never holds more than max_blocks_held(W,
-  block_size) = ceil(W / block_size) + 1 blocks between steps.
+  (StepTrace.window_freed), so a decoding sequence never holds more than
+  max_blocks_held(W, block_size) = ceil(W / block_size) + 1 blocks between steps.
 - WindowRunner reads K/V through chapters/window.py: prefill, chunked prefill and decode alike read
   only the tokens each query's window covers (never a hole). Its decode impls: "gather" (the batch
   at once, the default) and "loop" (the teaching loop); the other kernels have no window and are
@@ -136,7 +137,7 @@ class WindowRunner(ModelRunner):
 
     @torch.inference_mode()
     def run(self, seqs, batch: BatchInput) -> torch.Tensor:
-        """ModelRunner.run with the window's backends: logits [B, vocab], each sequence's last token."""
+        """ModelRunner.run with the window's backends: logits [B, vocab] of each last fed token."""
         if self.pool is not None:
             backend = WindowPagedBackend(self.pool, batch, self.window, self.attn_impl)
         else:
