@@ -257,7 +257,7 @@ class LLMEngine:
                                ended)
 
     def _step(self) -> StepTrace:
-        """Nano-vllm order: schedule → prepare → run → sample → update → free."""
+        """One step, as nano-vllm: schedule → prepare → run → sample → update → free."""
         t0 = time.perf_counter()
         sched, trace = self._schedule()
         # speculation.py ran it
