@@ -366,7 +366,9 @@ class LLMEngine:
 
     def generate(self, prompts: list[str | list[int]] | str, params: SamplingParams | None = None,
                  max_steps: int = 100_000) -> list[RequestOutput]:
-        """Add every prompt, step until all finish, return their outputs in prompt order."""
+        """Add every prompt, step until all finish, return their outputs in prompt order.
+
+        Raises: ValueError as add_request does; RuntimeError past max_steps."""
         if isinstance(prompts, str):
             prompts = [prompts]
         ids = [self.add_request(p, params) for p in prompts]

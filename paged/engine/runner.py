@@ -152,6 +152,7 @@ class ModelRunner:
     attn_impl names the decode kernel. A reference impl ("loop", "gather") keeps the whole step on
     the reference path; a paged/kernels kernel also takes the other fast paths (`fast`: the pool
     in huge pages, the K/V write in one C call). Same tokens either way.
+    Raises: ValueError for an unknown kv_layout, or a fault with the contiguous layout.
     """
 
     def __init__(self, model: torch.nn.Module, num_blocks: int, block_size: int,

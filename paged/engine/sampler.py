@@ -47,7 +47,8 @@ def sample(logits: torch.Tensor, params: list[SamplingParams],
            generators: list[torch.Generator]) -> list[int]:
     """logits [B, vocab] (one row per sequence) -> B token ids.
 
-    Greedy rows take the argmax in one call; each sampling row draws from its own generator."""
+    Greedy rows take the argmax in one call; each sampling row draws from its own generator.
+    Raises: ValueError unless params and generators have one entry per row."""
     if len(params) != logits.shape[0] or len(generators) != logits.shape[0]:
         raise ValueError(f"logits has {logits.shape[0]} rows but {len(params)} params and "
                          f"{len(generators)} generators were given (one each per row)")

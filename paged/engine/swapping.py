@@ -169,7 +169,8 @@ def misroute(pairs: list[tuple[int, int]], how: str | None) -> list[tuple[int, i
 
     None: the right ones. "no_copy": none (the table names fresh blocks that never got the K/V
     back). "wrong_blocks": each swap block lands in the pool block of the next logical block (the
-    table is right, the data is not). The contiguous twin never breaks."""
+    table is right, the data is not). The contiguous twin never breaks.
+    Raises: ValueError for an unknown `how`."""
     if how is None:
         return pairs
     if how == "no_copy":

@@ -117,7 +117,9 @@ class TwinEngines:
         self.same_tokens = self.same_schedule = True
 
     def add_request(self, prompt, params: SamplingParams | None = None) -> int:
-        """Add to both twins; returns the paged engine's request id (for outputs() and abort())."""
+        """Add to both twins; returns the paged engine's request id (for outputs() and abort()).
+
+        Raises: ValueError as LLMEngine.add_request does (neither twin keeps the request)."""
         rid = self.paged.add_request(prompt, params)
         try:
             twin = self.contiguous.add_request(prompt, params)

@@ -127,7 +127,9 @@ class WindowBlockManager(BlockManager):
         return fresh + sum(self.ref_counts[b] == 0 for b in hits if b != HOLE)
 
     def allocate(self, seq: Sequence, max_new_tokens: int | None = None) -> list[int]:
-        """BlockManager.allocate with sliding-window hits: skipped leading blocks start as HOLEs."""
+        """BlockManager.allocate with sliding-window hits: skipped leading blocks start as HOLEs.
+
+        Raises: ValueError if seq already holds blocks or the free blocks are too few."""
         if seq.block_table or seq.seq_id in self.tables:
             raise ValueError(f"sequence {seq.seq_id} already holds blocks {seq.block_table}; free "
                              "it first")
@@ -171,7 +173,9 @@ class WindowBlockManager(BlockManager):
             cache.add(parent, block, tokens)
 
     def fork(self, parent: Sequence, child: Sequence) -> list[int]:
-        """BlockManager.fork, holes (and dangling entries) shared as they are, not counted."""
+        """BlockManager.fork, holes (and dangling entries) shared as they are, not counted.
+
+        Raises: ValueError if the parent holds no blocks or the child already holds some."""
         if parent.seq_id not in self.tables:
             raise ValueError(f"cannot fork sequence {parent.seq_id}: it holds no blocks")
         if child.seq_id in self.tables:
