@@ -17,7 +17,8 @@ import random
 from dataclasses import dataclass, field
 
 from paged.addressing import blocks_needed
-from paged.engine.beam import BeamParams, BeamResult, BeamSearch, BeamStepTrace
+from paged.engine.beam import BeamSearch
+from paged.engine.beam_group import BeamParams, BeamResult, BeamStepTrace
 from paged.config import CacheConfig, SchedulerConfig
 from paged.model.tokenizer import SEP
 

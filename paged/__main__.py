@@ -14,7 +14,7 @@ import sys
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from .engine.beam import BeamResult
+    from .engine.beam_group import BeamResult
 
 
 def _int_arg(text: str) -> int:
@@ -153,7 +153,8 @@ def beam_record(result: BeamResult, tokenizer, prompt: str, eos_ids: tuple[int, 
 def beam_main(args, model, tokenizer) -> int:
     """Run the beam search the parsed `args` ask for; raises ValueError for a bad combination."""
     from .config import CacheConfig
-    from .engine.beam import BeamParams, BeamSearch
+    from .engine.beam import BeamSearch
+    from .engine.beam_group import BeamParams
 
     if args.temperature != 0:
         raise ValueError(f"beam search is deterministic: --temperature must be 0 with --beam-width, "

@@ -7,5 +7,6 @@ from .scheduler import WHY_ENGLISH, Scheduler
 from .trace import StepTrace
 from .view import EngineView, engine_view
 
-__all__ = ["CacheConfig", "EngineStepError", "EngineView", "LLMEngine", "RequestOutput", "SamplingParams", "Scheduler",
+__all__ = ["CacheConfig", "EngineStepError", "EngineView", "LLMEngine", "RequestOutput",
+           "SamplingParams", "Scheduler",
            "SchedulerConfig", "StepTrace", "WHY_ENGLISH", "engine_view"]

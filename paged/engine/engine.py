@@ -1,13 +1,17 @@
 """LLMEngine: the whole mini vLLM chain, one step at a time.
 
-    Scheduler (who runs) → BlockManager (where KV goes) → ModelRunner (slot_mapping, block_tables, context_lens)
-    → PagedAttention (write at the slot, read through the table) → Sampler → Sequence update → free finished blocks
+    Scheduler (who runs) → BlockManager (where KV goes)
+    → ModelRunner (slot_mapping, block_tables, context_lens)
+    → PagedAttention (write at the slot, read through the table)
+    → Sampler → Sequence update → free finished blocks
 
-With kv_layout="contiguous" the same scheduler and block accounting run, but K/V live in one ContiguousKVCache per
-sequence: the reference twin. Both layouts make identical scheduling decisions (preemptions included) unless prefix
-caching, which only the paged layout has, lets a prompt in earlier; twins.py compares them token by token.
+With kv_layout="contiguous" the same scheduler and block accounting run, but K/V live in one
+ContiguousKVCache per sequence: the reference twin. Both layouts make identical scheduling decisions
+(preemptions included) unless prefix caching, which only the paged layout has, lets a prompt in
+earlier; twins.py compares them token by token.
 
-A request is checked when it is added (admission.py), and a step that raises is rolled back (checkpoint.py).
+A request is checked when it is added (admission.py), and a step that raises is rolled back
+(checkpoint.py).
 """
 
 from __future__ import annotations
@@ -44,24 +48,25 @@ class RequestOutput:
     finished: bool
     finish_reason: str | None = None
     num_preemptions: int = 0
-    samples: list[list[int]] = field(default_factory=list)  # every parallel sample's tokens (n > 1); [0] == token_ids
+    # every parallel sample's tokens (n > 1); [0] == token_ids
+    samples: list[list[int]] = field(default_factory=list)
     sample_texts: list[str] = field(default_factory=list)
 
 
 class LLMEngine:
     def __init__(self, model: torch.nn.Module, tokenizer, cache_config: CacheConfig | None = None,
                  scheduler_config: SchedulerConfig | None = None, kv_layout: str = "paged",
-                 attn_impl: str | None = None, fault: Fault | str | None = None, record: bool = True) -> None:
+                 attn_impl: str | None = None, fault: Fault | str | None = None,
+                 record: bool = True) -> None:
         """An engine over `model` (paged.model's Llama) and its tokenizer.
 
-        kv_layout: "paged" (the block pool) or "contiguous" (the reference twin). attn_impl: the decode kernel, a
-        name in paged.attention.DECODE_IMPLS (default: default_attn_impl of the model's device). fault: one classic
-        bug this engine acts out (paged.faults; paged layout, whole-prompt prefill only). record: what each step's
-        StepTrace keeps (recording.py). True, the default (pages, the CLI's --trace, the twins): everything a page
-        replays, per-sequence states, slot_mapping, block tables and queues, and last_logits. False (the engine
-        benchmarks): the scheduler's decisions and the free-block count only; the same tokens, less work a step.
-        Raises ValueError for an unknown kv_layout or attn_impl, a record that is not a bool, a fault with chunked
-        prefill or the contiguous layout, or a pool over its limits (admission.pool_num_blocks)."""
+        kv_layout: "paged" (the block pool) or "contiguous" (the reference twin).
+        attn_impl: a name in DECODE_IMPLS (default: default_attn_impl of the model's device).
+        fault: one classic bug to act out (paged.faults; paged layout, whole-prompt prefill only).
+        record: True (pages, --trace, the twins) keeps all a page replays in each StepTrace:
+        per-sequence states, slot_mapping, tables, queues, last_logits. False (benchmarks): the
+        scheduler's decisions and the free-block count only; the same tokens, less work a step.
+        Raises: ValueError for a bad kv_layout, attn_impl, record, fault or pool size."""
         self.model, self.tokenizer = model.eval(), tokenizer
         self.record = as_bool(record, "record")  # "False" or 0 would otherwise record
         self.fault = as_fault(fault)  # off unless explicitly given; lives in this engine only
@@ -69,46 +74,57 @@ class LLMEngine:
         self.scheduler_config = scheduler_config or SchedulerConfig()
         cfg, cc = model.config, self.cache_config
         param = next(model.parameters())
-        num_blocks = pool_num_blocks(cfg, cc, param.dtype, param.device)  # checked before any allocation
-        self.block_manager = block_manager_for(cfg, num_blocks, cc.block_size, cc.watermark, cc.seed,
-                                               enable_prefix_caching=cc.enable_prefix_caching and kv_layout == "paged")
+        # checked before any allocation
+        num_blocks = pool_num_blocks(cfg, cc, param.dtype, param.device)
+        self.block_manager = block_manager_for(cfg, num_blocks, cc.block_size, cc.watermark,
+                                               cc.seed,
+                                               enable_prefix_caching=cc.enable_prefix_caching
+                                               and kv_layout == "paged")
         journal_ref_counts(self.block_manager)  # a step's checkpoint journals them (checkpoint.py)
         self.scheduler = Scheduler(self.scheduler_config, self.block_manager)
-        impl = attn_impl or ("gather" if cfg.sliding_window else default_attn_impl(param.device))  # window.py
+        # window.py
+        impl = attn_impl or ("gather" if cfg.sliding_window else default_attn_impl(param.device))
         if impl not in DECODE_IMPLS:
             raise ValueError(f"unknown attn_impl {impl!r}; choose one of {sorted(DECODE_IMPLS)}")
         if self.fault is not None and self.scheduler_config.enable_chunked_prefill:
-            raise ValueError("faults are injected with whole-prompt prefill only; set enable_chunked_prefill=False")
+            raise ValueError("faults are injected with whole-prompt prefill only; set "
+                             "enable_chunked_prefill=False")
         self.runner = runner_for(model, num_blocks, cc.block_size, kv_layout, impl, self.fault)
-        self.swapper = attach_swapper(self.scheduler, self.runner)  # swap mode's host pool (swapping.py), or None
-        self.speculative = SpeculativeDecoder.for_engine(self)  # None unless scheduler_config.speculative
+        # swap mode's host pool (swapping.py), or None
+        self.swapper = attach_swapper(self.scheduler, self.runner)
+        # None unless scheduler_config.speculative
+        self.speculative = SpeculativeDecoder.for_engine(self)
         self.kv_layout = kv_layout
         self.requests: dict[int, Sequence] = {}
-        self.groups: dict[int, list[Sequence]] = {}  # request id -> its sequences (n > 1: parent + forked children)
+        # request id -> its sequences (n > 1: parent + forked children)
+        self.groups: dict[int, list[Sequence]] = {}
         self.sequences: dict[int, Sequence] = {}  # every seq id, children included
         self.step_count = 0
-        # seq_id -> logits [vocab] of its latest step (parity checks), for unfinished sequences and those the
-        # latest step scheduled; a finished one's entry goes at the next step (record=False: always empty)
+        # seq_id -> logits [vocab] of its latest step (parity checks), for unfinished sequences and
+        # those the latest step scheduled; a finished one's entry goes at the next step
+        # (record=False: always empty)
         self.last_logits: dict[int, torch.Tensor] = {}
-        self._in_flight: tuple[str, list[int]] | None = None  # (phase, seq ids) of the step running now
+        # (phase, seq ids) of the step running now
+        self._in_flight: tuple[str, list[int]] | None = None
         self._next_id = 0
 
     @property
     def num_blocks(self) -> int:
         return self.block_manager.num_blocks
 
-    # --- requests -------------------------------------------------------------------------------------------------
+    # --- requests ---------------------------------------------------------------------------------
     def add_request(self, prompt: str | list[int], params: SamplingParams | None = None) -> int:
         """Queue a prompt (text, or a list of token ids); returns its request id.
 
-        Raises ValueError (nothing queued) for a prompt that is empty, not text or ints, or holds an id outside
-        [0, vocab_size); params that are not a SamplingParams; or a request that could never run (longer than the
-        model's positions, bigger than the whole pool, too long to recompute in one step). See admission.py.
+        Nothing is queued on error; admission.py has the checks.
+        Raises: ValueError for a bad prompt or params, or a request that could never run.
         """
         params = check_params(params)
         token_ids = prompt_token_ids(prompt, self.tokenizer, self.model.config.vocab_size)
-        check_fits(len(token_ids), params, self.model.config, self.block_manager, self.scheduler_config)
-        seq = Sequence(self._next_id, token_ids, params=params, generator=make_generator(params), n=params.n)
+        check_fits(len(token_ids), params, self.model.config, self.block_manager,
+                   self.scheduler_config)
+        seq = Sequence(self._next_id, token_ids, params=params, generator=make_generator(params),
+                       n=params.n)
         self._next_id += 1
         self.requests[seq.seq_id] = seq
         self.groups[seq.seq_id] = [seq]
@@ -117,22 +133,26 @@ class LLMEngine:
         return seq.seq_id
 
     def _get(self, request_id: int) -> Sequence:
-        if isinstance(request_id, bool) or not isinstance(request_id, int) or request_id not in self.requests:
+        if (isinstance(request_id, bool) or not isinstance(request_id, int)
+                or request_id not in self.requests):
             raise ValueError(f"unknown request id {request_id!r}")
         return self.requests[request_id]
 
     def abort(self, request_id: int, sample: int | None = None) -> bool:
-        """Stop a request (every parallel sample, or only sample index `sample`) and free its blocks; shared
-        blocks stay with the siblings that still hold them. Returns False if nothing was left running."""
+        """Stop a request (all its samples, or sample `sample`) and free its blocks.
+
+        Shared blocks stay with the siblings that hold them. Returns False if none was running.
+        Raises: ValueError for an unknown request id or sample index."""
         self._get(request_id)
         group = self.groups[request_id]
         if sample is not None and (isinstance(sample, bool) or not isinstance(sample, int)
                                    or not 0 <= sample < len(group)):
-            raise ValueError(f"request {request_id} has samples 0..{len(group) - 1}, not {sample!r}")
+            raise ValueError(f"request {request_id} has samples 0..{len(group) - 1}, "
+                             f"not {sample!r}")
         return self._stop(group if sample is None else [group[sample]], "abort")
 
     def _stop(self, seqs: list[Sequence], reason: str) -> bool:
-        """Finish the unfinished ones among `seqs` with `reason` and free their blocks; True if any was stopped."""
+        """Finish the unfinished `seqs` with `reason`, free their blocks; True if any stopped."""
         stopped = False
         for seq in seqs:
             if not seq.is_finished:
@@ -150,19 +170,23 @@ class LLMEngine:
         group = self.groups[request_id]
         samples = [list(s.generated_token_ids) for s in group]
         return RequestOutput(seq.seq_id, list(seq.prompt_token_ids), list(seq.generated_token_ids),
-                             self.tokenizer.decode(seq.generated_token_ids), all(s.is_finished for s in group),
+                             self.tokenizer.decode(seq.generated_token_ids),
+                             all(s.is_finished for s in group),
                              seq.finish_reason, sum(s.preemptions for s in group), samples,
                              [self.tokenizer.decode(t) for t in samples])
 
     def _fork_samples(self, parent: Sequence, logits_row: torch.Tensor) -> list[Sequence]:
-        """Parallel sampling: after the parent's prefill, n - 1 children share its blocks and each samples its own
-        first token from the same logits."""
+        """Fork n - 1 children of a prefilled parent: they share its blocks and its logits [vocab].
+
+        Each samples its own first token from those logits."""
         params: SamplingParams = parent.params
         children = []
         for i in range(1, params.n):
-            child_params = params if params.seed is None else replace(params, seed=(params.seed + i) % 2**64)
-            child = Sequence(self._next_id, list(parent.prompt_token_ids), request_id=parent.seq_id, sample_index=i,
-                             params=child_params, generator=make_generator(child_params))
+            child_params = (params if params.seed is None
+                            else replace(params, seed=(params.seed + i) % 2**64))
+            child = Sequence(self._next_id, list(parent.prompt_token_ids), request_id=parent.seq_id,
+                             sample_index=i, params=child_params,
+                             generator=make_generator(child_params))
             self._next_id += 1
             self.block_manager.fork(parent, child)
             self.runner.fork(parent.seq_id, child.seq_id)
@@ -175,12 +199,14 @@ class LLMEngine:
         parent.n = 1  # forked once; a recompute after preemption must not fork again
         return children
 
-    # --- one step ----------------------------------------------------------------------------------------------------
+    # --- one step ---------------------------------------------------------------------------------
     def stop_reason(self, seq: Sequence) -> str | None:
         params: SamplingParams = seq.params
         if not params.ignore_eos:
-            eos = getattr(self.tokenizer, "eos_token_ids", None)  # every id that ends generation, else the one
-            if seq.generated_token_ids[-1] in (eos if eos is not None else (self.tokenizer.eos_token_id,)):
+            # every id that ends generation, else the one
+            eos = getattr(self.tokenizer, "eos_token_ids", None)
+            if seq.generated_token_ids[-1] in (eos if eos is not None
+                                               else (self.tokenizer.eos_token_id,)):
                 return "eos"
         if params.stop:
             text = self.tokenizer.decode(seq.generated_token_ids)
@@ -191,13 +217,12 @@ class LLMEngine:
         return None
 
     def step(self) -> StepTrace:
-        """Run one step: schedule, run the model on the scheduled sequences, sample, update, free finished blocks.
+        """Run one step: schedule, run the model, sample, update, free finished blocks.
 
-        Exception-safe: if anything raises, the engine is rolled back to before the step (see StepCheckpoint; a
-        sequence the step preempted stays preempted). When one request is to blame (its logits are NaN / inf, or
-        sampling its token raised), that request is ended with finish_reason "error" and its blocks freed, so the
-        next step runs without it. Then EngineStepError is raised from the original exception, naming the step,
-        the scheduled sequences and what went wrong; the engine stays usable.
+        If anything raises, the engine is rolled back to before the step (StepCheckpoint; a
+        sequence the step preempted stays preempted). A request to blame (NaN / inf logits, or its
+        sampling raised) is ended with finish_reason "error" and its blocks freed.
+        Raises: EngineStepError (from the original error) naming the step and what went wrong.
         """
         checkpoint = StepCheckpoint(self)
         self._in_flight = None
@@ -205,18 +230,20 @@ class LLMEngine:
             trace = self._step()
         except BaseException as err:
             kept_preempted = checkpoint.restore()
-            if not isinstance(err, Exception):  # KeyboardInterrupt & co: rolled back, passed on untouched
+            # KeyboardInterrupt & co: rolled back, passed on untouched
+            if not isinstance(err, Exception):
                 raise
             raise self._step_error(err, kept_preempted) from err
         checkpoint.close()
         return trace
 
     def _step_error(self, err: Exception, kept_preempted: list[int]) -> "EngineStepError":
-        """The error to raise for a failed (already rolled back) step; ends the request to blame, if any."""
-        where = (f" during the {self._in_flight[0]} of seq(s) {self._in_flight[1]}" if self._in_flight
-                 else " while scheduling")
+        """The error for a failed, rolled-back step; ends the request to blame, if any."""
+        where = (f" during the {self._in_flight[0]} of seq(s) {self._in_flight[1]}"
+                 if self._in_flight else " while scheduling")
         what = err.what if isinstance(err, SequenceFailure) else f"{type(err).__name__}: {err}"
-        msg = f"engine step {self.step_count} failed{where}: {what}. The engine was rolled back to before the step"
+        msg = (f"engine step {self.step_count} failed{where}: {what}. The engine was rolled back "
+               "to before the step")
         if kept_preempted:
             msg += f" (seq(s) {kept_preempted}, preempted by it, stay preempted)"
         ended = None
@@ -226,42 +253,53 @@ class LLMEngine:
             msg += f"; request {ended} (seq {err.seq.seq_id}) was ended with finish_reason 'error'"
         else:
             msg += "; step again to retry, or abort the request to blame"
-        return EngineStepError(msg, self.step_count, self._in_flight[1] if self._in_flight else [], ended)
+        return EngineStepError(msg, self.step_count, self._in_flight[1] if self._in_flight else [],
+                               ended)
 
     def _step(self) -> StepTrace:
-        """One step, in nano-vllm's order: schedule → prepare → run → sample → update → free."""
+        """One step, as nano-vllm: schedule → prepare → run → sample → update → free."""
         t0 = time.perf_counter()
         sched, trace = self._schedule()
-        if self.speculative is not None and self.speculative.step(sched, trace):  # speculation.py ran it
+        # speculation.py ran it
+        if self.speculative is not None and self.speculative.step(sched, trace):
             return self._end(trace, t0)
         if sched.phase != "idle":
-            is_prefill = sched.phase in ("prefill", "mixed")  # mixed: the prefill path, a decode is a 1-token chunk
+            # mixed: the prefill path, a decode is a 1-token chunk
+            is_prefill = sched.phase in ("prefill", "mixed")
             chunks = [sched.num_tokens[s.seq_id] for s in sched.seqs] if sched.num_tokens else None
-            batch = self.runner.prepare(sched.seqs, is_prefill, chunks)  # input_ids, slot_mapping, block_tables
-            logits = self.runner.run(sched.seqs, batch)  # [B, vocab]: write K/V at the slots, read through tables
+            # input_ids, slot_mapping, block_tables
+            batch = self.runner.prepare(sched.seqs, is_prefill, chunks)
+            # [B, vocab]: write K/V at the slots, read through tables
+            logits = self.runner.run(sched.seqs, batch)
             trace.attention, trace.kernel = self.runner.ran
             tokens = self._sample(sched.seqs, logits, chunks)
             rows = self._update(sched.seqs, tokens, logits, batch.query_lens, trace)
             self.free_finished(trace)
-            trace.window_freed = slide(self.block_manager, self.scheduler.running)  # behind each window
+            # behind each window
+            trace.window_freed = slide(self.block_manager, self.scheduler.running)
             if self.record:
-                recorder = StepRecorder(trace, batch, logits, self.tokenizer.decode, self.last_logits, self.sequences)
+                recorder = StepRecorder(trace, batch, logits, self.tokenizer.decode,
+                                        self.last_logits, self.sequences)
                 for row in rows:
                     recorder.add(*row)
         return self._end(trace, t0)
 
     def _schedule(self) -> tuple[SchedulerOutput, StepTrace]:
-        """Pick this step's sequences and their blocks; carry out copy-on-write before anything is written."""
+        """Pick this step's sequences and blocks; copy-on-write runs before anything is written."""
         bm = self.block_manager
         before = block_tables(self.scheduler.running) if self.record else {}
         sched = self.scheduler.schedule()
         self._in_flight = (sched.phase, [s.seq_id for s in sched.seqs])
-        swaps = self.swapper.apply(self.runner) if self.swapper else {}  # swap-out / swap-in copies, first
+        # swap-out / swap-in copies, first
+        swaps = self.swapper.apply(self.runner) if self.swapper else {}
         copies, bm.pending_copies = bm.pending_copies, []
         self.runner.copy_blocks(copies)
-        trace = StepTrace(step=self.step_count, phase=sched.phase, reason=sched.reason, why=sched.why,
-                          kv_layout=self.kv_layout, block_tables_before=before, blocks_allocated=sched.allocated,
-                          blocks_freed=dict(sched.freed), preempted=sched.preempted, num_blocks=bm.num_blocks,
+        trace = StepTrace(step=self.step_count, phase=sched.phase, reason=sched.reason,
+                          why=sched.why,
+                          kv_layout=self.kv_layout, block_tables_before=before,
+                          blocks_allocated=sched.allocated,
+                          blocks_freed=dict(sched.freed), preempted=sched.preempted,
+                          num_blocks=bm.num_blocks,
                           copies=copies, **swaps)
         for seq_id in sched.preempted:
             self.sequences[seq_id].preemptions += 1
@@ -269,12 +307,16 @@ class LLMEngine:
         self.step_count += 1
         return sched, trace
 
-    def _sample(self, seqs: list[Sequence], logits: torch.Tensor, chunks: list[int] | None) -> list[int | None]:
-        """One token per sequence fed all its uncached tokens (None for a non-final chunk of a prompt). Raises
-        SequenceFailure for a sampling row whose logits hold NaN or inf."""
-        samples = [True] * len(seqs) if chunks is None else [n == s.num_uncached_tokens for s, n in zip(seqs, chunks)]
-        # NaN or inf anywhere makes the sum NaN or inf: one reduction per step, and the row check only then (a sum
-        # that overflowed from finite logits finds no bad row there and the step goes on).
+    def _sample(self, seqs: list[Sequence], logits: torch.Tensor,
+                chunks: list[int] | None) -> list[int | None]:
+        """One token (or None: a non-final chunk) per sequence, from logits [len(seqs), vocab].
+
+        Raises: SequenceFailure for a sampling row whose logits hold NaN or inf."""
+        samples = ([True] * len(seqs) if chunks is None
+                   else [n == s.num_uncached_tokens for s, n in zip(seqs, chunks)])
+        # NaN or inf anywhere makes the sum NaN or inf: one reduction per step, and the row check
+        # only then (a sum that overflowed from finite logits finds no bad row there and the step
+        # goes on).
         if not math.isfinite(logits.sum()):
             finite = torch.isfinite(logits).all(dim=-1).tolist()
             bad = next((seq for seq, ok, s in zip(seqs, finite, samples) if s and not ok), None)
@@ -282,18 +324,22 @@ class LLMEngine:
                 raise SequenceFailure(bad, "the model's logits hold NaN or inf")
         return sample_step(seqs, logits, samples)
 
-    def _update(self, seqs: list[Sequence], tokens: list[int | None], logits: torch.Tensor, fed: list[int],
+    def _update(self, seqs: list[Sequence], tokens: list[int | None], logits: torch.Tensor,
+                fed: list[int],
                 trace: StepTrace) -> list[tuple[int, Sequence, int | None, bool]]:
-        """The state rule for each sequence (sequence.py; `fed`: tokens fed per sequence), forks after a prefill with
-        n > 1, and who stops (trace.finished). Returns what to record: (batch row, sequence, token, fed) each."""
+        """Apply each sequence's state rule (sequence.py), n > 1 forks and stops (trace.finished).
+
+        fed: tokens fed per sequence. Returns what to record: (batch row, sequence, token, fed)."""
         rows = []
         for i, (seq, tok) in enumerate(zip(seqs, tokens)):
             if tok is None:  # a prompt chunk that is not its last: nothing sampled
                 seq.on_chunk_done(fed[i])
-            elif not (seq.generated_token_ids and seq.num_uncached_tokens == 1):  # not a decode (of one new token)
+            # not a decode (of one new token)
+            elif not (seq.generated_token_ids and seq.num_uncached_tokens == 1):
                 seq.on_prefill_done(tok)
                 if seq.n > 1:
-                    trace.forked[seq.seq_id] = [c.seq_id for c in self._fork_samples(seq, logits[i])]
+                    trace.forked[seq.seq_id] = [c.seq_id
+                                                for c in self._fork_samples(seq, logits[i])]
             else:
                 seq.on_decode_done(tok)
             for s in (seq, *(self.sequences[c] for c in trace.forked.get(seq.seq_id, ()))):
@@ -301,7 +347,8 @@ class LLMEngine:
                 if reason is not None:
                     s.finish_reason = reason
                     trace.finished.append(s.seq_id)
-                rows.append((i, s, tok, s is seq))  # children sampled from the parent's logits, fed nothing
+                # children sampled from the parent's logits, fed nothing
+                rows.append((i, s, tok, s is seq))
         return rows
 
     def free_finished(self, trace: StepTrace) -> None:
@@ -319,7 +366,9 @@ class LLMEngine:
 
     def generate(self, prompts: list[str | list[int]] | str, params: SamplingParams | None = None,
                  max_steps: int = 100_000) -> list[RequestOutput]:
-        """Add every prompt, step until all finish, return their outputs in prompt order."""
+        """Add every prompt, step until all finish, return their outputs in prompt order.
+
+        Raises: ValueError as add_request does; RuntimeError past max_steps."""
         if isinstance(prompts, str):
             prompts = [prompts]
         ids = [self.add_request(p, params) for p in prompts]

@@ -1,11 +1,12 @@
 """What a step records for the pages: LLMEngine(record=True), the default.
 
-Every StepTrace says what the scheduler decided (phase, reasons, blocks allocated and freed, copy-on-write copies,
-preempted, forked, finished) and the free-block count: the engine's step fills those in whatever `record` is. A
-recorded step adds what a page replays and draws: the block tables before and after the step, the step's
-slot_mapping, one SeqStepState per scheduled sequence (forked children included), the waiting and running queues;
-and the engine's `last_logits` (seq id -> logits row, for the twins' parity check) gets this step's rows.
-record=False (the engine benchmarks) keeps none of it: the step's tokens are the same.
+Every StepTrace says what the scheduler decided (phase, reasons, blocks allocated and freed,
+copy-on-write copies, preempted, forked, finished) and the free-block count: the engine's step fills
+those in whatever `record` is. A recorded step adds what a page replays and draws: the block tables
+before and after the step, the step's slot_mapping, one SeqStepState per scheduled sequence (forked
+children included), the waiting and running queues; and the engine's `last_logits` (seq id -> logits
+row, for the twins' parity check) gets this step's rows. record=False (the engine benchmarks) keeps
+none of it: the step's tokens are the same.
 """
 
 from __future__ import annotations
@@ -25,23 +26,30 @@ def block_tables(seqs: list[Sequence]) -> dict[int, list[int]]:
 
 
 class StepRecorder:
-    """The per-sequence part of one recorded step, made once the model has run. The batch's tensors are read into
-    lists once here, not once per sequence; `last_logits` loses its finished sequences before the step writes."""
+    """The per-sequence part of one recorded step, made once the model has run.
 
-    def __init__(self, trace: StepTrace, batch: BatchInput, logits: torch.Tensor, decode: Callable[[list[int]], str],
+    The batch's tensors are read into lists once here, not once per sequence; `last_logits` loses
+    its finished sequences before the step writes."""
+
+    def __init__(self, trace: StepTrace, batch: BatchInput, logits: torch.Tensor,
+                 decode: Callable[[list[int]], str],
                  last_logits: dict[int, torch.Tensor], sequences: dict[int, Sequence]) -> None:
         trace.slot_mapping = batch.slot_mapping.tolist()
         self.trace, self.batch, self.decode, self.last_logits = trace, batch, decode, last_logits
         self.fed_ids, self.fed_positions = batch.input_ids.tolist(), batch.positions.tolist()
-        self.context_lens, self.rows = batch.context_lens.tolist(), logits.unbind(0)  # rows: views, one call
-        # Drop finished sequences' rows first: the dict would otherwise keep one [vocab] row per sequence ever served
-        # (a finished one's row stays readable until the next step: parity checks read it after the step).
+        # rows: views, one call
+        self.context_lens, self.rows = batch.context_lens.tolist(), logits.unbind(0)
+        # Drop finished sequences' rows first: the dict would otherwise keep one [vocab] row per
+        # sequence ever served (a finished one's row stays readable until the next step: parity
+        # checks read it after the step).
         for sid in [sid for sid in last_logits if sequences[sid].is_finished]:
             del last_logits[sid]
 
     def add(self, i: int, s: Sequence, tok: int | None, fed: bool = True) -> None:
-        """Record sequence s of batch row i after its update (tok: the row's sampled token, None for a non-final
-        chunk). fed=False: a child forked from row i's sequence this step, fed nothing, sampled from row i's logits."""
+        """Record sequence s of batch row i after its update (tok: its token, None mid-prompt).
+
+        fed=False: a child forked from row i's sequence this step, fed nothing, sampled from row
+        i's logits."""
         start, n = self.batch.starts[i], self.batch.query_lens[i]
         tokens = slice(start, start + n) if fed else slice(0, 0)
         self.last_logits[s.seq_id] = self.rows[i]

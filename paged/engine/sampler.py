@@ -12,13 +12,13 @@ from .checkpoint import SequenceFailure
 
 
 def make_generator(params: SamplingParams) -> torch.Generator:
-    """A per-request CPU generator: seeded requests sample the same tokens whatever shares their batch."""
+    """A per-request CPU generator: a seeded request samples the same tokens in any batch."""
     seed = params.seed if params.seed is not None else random.SystemRandom().randrange(2**63)
     return torch.Generator().manual_seed(seed)
 
 
 def filter_logits(logits: torch.Tensor, params: SamplingParams) -> torch.Tensor:
-    """Temperature, then top-k, then top-p (nucleus) on one row of logits [vocab]; removed entries become -inf."""
+    """Temperature, top-k, then top-p on one row of logits [vocab]; removed entries become -inf."""
     logits = logits.float() / params.temperature
     if params.top_k and params.top_k < logits.numel():
         kth = torch.topk(logits, params.top_k).values[-1]
@@ -33,22 +33,25 @@ def filter_logits(logits: torch.Tensor, params: SamplingParams) -> torch.Tensor:
 
 
 def argmax_rows(logits: torch.Tensor) -> list[int]:
-    """Each row's argmax, logits [B, vocab] -> B token ids (the first index of a row's maximum, as torch.argmax).
+    """Each row's argmax, logits [B, vocab] -> [B] token ids (first maximum, as torch.argmax).
 
-    A float32 / float64 CPU tensor goes through numpy (a view of the same memory, no copy): one thread, torch's CPU
-    argmax took about 5x numpy's time at 32 rows of 259 and 10x at 32 rows of 32000 (torch 2.13). Other devices and
-    dtypes keep torch.argmax."""
+    A float32 / float64 CPU tensor goes through a numpy view (no copy): on one thread torch's CPU
+    argmax took ~5x numpy's time at 32 x 259 and 10x at 32 x 32000 (torch 2.13)."""
     if logits.is_cpu and logits.dtype in (torch.float32, torch.float64):
-        return (logits.detach() if logits.requires_grad else logits).numpy().argmax(axis=-1).tolist()
+        return (logits.detach() if logits.requires_grad
+                else logits).numpy().argmax(axis=-1).tolist()
     return logits.argmax(dim=-1).tolist()
 
 
-def sample(logits: torch.Tensor, params: list[SamplingParams], generators: list[torch.Generator]) -> list[int]:
-    """logits [B, vocab] (one row per sequence) -> B token ids. Greedy rows take the argmax, all in one call; each
-    sampling row draws from its own generator."""
+def sample(logits: torch.Tensor, params: list[SamplingParams],
+           generators: list[torch.Generator]) -> list[int]:
+    """logits [B, vocab] (one row per sequence) -> B token ids.
+
+    Greedy rows take the argmax in one call; each sampling row draws from its own generator.
+    Raises: ValueError unless params and generators have one entry per row."""
     if len(params) != logits.shape[0] or len(generators) != logits.shape[0]:
-        raise ValueError(f"logits has {logits.shape[0]} rows but {len(params)} params and {len(generators)} "
-                         "generators were given (one each per row)")
+        raise ValueError(f"logits has {logits.shape[0]} rows but {len(params)} params and "
+                         f"{len(generators)} generators were given (one each per row)")
     greedy = [i for i, p in enumerate(params) if p.greedy]
     if len(greedy) == len(params):
         return argmax_rows(logits)
@@ -64,26 +67,32 @@ def sample(logits: torch.Tensor, params: list[SamplingParams], generators: list[
 
 def sample_one(seq: Sequence, row: torch.Tensor, params: SamplingParams | None = None,
                generator: torch.Generator | None = None) -> int:
-    """One token from one row of logits [vocab], with seq's params and generator (or a forked child's). Raises
-    SequenceFailure pinning any error on seq's request."""
+    """One token from one row of logits [vocab], with seq's (or a forked child's) generator.
+
+    Raises: SequenceFailure pinning any error on seq's request."""
     try:
         return sample(row[None], [params or seq.params], [generator or seq.generator])[0]
     except Exception as err:
         raise SequenceFailure(seq, f"sampling raised {type(err).__name__}: {err}") from err
 
 
-def sample_step(seqs: list[Sequence], logits: torch.Tensor, samples: list[bool]) -> list[int | None]:
-    """A step's tokens from its logits [B, vocab]: one per sequence whose samples[i] is True, None for the others.
-    Greedy rows share one batched argmax; sampling rows draw one by one (each from its own generator), so a failure
-    is pinned on its request (SequenceFailure; one in the batched call too: its rows are then retried one by one)."""
+def sample_step(seqs: list[Sequence], logits: torch.Tensor,
+                samples: list[bool]) -> list[int | None]:
+    """A step's tokens from logits [B, vocab]: one where samples[i] is True, else None.
+
+    Greedy rows share one batched argmax (retried row by row if it fails); sampling rows draw one
+    by one, each from its own generator.
+    Raises: SequenceFailure pinning a failure on its request."""
     tokens: list[int | None] = [None] * len(seqs)
     params = [seq.params for seq in seqs]
     greedy = [i for i, (s, p) in enumerate(zip(samples, params)) if s and p.greedy]
     if greedy:
-        whole = len(greedy) == len(seqs)  # every row sampled and greedy (a greedy decode step): no copy, no loop
+        # every row sampled and greedy (a greedy decode step): no copy, no loop
+        whole = len(greedy) == len(seqs)
         rows = logits if whole else logits[greedy]
         try:
-            picked = sample(rows, params if whole else [params[i] for i in greedy], [seqs[i].generator for i in greedy])
+            picked = sample(rows, params if whole else [params[i] for i in greedy],
+                            [seqs[i].generator for i in greedy])
         except Exception:
             for i in greedy:
                 sample_one(seqs[i], logits[i])

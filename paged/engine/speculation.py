@@ -1,26 +1,34 @@
-"""Speculative decoding inside the engine: propose, verify in one pass, accept, roll back (chapters/speculative.py).
+"""Speculative decoding in the engine: propose, verify in one pass, accept, roll back.
 
-LLMEngine hands every decode step to `SpeculativeDecoder.step` when SchedulerConfig(speculative=...) is set. The
-scheduler has already run as for a plain decode (preemptions, a new block or copy-on-write for each sequence's next
-token); then, per sequence, in the order the scheduler ran them:
+The math is chapters/speculative.py.
 
-1. propose: up to k guesses (greedy sequences only: acceptance by argmax is exact only for them; a sampling one is
-   fed its one token as usual), clipped by the token budget (max_num_batched_tokens counts the k + 1 fed tokens),
-   by max_tokens, by the model's length and by the free blocks: guesses take free blocks, never preempt anyone;
+LLMEngine hands every decode step to `SpeculativeDecoder.step` when SchedulerConfig(speculative=...)
+is set. The scheduler has already run as for a plain decode (preemptions, a new block or
+copy-on-write for each sequence's next token); then, per sequence, in the order the scheduler ran
+them:
+
+1. propose: up to k guesses, greedy sequences only (acceptance by argmax is exact only for
+   them; a sampling one is fed its one token as usual). Clipped by the token budget
+   (max_num_batched_tokens counts the k + 1 fed tokens), max_tokens, the model's length and the
+   free blocks: guesses take free blocks, never preempt anyone;
 2. take blocks for them (BlockManager.ensure_capacity: the slots after the last known token's);
-3. one forward pass over every sequence's last known token + its guesses (paged_attention_prefill: causal inside
-   the new tokens, history through the block table; the contiguous twin appends to its own cache);
-4. greedy acceptance (paged.chapters.speculative.accept_greedy), the emitted tokens appended one by one, each checked
-   against the stop rules (EOS / stop / max_tokens), so nothing after a stop is kept;
-5. roll back: cached_token_count = num_tokens - 1 (the state rule, as after a plain decode); the K/V written for
-   rejected guesses stay in their slots, unread, until later tokens overwrite them; blocks holding only rejected
-   slots go back to the free queue (its head: unhashed), so the table is blocks_needed(cached_token_count) long,
-   exactly what plain decoding would hold. vLLM 0.32 keeps those blocks for the next step instead.
-   With prefix caching, the blocks the accepted tokens filled are hashed now (never a block holding a guess).
+3. one forward pass over every sequence's last known token + its guesses
+   (paged_attention_prefill: causal inside the new tokens, history through the block table; the
+   contiguous twin appends to its own cache);
+4. greedy acceptance (paged.chapters.speculative.accept_greedy): the emitted tokens appended one
+   by one, each checked against the stop rules (EOS / stop / max_tokens), so nothing after a stop
+   is kept;
+5. roll back: cached_token_count = num_tokens - 1 (the state rule, as after a plain decode). The
+   K/V written for rejected guesses stay in their slots, unread, until later tokens overwrite
+   them; blocks holding only rejected slots go back to the free queue (its head: unhashed), so
+   the table is blocks_needed(cached_token_count) long, exactly what plain decoding would hold.
+   vLLM 0.32 keeps those blocks for the next step instead. With prefix caching, the blocks the
+   accepted tokens filled are hashed now (never a block holding a guess).
 
-If no sequence got a guess, the step is left to the plain decode path (the same tokens, the decode kernel).
-`rollback=False` is the break-it: cached_token_count counts every fed token, rejected guesses included, so later
-tokens are written after stale K/V and read it as history; the contiguous twin (correct) shows the drift.
+If no sequence got a guess, the step is left to the plain decode path (the same tokens, the decode
+kernel). `rollback=False` is the break-it: cached_token_count counts every fed token, rejected
+guesses included, so later tokens are written after stale K/V and read it as history; the contiguous
+twin (correct) shows the drift.
 """
 
 from __future__ import annotations
@@ -46,9 +54,9 @@ if TYPE_CHECKING:
 class SpeculativeDecoder:
     """One engine's speculation: its proposer, the break-it flag and the counts per request.
 
-    proposer(seq, k) -> at most k guessed token ids (default: prompt lookup with the config's n-gram lengths; tests
-    put in their own). stats: request id -> {"num_proposed", "num_accepted", "num_passes"} (guesses made, guesses
-    kept, verification passes that fed it guesses)."""
+    proposer(seq, k) -> at most k guessed token ids (default: prompt lookup with the config's
+    n-gram lengths; tests put in their own). stats: request id -> {"num_proposed",
+    "num_accepted", "num_passes"} (guesses made, kept, verification passes that fed guesses)."""
 
     def __init__(self, engine: "LLMEngine", config: SpeculativeConfig) -> None:
         self.engine, self.config = engine, config
@@ -58,16 +66,19 @@ class SpeculativeDecoder:
 
     @classmethod
     def for_engine(cls, engine: "LLMEngine") -> "SpeculativeDecoder | None":
-        """The engine's decoder (None when speculation is off). Raises ValueError with a fault: bug-lab faults
-        rebuild a plain step's inputs, not a verification pass's."""
+        """The engine's decoder (None when speculation is off).
+
+        Raises: ValueError with a fault (faults rebuild a plain step's inputs, not a pass's)."""
         config = engine.scheduler_config.speculative
         if config is None:
             return None
         if engine.fault is not None:
-            raise ValueError("faults are injected without speculative decoding; set speculative=None")
+            raise ValueError("faults are injected without speculative decoding; set "
+                             "speculative=None")
         if getattr(engine.model.config, "sliding_window", None):
-            raise ValueError("speculative decoding with a sliding window is not supported (the verification pass "
-                             "reads the whole history); set speculative=None or use a model without a window")
+            raise ValueError("speculative decoding with a sliding window is not supported (the "
+                             "verification pass reads the whole history); set speculative=None or "
+                             "use a model without a window")
         return cls(engine, config)
 
     def ngram(self, seq: Sequence, k: int) -> list[int]:
@@ -76,62 +87,75 @@ class SpeculativeDecoder:
                              self.engine.model.config.max_position_embeddings)
 
     def request_stats(self, request_id: int) -> dict[str, int]:
-        return self.stats.setdefault(request_id, {"num_proposed": 0, "num_accepted": 0, "num_passes": 0})
+        return self.stats.setdefault(request_id, {"num_proposed": 0, "num_accepted": 0,
+                                                  "num_passes": 0})
 
-    # --- one step -------------------------------------------------------------------------------------------------
+    # --- one step ---------------------------------------------------------------------------------
     def _propose(self, seqs: list[Sequence]) -> list[list[int]]:
         """Each sequence's guesses, within the budgets (module docstring, 1)."""
         engine, bm = self.engine, self.engine.block_manager
-        budget = engine.scheduler_config.max_num_batched_tokens - len(seqs)  # one fed token each is already counted
+        # one fed token each is already counted
+        budget = engine.scheduler_config.max_num_batched_tokens - len(seqs)
         max_len = engine.model.config.max_position_embeddings
         out, free = [], bm.num_free_blocks  # free: what the guesses of the sequences before left
         for seq in seqs:
-            start = seq.cached_token_count  # the last known token's cache index (plain decode: num_tokens - 1)
+            # the last known token's cache index (plain decode: num_tokens - 1)
+            start = seq.cached_token_count
             k = min(self.config.k, budget, seq.params.max_tokens - len(seq.generated_token_ids) - 1,
                     max_len - start - 1, (len(seq.block_table) + free) * bm.block_size - start - 1)
-            guesses = [int(t) for t in self.proposer(seq, k)][:k] if k > 0 and seq.params.greedy else []
+            guesses = [int(t) for t in self.proposer(seq,
+                                                     k)][:k] if k > 0 and seq.params.greedy else []
             budget -= len(guesses)
             free -= bm.blocks_to_grow(seq, start + 1 + len(guesses))
             out.append(guesses)
         return out
 
     def _batch(self, seqs: list[Sequence], fed: list[list[int]]) -> BatchInput:
-        """The verification pass's inputs: each sequence's fed tokens at cache indexes cached_token_count on."""
+        """The verification pass's inputs: each sequence's tokens from cached_token_count on."""
         runner = self.engine.runner
         starts = [s.cached_token_count for s in seqs]
         lens = torch.tensor([len(f) for f in fed], dtype=torch.long)
-        rows = torch.repeat_interleave(torch.arange(len(seqs)), lens)  # [N] batch row of each fed token
+        # [N] batch row of each fed token
+        rows = torch.repeat_interleave(torch.arange(len(seqs)), lens)
         first = torch.cumsum(lens, 0) - lens
-        positions = torch.tensor(starts, dtype=torch.long)[rows] + torch.arange(int(lens.sum())) - first[rows]
+        positions = (torch.tensor(starts, dtype=torch.long)[rows]
+                     + torch.arange(int(lens.sum())) - first[rows])
         paged = runner.pool is not None
-        padded = block_tables([s.block_table for s in seqs]) if paged else torch.zeros(len(seqs), 1, dtype=torch.int32)
+        padded = (block_tables([s.block_table for s in seqs]) if paged
+                  else torch.zeros(len(seqs), 1, dtype=torch.int32))
         slots = (batch_slot_mapping(padded, rows, positions, runner.block_size) if paged
                  else torch.full((len(positions),), PAD_SLOT, dtype=torch.long))
         device = runner.device
         batch = BatchInput(is_prefill=True, seq_ids=[s.seq_id for s in seqs],
-                           input_ids=torch.tensor([t for f in fed for t in f], dtype=torch.long, device=device),
+                           input_ids=torch.tensor([t for f in fed for t in f], dtype=torch.long,
+                                                  device=device),
                            positions=positions.to(device), slot_mapping=slots.to(device),
                            block_tables=padded.to(device),
-                           context_lens=torch.tensor([a + len(f) for a, f in zip(starts, fed)], device=device),
+                           context_lens=torch.tensor([a + len(f) for a, f in zip(starts, fed)],
+                                                     device=device),
                            query_lens=lens.tolist(), chunked=True)
-        return runner.hook.apply(batch, [s.block_table for s in seqs], runner.num_blocks) if paged else batch
+        return runner.hook.apply(batch, [s.block_table for s in seqs],
+                                 runner.num_blocks) if paged else batch
 
     @torch.inference_mode()
     def _forward(self, seqs: list[Sequence], batch: BatchInput) -> torch.Tensor:
         """Logits of every fed token: [N, vocab]."""
         runner = self.engine.runner
-        return runner.model(batch.input_ids, batch.positions, backend=runner.backend(seqs, batch)).float()
+        return runner.model(batch.input_ids, batch.positions,
+                            backend=runner.backend(seqs, batch)).float()
 
     def step(self, sched: "SchedulerOutput", trace: "StepTrace") -> bool:
-        """Run this decode step speculatively; False (nothing done) if it is not a decode step or no sequence got a
-        guess (and the rollback is on): the plain decode path runs it then."""
+        """Run this decode step speculatively; False (nothing done) leaves it to the plain path.
+
+        That is when it is not a decode step, or no sequence got a guess (with rollback on)."""
         if sched.phase != "decode":
             return False
         engine, bm, seqs = self.engine, self.engine.block_manager, sched.seqs
         guesses = self._propose(seqs)
         if self.rollback and not any(guesses):
             return False
-        taken = [bm.ensure_capacity(s, s.cached_token_count + 1 + len(g)) for s, g in zip(seqs, guesses)]
+        taken = [bm.ensure_capacity(s, s.cached_token_count + 1 + len(g))
+                 for s, g in zip(seqs, guesses)]
         fed = [[s.last_token_id] + g for s, g in zip(seqs, guesses)]
         batch = self._batch(seqs, fed)
         logits = self._forward(seqs, batch)
@@ -144,7 +168,8 @@ class SpeculativeDecoder:
             targets = argmax_rows(rows) if seq.params.greedy else [sample_one(seq, rows[0])]
             accepted = accept_greedy(g, targets)
             kept = self._emit(seq, targets[:accepted + 1], trace)
-            records.append((i, seq, self._roll_back(seq, n, kept), g, min(accepted, kept), targets[:kept]))
+            records.append((i, seq, self._roll_back(seq, n, kept), g, min(accepted, kept),
+                            targets[:kept]))
             last_rows.append(rows[kept - 1])
         engine.free_finished(trace)
         if engine.record:
@@ -152,8 +177,10 @@ class SpeculativeDecoder:
                                     engine.last_logits, engine.sequences)
         for (i, seq, freed, g, accepted, emitted), new in zip(records, taken):
             slots = trace.slot_mapping[batch.starts[i]:batch.starts[i] + batch.query_lens[i]]
-            trace.speculative[seq.seq_id] = dict(proposed=g, accepted=accepted, emitted=emitted, slots=slots,
-                                                 discarded_slots=slots[len(emitted):] if self.rollback else [],
+            trace.speculative[seq.seq_id] = dict(proposed=g, accepted=accepted, emitted=emitted,
+                                                 slots=slots,
+                                                 discarded_slots=slots[len(emitted):]
+                                                 if self.rollback else [],
                                                  blocks_taken=new, blocks_freed=freed)
             stats = self.request_stats(seq.request_id)
             stats["num_proposed"] += len(g)
@@ -164,8 +191,9 @@ class SpeculativeDecoder:
         return True
 
     def _emit(self, seq: Sequence, tokens: list[int], trace: "StepTrace") -> int:
-        """Append the accepted tokens and the model's own one, stopping at the first that ends the request (EOS,
-        a stop string, max_tokens: trace.finished). Returns how many were kept."""
+        """Append the accepted tokens and the model's own one; returns how many were kept.
+
+        Stops at the first that ends the request (EOS, stop string, max_tokens: trace.finished)."""
         for kept, tok in enumerate(tokens, 1):
             seq.generated_token_ids.append(int(tok))
             reason = self.engine.stop_reason(seq)
@@ -176,21 +204,27 @@ class SpeculativeDecoder:
         return len(tokens)
 
     def _roll_back(self, seq: Sequence, fed: int, kept: int) -> list[int]:
-        """cached_token_count back to num_tokens - 1 (the last known token and the kept guesses were written), the
-        table back to blocks_needed(cached_token_count); returns the blocks freed (last first). rollback=False (the
-        break-it): every fed token counts as cached, nothing is freed or hashed."""
+        """Roll seq back to its kept tokens; returns the blocks freed (last first).
+
+        cached_token_count goes back to num_tokens - 1 and the table to
+        blocks_needed(cached_token_count). rollback=False (the break-it): every fed token counts as
+        cached, nothing is freed or hashed."""
         bm = self.engine.block_manager
         if not self.rollback:
             seq.cached_token_count += fed
             return []
         seq.cached_token_count += kept
-        assert seq.cached_token_count == seq.num_tokens - 1, "after a decode exactly the newest token is uncached"
-        bm._file(seq, seq.cached_token_count)  # prefix caching: hash the blocks the kept tokens filled
+        assert seq.cached_token_count == seq.num_tokens - 1, (
+            "after a decode exactly the newest token is uncached")
+        # prefix caching: hash the blocks the kept tokens filled
+        bm._file(seq, seq.cached_token_count)
         freed = []
         while len(seq.block_table) > blocks_needed(seq.cached_token_count, bm.block_size):
-            block = seq.block_table.pop()  # seq.block_table is the block manager's own list (bm.tables)
+            # seq.block_table is the block manager's own list (bm.tables)
+            block = seq.block_table.pop()
             bm.ref_counts[block] -= 1
-            assert bm.ref_counts[block] == 0, f"block {block} held only rejected guesses, yet it is shared"
+            assert bm.ref_counts[block] == 0, (
+                f"block {block} held only rejected guesses, yet it is shared")
             freed.append(block)
         bm.free_block_ids.release(freed, bm.cache.block_hash)
         return freed

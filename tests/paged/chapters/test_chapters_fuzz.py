@@ -14,7 +14,8 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from paged.engine.beam import BeamParams, BeamSearch
+from paged.engine.beam import BeamSearch
+from paged.engine.beam_group import BeamParams
 from paged.config import CacheConfig, SamplingParams, SchedulerConfig
 from paged.engine import LLMEngine
 from paged.engine.windowing import with_window

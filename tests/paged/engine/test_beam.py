@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from paged.engine.beam import BeamParams, BeamSearch
+from paged.engine.beam import BeamSearch
+from paged.engine.beam_group import BeamParams
 from paged.config import CacheConfig, SchedulerConfig
 from paged.model.tokenizer import EOS, SEP
 

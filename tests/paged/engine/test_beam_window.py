@@ -12,7 +12,8 @@ import pytest
 import torch
 
 from helpers import mistral_window_dir
-from paged.engine.beam import BeamParams, BeamSearch
+from paged.engine.beam import BeamSearch
+from paged.engine.beam_group import BeamParams
 from paged.config import CacheConfig, SchedulerConfig
 from paged.engine.windowing import held_blocks
 from paged.model import load_model
