@@ -10,7 +10,8 @@ import sys
 import torch
 
 
-HUGE_PAGE_BYTES = 2 << 20  # a pool at least this large is advised into transparent huge pages (pool_zeros)
+# a pool at least this large is advised into transparent huge pages (pool_zeros)
+HUGE_PAGE_BYTES = 2 << 20
 _MADV_HUGEPAGE = 14  # Linux's madvise advice number
 
 
@@ -23,7 +24,8 @@ def _advise_huge_pages(t: torch.Tensor) -> bool:
         return False
     try:
         libc = ctypes.CDLL(None, use_errno=True)
-        return libc.madvise(ctypes.c_void_p(first), ctypes.c_size_t(last - first), _MADV_HUGEPAGE) == 0
+        return libc.madvise(ctypes.c_void_p(first), ctypes.c_size_t(last - first),
+                            _MADV_HUGEPAGE) == 0
     except (OSError, AttributeError):  # no C library to ask, or no madvise in it
         return False
 
@@ -37,6 +39,7 @@ def pool_zeros(shape: tuple[int, ...], dtype: torch.dtype, device: torch.device)
     pages, 90-98% on huge pages; the shipped model's 13 MB pool: no difference). Elsewhere, or when
     the advice is refused, plain zeros."""
     t = torch.empty(shape, dtype=dtype, device=device)
-    if t.device.type == "cpu" and sys.platform.startswith("linux") and t.numel() * t.element_size() >= HUGE_PAGE_BYTES:
+    if (t.device.type == "cpu" and sys.platform.startswith("linux")
+            and t.numel() * t.element_size() >= HUGE_PAGE_BYTES):
         _advise_huge_pages(t)
     return t.zero_()
