@@ -46,8 +46,7 @@ def triton_kernel(query: torch.Tensor, key_cache: torch.Tensor, value_cache: tor
 
 
 def default_attn_impl(device: torch.device) -> str:
-    """The fastest correct decode impl for the device at this project's model sizes (LLMEngine's
-    default).
+    """The fastest correct decode impl for the device at this project's sizes (LLMEngine's default).
 
     CUDA: the Triton kernel when triton is importable. CPU: the C kernel "native" when it can be
     built (a C compiler is present), else "gather". Measured with `python -m benchmarks engine` on

@@ -48,8 +48,7 @@ _buffers = workspace
 
 def tile_blocks(batch: int, block_size: int, num_kv_heads: int, head_dim: int,
                 itemsize: int) -> int:
-    """Blocks per sequence in one tile, so that one K tile for the whole batch is about
-    TILE_BYTES_PER_THREAD times the number of intra-op threads."""
+    """Blocks per sequence in one tile: a batch's K tile of ~TILE_BYTES_PER_THREAD * threads."""
     budget = TILE_BYTES_PER_THREAD * torch.get_num_threads()
     return max(1, budget // (batch * block_size * num_kv_heads * head_dim * itemsize))
 
@@ -57,9 +56,9 @@ def tile_blocks(batch: int, block_size: int, num_kv_heads: int, head_dim: int,
 def fused_decode(query: torch.Tensor, key_cache: torch.Tensor, value_cache: torch.Tensor,
                  block_tables: torch.Tensor, context_lens: torch.Tensor,
                  scale: float) -> torch.Tensor:
-    """Tiled online-softmax decode over the paged pool; returns [B, num_heads, head_dim] (float32,
-    or float64 for float64 inputs). Inputs are assumed checked (see
-    paged.attention.check_decode_inputs).
+    """Tiled online-softmax decode over the paged pool: [B, num_heads, head_dim], float32 (float64).
+
+    Float64 for float64 inputs. Inputs are assumed checked (paged.attention.check_decode_inputs).
     """
     batch, num_heads, head_dim = query.shape
     _, block_size, num_kv_heads, _ = key_cache.shape

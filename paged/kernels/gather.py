@@ -16,9 +16,11 @@ from .workspace import workspace
 def gather_decode(query: torch.Tensor, key_cache: torch.Tensor, value_cache: torch.Tensor,
                   block_tables: torch.Tensor, context_lens: torch.Tensor,
                   scale: float) -> torch.Tensor:
-    """Every sequence's whole blocks in one index_select into the workspace, then one masked SDPA
-    call for the batch. query [B, num_heads, head_dim]; block_tables [B, max_blocks] (-1 padded);
-    context_lens [B] int64 on the cache's device. Unchecked (paged_attention_decode checks).
+    """Gather whole blocks, then one masked SDPA for the batch: [B, num_heads, head_dim].
+
+    query [B, num_heads, head_dim]; block_tables [B, max_blocks] (-1 padded); context_lens [B]
+    int64 on the cache's device. One index_select into the workspace gathers every sequence's
+    blocks. Unchecked (paged_attention_decode checks).
     """
     batch, max_ctx = query.shape[0], int(context_lens.max())
     num_blocks, block_size, num_kv_heads, head_dim = key_cache.shape

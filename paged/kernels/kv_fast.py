@@ -31,13 +31,15 @@ def _advise_huge_pages(t: torch.Tensor) -> bool:
 
 
 def pool_zeros(shape: tuple[int, ...], dtype: torch.dtype, device: torch.device) -> torch.Tensor:
-    """torch.zeros(shape) for a KV pool. On Linux, a CPU pool of HUGE_PAGE_BYTES or more is first
-    advised into 2 MiB pages (madvise MADV_HUGEPAGE, taken where transparent huge pages are
-    "madvise" or "always"), then zeroed, which faults its pages in: attention reads blocks scattered
-    over the whole pool, and with 4 KiB pages a large pool misses the TLB on nearly every block
-    (bench kernels, B=64 x 2048 tokens, 8/2 heads, 134 MB: 67-81% of the read bandwidth on 4 KiB
-    pages, 90-98% on huge pages; the shipped model's 13 MB pool: no difference). Elsewhere, or when
-    the advice is refused, plain zeros."""
+    """torch.zeros(shape) for a KV pool, in huge pages where it pays.
+
+    On Linux, a CPU pool of HUGE_PAGE_BYTES or more is first advised into 2 MiB pages (madvise
+    MADV_HUGEPAGE, taken where transparent huge pages are "madvise" or "always"), then zeroed, which
+    faults its pages in: attention reads blocks scattered over the whole pool, and with 4 KiB pages
+    a large pool misses the TLB on nearly every block (bench kernels, B=64 x 2048 tokens, 8/2 heads,
+    134 MB: 67-81% of the read bandwidth on 4 KiB pages, 90-98% on huge pages; the shipped model's
+    13 MB pool: no difference). Elsewhere, or when the advice is refused, plain zeros.
+    """
     t = torch.empty(shape, dtype=dtype, device=device)
     if (t.device.type == "cpu" and sys.platform.startswith("linux")
             and t.numel() * t.element_size() >= HUGE_PAGE_BYTES):

@@ -47,8 +47,10 @@ _private_tmp: list[Path] = []  # this process's fallback folder, made at most on
 
 
 def compiler() -> list[str] | None:
-    """The C compiler's command line: $CC split like a shell would (its first word resolved on
-    PATH), else the first of cc, gcc, clang on PATH; None when there is none.
+    """The C compiler's command line, or None when there is none.
+
+    $CC split like a shell would (its first word resolved on PATH), else the first of cc, gcc,
+    clang on PATH.
 
     Raises: RuntimeError if $CC is set but cannot be used.
     """
@@ -88,9 +90,10 @@ def _private_folder_problem(path: Path) -> str | None:
 
 
 def cache_dir() -> Path:
-    """The private folder for built libraries: $PAGED_CACHE_DIR, else ~/.cache/paged; when that is
-    unusable (see `_private_folder_problem`), a private temp folder made once per process and
-    removed at exit.
+    """The private folder for built libraries: $PAGED_CACHE_DIR, else ~/.cache/paged.
+
+    When that is unusable (see `_private_folder_problem`), a private temp folder made once per
+    process and removed at exit.
     """
     explicit = os.environ.get("PAGED_CACHE_DIR")
     try:
@@ -136,7 +139,9 @@ def _run(argv: list[str], timeout: float) -> subprocess.CompletedProcess:
 
 
 def library_path(cc: list[str], flags: tuple[str, ...]) -> Path:
-    """Where the library built by `cc` with `flags` is cached. The name holds a hash of the source
+    """Where the library built by `cc` with `flags` is cached.
+
+    The name holds a hash of the source
     (and the native_*.h it includes), the compiler command, its version, the flags and this CPU's
     features, so any of them changing builds anew.
     """

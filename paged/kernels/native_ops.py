@@ -81,8 +81,9 @@ def _ready(x: torch.Tensor) -> dict | None:
 
 def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float,
              residual: torch.Tensor | None = None) -> torch.Tensor | None:
-    """x [..., C] contiguous -> x / rms(x) * weight [..., C] (a new tensor), as F.rms_norm in
-    float32. With `residual` (x's shape, contiguous): x += residual first, in place, and the norm is
+    """x [..., C] contiguous -> x / rms(x) * weight [..., C] (a new tensor), as F.rms_norm.
+
+    Float32. With `residual` (x's shape, contiguous): x += residual first, in place, and the norm is
     of that sum. None where it does not fit. (Its checks are few and cheap on purpose: at decode
     this call costs ~5 us, of which the C loop is ~1.5.)
     """
@@ -107,9 +108,10 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float,
 
 
 def rope_(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor | None:
-    """Rotate-half RoPE of x [N, heads, D] in place (x * cos + roll(x, D/2) * sin, as
-    paged.model.rope.apply_rope), cos and signed sin [N, 1, D], each row's D values contiguous and
-    both with the same row stride (RotaryEmbedding hands views of one [N, 2, D] lookup); returns x.
+    """Rotate-half RoPE of x [N, heads, D] in place, with cos and signed sin [N, 1, D]; returns x.
+
+    x * cos + roll(x, D/2) * sin, as paged.model.rope.apply_rope. Each row's D values of cos and sin
+    contiguous, both with the same row stride (RotaryEmbedding hands views of one [N, 2, D] lookup).
     Each row's heads must lie one after another (x may be a narrow of a wider row, as the model's
     q|k part of q|k|v). None where it does not fit.
     """
@@ -133,9 +135,11 @@ def rope_(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor
 
 
 def silu_mul_(gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor | None:
-    """gate = silu(gate) * up, in place (SwiGLU's middle, as F.silu(gate, inplace=True).mul_(up));
-    returns gate. gate and up [N, I], each row contiguous, both rows the same stride apart (halves
-    of one [N, 2I] matmul output, or contiguous). None where it does not fit.
+    """gate = silu(gate) * up in place, gate and up [N, I]; returns gate.
+
+    SwiGLU's middle, as F.silu(gate, inplace=True).mul_(up). gate and up, each row contiguous, both
+    rows the same stride apart (halves of one [N, 2I] matmul output, or contiguous). None where it
+    does not fit.
     """
     fns = _ready(gate)
     if (fns is None or gate.dim() != 2 or up.shape != gate.shape or up.dtype is not _F32
