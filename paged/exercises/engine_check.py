@@ -14,8 +14,6 @@ independent run of the contiguous twin (the library alone).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 import torch
 
 from paged import addressing as ref_addr
@@ -26,106 +24,9 @@ from paged.model import load_model
 
 from .links import Workspace, check_tables, decode_link, write_diagnosis
 from .links import Failure, chain_link, close, expect_tensor, find_row, short
+from .engine_plan import BLOCK_SIZE, SEED, TEXTS, Plan, last_rows, make_plan, schedule, twin_tokens
 
-TEXTS = (
-    "Paged KV cache.",
-    "Logical block 3 lives in physical block 17.",
-    "abcdefghijklm",
-    "The quick brown fox.",
-)
-FIRST_MAX_TOKENS = (
-    6  # the first request stops early: its blocks are freed while the others decode on
-)
-BLOCK_SIZE, SEED = 4, 5
 NUM_PAD_ROWS = 2  # padding rows (slot -1) appended to every decode write
-
-
-@dataclass
-class Plan:
-    """The requests (prompt ids, max_tokens) and the pool: the same for the learner's run and the
-    twin."""
-
-    prompts: list[list[int]]
-    max_tokens: list[int]
-    num_blocks: int
-    texts: tuple[str, ...] = TEXTS
-    steps: list[dict] = field(
-        default_factory=list
-    )  # what each step of the learner's run did (the app draws it)
-
-
-def make_plan(tokenizer) -> Plan:
-    """Recall prompts (text, SEP: the shipped model copies the text), the first one cut short; a
-    pool just big enough for the busiest moment, so the fourth request reuses freed blocks."""
-    prompts = [tokenizer.encode(t) + [tokenizer.sep_token_id] for t in TEXTS]
-    max_tokens = [len(tokenizer.encode(t, add_bos=False)) + 1 for t in TEXTS]
-    max_tokens[0] = FIRST_MAX_TOKENS
-    need = [ref_addr.blocks_needed(len(p) + n, BLOCK_SIZE) for p, n in zip(prompts, max_tokens)]
-    return Plan(prompts, max_tokens, max(sum(need[:3]), sum(need[1:])))
-
-
-def _last_rows(lens: list[int]) -> torch.Tensor:
-    return torch.tensor(lens).cumsum(0) - 1
-
-
-def twin_tokens(model, plan: Plan) -> list[list[int]]:
-    """The contiguous twin on the same schedule, the library alone: each request's tokens."""
-    cfg = model.config
-    caches: dict[int, ContiguousKVCache] = {}
-    out: dict[int, list[int]] = {}
-    for group, prefill in schedule(plan):
-        pos = [
-            torch.arange(len(plan.prompts[i]))
-            if prefill
-            else torch.tensor([len(plan.prompts[i]) + len(out[i]) - 1])
-            for i in group
-        ]
-        ids = [
-            torch.tensor(plan.prompts[i]) if prefill else torch.tensor(out[i][-1:]) for i in group
-        ]
-        for i in group:
-            caches.setdefault(
-                i, ContiguousKVCache(cfg.num_hidden_layers, cfg.num_key_value_heads, cfg.head_dim)
-            )
-
-        def backend(layer, q, k, v, group=group, pos=pos):
-            rows, at = [], 0
-            for i, p in zip(group, pos):
-                sl = slice(at, at + len(p))
-                keys, values = caches[i].update(layer, p, k[sl], v[sl])
-                rows.append(ref_attention(q[sl], keys, values, causal=True))
-                at += len(p)
-            return torch.cat(rows)
-
-        lens = [len(p) for p in pos]
-        logits = model(torch.cat(ids), torch.cat(pos), backend, rows=_last_rows(lens))
-        for i, tok in zip(group, logits.argmax(-1).tolist()):
-            out.setdefault(i, []).append(tok)
-    return [out[i] for i in range(len(plan.prompts))]
-
-
-def schedule(plan: Plan):
-    """(request indices, is_prefill) per step: 0-2 prefilled, decodes, 3 prefilled after 0 finished,
-    decodes."""
-    left = {i: plan.max_tokens[i] for i in range(len(plan.prompts))}
-    running, waiting = [0, 1, 2], [3]
-    yield list(running), True
-    for i in running:
-        left[i] -= 1
-    while running or waiting:
-        done = [i for i in running if left[i] == 0]
-        running = [i for i in running if left[i] > 0]
-        if done and waiting:
-            group, waiting = waiting, []
-            running += group
-            yield group, True
-        elif running:
-            group = list(running)
-            yield group, False
-        else:
-            continue
-        for i in group:
-            left[i] -= 1
 
 
 class LearnerRun:
@@ -135,13 +36,8 @@ class LearnerRun:
         cfg = model.config
         self.ws, self.model, self.plan = ws, model, plan
         self.bm = ws["block_manager"].BlockManager(plan.num_blocks, BLOCK_SIZE, seed=SEED)
-        shape = (
-            cfg.num_hidden_layers,
-            plan.num_blocks,
-            BLOCK_SIZE,
-            cfg.num_key_value_heads,
-            cfg.head_dim,
-        )
+        shape = (cfg.num_hidden_layers, plan.num_blocks, BLOCK_SIZE, cfg.num_key_value_heads,
+                 cfg.head_dim)
         self.pool, self.shadow = (KVCachePool(*shape) for _ in range(2))
         self.caches = {
             i: ContiguousKVCache(shape[0], shape[3], shape[4]) for i in range(len(plan.prompts))
@@ -173,13 +69,8 @@ class LearnerRun:
             seq = self.seqs[i] = self.ws["sequence"].Sequence(i, list(self.plan.prompts[i]))
             self.generated[i] = []
             self.bm.allocate(seq)
-            check_tables(
-                self.bm,
-                self.live(),
-                self.plan.num_blocks,
-                self.where(f"allocate(sequence {i})"),
-                seq,
-            )
+            check_tables(self.bm, self.live(), self.plan.num_blocks,
+                         self.where(f"allocate(sequence {i})"), seq)
             n = len(self.plan.prompts[i])
             slots.append(self.slots(seq, 0, n))
             pos.append(torch.arange(n))
@@ -253,7 +144,7 @@ class LearnerRun:
         def backend(layer, q, k, v):
             return self.attend(layer, q, k, v, group, pos, slots, tables, lens, prefill)
 
-        logits = self.model(ids, torch.cat(pos), backend, rows=_last_rows([len(p) for p in pos]))
+        logits = self.model(ids, torch.cat(pos), backend, rows=last_rows([len(p) for p in pos]))
         for i, tok in zip(group, logits.argmax(-1).tolist()):
             seq = self.seqs[i]
             self.generated[i].append(tok)
@@ -278,16 +169,9 @@ class LearnerRun:
                     self.generated[i],
                     list(seq.generated_token_ids),
                 )
-        self.plan.steps.append(
-            dict(
-                prefill=prefill,
-                seqs=list(group),
-                slots=slots.tolist(),
-                tables=tables,
-                context_lens=lens,
-                tokens=[self.generated[i][-1] for i in group],
-            )
-        )
+        self.plan.steps.append(dict(prefill=prefill, seqs=list(group), slots=slots.tolist(),
+                                    tables=tables, context_lens=lens,
+                                    tokens=[self.generated[i][-1] for i in group]))
 
     def attend(self, layer, q, k, v, group, pos, slots, tables, lens, prefill) -> torch.Tensor:
         kc, vc = self.pool.layer(layer)
@@ -430,14 +314,8 @@ def check_engine(ws: Workspace) -> dict:
     plan = make_plan(tokenizer)
     run = LearnerRun(ws, model, plan)
     twin = twin_tokens(model, plan)
-    data = dict(
-        texts=list(TEXTS),
-        twin=[tokenizer.decode(t) for t in twin],
-        steps=plan.steps,
-        got=[],
-        num_blocks=plan.num_blocks,
-        block_size=BLOCK_SIZE,
-    )
+    data = dict(texts=list(TEXTS), twin=[tokenizer.decode(t) for t in twin], steps=plan.steps,
+                got=[], num_blocks=plan.num_blocks, block_size=BLOCK_SIZE)
     try:
         got = run.run()
     except Failure as err:

@@ -1,6 +1,7 @@
 """Faster implementations behind the article's signatures: the decode kernels "gather" (gather.py),
 "fused" (fused.py), "native" (native.py, a C kernel, with DecodeStep: the engine's once-per-step
-plan of it) and "triton" (triton_decode.py, imported on its first call), chosen by name in
+plan of it; its threads, partitions and prefetching: native_plan.py) and "triton"
+(triton_decode.py, imported on its first call), chosen by name in
 paged.attention.DECODE_IMPLS; the K/V write in C and the model's small ops in C (native_ops.py); the
 pool in huge pages (kv_fast.py); reusable buffers (workspace.py). Nothing here imports
 paged.attention or paged.kv_cache: the arrows point from the article to its kernels, never back."""
@@ -18,7 +19,8 @@ from .native import DecodeStep, native_available, native_decode, native_error
 __all__ = ["DecodeStep", "REFERENCE_IMPLS", "default_attn_impl", "fused_decode", "gather_decode",
            "native_available", "native_decode", "native_error", "triton_available", "triton_kernel"]
 
-REFERENCE_IMPLS = ("loop", "gather")  # the article's gather-then-attend: with them the engine takes no fast path
+# the article's gather-then-attend: with them the engine takes no fast path
+REFERENCE_IMPLS = ("loop", "gather")
 
 
 def triton_available() -> bool:
@@ -27,21 +29,24 @@ def triton_available() -> bool:
 
 
 def triton_kernel(query: torch.Tensor, key_cache: torch.Tensor, value_cache: torch.Tensor,
-                  block_tables: torch.Tensor, context_lens: torch.Tensor, scale: float) -> torch.Tensor:
-    """impl="triton": triton_decode.py's kernel, imported on its first call, so `import paged` never
-    needs triton. Shapes as paged_attention_decode. Raises RuntimeError when triton cannot be
-    imported."""
+                  block_tables: torch.Tensor, context_lens: torch.Tensor,
+                  scale: float) -> torch.Tensor:
+    """impl="triton": triton_decode.py's kernel; shapes as paged_attention_decode.
+
+    Imported on its first call, so `import paged` never needs triton.
+    Raises: RuntimeError if triton cannot be imported.
+    """
     if not triton_available():
-        raise RuntimeError("impl='triton' needs the triton package: pip install triton (3.6 or newer); on a "
-                           "CPU-only machine also set TRITON_INTERPRET=1 before triton is imported")
+        raise RuntimeError("impl='triton' needs the triton package: pip install triton (3.6 or "
+                           "newer); on a CPU-only machine also set TRITON_INTERPRET=1 before "
+                           "triton is imported")
     from .triton_decode import triton_decode
 
     return triton_decode(query, key_cache, value_cache, block_tables, context_lens, scale)
 
 
 def default_attn_impl(device: torch.device) -> str:
-    """The fastest correct decode impl for the device at this project's model sizes (LLMEngine's
-    default).
+    """The fastest correct decode impl for the device at this project's sizes (LLMEngine's default).
 
     CUDA: the Triton kernel when triton is importable. CPU: the C kernel "native" when it can be
     built (a C compiler is present), else "gather". Measured with `python -m benchmarks engine` on

@@ -1,15 +1,17 @@
 """Building and loading the C kernel (native_decode.c) without running foreign or broken code.
 
-Loading a shared library runs its constructors, so a library is loaded only when this process can trust it:
-- it lives in a private folder: $PAGED_CACHE_DIR, else ~/.cache/paged (created 0700), used only when it is a folder
-  owned by this user and not writable by group or others; otherwise a fresh private temp folder of this process
-  (`tempfile.mkdtemp`, 0700, removed at exit) - never a shared one;
-- its bytes match the SHA-256 the builder wrote next to it (`<name>.so.sha256`), checked before `dlopen`. A
-  truncated, garbage or foreign file fails the check and is rebuilt, so it can neither kill the process (a
-  truncated library mapped by `dlopen` raises SIGBUS) nor silently keep the slow fallback in place;
-- it is built into a temporary name and renamed into place only when complete.
-The compiler runs under a timeout (COMPILE_TIMEOUT_S) in its own process group, killed whole when it hangs.
-`$CC` is split like a shell would (`CC="gcc -O2"` works). Every failure raises RuntimeError saying why.
+Loading a shared library runs its constructors, so a library is loaded only when this process can
+trust it:
+- it lives in a private folder: $PAGED_CACHE_DIR, else ~/.cache/paged (created 0700), used only when
+  it is a folder owned by this user and not writable by group or others; otherwise a fresh private
+  temp folder of this process (`tempfile.mkdtemp`, 0700, removed at exit) - never a shared one;
+- its bytes match the SHA-256 the builder wrote next to it (`<name>.so.sha256`), checked before
+  `dlopen`. A truncated, garbage or foreign file fails the check and is rebuilt, so it can neither
+  kill the process (a truncated library mapped by `dlopen` raises SIGBUS) nor silently keep the slow
+  fallback in place;
+- it is built into a temporary name and renamed into place only when complete. The compiler runs
+  under a timeout (COMPILE_TIMEOUT_S) in its own process group, killed whole when it hangs. `$CC` is
+  split like a shell would (`CC="gcc -O2"` works). Every failure raises RuntimeError saying why.
 """
 
 from __future__ import annotations
@@ -28,7 +30,8 @@ import tempfile
 from pathlib import Path
 
 SOURCE = Path(__file__).with_name("native_decode.c")
-SYMBOL = "paged_decode_packed"  # the function the library must export (paged_decode, its arguments in one array)
+# the function the library must export (paged_decode, its arguments in one array)
+SYMBOL = "paged_decode_packed"
 # ... and the model's small ops (native_ops.h); a library without every one of them is not used
 SYMBOLS = (SYMBOL, "paged_rms_norm", "paged_rope", "paged_silu_mul", "paged_write_rows")
 # Tried in order; the first that builds is used. -march=native: AVX2/FMA where the CPU has them.
@@ -37,21 +40,29 @@ FLAG_SETS = (
     ("-O3", "-march=native", "-pthread", "-shared", "-fPIC"),
     ("-O3", "-pthread", "-shared", "-fPIC"),
 )
-COMPILE_TIMEOUT_S = 60.0  # a build takes about a second; a compiler that hangs must not hang the caller
+# a build takes about a second; a compiler that hangs must not hang the caller
+COMPILE_TIMEOUT_S = 60.0
 
 _private_tmp: list[Path] = []  # this process's fallback folder, made at most once
 
 
 def compiler() -> list[str] | None:
-    """The C compiler's command line: $CC split like a shell would (its first word resolved on PATH), else the
-    first of cc, gcc, clang on PATH; None when there is none. Raises RuntimeError for a $CC that cannot be used."""
+    """The C compiler's command line, or None when there is none.
+
+    $CC split like a shell would (its first word resolved on PATH), else the first of cc, gcc,
+    clang on PATH.
+
+    Raises: RuntimeError if $CC is set but cannot be used.
+    """
     cc = os.environ.get("CC", "").strip()
     if not cc:
-        return next(([path] for name in ("cc", "gcc", "clang") if (path := shutil.which(name))), None)
+        return next(([path] for name in ("cc", "gcc", "clang") if (path := shutil.which(name))),
+                    None)
     try:
         argv = shlex.split(cc)
     except ValueError as err:
-        raise RuntimeError(f"$CC={cc!r} cannot be split into words like a shell would: {err}") from None
+        raise RuntimeError(f"$CC={cc!r} cannot be split into words like a shell would: "
+                           f"{err}") from None
     path = shutil.which(argv[0]) if argv else None
     if path is None:
         raise RuntimeError(f"$CC={cc!r}: {argv[0] if argv else cc!r} is not an executable on PATH")
@@ -59,8 +70,8 @@ def compiler() -> list[str] | None:
 
 
 def _private_folder_problem(path: Path) -> str | None:
-    """None when `path` (created 0700 if missing) is a folder owned by this user that group and others cannot
-    write; else why it cannot hold libraries this process will load."""
+    """None when `path` (created 0700 if missing) is a folder owned by this user that group and
+    others cannot write; else why it cannot hold libraries this process will load."""
     try:
         path.mkdir(mode=0o700, parents=True, exist_ok=True)
         info = path.stat()
@@ -79,8 +90,11 @@ def _private_folder_problem(path: Path) -> str | None:
 
 
 def cache_dir() -> Path:
-    """The private folder for built libraries: $PAGED_CACHE_DIR, else ~/.cache/paged; when that is unusable (see
-    `_private_folder_problem`), a private temp folder made once per process and removed at exit."""
+    """The private folder for built libraries: $PAGED_CACHE_DIR, else ~/.cache/paged.
+
+    When that is unusable (see `_private_folder_problem`), a private temp folder made once per
+    process and removed at exit.
+    """
     explicit = os.environ.get("PAGED_CACHE_DIR")
     try:
         candidate = Path(explicit) if explicit else Path.home() / ".cache" / "paged"
@@ -96,7 +110,8 @@ def cache_dir() -> Path:
 
 
 def _cpu_flags() -> str:
-    """This CPU's feature flags: -march=native builds for them, so they are part of the cache key."""
+    """This CPU's feature flags: -march=native builds for them, so they are part of the cache key.
+    """
     try:
         with open("/proc/cpuinfo") as f:
             return next((line for line in f if line.startswith(("flags", "Features"))), "")
@@ -105,29 +120,34 @@ def _cpu_flags() -> str:
 
 
 def _run(argv: list[str], timeout: float) -> subprocess.CompletedProcess:
-    """Run argv in a process group of its own; on timeout kill that group (the compiler and whatever it started)
-    and raise RuntimeError."""
-    proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, start_new_session=True)
+    """Run argv in a process group of its own; on timeout kill that group (the compiler and whatever
+    it started) and raise RuntimeError."""
+    proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
         out, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)
         try:
             proc.communicate(timeout=5)
-        except subprocess.TimeoutExpired:  # a child that left the group still holds the pipes: stop waiting
+        # a child that left the group still holds the pipes: stop waiting
+        except subprocess.TimeoutExpired:
             pass
-        raise RuntimeError(f"impl='native': `{shlex.join(argv)[:200]}` did not finish within {timeout:g} s "
-                           "(COMPILE_TIMEOUT_S) and was killed") from None
+        raise RuntimeError(f"impl='native': `{shlex.join(argv)[:200]}` did not finish within "
+                           f"{timeout:g} s (COMPILE_TIMEOUT_S) and was killed") from None
     return subprocess.CompletedProcess(argv, proc.returncode, out, err)
 
 
 def library_path(cc: list[str], flags: tuple[str, ...]) -> Path:
-    """Where the library built by `cc` with `flags` is cached. The name holds a hash of the source (and the
-    native_*.h it includes), the compiler command, its version, the flags and this CPU's features, so any of them
-    changing builds anew."""
+    """Where the library built by `cc` with `flags` is cached.
+
+    The name holds a hash of the source
+    (and the native_*.h it includes), the compiler command, its version, the flags and this CPU's
+    features, so any of them changing builds anew.
+    """
     version = _run([*cc, "--version"], COMPILE_TIMEOUT_S).stdout.split("\n")[0]
-    sources = b"".join(path.read_bytes() for path in [SOURCE, *sorted(SOURCE.parent.glob("native_*.h"))])
+    sources = b"".join(path.read_bytes()
+                       for path in [SOURCE, *sorted(SOURCE.parent.glob("native_*.h"))])
     key = hashlib.sha256(b"\0".join([sources, shlex.join(cc).encode(), version.encode(),
                                      " ".join(flags).encode(), platform.machine().encode(),
                                      _cpu_flags().encode()])).hexdigest()[:16]
@@ -147,7 +167,8 @@ def _sha256(path: Path) -> str:
 
 
 def verified(library: Path) -> bool:
-    """True when `library` is a regular file (not a link) whose SHA-256 is the one its builder wrote next to it."""
+    """True when `library` is a regular file (not a link) whose SHA-256 is the one its builder wrote
+    next to it."""
     try:
         if not stat.S_ISREG(os.lstat(library).st_mode):
             return False
@@ -163,8 +184,11 @@ def _forget(library: Path) -> None:
 
 
 def _compile(cc: list[str], flags: tuple[str, ...], target: Path) -> str | None:
-    """Build SOURCE into `target` (temp name, digest written, then renamed into place). Returns None, or the
-    compiler's complaint when it rejected these flags. Raises RuntimeError when it hangs."""
+    """Build SOURCE into `target` (temp name, digest written, then renamed into place).
+
+    Returns None, or the compiler's complaint when it rejected these flags.
+    Raises: RuntimeError if the compiler hangs.
+    """
     fd, partial_name = tempfile.mkstemp(prefix=target.name + ".", suffix=".tmp", dir=target.parent)
     os.close(fd)
     partial = Path(partial_name)
@@ -174,8 +198,8 @@ def _compile(cc: list[str], flags: tuple[str, ...], target: Path) -> str | None:
             return f"{shlex.join(cc)} {' '.join(flags)}: {result.stderr.strip()[-400:]}"
         digest_partial = _digest_path(partial)
         digest_partial.write_text(_sha256(partial) + "\n")
-        # A concurrent build of the same key writes a library of its own; either pair verifies, a mixed pair fails
-        # the check and is rebuilt by the next process.
+        # A concurrent build of the same key writes a library of its own; either pair verifies, a
+        # mixed pair fails the check and is rebuilt by the next process.
         os.replace(digest_partial, _digest_path(target))
         os.replace(partial, target)
         return None
@@ -185,8 +209,10 @@ def _compile(cc: list[str], flags: tuple[str, ...], target: Path) -> str | None:
 
 
 def _open(library: Path) -> ctypes.CDLL:
-    """dlopen `library` and check that it has every function of SYMBOLS. Raises RuntimeError (the handle closed
-    again) when either fails."""
+    """dlopen `library` and check that it has every function of SYMBOLS.
+
+    Raises: RuntimeError (the handle closed again) if either fails.
+    """
     try:
         lib = ctypes.CDLL(str(library))
     except OSError as err:
@@ -202,9 +228,11 @@ def _open(library: Path) -> ctypes.CDLL:
 
 
 def load_kernel() -> ctypes.CDLL:
-    """Build (or find built and verified) and load the library with the C functions of SYMBOLS. A cached library
-    that fails the check or fails to load is deleted and built once more. Raises RuntimeError saying why it cannot
-    be had."""
+    """Build (or find built and verified) and load the library with the C functions of SYMBOLS.
+
+    A cached library that fails the check or fails to load is deleted and built once more.
+    Raises: RuntimeError saying why it cannot be had.
+    """
     cc = compiler()
     if cc is None:
         raise RuntimeError("impl='native' needs a C compiler (cc, gcc or clang; or set $CC), e.g. "
@@ -224,7 +252,8 @@ def load_kernel() -> ctypes.CDLL:
             continue
         try:
             return _open(target)
-        except RuntimeError as err:  # e.g. built, but its runtime library is missing: try the next flags
+        # e.g. built, but its runtime library is missing: try the next flags
+        except RuntimeError as err:
             errors.append(str(err))
             _forget(target)
     raise RuntimeError("impl='native' could not be built:\n" + "\n".join(errors))

@@ -1,15 +1,15 @@
 """impl="triton": a PagedAttention decode kernel in Triton, one program per (sequence, kv head).
 
-Each program loads the queries of its GQA group (num_heads // num_kv_heads query heads that share one kv head),
-then walks its sequence's block table one physical block at a time: for logical block j it reads
-physical_block_id = block_table[j] and loads that block's block_size keys and values for its kv head, straight
-from the pool. An online softmax (running max m, running sum l, rescaled accumulator acc) means nothing but the
-current block is held. Tokens at or past context_len are masked; head_dim and the group are padded up to powers of
-two (tl.arange needs them) and masked.
+Each program loads the queries of its GQA group (num_heads // num_kv_heads query heads that share
+one kv head), then walks its sequence's block table one physical block at a time: for logical block
+j it reads physical_block_id = block_table[j] and loads that block's block_size keys and values for
+its kv head, straight from the pool. An online softmax (running max m, running sum l, rescaled
+accumulator acc) means nothing but the current block is held. Tokens at or past context_len are
+masked; head_dim and the group are padded up to powers of two (tl.arange needs them) and masked.
 
-On a GPU this compiles to a real kernel. On a CPU it runs only under Triton's interpreter: set TRITON_INTERPRET=1
-in the environment before triton is imported (about a millisecond per program and block: tiny sizes only).
-Uses nothing newer than Triton 3.6.
+On a GPU this compiles to a real kernel. On a CPU it runs only under Triton's interpreter: set
+TRITON_INTERPRET=1 in the environment before triton is imported (about a millisecond per program and
+block: tiny sizes only). Uses nothing newer than Triton 3.6.
 """
 
 from __future__ import annotations
@@ -23,7 +23,8 @@ import triton.language as tl
 def _paged_decode_kernel(
     q_ptr, k_ptr, v_ptr, tables_ptr, lens_ptr, out_ptr, scale,
     stride_qb, stride_qh,  # query [B, num_heads, head_dim], head_dim contiguous
-    stride_cb, stride_ct, stride_ch,  # caches [num_blocks, block_size, num_kv_heads, head_dim], same strides
+    # caches [num_blocks, block_size, num_kv_heads, head_dim], same strides
+    stride_cb, stride_ct, stride_ch,
     stride_tb,  # block_tables [B, max_blocks]
     stride_ob, stride_oh,  # out [B, num_heads, head_dim]
     GROUP: tl.constexpr, GROUP_P: tl.constexpr, HEAD_DIM: tl.constexpr, HEAD_P: tl.constexpr,
@@ -52,7 +53,8 @@ def _paged_decode_kernel(
         physical_block_id = tl.load(tables_ptr + seq * stride_tb + logical_block_id).to(tl.int64)
         token = logical_block_id * BLOCK_SIZE + t
         t_mask = token < context_len
-        kv_off = physical_block_id * stride_cb + t[:, None] * stride_ct + kv_head * stride_ch + d[None, :]
+        kv_off = (physical_block_id * stride_cb + t[:, None] * stride_ct + kv_head * stride_ch
+                  + d[None, :])
         kv_mask = t_mask[:, None] & d_mask[None, :]
         k = tl.load(k_ptr + kv_off, mask=kv_mask, other=0.0).to(tl.float32)  # [BLOCK_SIZE, HEAD_P]
         v = tl.load(v_ptr + kv_off, mask=kv_mask, other=0.0).to(tl.float32)
@@ -72,15 +74,18 @@ def _paged_decode_kernel(
 
 
 def interpreted() -> bool:
-    """True when the kernel was built for Triton's CPU interpreter (TRITON_INTERPRET=1 before import)."""
+    """True when the kernel was built for Triton's CPU interpreter (TRITON_INTERPRET=1 before
+    import)."""
     return type(_paged_decode_kernel).__name__ == "InterpretedFunction"
 
 
 def triton_decode(query: torch.Tensor, key_cache: torch.Tensor, value_cache: torch.Tensor,
-                  block_tables: torch.Tensor, context_lens: torch.Tensor, scale: float) -> torch.Tensor:
+                  block_tables: torch.Tensor, context_lens: torch.Tensor,
+                  scale: float) -> torch.Tensor:
     """Paged decode with the Triton kernel; returns float32 [B, num_heads, head_dim].
 
-    Raises ValueError if block_size is not a power of two, RuntimeError for CPU tensors without the interpreter.
+    Raises: ValueError if block_size is not a power of two; RuntimeError for CPU tensors without
+    the interpreter.
     """
     batch, num_heads, head_dim = query.shape
     _, block_size, num_kv_heads, _ = key_cache.shape
@@ -88,10 +93,12 @@ def triton_decode(query: torch.Tensor, key_cache: torch.Tensor, value_cache: tor
         raise ValueError(f"impl='triton' needs block_size to be a power of two, got {block_size}; "
                          "use impl='fused' for other block sizes")
     if key_cache.device.type == "cpu" and not interpreted():
-        raise RuntimeError("impl='triton' got CPU tensors but Triton is not in interpreter mode: set "
-                           "TRITON_INTERPRET=1 in the environment before triton is imported, or use a GPU")
+        raise RuntimeError("impl='triton' got CPU tensors but Triton is not in interpreter mode: "
+                           "set TRITON_INTERPRET=1 in the environment before triton is imported, "
+                           "or use a GPU")
     group = num_heads // num_kv_heads
-    query, key_cache, value_cache = query.contiguous(), key_cache.contiguous(), value_cache.contiguous()
+    query, key_cache, value_cache = (query.contiguous(), key_cache.contiguous(),
+                                     value_cache.contiguous())
     tables = block_tables.to(torch.int32).contiguous()
     lens = context_lens.to(device=key_cache.device, dtype=torch.int32).contiguous()
     out = torch.empty(batch, num_heads, head_dim, dtype=torch.float32, device=query.device)

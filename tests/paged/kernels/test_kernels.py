@@ -237,7 +237,7 @@ def test_bench_cold_tells_native_its_kv_left_the_caches(monkeypatch):
     """--cold: each timed native call follows the flush, so it gets the cold prefetch threshold, although it reads
     the same pool as the call before it; warm (each timed call right after itself) gets the warm one."""
     from benchmarks import kernels
-    from paged.kernels import native
+    from paged.kernels import native, native_plan
 
     monkeypatch.setattr(kernels, "COLD_MB", 1)
     fn, seen = native._load(), []
@@ -248,7 +248,7 @@ def test_bench_cold_tells_native_its_kv_left_the_caches(monkeypatch):
 
     monkeypatch.setitem(native._state, "fn", record)
     case = kernels.KernelCase(1, 40, 4, 2, 16)
-    for cold, expected in ((True, native.PREFETCH_COLD_MIN_BYTES), (False, native.PREFETCH_WARM_MIN_BYTES)):
+    for cold, expected in ((True, native_plan.PREFETCH_COLD_MIN_BYTES), (False, native_plan.PREFETCH_WARM_MIN_BYTES)):
         seen.clear()
         result = kernels.bench_case(case, ["native"], torch.device("cpu"), 10.0, reps=3, warmup=0, cold=cold)
         assert all(r.ok for r in result.results)

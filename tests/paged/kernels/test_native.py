@@ -17,7 +17,7 @@ import torch.nn.functional as F
 
 from helpers import rel_err
 from paged.attention import contiguous_attention_decode, paged_attention_decode
-from paged.kernels import native, native_build, native_ops
+from paged.kernels import native, native_build, native_ops, native_plan
 from paged.model.rope import apply_rope
 from paged.kernels.native import DecodeStep
 from decode_cases import build, sweep_failures
@@ -291,7 +291,7 @@ def test_calls_stay_on_one_thread_while_helpers_come_too_late(tmp_path, monkeypa
     fn, left = lib.paged_decode_packed, lib.paged_solo_calls_left
     fn.restype, fn.argtypes, left.restype = ctypes.c_int64, [ctypes.c_void_p, ctypes.c_double], ctypes.c_int64
     monkeypatch.setitem(native._state, "fn", fn)
-    monkeypatch.setattr(native, "SECOND_THREAD_NS", 0.0)
+    monkeypatch.setattr(native_plan, "SECOND_THREAD_NS", 0.0)
     threads(2)
     lens = [40, 7]
     query, kc, vc, tables, keys, values = build(8, 2, 64, 16, lens, torch.float32)
@@ -308,7 +308,7 @@ def test_partitioned_contexts_match_the_reference(monkeypatch, threads, partitio
     """Contexts cut into partitions of 1 or 3 blocks (items of their own, merged by the combine step) match the
     reference: GQA/MHA/MQA, head_dims on and off the vector width, float32/bfloat16/float64, and sequences shorter
     than one partition next to longer ones."""
-    monkeypatch.setattr(native, "plan_work", lambda *args: (1, partition_blocks))
+    monkeypatch.setattr(native_plan, "plan_work", lambda *args: (1, partition_blocks))
     threads(2)
     assert sweep_failures("native", "float32", [(8, 2), (4, 4), (6, 1)], [32, 20], [1, 16]) == []
     assert sweep_failures("native", "bfloat16", [(8, 2)], [32], [4]) == []
@@ -338,10 +338,10 @@ def test_plan_work_gives_each_thread_equal_items(batch, num_kv_heads, threads_, 
     """The fewest equal items that share evenly over the threads (block_size 16, 8 query heads): contexts of two
     partitions or more are cut into partitions of at least MIN_PARTITION_TOKENS first (MHA and GQA alike), shorter
     ones by kv heads."""
-    got_chunks, partition_blocks = native.plan_work(batch, 8, num_kv_heads, max_blocks, 16, threads_)
+    got_chunks, partition_blocks = native_plan.plan_work(batch, 8, num_kv_heads, max_blocks, 16, threads_)
     got_parts = -(-max_blocks // partition_blocks) if partition_blocks else 1
     assert (got_chunks, got_parts) == (head_chunks, parts)
-    assert partition_blocks == 0 or partition_blocks * 16 >= native.MIN_PARTITION_TOKENS
+    assert partition_blocks == 0 or partition_blocks * 16 >= native_plan.MIN_PARTITION_TOKENS
     items = batch * got_chunks * got_parts
     assert items % threads_ == 0 or items >= 2 * threads_ or (num_kv_heads, max_blocks) == (1, 16)
 
@@ -366,8 +366,8 @@ def test_planned_partitions_around_their_boundaries(threads, monkeypatch, block_
     one holding a single token or a full partition; GQA, MHA and MQA; block_size 1, 32 and 128. Each matches the
     reference."""
     calls = _recording_kernel(monkeypatch)
-    monkeypatch.setattr(native, "SECOND_THREAD_NS", 0.0)  # keep the threads on these small contexts
-    p = native.MIN_PARTITION_TOKENS
+    monkeypatch.setattr(native_plan, "SECOND_THREAD_NS", 0.0)  # keep the threads on these small contexts
+    p = native_plan.MIN_PARTITION_TOKENS
     parts_seen = set()
     for num_threads, n in [(2, p - 1), (2, 2 * p), (2, 2 * p + 1), (3, 3 * p), (8, 4 * p - 1), (8, 8 * p + 1)]:
         threads(num_threads)
@@ -392,8 +392,8 @@ def test_thread_count_follows_the_measured_crossover(batch, num_heads, num_kv_he
     """A call takes a second thread where one was measured to pay, and stays on one where it did not, whatever
     its K/V bytes alone say (the old rule, one thread under 128 KiB, got the middle three wrong); one thread
     available is always one."""
-    assert native.thread_count(batch, num_heads, num_kv_heads, head_dim, tokens, 4, 2) == expected
-    assert native.thread_count(batch, num_heads, num_kv_heads, head_dim, tokens, 4, 1) == 1
+    assert native_plan.thread_count(batch, num_heads, num_kv_heads, head_dim, tokens, 4, 2) == expected
+    assert native_plan.thread_count(batch, num_heads, num_kv_heads, head_dim, tokens, 4, 1) == 1
 
 
 @pytest.mark.parametrize("field", ["batch", "threads", "tokens"])
@@ -402,7 +402,7 @@ def test_thread_count_refuses_impossible_counts(field):
     args = dict(batch=1, num_heads=8, num_kv_heads=8, head_dim=64, tokens=16, element_size=4, threads=2)
     args[field] = -1
     with pytest.raises(ValueError, match=field):
-        native.thread_count(**args)
+        native_plan.thread_count(**args)
 
 
 def test_tiny_work_stays_on_one_thread(threads, monkeypatch):
@@ -424,7 +424,7 @@ def test_a_call_too_big_for_the_caches_prefetches_and_matches(threads):
     threads(2)
     lens = [4200, 4153]
     query, kc, vc, tables, keys, values = build(8, 2, 128, 16, lens, torch.float32)
-    assert sum(lens) * 2 * 128 * 2 * 4 >= native.PREFETCH_WARM_MIN_BYTES
+    assert sum(lens) * 2 * 128 * 2 * 4 >= native_plan.PREFETCH_WARM_MIN_BYTES
     ref = reference(query, keys, values, lens)
     for _ in range(2):
         out = paged_attention_decode(query, kc, vc, tables, lens, impl="native")
@@ -436,12 +436,12 @@ def test_prefetch_rule_is_warm_only_for_the_same_kv_as_the_last_call():
     """The same key_cache as the last call (its K/V may still be cached): prefetch from PREFETCH_WARM_MIN_BYTES for
     grouped heads, from PREFETCH_WARM_MHA_MIN_BYTES (higher) for one query head per kv head; any other (the engine's
     next layer): from PREFETCH_COLD_MIN_BYTES, which is lower, grouped or not."""
-    assert native.prefetch_min_bytes(4096, 4096) == native.PREFETCH_WARM_MIN_BYTES
-    assert native.prefetch_min_bytes(4096, 4096, grouped=False) == native.PREFETCH_WARM_MHA_MIN_BYTES
+    assert native_plan.prefetch_min_bytes(4096, 4096) == native_plan.PREFETCH_WARM_MIN_BYTES
+    assert native_plan.prefetch_min_bytes(4096, 4096, grouped=False) == native_plan.PREFETCH_WARM_MHA_MIN_BYTES
     for grouped in (True, False):
-        assert native.prefetch_min_bytes(4096, 8192, grouped) == native.PREFETCH_COLD_MIN_BYTES
-        assert native.prefetch_min_bytes(4096, 0, grouped) == native.PREFETCH_COLD_MIN_BYTES  # no call before
-    assert 0 <= native.PREFETCH_COLD_MIN_BYTES < native.PREFETCH_WARM_MIN_BYTES < native.PREFETCH_WARM_MHA_MIN_BYTES
+        assert native_plan.prefetch_min_bytes(4096, 8192, grouped) == native_plan.PREFETCH_COLD_MIN_BYTES
+        assert native_plan.prefetch_min_bytes(4096, 0, grouped) == native_plan.PREFETCH_COLD_MIN_BYTES  # no call before
+    assert 0 <= native_plan.PREFETCH_COLD_MIN_BYTES < native_plan.PREFETCH_WARM_MIN_BYTES < native_plan.PREFETCH_WARM_MHA_MIN_BYTES
 
 
 def record_prefetch_thresholds(monkeypatch) -> list[int]:
@@ -463,8 +463,8 @@ def test_a_repeated_call_hands_the_kernel_the_threshold_of_its_heads(monkeypatch
     seen = record_prefetch_thresholds(monkeypatch)
     threads(1)
     lens = [37, 5]
-    for num_heads, num_kv_heads, expected in ((8, 2, native.PREFETCH_WARM_MIN_BYTES),
-                                              (4, 4, native.PREFETCH_WARM_MHA_MIN_BYTES)):
+    for num_heads, num_kv_heads, expected in ((8, 2, native_plan.PREFETCH_WARM_MIN_BYTES),
+                                              (4, 4, native_plan.PREFETCH_WARM_MHA_MIN_BYTES)):
         query, kc, vc, tables, keys, values = build(num_heads, num_kv_heads, 32, 16, lens, torch.float32)
         for _ in range(2):
             out = paged_attention_decode(query, kc, vc, tables, lens, impl="native")
@@ -483,5 +483,5 @@ def test_layers_taking_turns_prefetch_as_cold_and_a_repeated_call_as_warm(monkey
         query, kc, vc, tables, keys, values = layers[layer]
         out = paged_attention_decode(query, kc, vc, tables, lens, impl="native")
         assert rel_err(out, reference(query, keys, values, lens)) < 1e-5
-    cold, warm = native.PREFETCH_COLD_MIN_BYTES, native.PREFETCH_WARM_MIN_BYTES
+    cold, warm = native_plan.PREFETCH_COLD_MIN_BYTES, native_plan.PREFETCH_WARM_MIN_BYTES
     assert seen[1:] == [cold, cold, cold, warm]  # the first call depends on what ran before it in this process
