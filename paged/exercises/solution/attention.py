@@ -71,11 +71,12 @@ def attention(query: torch.Tensor, keys: torch.Tensor, values: torch.Tensor,
 
 def paged_attention_decode(query: torch.Tensor, key_cache: torch.Tensor, value_cache: torch.Tensor,
                            block_tables, context_lens, scale: float | None = None,
-                           impl: str = "gather", validate: bool = True) -> torch.Tensor:
+                           impl: str = "gather", validate: bool = True,
+                           step=None) -> torch.Tensor:
     """Decode for a batch: row b gathers its first context_lens[b] tokens through block_tables[b]
     (-1 padded), then attends with query[b].
     query [B, num_heads, head_dim] -> [B, num_heads, head_dim].
-    impl / validate: the library's switches; unused here. 库里的开关，这里不用。
+    impl / validate / step: the library's switches; unused here. 库里的开关，这里不用。
     批量 decode：第 b 行按 block_tables[b] gather 前 context_lens[b] 个 token，再用 query[b] 做 attention。"""
     # > for b in range(B):
     # >     keys, values = gather_kv(key_cache, value_cache, block_tables[b], context_lens[b])

@@ -14,10 +14,11 @@ import torch
 
 def write_kv(key_cache: torch.Tensor, value_cache: torch.Tensor, key: torch.Tensor,
              value: torch.Tensor, slot_mapping: torch.Tensor, validate: bool = True,
-             pads: bool = True) -> None:
+             pads: bool = True, fast: bool = False) -> None:
     """Write token i's K/V at slot slot_mapping[i], in place; a slot of -1 (padding) is skipped.
     把第 i 个 token 的 K/V 原地写到 slot_mapping[i]；slot 为 -1（padding）时跳过。
-    validate / pads: the library's switches; these exercises never change them. 库里的开关，练习中不用改。"""
+    validate / pads / fast: the library's switches; these exercises never change them.
+    validate / pads / fast：库里的开关，练习中不用改。"""
     # > block_size = key_cache.shape[1]
     # > for i, slot in enumerate(slot_mapping.tolist()):
     # >     if slot == -1: continue                      # padding: no slot / padding：没有 slot，跳过
