@@ -1,6 +1,6 @@
-"""Home: the idea in a few lines, the article it is built on, "start here" (the core path: pages 1-4), the address
-chain of the seed example, the other pages in the listed order, what each page takes from the article, the
-device."""
+"""Home: the idea in a few lines, the article it is built on, "start here" (the core path:
+pages 1-4), the address chain of the seed example, the other pages in the listed order, what
+each page takes from the article, the device."""
 
 import streamlit as st
 
@@ -18,8 +18,11 @@ st.markdown(ctx.t("article", title=ARTICLE_TITLE))
 
 
 def page_link(name: str) -> None:
-    """One link of the walkthrough: "<the page's name in the navigation>: <what you do there>"."""
-    nav.link(name, ctx.t("link", page=nav.title(nav.BY_NAME[name], ctx.lang), what=ctx.t(f"link_{name}")), ctx.lang)
+    """One link of the walkthrough: "<the page's name in the navigation>: <what you do there>".
+
+    Raises: KeyError for a name that is not a page of ui.nav.PAGES."""
+    page_title = nav.title(nav.BY_NAME[name], ctx.lang)
+    nav.link(name, ctx.t("link", page=page_title, what=ctx.t(f"link_{name}")), ctx.lang)
 
 
 st.subheader(ctx.t("start_here"))
@@ -41,11 +44,13 @@ for page in nav.PAGES:
         page_link(page.name)
 
 st.subheader(ctx.t("takes_heading"))
-rows = [f"| {ctx.t('takes_page')} | {ctx.t('takes_what')} | {ctx.t('takes_section')} |", "|---|---|---|"]
+rows = [f"| {ctx.t('takes_page')} | {ctx.t('takes_what')} | {ctx.t('takes_section')} |",
+        "|---|---|---|"]
 for page in nav.PAGES:
-    if page.url_path:
+    if page.url_path:  # a page beyond the article says so; its section cell is a dash
         what = ctx.t(f"takes_{page.name}" if f"takes_{page.name}" in STRINGS else "takes_beyond")
-        rows.append(f"| {nav.title(page, ctx.lang)} | {what} | {'；'.join(SECTIONS.get(page.name, ('—',)))} |")
+        headings = "；".join(SECTIONS.get(page.name, ("—",)))
+        rows.append(f"| {nav.title(page, ctx.lang)} | {what} | {headings} |")
 rows.append(f"| | {ctx.t('takes_every')} | {SECTIONS['every'][0]} |")
 st.markdown("\n".join(rows))
 

@@ -50,7 +50,7 @@ PAGES = (
 # The learner's-code page: listed only when the server was started with PAGED_EXERCISES=DIR.
 EXERCISES_PAGE = NavPage("app_pages/13_Your_turn.py", "Your_turn", "exercises",
                          ":material/edit_note:")
-# The navigation's sections, in the listed order (a section title is ui/strings/classroom.py "section_<key>"):
+# The navigation's sections, in the listed order (title: ui/strings/classroom.py "section_<key>"):
 # a newcomer's core path is Home, then pages 1-4; the rest follows, numbered as listed.
 SECTIONS = (
     ("start", ("home",)),
@@ -78,13 +78,14 @@ def listed() -> tuple[NavPage, ...]:
 
 
 def sections(pages: dict[str, st.Page], lang: str) -> dict[str, list[st.Page]]:
-    """build()'s pages grouped under SECTIONS' titles in `lang`, in the listed order; an empty section is left out.
+    """build()'s pages (by script) grouped under SECTIONS' titles in `lang`, in the listed order; an
+    empty section (page 13 not listed) is left out.
 
-    Raises: nothing (a page of `pages` outside SECTIONS would be dropped, and test_nav holds that none is)."""
-    by_name = {p.name: p for p in listed()}
+    Raises: nothing (tests/app/test_classroom.py: SECTIONS names every listed page once)."""
+    scripts = {p.name: p.script for p in listed()}
     grouped = {}
     for key, names in SECTIONS:
-        members = [pages[by_name[n].script] for n in names if n in by_name and by_name[n].script in pages]
+        members = [pages[scripts[n]] for n in names if scripts.get(n) in pages]
         if members:
             grouped[t(f"classroom.section_{key}", lang)] = members
     return grouped
@@ -105,7 +106,7 @@ def run() -> None:
     lang = current_lang()
     pages = build(lang)
     st.session_state[NAV_KEY] = pages
-    current = st.navigation(sections(pages, lang), expanded=True)  # every page listed, under its section
+    current = st.navigation(sections(pages, lang), expanded=True)  # every page, under its section
     current.run()
     footer(lang, current, pages)
 
