@@ -41,15 +41,26 @@ PAGES = (
     NavPage("app_pages/5_Bug_lab.py", "Bug_lab", "buglab", ":material/bug_report:"),
     NavPage("app_pages/6_Sharing.py", "Sharing", "sharing", ":material/call_split:"),
     NavPage("app_pages/7_Correct_to_fast.py", "Correct_to_fast", "fast", ":material/speed:"),
+    NavPage("app_pages/8_Teaching_guide.py", "Teaching_guide", "guide", ":material/school:"),
     NavPage("app_pages/9_Beam_search.py", "Beam_search", "beam", ":material/account_tree:"),
     NavPage("app_pages/10_Swap_or_recompute.py", "Swap_or_recompute", "swap", ":material/swap_horiz:"),
     NavPage("app_pages/11_Sliding_window.py", "Sliding_window", "window", ":material/view_week:"),
     NavPage("app_pages/12_Speculative_decoding.py", "Speculative_decoding", "spec", ":material/bolt:"),
-    NavPage("app_pages/8_Teaching_guide.py", "Teaching_guide", "guide", ":material/school:"),
 )
 # The learner's-code page: listed only when the server was started with PAGED_EXERCISES=DIR.
 EXERCISES_PAGE = NavPage("app_pages/13_Your_turn.py", "Your_turn", "exercises",
                          ":material/edit_note:")
+# The navigation's sections, in the listed order (title: ui/strings/classroom.py "section_<key>"):
+# a newcomer's core path is Home, then pages 1-4; the rest follows, numbered as listed.
+SECTIONS = (
+    ("start", ("home",)),
+    ("core", ("address", "gather", "batch", "engine")),
+    ("further", ("buglab", "sharing", "fast")),
+    ("teaching", ("guide",)),
+    ("chapters", ("beam", "swap", "window", "spec")),
+    ("yours", ("exercises",)),
+)
+CORE_PATH = dict(SECTIONS)["core"]
 BY_NAME = {p.name: p for p in PAGES}
 NAV_KEY = "_nav_pages"  # this run's st.Page objects by script, set by run(): page links use them when present
 
@@ -64,6 +75,20 @@ def listed() -> tuple[NavPage, ...]:
     """PAGES, plus page 13 when this server was started with PAGED_EXERCISES set (never from the
     browser)."""
     return PAGES + ((EXERCISES_PAGE,) if os.environ.get("PAGED_EXERCISES", "").strip() else ())
+
+
+def sections(pages: dict[str, st.Page], lang: str) -> dict[str, list[st.Page]]:
+    """build()'s pages (by script) grouped under SECTIONS' titles in `lang`, in the listed order; an
+    empty section (page 13 not listed) is left out.
+
+    Raises: nothing (tests/app/test_classroom.py: SECTIONS names every listed page once)."""
+    scripts = {p.name: p.script for p in listed()}
+    grouped = {}
+    for key, names in SECTIONS:
+        members = [pages[scripts[n]] for n in names if scripts.get(n) in pages]
+        if members:
+            grouped[t(f"classroom.section_{key}", lang)] = members
+    return grouped
 
 
 def build(lang: str) -> dict[str, st.Page]:
@@ -81,7 +106,7 @@ def run() -> None:
     lang = current_lang()
     pages = build(lang)
     st.session_state[NAV_KEY] = pages
-    current = st.navigation(list(pages.values()), expanded=True)  # 13 pages: every one listed, the guide included
+    current = st.navigation(sections(pages, lang), expanded=True)  # every page, under its section
     current.run()
     footer(lang, current, pages)
 

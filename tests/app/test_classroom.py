@@ -9,6 +9,7 @@ import pytest
 
 from lessons.batch import BatchConfig, BatchLesson
 from lessons.engine import EngineLesson
+from ui import nav
 from ui.nav import PAGES, title
 from ui.strings import t
 
@@ -41,10 +42,67 @@ def without_timings(value):
 
 # --- navigation --------------------------------------------------------------------------------------------------
 def test_every_page_keeps_the_url_path_share_links_already_use():
+    """Listed in order 1..12 (the guide, page 8, right after 7), each at the path share links already use."""
     assert [p.url_path for p in PAGES if p.url_path] == [
         "Address_translation", "Gather_and_attend", "Batch_decode", "Engine", "Bug_lab", "Sharing",
-        "Correct_to_fast", "Beam_search", "Swap_or_recompute", "Sliding_window", "Speculative_decoding",
-        "Teaching_guide"]
+        "Correct_to_fast", "Teaching_guide", "Beam_search", "Swap_or_recompute", "Sliding_window",
+        "Speculative_decoding"]
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_the_navigation_numbers_what_it_lists_in_the_order_it_lists_it(monkeypatch, lang):
+    """Home, then 1, 2, … with none skipped and none unnumbered (page 13 last when PAGED_EXERCISES is set), and
+    each title's number is its script's number (app_pages/8_Teaching_guide.py is "8 · …")."""
+    monkeypatch.setenv("PAGED_EXERCISES", "/some/folder")
+    pages = nav.listed()
+    numbers = [title(p, lang).split(" · ")[0] for p in pages[1:]]
+    assert numbers == [str(n) for n in range(1, len(pages))], numbers
+    assert all(p.script.split("/")[-1].startswith(f"{n}_") for n, p in zip(numbers, pages[1:]))
+
+
+def test_the_sections_hold_every_listed_page_once_in_the_listed_order(monkeypatch):
+    """The sidebar's sections (Start, the core path 1-4, …) read top to bottom give exactly the listed order, which
+    the previous / next links walk."""
+    monkeypatch.setenv("PAGED_EXERCISES", "/some/folder")
+    flat = [name for _, names in nav.SECTIONS for name in names]
+    assert flat == [p.name for p in nav.listed()]
+    assert dict(nav.SECTIONS)["core"] == nav.CORE_PATH == ("address", "gather", "batch", "engine")
+    for key, _ in nav.SECTIONS:
+        assert t(f"classroom.section_{key}", "en") != t(f"classroom.section_{key}", "zh"), key
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_the_sidebar_shows_the_sections_in_the_sessions_language(monkeypatch, lang):
+    """st.navigation gets the sections: their titles in the session's language, Home first, then the core path
+    under its own title."""
+    seen = []
+    real = nav.st.navigation
+
+    def record(pages, **kwargs):
+        seen.append(pages)
+        return real(pages, **kwargs)
+
+    monkeypatch.setattr(nav.st, "navigation", record)
+    at = app_test(APP, lang).run()
+    no_exception(at)
+    grouped = seen[-1]
+    assert list(grouped)[:2] == [t("classroom.section_start", lang), t("classroom.section_core", lang)]
+    assert [page.title for page in grouped[t("classroom.section_start", lang)]] == [t("classroom.nav_home", lang)]
+    assert [page.title for page in grouped[t("classroom.section_core", lang)]] == [
+        title(nav.BY_NAME[name], lang) for name in nav.CORE_PATH]
+
+
+def test_previous_and_next_follow_the_listed_order_through_the_guide():
+    """Page 7's next is 8 · Teacher's guide, whose previous is 7 and next 9 (the guide used to be last)."""
+    at = app_test(APP).run()
+    at.switch_page("app_pages/7_Correct_to_fast.py").run()
+    labels = [link.proto.label for link in at.get("page_link")]
+    assert t("classroom.next", "en", page="8 · Teacher's guide") in labels, labels
+    at.switch_page("app_pages/8_Teaching_guide.py").run()
+    no_exception(at)
+    labels = [link.proto.label for link in at.get("page_link")]
+    assert t("classroom.previous", "en", page="7 · Correct → fast") in labels
+    assert t("classroom.next", "en", page="9 · Beam search") in labels
 
 
 def test_the_entry_point_runs_home_and_names_pages_in_the_sessions_language():

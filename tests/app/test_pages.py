@@ -49,14 +49,35 @@ def test_titles_are_translated():
 @pytest.mark.parametrize("lang", ["en", "zh"])
 def test_home_links_name_each_page_as_the_navigation_does(lang):
     """The walkthrough on the home page calls each page by its name in the sidebar (in 简体中文 it said "3 · Batch
-    decode" and "4 · Engine" where the sidebar says "3 · 批量解码" and "4 · 推理引擎")."""
+    decode" and "4 · Engine" where the sidebar says "3 · 批量解码" and "4 · 推理引擎"), every listed page once, in the
+    listed order, the guide (8) included."""
     from ui.nav import BY_NAME, title
 
     at = app_test("app_pages/0_Home.py", lang).run()
     ok(at)
     shown = "\n".join(m.value for m in at.markdown)
-    for name in ("address", "gather", "batch", "engine", "buglab", "sharing", "fast", "beam", "swap", "window", "spec"):
-        assert f"[{title(BY_NAME[name], lang)}{'：' if lang == 'zh' else ': '}" in shown, (name, shown[-600:])
+    names = ("address", "gather", "batch", "engine", "buglab", "sharing", "fast", "guide", "beam", "swap", "window",
+             "spec")
+    found = [shown.find(f"[{title(BY_NAME[name], lang)}{'：' if lang == 'zh' else ': '}") for name in names]
+    assert -1 not in found, (dict(zip(names, found)), shown[-600:])
+    assert found == sorted(found), dict(zip(names, found))
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_home_starts_with_the_core_path_and_names_the_article(lang):
+    """Before the address chain: "Start here" with pages 1-4 as links; the article named by its title (the same in
+    both languages), and a table saying what each page takes from it."""
+    from ui.nav import BY_NAME, title
+
+    at = app_test("app_pages/0_Home.py", lang).run()
+    ok(at)
+    headers = [h.value for h in at.subheader]
+    assert headers[0] == t("home.start_here", lang) and headers[1] == t("home.chain_heading", lang)
+    shown = "\n".join(m.value for m in at.markdown)
+    core = [shown.find(f"[{title(BY_NAME[name], lang)}") for name in ("address", "gather", "batch", "engine")]
+    assert -1 not in core and core == sorted(core)
+    assert "实现教学版 PagedAttention：从 block table 读取历史 KV cache" in shown
+    assert "| 1 · " in shown and "扩展到 batch" in shown  # the table: page 3's section, in both languages
 
 
 def test_language_switch_persists_across_pages():

@@ -3,12 +3,13 @@
 STRINGS = {
     "title": {"en": "3 · Batch decode", "zh": "3 · 批量解码（batch decode）"},
     "intro": {
-        "en": ("Sequences A, B and C from the article share one pool of physical blocks, each with its own "
-               "block_table and context_len. A decode step gives every running sequence one new token: the block "
-               "manager hands out a slot, the token's K/V is written there, and attention reads the whole history "
-               "back through the table."),
-        "zh": ("文章中的 sequence A、B、C 共用一个 physical block pool，各自有自己的 block_table 和 context_len。"
-               "每个 decode step 给每个运行中的 sequence 增加一个 token：Block Manager 分配一个 slot，这个 token 的 "
+        "en": ("Sequences A, B and C come from the article's batch (section 扩展到 batch). They share one pool "
+               "of physical blocks, each with its own block_table and context_len. A decode step gives every "
+               "running sequence one new token: the block manager hands out a slot, the token's K/V is written "
+               "there, and attention reads the whole history back through the table."),
+        "zh": ("sequence A、B、C 取自文章“扩展到 batch”一节，它们共用一个 physical block pool，"
+               "各自有自己的 block_table 和 context_len。每个 decode step 给每个运行中的 sequence 增加一个 "
+               "token：Block Manager 分配一个 slot，这个 token 的 "
                "K/V 写到那里，attention 再通过 block table 读回全部历史。"),
     },
     "decode": {"en": "Decode step", "zh": "Decode 一步"},

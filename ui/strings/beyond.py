@@ -126,13 +126,15 @@ STRINGS = {
                 "zh": "归约结果与普通 attention 不一致：{err} ≥ 1e-5。"},
     "layouts_header": {"en": "The same tokens, three layouts, one pool", "zh": "同样的 token，三种排布，同一个 pool"},
     "layouts_intro": {
-        "en": ("The article's batch (A, B, C; block_size 4) written once into a pool; each cell shows what the tensor "
-               "holds there. FlashAttention's paged k_cache is our tensor itself, indexed k_cache[block_table[b, "
-               "i // 4], i % 4]. FlashInfer's NHD layout is the same tensor too, found through its CSR page table "
+        "en": ("The article's batch (A, B, C; block_size 4; section 扩展到 batch) written once into a pool; "
+               "each cell shows what the tensor holds there. FlashAttention's paged k_cache is our tensor "
+               "itself, indexed k_cache[block_table[b, i // 4], i % 4]. FlashInfer's NHD layout is the same "
+               "tensor too, found through its CSR page table "
                "indptr = {indptr}, indices = {indices}, last_page_len = {last}; its HND layout is a second tensor "
                "(heads before offsets), drawn below from its own memory."),
-        "zh": ("文章中的 batch（A、B、C；block_size 4）只写入 pool 一次；每个格子显示张量在该处存放的内容。FlashAttention 的分页 "
-               "k_cache 就是我们的张量本身，按 k_cache[block_table[b, i // 4], i % 4] 索引。FlashInfer 的 NHD 排布也是同一个"
+        "zh": ("文章“扩展到 batch”一节中的 batch（A、B、C；block_size 4）只写入 pool 一次；"
+               "每个格子显示张量在该处存放的内容。FlashAttention 的分页 k_cache 就是我们的张量本身，"
+               "按 k_cache[block_table[b, i // 4], i % 4] 索引。FlashInfer 的 NHD 排布也是同一个"
                "张量，通过它的 CSR 页表 indptr = {indptr}、indices = {indices}、last_page_len = {last} 找到；它的 HND 排布是"
                "另一个张量（head 维在块内偏移之前），下面直接从它自己的内存画出。"),
     },

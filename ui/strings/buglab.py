@@ -203,11 +203,12 @@ STRINGS = {
     # --- random tensors ---
     "tensor_header": {"en": "The same bug on random tensors (no model)", "zh": "同一个 bug，在随机张量上（没有模型）"},
     "tensor_intro": {
-        "en": ("Sequences A, B and C from the article (block tables [7, 2, 9], [4, 1], [8, 5, 3, 6]) decode {steps} "
-               "steps on random K/V in a pool of {num_blocks} blocks; A finishes after step 3. Each step, every "
-               "sequence's paged decode output is compared with a contiguous cache that got the same K/V."),
-        "zh": ("文章中的 sequence A、B、C（block table 为 [7, 2, 9]、[4, 1]、[8, 5, 3, 6]）在一个有 {num_blocks} 个 "
-               "block 的 pool 中，用随机 K/V decode {steps} 步；A 在第 3 步之后结束。每一步都把每个 sequence 的 "
+        "en": ("The article's batch (section 扩展到 batch): A, B and C, block tables [7, 2, 9], [4, 1], "
+               "[8, 5, 3, 6]. They decode {steps} steps on random K/V in a pool of {num_blocks} blocks; A "
+               "finishes after step 3. Each step, every sequence's paged decode output is compared with a "
+               "contiguous cache that got the same K/V."),
+        "zh": ("文章“扩展到 batch”一节中的 sequence A、B、C（block table 为 [7, 2, 9]、[4, 1]、[8, 5, 3, 6]）"
+               "在一个有 {num_blocks} 个 block 的 pool 中，用随机 K/V decode {steps} 步；A 在第 3 步之后结束。每一步都把每个 sequence 的 "
                "paged decode 输出，与收到相同 K/V 的连续 cache 比较。"),
     },
     "tensor_intro_pad": {

@@ -13,9 +13,16 @@ STRINGS = {
     "nav_fast": {"en": "7 · Correct → fast", "zh": "7 · 从正确到快速"},
     "nav_beam": {"en": "9 · Beam search", "zh": "9 · 束搜索（beam search）"},
     "nav_swap": {"en": "10 · Swap or recompute", "zh": "10 · 换出还是重算"},
-    "nav_spec": {"en": "12 · Speculative decoding", "zh": "12 · 推测解码"},
     "nav_window": {"en": "11 · Sliding window", "zh": "11 · 滑动窗口"},
-    "nav_guide": {"en": "Teacher's guide", "zh": "教师指南"},
+    "nav_spec": {"en": "12 · Speculative decoding", "zh": "12 · 推测解码"},
+    "nav_guide": {"en": "8 · Teacher's guide", "zh": "8 · 教师指南"},
+    # the navigation's sections (ui.nav.SECTIONS): the core path first, then the rest in the listed order
+    "section_start": {"en": "Start", "zh": "从这里开始"},
+    "section_core": {"en": "The core path", "zh": "核心路线"},
+    "section_further": {"en": "Going further", "zh": "更进一步"},
+    "section_teaching": {"en": "Teaching", "zh": "教学"},
+    "section_chapters": {"en": "The paper's and vLLM's chapters", "zh": "论文与 vLLM 的章节"},
+    "section_yours": {"en": "Your turn", "zh": "轮到你了"},
     "previous": {"en": "Previous: {page}", "zh": "上一页：{page}"},
     "next": {"en": "Next: {page}", "zh": "下一页：{page}"},
     # the name printed on the play button's shortcut badge (ui.present.key_names_css)

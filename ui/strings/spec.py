@@ -7,11 +7,13 @@ STRINGS = {
                "earlier in the sequence). The model checks all of them in one forward pass over k + 1 positions, "
                "reading the history through the block table; the guesses it agrees with are kept, plus one token of "
                "its own. The K/V of the rejected guesses were written too, so cached_token_count must be rolled back "
-               "and the blocks they opened freed: the article's rule, generated vs cached tokens, at its hardest."),
+               "and the blocks they opened freed. This is the article's state rule at its hardest (section "
+               "写入 slot 和读取 block table 必须一致): generated vs cached tokens."),
         "zh": ("一个廉价的 proposer 猜出接下来的 k 个 token（这里是 prompt lookup：在序列前面相同的几个 token 之后出现过什么）。"
                "模型在一次前向计算中检查全部猜测，共 k + 1 个位置，历史通过 block table 读取；与模型一致的猜测被保留，"
                "再加上模型自己的一个 token。被拒绝的猜测的 K/V 也已写入，所以 cached_token_count 必须回退，"
-               "它们新开的 block 也要释放：这正是文章中“已生成 token 与已缓存 token 不能混淆”这条规则最难的地方。"),
+               "它们新开的 block 也要释放。这是文章中状态规则最难的情形（“写入 slot 和读取 block table 必须一致”一节）："
+               "已生成 token 与已缓存 token 不能混淆。"),
     },
     "k": {"en": "k (guesses per step)", "zh": "k（每步猜测数）"},
     "scenario": {"en": "Prompts", "zh": "Prompt"},
