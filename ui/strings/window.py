@@ -31,9 +31,25 @@ STRINGS = {
                "token {next} 读取 token {first}–{next}，所以完全在窗口之前的 {count} 个 block 立即回到空闲队列：{blocks}。"),
     },
     "said_prefill_b": {
-        "en": ("Step {step}: B's prompt was prefilled into blocks {blocks}; {taken} of them are blocks A's window "
-               "freed."),
-        "zh": "第 {step} 步：B 的 prompt prefill 到 block {blocks} 中；其中 {taken} 个是 A 的窗口释放的 block。",
+        "en": ("Step {step}: B's prompt was prefilled into blocks {blocks}; {taken} of them ({taken_blocks}) are "
+               "blocks A's window freed."),
+        "zh": "第 {step} 步：B 的 prompt prefill 到 block {blocks} 中；其中 {taken} 个（{taken_blocks}）是 A 的窗口释放的 block。",
+    },
+    "said_prefill_b_slid": {
+        "en": "B's own window then released {blocks} right away; B's table now lists {held}.",
+        "zh": "随后 B 自己的窗口立即释放了 {blocks}；B 的 block table 现在列着 {held}。",
+    },
+    "said_overwrite": {
+        "en": ("The break bites: B took block(s) {blocks}, which A's table still lists, and wrote its own K/V where "
+               "A's window reads."),
+        "zh": "弄坏的后果出现了：B 拿走了 A 的 block table 仍然列着的 block {blocks}，并在 A 的窗口读取的位置写入了自己的 K/V。",
+    },
+    "said_early": {
+        "en": ("The break: block(s) {blocks} went back to the free queue too, although A's window (from token "
+               "{first}) still reads them and A's table still lists them; the next request to allocate can take "
+               "them."),
+        "zh": ("弄坏之处：block {blocks} 也回到了空闲队列，尽管 A 的窗口（从 token {first} 开始）仍读取它们，A 的 block table "
+               "也仍然列着它们；下一个分配 block 的请求可以拿走它们。"),
     },
     "said_decode": {
         "en": ("Step {step}: A wrote token {token} and sampled the next; its window now covers tokens {first}–{next}. "
