@@ -82,3 +82,29 @@ def test_config_refuses_values_off_the_menu():
     """A k, block_size or scenario the page does not offer is refused by name."""
     with pytest.raises(ValueError, match="k must be one of"):
         SpecConfig(k=3)
+
+
+def test_every_row_past_the_rule_is_flagged_from_its_first_stale_step():
+    """Issue 38.4: with the rollback forgotten, each row's `ahead` is how far its cached_token_count passed the
+    contiguous twin's (which rolls back) while the outputs still agree, a finishing sequence included (A: 87 -> 92
+    with 2 of 4 guesses kept is 2 ahead); first_stale is the first step any row did, before the outputs drift."""
+    lesson = SpecLesson.replay(SpecConfig(forget_rollback=True), 12, *shipped())
+    assert lesson.first_divergence() is None  # the outputs agree through step 12: the twin's counts are the rule's
+    rows = [(i + 1, r) for i in range(len(lesson.steps)) for r in lesson.rows(i)]
+    for _, r in rows:
+        assert r.twin_cached_after is not None and r.ahead == r.cached_after - r.twin_cached_after
+    assert any(r.ahead > 0 and r.seq_id == 0 for _, r in rows)  # A's stale tokens, seen
+    step, seq, ahead = lesson.first_stale()
+    assert step == min(s for s, r in rows if r.cached_after > r.twin_cached_after) and ahead > 0
+    assert SpecLesson.replay(SpecConfig(), 12, *shipped()).first_stale() is None
+
+
+def test_per_pass_is_per_sequence_and_per_step_counts_the_whole_batch():
+    """Issue 38 (page 12): per_pass is the tokens emitted per (sequence, decode step), per_step per decode step
+    with every sequence together; both recomputed from the rows."""
+    lesson = SpecLesson.replay(SpecConfig(), 12, *shipped())
+    per_step = [lesson.rows(i) for i in range(len(lesson.steps)) if lesson.rows(i)]
+    emitted = sum(len(r.emitted) for rows in per_step for r in rows)
+    totals = lesson.totals()
+    assert totals["per_pass"] == pytest.approx(emitted / sum(map(len, per_step)))
+    assert totals["per_step"] == pytest.approx(emitted / len(per_step)) and totals["per_step"] > totals["per_pass"]
