@@ -101,3 +101,24 @@ def test_the_fault_rule_table_names_only_runs_of_slots_the_prefill_wrote():
             assert set(range(lo, hi + 1)) <= set(c.slots)
         runs = 1 + sum(b != a + 1 for a, b in zip(c.slots, c.slots[1:]))
         assert (runs > 2) == (t("chain.slots_more", "en", count=runs - 2) in cell)
+
+
+@pytest.mark.parametrize("block_size", [1, 4, 16])
+def test_the_offset_notice_names_the_last_offset_as_a_number(block_size):
+    """Issue 38.6 (page 1): the table's notice says the offset counts 0 … block_size - 1 with that number worked
+    out ("0 … 3" at block_size 4), never "0 … 4-1"."""
+    at = app_test(ADDRESS, "en", {"block_size": block_size}).run()
+    no_exception(at)
+    said = " ".join(notes(at))
+    assert f"0 … {block_size - 1} " in said and f"{block_size}-1" not in said
+
+
+def test_the_speed_menu_says_step_for_one_and_steps_otherwise():
+    """Issue 38.6: "1 step/s" (not "1 steps/s"), "0.5 steps/s" and "2 steps/s"; the same number in 简体中文."""
+    from ui.playback import SPEEDS, speed_text
+
+    en, zh = translator("engine", "en"), translator("engine", "zh")
+    for speed in SPEEDS:
+        text = speed_text(en, speed)
+        assert text.startswith(f"{speed} ") and text.endswith("step/s" if float(speed) == 1 else "steps/s")
+        assert speed in speed_text(zh, speed) and "step" not in speed_text(zh, speed)

@@ -87,7 +87,7 @@ STRINGS = {
     "text_header": {"en": "Outputs: paged engine and contiguous twin", "zh": "输出：paged 引擎与 contiguous 孪生引擎"},
     "col_seq": {"en": "sequence", "zh": "序列"},
     "col_paged": {"en": "paged output", "zh": "paged 输出"},
-    "col_twin": {"en": "twin output", "zh": "孪生输出"},
+    "col_twin": {"en": "twin output", "zh": "孪生引擎输出"},
     "twins_ok": {"en": "The twins agree token for token; every table holds blocks_needed(cached_token_count) blocks.",
                  "zh": "两个孪生引擎逐 token 一致；每个 block table 恰好持有 blocks_needed(cached_token_count) 个 block。"},
     "twins_bad": {"en": ("The paged output drifts from its twin at generated token {index}: later tokens were "

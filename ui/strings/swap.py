@@ -65,15 +65,15 @@ STRINGS = {
     "different_tokens": {"en": "The two modes' tokens differ: something is broken.",
                          "zh": "两种模式生成的 token 不同：有东西坏了。"},
     "twin_ok": {"en": "Swap mode agrees with its contiguous-cache twin at every step so far (logits within rel 1e-4).",
-                "zh": "到目前为止，swap 模式每一步都与连续缓存的 twin 一致（logits 相对误差在 1e-4 以内）。"},
+                "zh": "到目前为止，swap 模式每一步都与连续 cache 的孪生引擎 一致（logits 相对误差在 1e-4 以内）。"},
     "twin_bad": {
         "en": ("The contiguous twin caught it at step {step}: swap mode's logits differ by {worst} (more than rel "
                "1e-4). The block table says where the K/V should be; after this swap-in they are not there."),
-        "zh": ("连续缓存的 twin 在第 {step} 步发现了问题：swap 模式的 logits 相差 {worst}（超过相对 1e-4）。block table "
+        "zh": ("连续 cache 的孪生引擎 在第 {step} 步发现了问题：swap 模式的 logits 相差 {worst}（超过相对 1e-4）。block table "
                "指出 K/V 应该在哪里；这次换回之后它们不在那里。"),
     },
     "twin_later": {"en": "Broken, but not yet visible: the twin will catch it at step {step}.",
-                   "zh": "已经弄坏了，但还看不出来：twin 会在第 {step} 步发现。"},
+                   "zh": "已经弄坏了，但还看不出来：孪生引擎会在第 {step} 步发现。"},
     "tokens_hide": {"en": "The tokens may even look right: greedy argmax can survive wrong K/V; the logits do not.",
                     "zh": "生成的 token 甚至可能看起来是对的：greedy 的 argmax 可能扛得住错误的 K/V，logits 却不会。"},
     "measure_header": {"en": "Measured here: the cost of each mode by block size",
