@@ -5,7 +5,7 @@ import streamlit as st
 import ui
 import ui.quiz
 from lessons.swap import (BLOCK_SIZES, BREAK_CHOICES, DEFAULT_NUM_BLOCKS, MAX_TOKENS, SwapConfig, SwapLesson,
-                          min_num_blocks)
+                          min_num_blocks, step_words)
 from paged.bench.swap import measure
 from ui.breaks import break_box
 from ui.engine_actions import engine_model, explain_step
@@ -15,6 +15,8 @@ from viz.colors import seq_label
 from viz.swap import CostWords, SwapWords, cost_figure, pools_html
 
 MEASURE_SIZES, MEASURE_TOKENS, MEASURE_REPEATS = (1, 4, 16, 64), 128, 3
+ICONS = {"out_msg": ":material/upload:", "in_msg": ":material/download:", "recompute_msg": ":material/delete:",
+         "back_msg": ":material/calculate:"}
 
 ctx, knobs = ui.page_header("swap", ":material/swap_horiz:")
 quiz_on = ui.quiz.enabled(knobs)
@@ -83,19 +85,8 @@ def mode_column(col, run, title: str, swap: bool) -> None:
         col.caption(ctx.t("ended", step=len(run.steps)))
     else:
         col.markdown(explain_step(ctx, trace.why))
-        for sid, pairs in trace.swap_out.items():
-            col.markdown(":material/upload: " + ctx.t("out_msg", seq=seq_label(sid), src=[a for a, _ in pairs],
-                                                       dst=[b for _, b in pairs], cached=state.kept[sid]))
-        for sid, pairs in trace.swap_in.items():
-            col.markdown(":material/download: " + ctx.t("in_msg", seq=seq_label(sid), src=[a for a, _ in pairs],
-                                                         dst=[b for _, b in pairs]))
-        for sid in (s for s in trace.preempted if s not in trace.swap_out):
-            col.markdown(":material/delete: " + ctx.t("recompute_msg", seq=seq_label(sid),
-                                                       blocks=trace.blocks_freed.get(sid, [])))
-        for sid, n in state.recomputed_now.items():
-            once = state.cached_once[sid]
-            col.markdown(":material/calculate: " + ctx.t("back_msg", seq=seq_label(sid), n=n, cached=once,
-                                                         new=n - once))
+        for key, values in step_words(state):
+            col.markdown(ICONS[key] + " " + ctx.t(key, **{**values, "seq": seq_label(values["seq"])}))
     now = step <= len(run.steps)
     markup = pools_html(num_blocks, state.tables, swap_space if swap else 0, state.swap_tables,
                         trace.swap_out if now else {}, trace.swap_in if now else {},

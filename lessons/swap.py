@@ -109,6 +109,27 @@ class ModeRun:
         return self.steps[min(k, len(self.steps)) - 1] if k >= 1 and self.steps else None
 
 
+Words = list[tuple[str, dict]]  # (string key, its values; "seq" a sequence id): the page translates each piece
+
+
+def step_words(state: ModeStep) -> Words:
+    """What one mode's step did to whom, as (key, values) pieces read only from that step's record: swapped out
+    (pool -> swap blocks, the cached_token_count kept), swapped in, preempted by recompute (the blocks freed), and
+    a recomputed sequence's prefill (tokens re-fed: those it had cached once plus those never cached). Raises
+    nothing."""
+    trace, out = state.trace, []
+    for sid, pairs in trace.swap_out.items():
+        out.append(("out_msg", dict(seq=sid, src=[a for a, _ in pairs], dst=[b for _, b in pairs],
+                                    cached=state.kept[sid])))
+    for sid, pairs in trace.swap_in.items():
+        out.append(("in_msg", dict(seq=sid, src=[a for a, _ in pairs], dst=[b for _, b in pairs])))
+    for sid in (s for s in trace.preempted if s not in trace.swap_out):
+        out.append(("recompute_msg", dict(seq=sid, blocks=trace.blocks_freed.get(sid, []))))
+    for sid, n in state.recomputed_now.items():
+        out.append(("back_msg", dict(seq=sid, n=n, cached=state.cached_once[sid], new=n - state.cached_once[sid])))
+    return out
+
+
 class SwapLesson:
     """Swap mode (maybe broken), its contiguous twin and recompute mode on the same requests."""
 

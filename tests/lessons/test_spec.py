@@ -108,3 +108,23 @@ def test_per_pass_is_per_sequence_and_per_step_counts_the_whole_batch():
     totals = lesson.totals()
     assert totals["per_pass"] == pytest.approx(emitted / sum(map(len, per_step)))
     assert totals["per_step"] == pytest.approx(emitted / len(per_step)) and totals["per_step"] > totals["per_pass"]
+
+
+@pytest.mark.parametrize("forget", [False, True])
+def test_every_row_names_only_the_slots_blocks_and_counts_its_step_holds(forget):
+    """Issue 38, the general rule on page 12: each decode step's rows (what the page's sentences and cells are
+    built from) name the guesses, kept count, slots and blocks of that step's trace.speculative, and
+    cached_token_count moves by the fed tokens the rule keeps (+ what the break keeps: ahead)."""
+    lesson = SpecLesson.replay(SpecConfig(forget_rollback=forget), 14, *shipped())
+    for i, (paged, _) in enumerate(lesson.steps):
+        for r in lesson.rows(i):
+            spec = paged.speculative.get(r.seq_id)
+            state = next(s for s in paged.seqs if s.seq_id == r.seq_id)
+            assert r.slots == list(state.slots) and len(r.fed) == len(r.proposed) + 1
+            if spec:
+                assert (r.proposed, r.accepted) == (spec["proposed"], spec["accepted"])
+                assert set(r.discarded_slots) <= set(r.slots) and set(r.blocks_freed) <= set(r.blocks_taken)
+                if not forget:
+                    assert len(r.discarded_slots) == len(r.proposed) - r.accepted
+            kept = len(r.fed) if forget else r.accepted + 1  # the break keeps every fed token as cached
+            assert r.cached_after == r.positions[0] + kept

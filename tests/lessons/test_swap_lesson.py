@@ -2,7 +2,8 @@
 
 import pytest
 
-from lessons.swap import MAX_TOKENS, PROMPTS, SwapConfig, SwapLesson, min_num_blocks
+from helpers import named_numbers
+from lessons.swap import MAX_TOKENS, PROMPTS, SwapConfig, SwapLesson, min_num_blocks, step_words
 from paged.addressing import blocks_needed
 
 
@@ -125,3 +126,28 @@ def test_blocks_taken_in_the_step_they_were_left_are_handed_not_left(lesson):
             assert t.block_tables_after[now].count(b) == 1 and prev not in t.block_tables_after
         seen += len(expect)
     assert seen, "the default scenario hands a block over in the step that frees it"
+
+
+def test_every_sentence_names_only_blocks_and_counts_the_step_holds(lesson):
+    """Issue 38, the general rule on page 10: at every step of both modes, a sentence's pool blocks are ones the
+    step moved or freed for that very sequence, its swap blocks the ones the step copied to or from, its token
+    counts add up (re-fed = cached once + never cached) and never exceed what the freed blocks held."""
+    bs = lesson.config.block_size
+    for run in (lesson.swap, lesson.recompute):
+        for state in run.steps:
+            t = state.trace
+            for key, values in step_words(state):
+                sid, numbers = values["seq"], named_numbers(values)
+                if key == "out_msg":
+                    assert set(numbers["src"]) == set(t.blocks_freed[sid])
+                    assert numbers["dst"] == state.swap_tables[sid]
+                    assert values["cached"] <= len(numbers["src"]) * bs
+                elif key == "in_msg":
+                    assert set(numbers["dst"]) <= set(t.block_tables_after[sid])
+                    assert len(numbers["src"]) == len(numbers["dst"])
+                elif key == "recompute_msg":
+                    assert sid in t.preempted and numbers["blocks"] == t.blocks_freed[sid]
+                else:
+                    assert key == "back_msg" and values["n"] == values["cached"] + values["new"]
+                    refed = next(x for x in t.seqs if x.seq_id == sid)
+                    assert values["n"] == len(refed.tokens_in) and values["new"] >= 1
