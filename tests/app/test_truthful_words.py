@@ -93,7 +93,7 @@ def test_the_fault_rule_table_names_only_runs_of_slots_the_prefill_wrote():
     no_exception(at)
     checks = [c for c in at.session_state["engine.fault_checks"] if c.phase == "prefill" and len(c.slots) > 1]
     assert checks
-    table = next(tb.value for tb in at.table if t("engine_fault.col_slot", "en") in tb.value.columns)
+    table = next(tb.value for tb in at.table if t("engine_fault.col_position", "en") in tb.value.columns)
     for c in checks:
         cell = str(table.loc[str(c.step), t("engine_fault.col_slot", "en")])
         assert "…" not in cell.split("+")[0] and _runs_named(cell)
