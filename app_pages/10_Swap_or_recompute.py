@@ -15,8 +15,8 @@ from viz.colors import seq_label
 from viz.swap import CostWords, SwapWords, cost_figure, pools_html
 
 MEASURE_SIZES, MEASURE_TOKENS, MEASURE_REPEATS = (1, 4, 16, 64), 128, 3
-ICONS = {"out_msg": ":material/upload:", "in_msg": ":material/download:", "recompute_msg": ":material/delete:",
-         "back_msg": ":material/calculate:"}
+ICONS = {"out_msg": ":material/upload:", "in_msg": ":material/download:",
+         "recompute_msg": ":material/delete:", "back_msg": ":material/calculate:"}
 
 ctx, knobs = ui.page_header("swap", ":material/swap_horiz:")
 quiz_on = ui.quiz.enabled(knobs)
@@ -86,12 +86,13 @@ def mode_column(col, run, title: str, swap: bool) -> None:
     else:
         col.markdown(explain_step(ctx, trace.why))
         for key, values in step_words(state):
-            col.markdown(ICONS[key] + " " + ctx.t(key, **{**values, "seq": seq_label(values["seq"])}))
+            said = ctx.t(key, **{**values, "seq": seq_label(values["seq"])})
+            col.markdown(f"{ICONS[key]} {said}")
     now = step <= len(run.steps)
     markup = pools_html(num_blocks, state.tables, swap_space if swap else 0, state.swap_tables,
                         trace.swap_out if now else {}, trace.swap_in if now else {},
-                        {s: b for s, b in trace.blocks_freed.items() if s in trace.preempted} if now else {}, words,
-                        state.handed() if now else {})
+                        {s: b for s, b in trace.blocks_freed.items() if s in trace.preempted} if now else {},
+                        words, state.handed() if now else {})
     show_cells(markup, ctx.t("pools_title" if swap else "pool_title", step=min(step, len(run.steps))),
                f"swap.pools_{swap}", where=col)
     if swap:

@@ -64,7 +64,7 @@ m3.metric(ctx.t("metric_bound"), run.bound)
 m4.metric(ctx.t("metric_free"), frame.num_free_blocks)
 
 # --- the block tables ---------------------------------------------------------------------------------------------
-labels_a = [token_label(tokenizer, t) for t in frame.token_ids]  # whole: the cell shortens, the hover not
+labels_a = [token_label(tokenizer, t) for t in frame.token_ids]  # whole: the cell shortens them
 labels_b = [token_label(tokenizer, t) for t in frame.neighbour_ids]
 rows = [(0, frame.table, labels_a, frame.cached, frame.first_read if 0 < step < run.num_steps else None,
          before.tables.get(0, []))]

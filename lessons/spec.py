@@ -57,7 +57,7 @@ class SeqSpec:
     blocks_freed: list[int]  # taken for guesses, freed by the rollback
     cached_after: int
     twin_cached_after: int | None  # the contiguous twin's, same sequence, same step (None: not scheduled there)
-    ahead: int = 0  # cached_after minus what the state rule allows (its tokens - 1): rejected guesses kept
+    ahead: int = 0  # cached_after minus the state rule's (its tokens - 1): rejected guesses kept
 
 
 @dataclass
@@ -135,15 +135,15 @@ class SpecLesson:
         return {rid: len(self.paged.output(rid).prompt_token_ids) for rid in self.paged.requests}
 
     def first_stale(self) -> tuple[int, int, int] | None:
-        """(step, seq id, how far ahead) of the first row so far whose cached_token_count passed the state rule
-        (rejected guesses kept as cached: the break-it), None while every row kept the rule."""
-        return next(((i + 1, r.seq_id, r.ahead) for i in range(len(self.steps)) for r in self.rows(i)
-                     if r.ahead > 0), None)
+        """(step, seq id, how far ahead) of the first row so far whose cached_token_count passed the
+        state rule (rejected guesses kept as cached: the break-it), None while every row kept it."""
+        rows = ((i + 1, r) for i in range(len(self.steps)) for r in self.rows(i))
+        return next(((step, r.seq_id, r.ahead) for step, r in rows if r.ahead > 0), None)
 
     def totals(self) -> dict[str, float]:
-        """Guesses proposed and accepted, acceptance rate, tokens per sequence per decode step (per_pass; plain
-        decoding: exactly 1) and tokens per decode step, all sequences together (per_step), over every decode step
-        so far; passes: every step, prefills included."""
+        """Guesses proposed and accepted, acceptance rate, tokens per sequence per decode step
+        (per_pass; plain decoding: exactly 1) and tokens per decode step, all sequences together
+        (per_step), over every decode step so far; passes: every step, prefills included."""
         proposed = accepted = emitted = fed_rows = decode_steps = 0
         for i in range(len(self.steps)):
             rows = self.rows(i)
@@ -153,7 +153,8 @@ class SpecLesson:
                 emitted, fed_rows = emitted + len(row.emitted), fed_rows + 1
         return {"proposed": proposed, "accepted": accepted, "rate": accepted / proposed if proposed else 0.0,
                 "per_pass": emitted / fed_rows if fed_rows else 1.0,
-                "per_step": emitted / decode_steps if decode_steps else 0.0, "passes": len(self.steps)}
+                "per_step": emitted / decode_steps if decode_steps else 0.0,
+                "passes": len(self.steps)}
 
     def outputs(self) -> list[tuple[int, list[int], list[int]]]:
         """(request id, paged tokens, twin tokens) per request."""

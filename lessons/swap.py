@@ -51,14 +51,15 @@ class ModeStep:
     swaps: int = 0
     recomputes: int = 0
     recomputed_now: dict[int, int] = field(default_factory=dict)  # seq -> tokens it re-fed in this step
-    kept: dict[int, int] = field(default_factory=dict)  # seq preempted this step -> its cached_token_count then
+    kept: dict[int, int] = field(default_factory=dict)  # seq preempted now -> cached_token_count it had
     cached_once: dict[int, int] = field(default_factory=dict)  # seq in recomputed_now -> tokens it had cached
 
     def handed(self) -> dict[int, tuple[int, int]]:
-        """Pool blocks a preempted sequence left this step that another took in the same step: block ->
-        (the seq that left it, the seq that took it)."""
-        left = {b: sid for sid, bs in self.trace.blocks_freed.items() if sid in self.trace.preempted for b in bs}
-        return {b: (left[b], sid) for sid, bs in self.trace.blocks_allocated.items() for b in bs if b in left}
+        """Pool blocks a preempted sequence left this step that another took in the same step:
+        block -> (the seq that left it, the seq that took it)."""
+        t = self.trace
+        left = {b: sid for sid, bs in t.blocks_freed.items() if sid in t.preempted for b in bs}
+        return {b: (left[b], sid) for sid, bs in t.blocks_allocated.items() for b in bs if b in left}
 
 
 class ModeRun:
@@ -77,7 +78,7 @@ class ModeRun:
         self.logits: list[dict] = []  # per step: seq id -> logits row of the scheduled sequences
         swap_tables: dict[int, list[int]] = {}
         preempted: dict[int, int] = {}  # recomputed seq -> tokens it had cached when preempted
-        cached: dict[int, int] = {}  # seq -> its cached_token_count after the last step that scheduled it
+        cached: dict[int, int] = {}  # seq -> cached_token_count after the last step that ran it
         copied = recomputed = swaps = recomputes = 0
         while self.engine.has_unfinished():
             trace = self.engine.step()
@@ -109,14 +110,14 @@ class ModeRun:
         return self.steps[min(k, len(self.steps)) - 1] if k >= 1 and self.steps else None
 
 
-Words = list[tuple[str, dict]]  # (string key, its values; "seq" a sequence id): the page translates each piece
+Words = list[tuple[str, dict]]  # (string key, its values; "seq" a sequence id): the page translates
 
 
 def step_words(state: ModeStep) -> Words:
-    """What one mode's step did to whom, as (key, values) pieces read only from that step's record: swapped out
-    (pool -> swap blocks, the cached_token_count kept), swapped in, preempted by recompute (the blocks freed), and
-    a recomputed sequence's prefill (tokens re-fed: those it had cached once plus those never cached). Raises
-    nothing."""
+    """What one mode's step did to whom, as (key, values) pieces read only from that step's record:
+    swapped out (pool -> swap blocks, the cached_token_count kept), swapped in, preempted by recompute
+    (the blocks freed), and a recomputed sequence's prefill (tokens re-fed: those it had cached once
+    plus those never cached). Raises nothing."""
     trace, out = state.trace, []
     for sid, pairs in trace.swap_out.items():
         out.append(("out_msg", dict(seq=sid, src=[a for a, _ in pairs], dst=[b for _, b in pairs],
@@ -126,7 +127,8 @@ def step_words(state: ModeStep) -> Words:
     for sid in (s for s in trace.preempted if s not in trace.swap_out):
         out.append(("recompute_msg", dict(seq=sid, blocks=trace.blocks_freed.get(sid, []))))
     for sid, n in state.recomputed_now.items():
-        out.append(("back_msg", dict(seq=sid, n=n, cached=state.cached_once[sid], new=n - state.cached_once[sid])))
+        once = state.cached_once[sid]
+        out.append(("back_msg", dict(seq=sid, n=n, cached=once, new=n - once)))
     return out
 
 

@@ -84,7 +84,8 @@ def show_fault_rule(ctx, lesson) -> None:
                      ctx.t(T + "col_written"): _cell(ctx, c.written_at_read, c.context_len),
                      ctx.t(T + "col_position"): _cell(ctx, slot_runs(ctx, c.positions),
                                                       slot_runs(ctx, c.want_positions)),
-                     ctx.t(T + "col_slot"): _cell(ctx, slot_runs(ctx, c.slots), slot_runs(ctx, c.want_slots))
+                     ctx.t(T + "col_slot"): _cell(ctx, slot_runs(ctx, c.slots),
+                                                  slot_runs(ctx, c.want_slots))
                      if c.slots == c.want_slots or len(c.slots) == 1 else _first_wrong_slot(ctx, c)})
     st.session_state["engine.fault_checks"] = checks  # what the tests read back
     state_table(rows, key="engine.fault_rule")

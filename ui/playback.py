@@ -339,6 +339,7 @@ def playback_bar(ctx: PageContext, knobs: Knobs, stepper: Stepper) -> Bar:
 
 
 def speed_text(t, speed: str) -> str:
-    """A playback speed as the menu shows it: "1 step/s", "2 steps/s", in the page's language (t: its translator).
-    Raises ValueError for a speed that is not a number."""
-    return t("classroom.speed_value_one" if float(speed) == 1 else "classroom.speed_value", speed=speed)
+    """A playback speed as the menu shows it: "1 step/s", "2 steps/s", in the page's language
+    (t: its translator). Raises ValueError for a speed that is not a number."""
+    key = "classroom.speed_value_one" if float(speed) == 1 else "classroom.speed_value"
+    return t(key, speed=speed)

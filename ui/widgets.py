@@ -145,13 +145,13 @@ def session_cached(store: str, key, compute, max_items: int):
     return runs[key]
 
 
-RUN_DASH = "\u2060–\u2060"  # "24–27" with word joiners: a narrow table never breaks a run after its dash
+RUN_DASH = "\u2060–\u2060"  # "24–27" with word joiners: a narrow table never breaks a run there
 
 
 def slot_runs(ctx, slots, keep: int = 2) -> str:
-    """Slots written as runs of neighbours: "24–27, 40–43" (a block's slots are neighbours, two blocks seldom are),
-    never one range over slots that are not contiguous; past `keep` runs the rest is counted ("+3 more runs").
-    The one formatter for a list of slots (or positions) on every page. Raises nothing."""
+    """Slots written as runs of neighbours: "24–27, 40–43" (a block's slots are neighbours, two
+    blocks seldom are), never one range over slots that are not contiguous; past `keep` runs the rest
+    is counted ("+3 more runs"). The one formatter for a list of slots (or positions) on every page. Raises nothing."""
     if not slots:
         return "—"
     runs: list[list[int]] = []

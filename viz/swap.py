@@ -15,8 +15,8 @@ from .figure import make_figure, title_layout
 @dataclass(frozen=True)
 class SwapWords:
     """Row names and tooltips (English by default; the page passes its language's). Tooltip fields: {pool} (the
-    row's name), {block} (its id), {seq} (label), {logical} (logical block), {what} (left / arrived / handed /
-    ""); handed: {prev}, the label of the sequence that left a block another took in the same step."""
+    row's name), {block} (its id), {seq} (label), {logical} (logical block), {what} (left / arrived /
+    handed / ""); handed: {prev}, the sequence that left a block another took in the same step."""
 
     pool: str = "KV pool"
     swap_pool: str = "swap pool (host)"
@@ -42,7 +42,7 @@ def _pool_row(name: str, num_blocks: int, tables: Mapping[int, Sequence[int]], l
     for block in range(num_blocks):
         what = words.left if block in left else words.arrived if block in arrived else ""
         extra = " pg-sched" if block in arrived else " pg-pre" if block in left else ""
-        if block in handed and block in owners:  # left by one and taken by another: it arrived, not left
+        if block in handed and block in owners:  # left by one, taken by another: it arrived
             what, extra = words.handed.format(prev=seq_label(handed[block][0])), " pg-sched"
         if block in owners:
             sid, logical = owners[block]
@@ -63,14 +63,15 @@ def pools_html(num_blocks: int, tables: Mapping[int, Sequence[int]], swap_space:
     """The pool (num_blocks cells) and, when swap_space > 0, the swap pool: each held block in its sequence's colour
     with "<label><logical block>" printed. Blocks a sequence left this step (swapped out, or freed by a recompute
     preemption: `freed`) get a dashed circle; blocks that arrived (swap-out destinations in the swap pool, swap-in
-    destinations in the pool) a thick outline, as do blocks one sequence left and another took in the same step
-    (`handed`: block -> (seq that left it, seq that took it); their tooltip names both)."""
+    destinations in the pool) a thick outline, as do blocks one sequence left and another took in the
+    same step (`handed`: block -> (seq that left it, seq that took it); their tooltip names both)."""
     freed = dict(freed or {})
     left_pool = {a for pairs in swap_out.values() for a, _ in pairs} | {b for bs in freed.values() for b in bs}
     arrived_pool = {b for pairs in swap_in.values() for _, b in pairs}
     left_swap = {a for pairs in swap_in.values() for a, _ in pairs}
     arrived_swap = {b for pairs in swap_out.values() for _, b in pairs}
-    rows = [_pool_row(words.pool, num_blocks, tables, left_pool - arrived_pool, arrived_pool, words, "pool", handed)]
+    rows = [_pool_row(words.pool, num_blocks, tables, left_pool - arrived_pool, arrived_pool, words, "pool",
+                      handed)]
     if swap_space:
         rows.append(_pool_row(words.swap_pool, swap_space, swap_tables, left_swap - arrived_swap, arrived_swap, words,
                               "swap"))
@@ -88,8 +89,8 @@ class CostWords:
 
 
 def log_ticks(values: Sequence[float]) -> list[float]:
-    """Ticks 1, 2, 5 per decade covering the positive `values` (a log axis labelled with whole values: plotly's own
-    minor labels read "2" for 0.2, 2 and 20). [] when none is positive. Raises nothing."""
+    """Ticks 1, 2, 5 per decade covering the positive `values` (a log axis labelled with its values:
+    plotly's own minor labels read "2" for 0.2, 2 and 20). [] when none is positive. Raises nothing."""
     positive = [v for v in values if v > 0]
     if not positive:
         return []
@@ -111,6 +112,7 @@ def cost_figure(rows: Sequence[Mapping], tokens: int, repeats: int, words: CostW
     layout = title_layout(words.title.format(tokens=tokens, repeats=repeats), 340, top=40, bottom=40)
     vals = log_ticks([y for trace in data for y in trace["y"]])
     layout.update(barmode="group", xaxis=dict(title=dict(text=words.x), type="category"),
-                  yaxis=dict(title=dict(text=words.y), type="log", tickvals=vals, ticktext=[f"{v:g}" for v in vals]),
+                  yaxis=dict(title=dict(text=words.y), type="log", tickvals=vals,
+                             ticktext=[f"{v:g}" for v in vals]),
                   legend=dict(orientation="h", y=-0.25))
     return make_figure(data, layout)

@@ -1,8 +1,9 @@
 """The scheduler's swap policy (SchedulerConfig(preemption_mode="swap")), vLLM v0's:
 
 - a victim (the newest running sequence, as for recompute) is swapped out when the swap pool has a block for each of
-  its blocks; otherwise it is recomputed, and the step's reason says the swap pool was full ("swap_full") or,
-  when the victim needs more blocks than the whole swap pool has, too small ("swap_too_small");
+  its blocks; otherwise it is recomputed, and the step's reason says the swap pool was full
+  ("swap_full") or, when the victim needs more blocks than the whole swap pool has, too small
+  ("swap_too_small");
 - while any sequence waits in the swap pool, no waiting prompt starts: swapped sequences come back first, oldest
   first, as soon as the pool has their blocks plus what every running sequence needs for its next token (and the
   watermark), and they decode in that very step; never in a step that preempted;
