@@ -5,7 +5,7 @@ import streamlit as st
 import ui
 import ui.quiz
 from lessons.swap import (BLOCK_SIZES, BREAK_CHOICES, DEFAULT_NUM_BLOCKS, MAX_TOKENS, SwapConfig, SwapLesson,
-                          min_num_blocks)
+                          min_num_blocks, step_words)
 from benchmarks.swap import measure
 from ui.breaks import break_box
 from ui.engine_actions import engine_model, explain_step
@@ -15,6 +15,8 @@ from viz.colors import seq_label
 from viz.swap import CostWords, SwapWords, cost_figure, pools_html
 
 MEASURE_SIZES, MEASURE_TOKENS, MEASURE_REPEATS = (1, 4, 16, 64), 128, 3
+ICONS = {"out_msg": ":material/upload:", "in_msg": ":material/download:",
+         "recompute_msg": ":material/delete:", "back_msg": ":material/calculate:"}
 
 ctx, knobs = ui.page_header("swap", ":material/swap_horiz:")
 quiz_on = ui.quiz.enabled(knobs)
@@ -83,21 +85,14 @@ def mode_column(col, run, title: str, swap: bool) -> None:
         col.caption(ctx.t("ended", step=len(run.steps)))
     else:
         col.markdown(explain_step(ctx, trace.why))
-        for sid, pairs in trace.swap_out.items():
-            col.markdown(":material/upload: " + ctx.t("out_msg", seq=seq_label(sid), src=[a for a, _ in pairs],
-                                                       dst=[b for _, b in pairs], cached=_cached_at(run, sid)))
-        for sid, pairs in trace.swap_in.items():
-            col.markdown(":material/download: " + ctx.t("in_msg", seq=seq_label(sid), src=[a for a, _ in pairs],
-                                                         dst=[b for _, b in pairs]))
-        for sid in (s for s in trace.preempted if s not in trace.swap_out):
-            col.markdown(":material/delete: " + ctx.t("recompute_msg", seq=seq_label(sid),
-                                                       blocks=trace.blocks_freed.get(sid, [])))
-        for sid, n in state.recomputed_now.items():
-            col.markdown(":material/calculate: " + ctx.t("back_msg", seq=seq_label(sid), n=n))
+        for key, values in step_words(state):
+            said = ctx.t(key, **{**values, "seq": seq_label(values["seq"])})
+            col.markdown(f"{ICONS[key]} {said}")
     now = step <= len(run.steps)
     markup = pools_html(num_blocks, state.tables, swap_space if swap else 0, state.swap_tables,
                         trace.swap_out if now else {}, trace.swap_in if now else {},
-                        {s: b for s, b in trace.blocks_freed.items() if s in trace.preempted} if now else {}, words)
+                        {s: b for s, b in trace.blocks_freed.items() if s in trace.preempted} if now else {},
+                        words, state.handed() if now else {})
     show_cells(markup, ctx.t("pools_title" if swap else "pool_title", step=min(step, len(run.steps))),
                f"swap.pools_{swap}", where=col)
     if swap:
@@ -113,15 +108,6 @@ def mode_costs(col, run) -> None:
     m2.metric(ctx.t("metric_bytes"), f"{(state.blocks_copied if state else 0) * lesson.bytes_per_block / 1024:.0f} KiB")
     m3.metric(ctx.t("metric_recomputed"), state.tokens_recomputed if state else 0)
     col.caption(f"{ctx.t('metric_preempt')}: {state.swaps if state else 0} / {state.recomputes if state else 0}")
-
-
-def _cached_at(run, sid: int) -> int:
-    """cached_token_count the swapped sequence kept: its context at its last scheduled step before this one."""
-    for state in reversed(run.steps[:step]):
-        for s in state.trace.seqs:
-            if s.seq_id == sid:
-                return s.cached_token_count
-    return 0
 
 
 left, right = st.columns(2)

@@ -8,7 +8,7 @@ import ui
 import ui.quiz
 from lessons.tokens import shown_text, token_label
 from lessons.window import (BLOCK_SIZES, MAX_STEPS, NUM_BLOCKS, PROMPTS, WINDOWS, WindowConfig, freed_question,
-                            run_window)
+                            run_window, step_words)
 from paged.chapters.window import HOLE
 from ui.breaks import break_box
 from ui.engine_actions import engine_model
@@ -53,21 +53,7 @@ knobs.sync_url(ctx.lang)
 
 # --- what this step did -----------------------------------------------------------------------------------------------
 frame, before = run.frames[step], run.frames[max(0, step - 1)]
-if step == 0:
-    said = ctx.t("start")
-elif step == run.num_steps:
-    said = ctx.t("said_done", step=step)
-elif step == 1:
-    said = ctx.t("said_prefill_a", step=step, tokens=run.prompt_len, next=frame.cached, first=frame.first_read,
-                 count=len(frame.freed), blocks=frame.freed or "—")
-elif frame.phase == "prefill":
-    said = ctx.t("said_prefill_b", step=step, blocks=[b for b in frame.tables.get(1, []) if b != HOLE] or "—",
-                 taken=len(frame.taken))
-else:
-    said = ctx.t("said_decode", step=step, token=frame.cached - 1, first=frame.first_read, next=frame.cached,
-                 held=sum(b != HOLE for b in frame.table), bound=run.bound)
-    if frame.freed:
-        said += " " + ctx.t("said_freed", blocks=frame.freed)
+said = " ".join(ctx.t(key, **values) for key, values in step_words(run, step))
 st.info(said, icon=":material/view_week:")
 bar.say(said)
 
@@ -78,8 +64,8 @@ m3.metric(ctx.t("metric_bound"), run.bound)
 m4.metric(ctx.t("metric_free"), frame.num_free_blocks)
 
 # --- the block tables ---------------------------------------------------------------------------------------------
-labels_a = [token_label(tokenizer, t, 3) for t in frame.token_ids]
-labels_b = [token_label(tokenizer, t, 3) for t in frame.neighbour_ids]
+labels_a = [token_label(tokenizer, t) for t in frame.token_ids]  # whole: the cell shortens them
+labels_b = [token_label(tokenizer, t) for t in frame.neighbour_ids]
 rows = [(0, frame.table, labels_a, frame.cached, frame.first_read if 0 < step < run.num_steps else None,
          before.tables.get(0, []))]
 if frame.tables.get(1):

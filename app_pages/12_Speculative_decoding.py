@@ -80,7 +80,6 @@ def spec_view() -> None:
         st.info(ctx.t("no_step"), icon=":material/info:")
     elif not rows:
         st.info(ctx.t("prefill_step", step=len(lesson.steps)), icon=":material/info:")
-    drift = lesson.drift()
     for r in rows:
         before = r.positions[0]
         after = "?" if hide else r.cached_after
@@ -90,9 +89,9 @@ def spec_view() -> None:
             line += ctx.t("sep") + ctx.t("row_discarded", slots=", ".join(map(str, r.discarded_slots)))
         if r.blocks_freed and not hide:
             line += ctx.t("sep") + ctx.t("row_freed", blocks=", ".join(map(str, r.blocks_freed)))
-        if drift.get(r.seq_id, 0) > 0 and not hide:
-            line += ctx.t("sep") + ctx.t("row_bug", ahead=drift[r.seq_id])
-        (st.warning if drift.get(r.seq_id, 0) > 0 else st.success)(line, icon=":material/bolt:")
+        if r.ahead > 0 and not hide:
+            line += ctx.t("sep") + ctx.t("row_bug", ahead=r.ahead)
+        (st.warning if r.ahead > 0 and not hide else st.success)(line, icon=":material/bolt:")
     if rows:
         bar.say(ctx.t("say", step=len(lesson.steps), kept=sum(len(r.emitted) for r in rows)))
 
@@ -132,6 +131,9 @@ def spec_view() -> None:
     where = lesson.first_divergence()
     if where is not None:
         st.error(ctx.t("twins_bad", index=where), icon=":material/bug_report:")
+    elif config.forget_rollback and (stale := lesson.first_stale()) is not None and not hide:
+        st.warning(ctx.t("twins_stale", step=stale[0], seq=seq_label(stale[1]), ahead=stale[2]),
+                   icon=":material/warning:")
     elif config.forget_rollback:
         st.info(ctx.t("twins_wait"), icon=":material/info:")
     elif lesson.table_lengths_ok():

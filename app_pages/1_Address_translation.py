@@ -116,7 +116,7 @@ else:
         lambda row: [f"background-color: {selected_row}" if row.name == token_index else ""] * len(row), axis=1)
     table_col.dataframe(styled, hide_index=True, height=min(400, 38 + 35 * len(rows)), key="address.table",
                         on_select="ignore")
-ui.notice(ctx, ctx.t("table_notice", block_size=block_size), where=table_note)
+ui.notice(ctx, ctx.t("table_notice", last_offset=block_size - 1), where=table_note)
 
 ui.export_button(ctx, {"block_size": block_size, "num_blocks": num_blocks, "block_table": block_table,
                        "token_index": token_index, "chain": None if missing else rows[token_index],

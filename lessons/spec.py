@@ -64,6 +64,7 @@ class SeqSpec:
     blocks_freed: list[int]  # taken for guesses, freed by the rollback
     cached_after: int
     twin_cached_after: int | None  # the contiguous twin's, same sequence, same step (None: not scheduled there)
+    ahead: int = 0  # cached_after minus the state rule's (its tokens - 1): rejected guesses kept
 
 
 @dataclass
@@ -147,6 +148,7 @@ class SpecLesson:
         if paged.phase != "decode":
             return []
         twin_cached = {s.seq_id: s.cached_token_count for s in twin.seqs}
+        prompt = self._prompt_lens()
         out = []
         for s in paged.seqs:
             spec = paged.speculative.get(s.seq_id)
@@ -155,19 +157,34 @@ class SpecLesson:
                                spec["accepted"] if spec else 0,
                                spec["emitted"] if spec else [s.token_out], spec["discarded_slots"] if spec else [],
                                spec["blocks_taken"] if spec else [], spec["blocks_freed"] if spec else [],
-                               s.cached_token_count, twin_cached.get(s.seq_id)))
+                               s.cached_token_count, twin_cached.get(s.seq_id),
+                               s.cached_token_count - (prompt[s.seq_id] + s.generated_len - 1)))
         return out
 
+    def _prompt_lens(self) -> dict[int, int]:
+        return {rid: len(self.paged.output(rid).prompt_token_ids) for rid in self.paged.requests}
+
+    def first_stale(self) -> tuple[int, int, int] | None:
+        """(step, seq id, how far ahead) of the first row so far whose cached_token_count passed the
+        state rule (rejected guesses kept as cached: the break-it), None while every row kept it."""
+        rows = ((i + 1, r) for i in range(len(self.steps)) for r in self.rows(i))
+        return next(((step, r.seq_id, r.ahead) for step, r in rows if r.ahead > 0), None)
+
     def totals(self) -> dict[str, float]:
-        """Guesses proposed and accepted, acceptance rate, and tokens per sequence per forward pass over every
-        decode step so far (plain decoding: exactly 1)."""
-        proposed = accepted = emitted = fed_rows = 0
+        """Guesses proposed and accepted, acceptance rate, tokens per sequence per decode step
+        (per_pass; plain decoding: exactly 1) and tokens per decode step, all sequences together
+        (per_step), over every decode step so far; passes: every step, prefills included."""
+        proposed = accepted = emitted = fed_rows = decode_steps = 0
         for i in range(len(self.steps)):
-            for row in self.rows(i):
+            rows = self.rows(i)
+            decode_steps += bool(rows)
+            for row in rows:
                 proposed, accepted = proposed + len(row.proposed), accepted + row.accepted
                 emitted, fed_rows = emitted + len(row.emitted), fed_rows + 1
         return {"proposed": proposed, "accepted": accepted, "rate": accepted / proposed if proposed else 0.0,
-                "per_pass": emitted / fed_rows if fed_rows else 1.0, "passes": len(self.steps)}
+                "per_pass": emitted / fed_rows if fed_rows else 1.0,
+                "per_step": emitted / decode_steps if decode_steps else 0.0,
+                "passes": len(self.steps)}
 
     def outputs(self) -> list[tuple[int, list[int], list[int]]]:
         """(request id, paged tokens, twin tokens) per request."""
@@ -190,7 +207,7 @@ class SpecLesson:
     def drift(self) -> dict[int, int]:
         """seq id -> cached_token_count minus what the state rule allows (num_tokens - 1), for the sequences the
         last step ran that still run: 0 with the rollback, the rejected guesses kept without it."""
-        prompt = {rid: len(self.paged.output(rid).prompt_token_ids) for rid in self.paged.requests}
+        prompt = self._prompt_lens()
         return {s.seq_id: s.cached_token_count - (prompt[s.seq_id] + s.generated_len - 1)
                 for s, _ in self._last_states()}
 

@@ -51,6 +51,15 @@ class ModeStep:
     swaps: int = 0
     recomputes: int = 0
     recomputed_now: dict[int, int] = field(default_factory=dict)  # seq -> tokens it re-fed in this step
+    kept: dict[int, int] = field(default_factory=dict)  # seq preempted now -> cached_token_count it had
+    cached_once: dict[int, int] = field(default_factory=dict)  # seq in recomputed_now -> tokens it had cached
+
+    def handed(self) -> dict[int, tuple[int, int]]:
+        """Pool blocks a preempted sequence left this step that another took in the same step:
+        block -> (the seq that left it, the seq that took it)."""
+        t = self.trace
+        left = {b: sid for sid, bs in t.blocks_freed.items() if sid in t.preempted for b in bs}
+        return {b: (left[b], sid) for sid, bs in t.blocks_allocated.items() for b in bs if b in left}
 
 
 class ModeRun:
@@ -68,16 +77,19 @@ class ModeRun:
         self.steps: list[ModeStep] = []
         self.logits: list[dict] = []  # per step: seq id -> logits row of the scheduled sequences
         swap_tables: dict[int, list[int]] = {}
-        preempted: set[int] = set()
+        preempted: dict[int, int] = {}  # recomputed seq -> tokens it had cached when preempted
+        cached: dict[int, int] = {}  # seq -> cached_token_count after the last step that ran it
         copied = recomputed = swaps = recomputes = 0
         while self.engine.has_unfinished():
             trace = self.engine.step()
             self.logits.append({sid: self.engine.last_logits[sid] for sid in trace.scheduled})
-            now = {}
+            now, once = {}, {}
             for s in trace.seqs:
                 if s.seq_id in preempted and len(s.tokens_in) > 1:  # a recomputed sequence's prefill
                     now[s.seq_id] = len(s.tokens_in)
-                    preempted.discard(s.seq_id)
+                    once[s.seq_id] = preempted.pop(s.seq_id)
+            kept = {sid: cached.get(sid, 0) for sid in trace.preempted}
+            cached.update({s.seq_id: s.cached_token_count for s in trace.seqs})
             for sid, pairs in trace.swap_in.items():
                 swap_tables.pop(sid, None)
                 copied += len(pairs)
@@ -85,17 +97,39 @@ class ModeRun:
                 swap_tables[sid] = [dst for _, dst in pairs]
                 copied += len(pairs)
             recomputed_ids = [sid for sid in trace.preempted if sid not in trace.swap_out]
-            preempted.update(recomputed_ids)
+            preempted.update({sid: kept[sid] for sid in recomputed_ids})
             swaps, recomputes = swaps + len(trace.swap_out), recomputes + len(recomputed_ids)
             recomputed += sum(now.values())
             self.steps.append(ModeStep(trace, dict(trace.block_tables_after), {k: list(v) for k, v in
                                                                                swap_tables.items()},
-                                       copied, recomputed, swaps, recomputes, now))
+                                       copied, recomputed, swaps, recomputes, now, kept, once))
         self.tokens = [self.engine.output(i).token_ids for i in self.ids]
 
     def at(self, k: int) -> ModeStep | None:
         """The state after step k (1-based); None before the first step; the last state once the run ended."""
         return self.steps[min(k, len(self.steps)) - 1] if k >= 1 and self.steps else None
+
+
+Words = list[tuple[str, dict]]  # (string key, its values; "seq" a sequence id): the page translates
+
+
+def step_words(state: ModeStep) -> Words:
+    """What one mode's step did to whom, as (key, values) pieces read only from that step's record:
+    swapped out (pool -> swap blocks, the cached_token_count kept), swapped in, preempted by recompute
+    (the blocks freed), and a recomputed sequence's prefill (tokens re-fed: those it had cached once
+    plus those never cached). Raises nothing."""
+    trace, out = state.trace, []
+    for sid, pairs in trace.swap_out.items():
+        out.append(("out_msg", dict(seq=sid, src=[a for a, _ in pairs], dst=[b for _, b in pairs],
+                                    cached=state.kept[sid])))
+    for sid, pairs in trace.swap_in.items():
+        out.append(("in_msg", dict(seq=sid, src=[a for a, _ in pairs], dst=[b for _, b in pairs])))
+    for sid in (s for s in trace.preempted if s not in trace.swap_out):
+        out.append(("recompute_msg", dict(seq=sid, blocks=trace.blocks_freed.get(sid, []))))
+    for sid, n in state.recomputed_now.items():
+        once = state.cached_once[sid]
+        out.append(("back_msg", dict(seq=sid, n=n, cached=once, new=n - once)))
+    return out
 
 
 class SwapLesson:

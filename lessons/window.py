@@ -66,6 +66,21 @@ class WindowFrame:
     twin_ids: list[int]  # the contiguous twin's
     num_free_blocks: int
     neighbour_ids: list[int] = field(default_factory=list)  # B's prompt + generated so far
+    allocated: dict[int, list[int]] = field(default_factory=dict)  # request -> blocks this step gave it
+    neighbour_freed: list[int] = field(default_factory=list)  # B's blocks released behind its window
+
+    @property
+    def early(self) -> list[int]:
+        """A's blocks this step released that its table still lists (the break-it: its window still reads
+        them)."""
+        live = set(self.table)
+        return [b for b in self.freed if b in live]
+
+    @property
+    def behind(self) -> list[int]:
+        """A's blocks this step released that were wholly before its window (the other freed blocks)."""
+        early = set(self.early)
+        return [b for b in self.freed if b not in early]
 
     @property
     def table(self) -> list[int]:
@@ -135,9 +150,50 @@ def run_window(config: WindowConfig, model, tokenizer) -> WindowRun:
             held=sum(held_blocks(paged).values()), held_full=sum(held_blocks(full).values()),
             token_ids=ids + engines[0].output(A).token_ids, twin_ids=ids + engines[1].output(A).token_ids,
             num_free_blocks=paged.num_free_blocks,
+            allocated={sid: list(b) for sid, b in paged.blocks_allocated.items()},
+            neighbour_freed=list(paged.window_freed.get(B, [])),
             neighbour_ids=(engines[0].output(B).prompt_token_ids + engines[0].output(B).token_ids
                            if paged.step else [])))
     out.full_ids = ids + engines[2].output(A).token_ids
+    return out
+
+
+# --- what a step did, in words ---------------------------------------------------------------
+Words = list[tuple[str, dict]]  # (string key, its values): the page translates and joins them
+
+
+def step_words(run: WindowRun, step: int) -> Words:
+    """The sentence about frame `step`, as (key, values) pieces read only from that frame and the one
+    before: the block ids and counts it names are the ones its figures are drawn from.
+    Raises IndexError past the run."""
+    frame = run.frames[step]
+    if step == 0:
+        return [("start", {})]
+    if step == run.num_steps:
+        return [("said_done", dict(step=step))]
+    out: Words
+    if step == 1:
+        out = [("said_prefill_a", dict(step=step, tokens=run.prompt_len, next=frame.cached,
+                                       first=frame.first_read, count=len(frame.behind),
+                                       blocks=frame.behind or "—"))]
+    elif frame.phase == "prefill":
+        out = [("said_prefill_b", dict(step=step, blocks=frame.allocated.get(B, []) or "—",
+                                       taken=len(frame.taken), taken_blocks=frame.taken or "—"))]
+        if frame.neighbour_freed:
+            live_b = [b for b in frame.tables.get(B, []) if b != HOLE]
+            out.append(("said_prefill_b_slid", dict(blocks=frame.neighbour_freed, held=live_b)))
+        reused = [b for b in frame.taken if b in frame.table]  # a block A's table still lists
+        if reused:
+            out.append(("said_overwrite", dict(blocks=reused)))
+        return out
+    else:
+        out = [("said_decode", dict(step=step, token=frame.cached - 1, first=frame.first_read,
+                                    next=frame.cached, held=sum(b != HOLE for b in frame.table),
+                                    bound=run.bound))]
+        if frame.behind:
+            out.append(("said_freed", dict(blocks=frame.behind)))
+    if frame.early:
+        out.append(("said_early", dict(blocks=frame.early, first=frame.first_read)))
     return out
 
 

@@ -168,3 +168,17 @@ class FakeVLLM:
 
     def close(self) -> None:
         """Nothing to stop."""
+
+
+def named_numbers(values: dict) -> dict[str, list[int]]:
+    """The ints a sentence's values name, by field: an int as [n], a list or tuple of ints as itself (other values,
+    text and "—", are left out). What a words test recomputes from the state the sentence describes."""
+    out: dict[str, list[int]] = {}
+    for key, value in values.items():
+        if isinstance(value, bool):
+            continue
+        if isinstance(value, int):
+            out[key] = [value]
+        elif isinstance(value, (list, tuple)) and all(isinstance(v, int) for v in value):
+            out[key] = list(value)
+    return out

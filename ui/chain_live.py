@@ -23,7 +23,7 @@ from viz.colors import seq_label
 from viz.engine import RECENT_STEPS
 
 from .engine_actions import explain_step, why_sep
-from .widgets import show_cells, state_table
+from .widgets import show_cells, slot_runs, state_table
 
 KEEP = 6  # list entries shown on an arrow before "…"
 WHY_COLUMNS = 60  # the scheduler's why on the chain: a new line before a piece would pass this many columns
@@ -162,25 +162,6 @@ def _fed(ctx, row, tokenizer) -> str:
     if len(row.fed) == 1:
         return f"{token_label(tokenizer, row.fed[0])} ({row.fed[0]})"
     return ctx.t("chain.fed_many", count=len(row.fed))
-
-
-RUN_DASH = "\u2060–\u2060"  # "24–27" with word joiners: a narrow table never breaks a run after its dash
-
-
-def slot_runs(ctx, slots, keep: int = 2) -> str:
-    """Slots written as runs of neighbours: "24–27, 40–43" (a block's slots are neighbours, two blocks seldom are),
-    never one range over slots that are not contiguous; past `keep` runs the rest is counted ("+3 more runs")."""
-    if not slots:
-        return "—"
-    runs: list[list[int]] = []
-    for slot in slots:
-        if runs and slot == runs[-1][-1] + 1:
-            runs[-1].append(slot)
-        else:
-            runs.append([slot])
-    shown = [str(r[0]) if len(r) == 1 else f"{r[0]}{RUN_DASH}{r[-1]}" for r in runs[:keep]]
-    more = [ctx.t("chain.slots_more", count=len(runs) - keep)] if len(runs) > keep else []
-    return ", ".join(shown + more)
 
 
 def show_state_rule(ctx, lesson, tokenizer) -> None:

@@ -17,7 +17,7 @@ from lessons.engine_fault import FAULT_CHOICES, NO_FAULT, broken_stage, first_di
 from lessons.engine_requests import DemoConfig
 from viz.colors import seq_label
 
-from .widgets import state_table
+from .widgets import slot_runs, state_table
 
 T = "engine_fault."
 
@@ -65,13 +65,6 @@ def _cell(ctx, got, want) -> str:
     return str(got) if got == want else ctx.t(T + "wrong", got=got, want=want)
 
 
-def _span(values: tuple[int, ...]) -> str:
-    """One value, or the first … last of several (a prefill's)."""
-    if not values:
-        return "—"
-    return str(values[0]) if len(values) == 1 else f"{values[0]}…{values[-1]}"
-
-
 def show_fault_rule(ctx, lesson) -> None:
     """The chosen sequence's rows (the state rule's picker, engine.rule_seq) against the rule, when a fault is on."""
     fault = lesson.config.fault
@@ -89,8 +82,10 @@ def show_fault_rule(ctx, lesson) -> None:
                      ctx.t(T + "col_cached"): str(c.cached_after),
                      ctx.t(T + "col_read"): _cell(ctx, c.context_len, c.cached_after),
                      ctx.t(T + "col_written"): _cell(ctx, c.written_at_read, c.context_len),
-                     ctx.t(T + "col_position"): _cell(ctx, _span(c.positions), _span(c.want_positions)),
-                     ctx.t(T + "col_slot"): _cell(ctx, _span(c.slots), _span(c.want_slots))
+                     ctx.t(T + "col_position"): _cell(ctx, slot_runs(ctx, c.positions),
+                                                      slot_runs(ctx, c.want_positions)),
+                     ctx.t(T + "col_slot"): _cell(ctx, slot_runs(ctx, c.slots),
+                                                  slot_runs(ctx, c.want_slots))
                      if c.slots == c.want_slots or len(c.slots) == 1 else _first_wrong_slot(ctx, c)})
     st.session_state["engine.fault_checks"] = checks  # what the tests read back
     state_table(rows, key="engine.fault_rule")

@@ -347,7 +347,7 @@ def playback_bar(ctx: PageContext, knobs: Knobs, stepper: Stepper) -> Bar:
                disabled=not (playing or stepper.can_forward), help=t("classroom.play_help"),
                shortcut=SHORTCUTS["play"])
     speed = knobs.select(t("classroom.speed"), "speed", "1", SPEEDS, where=row, label_visibility="collapsed",
-                         format_func=lambda s: t("classroom.speed_value", speed=s), width=140)
+                         format_func=lambda s: speed_text(t, s), width=140)
     if not ctx.present:
         row.markdown(f"**{counter}**")
     _ledger(key=f"{p}.ledger", height=0, default={"log": None}, on_log_change=lambda: _on_ledger(p),
@@ -357,3 +357,10 @@ def playback_bar(ctx: PageContext, knobs: Knobs, stepper: Stepper) -> Bar:
                   "keys": {"ArrowRight": "step", "ArrowLeft": "back", " ": "play"},
                   "playing": playing, "interval_ms": int(1000 / float(speed)), "page": p, "session": session})
     return Bar(row, line, ctx.present)
+
+
+def speed_text(t, speed: str) -> str:
+    """A playback speed as the menu shows it: "1 step/s", "2 steps/s", in the page's language
+    (t: its translator). Raises ValueError for a speed that is not a number."""
+    key = "classroom.speed_value_one" if float(speed) == 1 else "classroom.speed_value"
+    return t(key, speed=speed)

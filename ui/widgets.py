@@ -164,3 +164,23 @@ def session_cached(store: str, key, compute, max_items: int):
         while len(runs) > max_items:
             runs.pop(next(iter(runs)))  # dicts keep insertion order: the first is the oldest
     return runs[key]
+
+
+RUN_DASH = "\u2060–\u2060"  # "24–27" with word joiners: a narrow table never breaks a run there
+
+
+def slot_runs(ctx, slots, keep: int = 2) -> str:
+    """Slots written as runs of neighbours: "24–27, 40–43" (a block's slots are neighbours, two
+    blocks seldom are), never one range over slots that are not contiguous; past `keep` runs the rest
+    is counted ("+3 more runs"). The one formatter for a list of slots (or positions) on every page. Raises nothing."""
+    if not slots:
+        return "—"
+    runs: list[list[int]] = []
+    for slot in slots:
+        if runs and slot == runs[-1][-1] + 1:
+            runs[-1].append(slot)
+        else:
+            runs.append([slot])
+    shown = [str(r[0]) if len(r) == 1 else f"{r[0]}{RUN_DASH}{r[-1]}" for r in runs[:keep]]
+    more = [ctx.t("chain.slots_more", count=len(runs) - keep)] if len(runs) > keep else []
+    return ", ".join(shown + more)

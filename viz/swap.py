@@ -4,6 +4,7 @@ measured cost of both modes by block size (plotly bars on a log axis). Pure: dat
 from __future__ import annotations
 
 import html
+import math
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
@@ -14,7 +15,8 @@ from .figure import make_figure, title_layout
 @dataclass(frozen=True)
 class SwapWords:
     """Row names and tooltips (English by default; the page passes its language's). Tooltip fields: {pool} (the
-    row's name), {block} (its id), {seq} (label), {logical} (logical block), {what} (moved / arrived / "")."""
+    row's name), {block} (its id), {seq} (label), {logical} (logical block), {what} (left / arrived /
+    handed / ""); handed: {prev}, the sequence that left a block another took in the same step."""
 
     pool: str = "KV pool"
     swap_pool: str = "swap pool (host)"
@@ -22,6 +24,7 @@ class SwapWords:
     free: str = "{pool} block {block}: free{what}"
     left: str = " (left this step)"
     arrived: str = " (arrived this step)"
+    handed: str = " (taken this step; {prev} left it in the same step)"
 
 
 def _owners(tables: Mapping[int, Sequence[int]]) -> dict[int, tuple[int, int]]:
@@ -34,11 +37,13 @@ def _owners(tables: Mapping[int, Sequence[int]]) -> dict[int, tuple[int, int]]:
 
 
 def _pool_row(name: str, num_blocks: int, tables: Mapping[int, Sequence[int]], left: set[int], arrived: set[int],
-              words: SwapWords, kind: str) -> str:
+              words: SwapWords, kind: str, handed: Mapping[int, tuple[int, int]] = {}) -> str:
     owners, cells = _owners(tables), []
     for block in range(num_blocks):
         what = words.left if block in left else words.arrived if block in arrived else ""
         extra = " pg-sched" if block in arrived else " pg-pre" if block in left else ""
+        if block in handed and block in owners:  # left by one, taken by another: it arrived
+            what, extra = words.handed.format(prev=seq_label(handed[block][0])), " pg-sched"
         if block in owners:
             sid, logical = owners[block]
             color, text = seq_color(sid), f"{seq_label(sid)}{logical}"
@@ -54,17 +59,19 @@ def _pool_row(name: str, num_blocks: int, tables: Mapping[int, Sequence[int]], l
 def pools_html(num_blocks: int, tables: Mapping[int, Sequence[int]], swap_space: int,
                swap_tables: Mapping[int, Sequence[int]], swap_out: Mapping[int, Sequence[tuple[int, int]]],
                swap_in: Mapping[int, Sequence[tuple[int, int]]], freed: Mapping[int, Sequence[int]] = (),
-               words: SwapWords = SwapWords()) -> str:
+               words: SwapWords = SwapWords(), handed: Mapping[int, tuple[int, int]] = {}) -> str:
     """The pool (num_blocks cells) and, when swap_space > 0, the swap pool: each held block in its sequence's colour
     with "<label><logical block>" printed. Blocks a sequence left this step (swapped out, or freed by a recompute
     preemption: `freed`) get a dashed circle; blocks that arrived (swap-out destinations in the swap pool, swap-in
-    destinations in the pool) a thick outline."""
+    destinations in the pool) a thick outline, as do blocks one sequence left and another took in the
+    same step (`handed`: block -> (seq that left it, seq that took it); their tooltip names both)."""
     freed = dict(freed or {})
     left_pool = {a for pairs in swap_out.values() for a, _ in pairs} | {b for bs in freed.values() for b in bs}
     arrived_pool = {b for pairs in swap_in.values() for _, b in pairs}
     left_swap = {a for pairs in swap_in.values() for a, _ in pairs}
     arrived_swap = {b for pairs in swap_out.values() for _, b in pairs}
-    rows = [_pool_row(words.pool, num_blocks, tables, left_pool - arrived_pool, arrived_pool, words, "pool")]
+    rows = [_pool_row(words.pool, num_blocks, tables, left_pool - arrived_pool, arrived_pool, words, "pool",
+                      handed)]
     if swap_space:
         rows.append(_pool_row(words.swap_pool, swap_space, swap_tables, left_swap - arrived_swap, arrived_swap, words,
                               "swap"))
@@ -81,6 +88,19 @@ class CostWords:
     y: str = "ms (log scale)"
 
 
+def log_ticks(values: Sequence[float]) -> list[float]:
+    """Ticks 1, 2, 5 per decade covering the positive `values` (a log axis labelled with its values:
+    plotly's own minor labels read "2" for 0.2, 2 and 20). [] when none is positive. Raises nothing."""
+    positive = [v for v in values if v > 0]
+    if not positive:
+        return []
+    lo, hi = math.floor(math.log10(min(positive))), math.ceil(math.log10(max(positive)))
+    ticks = [float(f"{m * 10.0 ** e:.12g}") for e in range(lo, hi + 1) for m in (1, 2, 5)]
+    first = max([t for t in ticks if t <= min(positive)], default=ticks[0])
+    last = min([t for t in ticks if t >= max(positive)], default=ticks[-1])
+    return [t for t in ticks if first <= t <= last]
+
+
 def cost_figure(rows: Sequence[Mapping], tokens: int, repeats: int, words: CostWords = CostWords()):
     """Grouped bars: for each block size, the swap (batched, per block) and recompute times of bench.swap's rows."""
     x = [str(r["block_size"]) for r in rows]
@@ -90,6 +110,9 @@ def cost_figure(rows: Sequence[Mapping], tokens: int, repeats: int, words: CostW
                  hovertemplate="%{x}: %{y:.3f} ms<extra>" + html.escape(name) + "</extra>")
             for name, key, color in series]
     layout = title_layout(words.title.format(tokens=tokens, repeats=repeats), 340, top=40, bottom=40)
+    vals = log_ticks([y for trace in data for y in trace["y"]])
     layout.update(barmode="group", xaxis=dict(title=dict(text=words.x), type="category"),
-                  yaxis=dict(title=dict(text=words.y), type="log"), legend=dict(orientation="h", y=-0.25))
+                  yaxis=dict(title=dict(text=words.y), type="log", tickvals=vals,
+                             ticktext=[f"{v:g}" for v in vals]),
+                  legend=dict(orientation="h", y=-0.25))
     return make_figure(data, layout)

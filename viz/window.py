@@ -51,6 +51,15 @@ class WindowWords:
     next: str = "the next token: it reads the outlined tokens"
 
 
+def cell_text(label: str, width: int = 3) -> str:
+    """A token label shortened to fit a cell of `width` characters: a named token (⟨SEP⟩, ⟨0x0A⟩)
+    loses its brackets first ("SEP"), anything longer is cut with "…"; the hover keeps the whole
+    label. Raises nothing."""
+    if len(label) > width and label.startswith("⟨") and label.endswith("⟩"):
+        label = label[1:-1]
+    return label if len(label) <= width else label[:width - 1] + "…"
+
+
 def _slot(text: str, color: str, tip: str, extra: str = "") -> str:
     return (f'<span class="pw-slot{extra}" style="background:{color};color:{text_color(color)}" '
             f'title="{html.escape(tip)}">{html.escape(text)}</span>')
@@ -84,12 +93,12 @@ def window_table_html(rows: Sequence[tuple[int, Sequence[int], Sequence[str], in
                 if token < cached:
                     text = labels[token] if token < len(labels) else "?"
                     read = first_read is not None and token >= first_read
-                    slots.append(_slot(text, color, words.slot.format(token=token, text=text, logical=logical,
-                                                                      physical=physical, slot=slot),
-                                       " pw-read" if read else ""))
+                    tip = words.slot.format(token=token, text=text, logical=logical, physical=physical,
+                                            slot=slot)
+                    slots.append(_slot(cell_text(text), color, tip, " pw-read" if read else ""))
                 elif token == cached and first_read is not None:
-                    slots.append(_slot(labels[token] if token < len(labels) else "", tint(color, 0.35),
-                                       words.next, " pw-next"))
+                    shown = cell_text(labels[token]) if token < len(labels) else ""
+                    slots.append(_slot(shown, tint(color, 0.35), words.next, " pw-next"))
                 else:
                     slots.append(_slot("", FREE_COLOR, words.empty))
             blocks.append(f'<div class="pw-block"><div class="pw-head">'

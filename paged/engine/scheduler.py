@@ -43,6 +43,8 @@ WHY_ENGLISH = {
     "swapped_in": "swapped in {seqs} from the swap pool ({blocks} blocks copied back)",
     "swap_full": "swap pool full: seq {seq} needs {need} swap blocks, {free} of {swap_space} free, "
                  "so it is recomputed",
+    "swap_too_small": ("swap pool too small: seq {seq} needs {need} swap blocks, more than all "
+                       "{swap_space} it has, so it is recomputed"),
     "swap_wait": "waiting prompts wait: {count} sequence(s) in the swap pool come back first",
 }
 Why = list[tuple[str, dict]]

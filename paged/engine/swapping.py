@@ -2,7 +2,8 @@
 
 - a victim (the newest running sequence, as for recompute) is swapped out when the swap pool has a
   block for each of its blocks; otherwise it is recomputed, and the step's reason says the swap pool
-  was full ("swap_full");
+  was full ("swap_full") or, when the victim needs more blocks than the whole swap pool has, too
+  small ("swap_too_small");
 - while any sequence waits in the swap pool, no waiting prompt starts: swapped sequences come back
   first, oldest first, as soon as the pool has their blocks plus what every running sequence needs
   for its next token (and the watermark), and they decode in that very step; never in a step that
@@ -122,9 +123,10 @@ class Swapper:
                                             blocks=sum(len(self.out[s]) for s in swapped))))
         if recomputed:
             why.append(("preempted", dict(seqs=recomputed)))
-        why += [("swap_full", dict(seq=sid, need=need, free=self.space.num_free_blocks,
-                                   swap_space=self.space.num_blocks))
-                for sid, need in self.fallback]
+        for sid, need in self.fallback:  # too small: even an empty swap pool could not hold it
+            code = "swap_too_small" if need > self.space.num_blocks else "swap_full"
+            why.append((code, dict(seq=sid, need=need, free=self.space.num_free_blocks,
+                                   swap_space=self.space.num_blocks)))
         if self.swapped and self.scheduler.waiting:
             why.append(("swap_wait", dict(count=len(self.swapped))))
         out.why[:] = why

@@ -111,8 +111,10 @@ def test_the_break_and_quiz_links_open_what_they_say(lang):
         (q,) = find(lang, gather, ctx_off=delta)
         assert opened(gather, q).session_state["gather.len_break"].delta == delta
     (wrong,) = find(lang, batch, ops="w2")
-    m = opened(batch, wrong).session_state["batch.lesson"].last_event.misplaced
+    at = opened(batch, wrong)
+    m = at.session_state["batch.lesson"].last_event.misplaced
     assert (m.seq_id, m.written, m.victim, m.victim_token) == (2, 28, 0, 0)
+    assert at.selectbox(key="batch.wrong_seq").value == m.seq_id  # issue 38: "Which sequence" says C, not A
     (fault,) = find(lang, "app_pages/4_Engine.py", fault="late_increment")
     at = opened("app_pages/4_Engine.py", fault)
     assert at.session_state["engine.lesson"].config.fault == "late_increment"

@@ -40,3 +40,21 @@ def test_the_quiz_hides_the_answer_until_revealed():
     no_exception(at)
     assert at.session_state["quiz.spec"]["question"] is not None
     assert any("→ ?" in s.value for s in at.success)
+
+
+def test_a_stale_count_is_flagged_on_the_row_and_in_the_box_before_the_outputs_drift():
+    """Issue 38.4: ?forget=1&steps=11: the outputs still agree, yet the box no longer says "step on until a guess
+    is rejected": it names the first stale step; every row whose cached_token_count passed its twin's (A finishing
+    87 -> 92 with two rejected guesses kept) is a warning naming how far ahead it is."""
+    at = app_test(PAGE, "en", {"forget": 1, "steps": 11}).run()
+    no_exception(at)
+    lesson = at.session_state["spec.lesson"]
+    assert lesson.first_divergence() is None
+    assert t("spec.twins_wait", "en") not in [i.value for i in at.info]
+    step, seq, ahead = lesson.first_stale()
+    assert any(f"step {step}" in w.value and f"{ahead} ahead" in w.value for w in at.warning)
+    stale = [r for r in lesson.rows() if r.twin_cached_after is not None and r.cached_after > r.twin_cached_after]
+    assert any(r.seq_id == 0 for r in stale)
+    for r in stale:
+        want = t("spec.row_bug", "en", ahead=r.cached_after - r.twin_cached_after)
+        assert any(want in w.value and w.value.startswith(f"{'AB'[r.seq_id]}:") for w in at.warning)

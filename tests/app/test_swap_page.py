@@ -4,6 +4,7 @@ URL, a break-it caught by the twin, the quiz, and the live measurement behind it
 from __future__ import annotations
 
 from ui.strings import t
+from viz.cells import read_cells
 
 from .app_util import app_test, no_exception
 
@@ -59,3 +60,24 @@ def test_quiz_and_measurement():
     click(at, "swap.measure")
     assert len(at.get("plotly_chart")) == 1 and at.session_state["swap.measured"]
     assert [r["block_size"] for r in at.session_state["swap.measured"]] == [1, 4, 16, 64]
+
+
+def test_a_block_taken_in_the_step_it_was_left_is_not_ringed_as_left():
+    """Issue 38.2: at the step where C is preempted and A and B take a block each, those blocks' hovers say they
+    were taken this step and name C, and only C's other blocks read "left this step" (read from the trace)."""
+    at = app_test(SWAP, "en").run()
+    lesson = at.session_state["swap.lesson"]
+    k, state = next((i + 1, s) for i, s in enumerate(lesson.swap.steps) if s.trace.preempted)
+    at = app_test(SWAP, "en", {"step": k}).run()
+    no_exception(at)
+    t_ = state.trace
+    freed = {b for sid in t_.preempted for b in t_.blocks_freed[sid]}
+    taken = {b for bs in t_.blocks_allocated.values() for b in bs} & freed
+    assert taken, "the default scenario hands blocks over in the preempting step"
+    markup = next(h.proto.body for h in at.get("html") if 'data-pool="pool"' in h.proto.body)
+    cells = read_cells(markup)[:lesson.config.num_blocks]
+    for block, cell in enumerate(cells):
+        left = "left this step" in cell["title"]
+        assert left == (block in freed - taken), (block, cell["title"])
+        if block in taken:
+            assert "taken this step" in cell["title"] and "C left it" in cell["title"]

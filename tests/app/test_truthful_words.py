@@ -3,6 +3,8 @@ comparison names what it compares, in what dtype, to what tolerance; sequences a
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from ui.engine_actions import explain_step
@@ -13,6 +15,7 @@ from ui.strings import t, translator
 from .app_util import app_test, no_exception
 
 ADDRESS, GATHER = "app_pages/1_Address_translation.py", "app_pages/2_Gather_and_attend.py"
+ENGINE = "app_pages/4_Engine.py"
 
 
 def notes(at) -> list[str]:
@@ -70,3 +73,52 @@ def test_a_steps_why_names_sequences_by_letter(lang):
     text = explain_step(ctx, why)
     assert "seq 2" not in text and "[1]" not in text and "C" in text and "B" in text
     assert ("；" in text and "; " not in text) if lang == "zh" else "; " in text
+
+
+def _runs_named(cell: str) -> list[tuple[int, int]]:
+    """The runs a slot cell names ("24–31, 56–63, +4 more runs" -> [(24, 31), (56, 63)]), read independently of
+    ui.widgets.slot_runs."""
+    out = []
+    for part in cell.replace("\u2060", "").split(", "):
+        ends = [int(x) for x in re.findall(r"\d+", part)]
+        if re.fullmatch(r"\d+(–\d+)?", part.strip()):
+            out.append((ends[0], ends[-1]))
+    return out
+
+
+def test_the_fault_rule_table_names_only_runs_of_slots_the_prefill_wrote():
+    """Issue 38.6 (page 4, late_increment): a prefill's slot cell names runs of neighbouring slots it really wrote
+    (never one "24…45" range over blocks that are not neighbours), and counts the runs it leaves out."""
+    at = app_test(ENGINE, "en", {"fault": "late_increment", "steps": 3, "model": "shipped"}).run()
+    no_exception(at)
+    checks = [c for c in at.session_state["engine.fault_checks"] if c.phase == "prefill" and len(c.slots) > 1]
+    assert checks
+    table = next(tb.value for tb in at.table if t("engine_fault.col_position", "en") in tb.value.columns)
+    for c in checks:
+        cell = str(table.loc[str(c.step), t("engine_fault.col_slot", "en")])
+        assert "…" not in cell.split("+")[0] and _runs_named(cell)
+        for lo, hi in _runs_named(cell):
+            assert set(range(lo, hi + 1)) <= set(c.slots)
+        runs = 1 + sum(b != a + 1 for a, b in zip(c.slots, c.slots[1:]))
+        assert (runs > 2) == (t("chain.slots_more", "en", count=runs - 2) in cell)
+
+
+@pytest.mark.parametrize("block_size", [1, 4, 16])
+def test_the_offset_notice_names_the_last_offset_as_a_number(block_size):
+    """Issue 38.6 (page 1): the table's notice says the offset counts 0 … block_size - 1 with that number worked
+    out ("0 … 3" at block_size 4), never "0 … 4-1"."""
+    at = app_test(ADDRESS, "en", {"block_size": block_size}).run()
+    no_exception(at)
+    said = " ".join(notes(at))
+    assert f"0 … {block_size - 1} " in said and f"{block_size}-1" not in said
+
+
+def test_the_speed_menu_says_step_for_one_and_steps_otherwise():
+    """Issue 38.6: "1 step/s" (not "1 steps/s"), "0.5 steps/s" and "2 steps/s"; the same number in 简体中文."""
+    from ui.playback import SPEEDS, speed_text
+
+    en, zh = translator("engine", "en"), translator("engine", "zh")
+    for speed in SPEEDS:
+        text = speed_text(en, speed)
+        assert text.startswith(f"{speed} ") and text.endswith("step/s" if float(speed) == 1 else "steps/s")
+        assert speed in speed_text(zh, speed) and "step" not in speed_text(zh, speed)

@@ -34,3 +34,20 @@ def test_steps_free_blocks_behind_the_window_and_the_break_drifts(lang):
     at.toggle(key="window.free_early").set_value(True).run()
     no_exception(at)
     assert at.query_params["step"] == "4" and len(at.error) == 1
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_the_neighbours_step_names_the_blocks_it_wrote_in_both_languages(lang):
+    """Issue 38.1: W 2, block_size 1, step 2: the box names every block B's prefill wrote (its table's live block
+    plus what its own window released at once) and how many of them A's window freed; never more than it names."""
+    at = app_test(PAGE, lang, {"window": 2, "block_size": 1, "step": 2}).run()
+    no_exception(at)
+    (run,) = at.session_state["window.runs"].values()
+    frame = run.frames[2]
+    live = [b for b in frame.tables[1] if b >= 0]
+    wrote = sorted(set(live) | set(frame.neighbour_freed))
+    from_a = sorted(set(wrote) & set(run.frames[1].freed))
+    said = " ".join(i.value for i in at.info)
+    blocks = said.split("[")[1].split("]")[0]
+    assert sorted(int(b) for b in blocks.split(", ")) == wrote and len(from_a) <= len(wrote)
+    assert f" {len(from_a)} " in said and str(live) in said

@@ -26,7 +26,7 @@ import pytest
 import viz
 from ui.strings import MODULES, strings, t
 
-from .app_util import app_test, page_files
+from .app_util import ROOT, app_test, page_files
 
 # Each label dataclass of viz/ and the strings-table prefix its page reads it from (ui.viz_labels(ctx, cls, prefix)).
 WORDS = {
@@ -283,3 +283,21 @@ def test_no_english_on_a_page_in_chinese(path):
     assert len(lines) > 20, "the page's texts were not collected"
     found = english_in(lines)
     assert not found, found[:5]
+
+
+def test_twin_has_one_chinese_word_in_the_strings_and_the_guide():
+    """Issue 38: the contiguous twin is 孪生引擎 wherever it is named: every zh string whose English says "twin"
+    says 孪生引擎, and no zh string nor the zh guide calls it anything else (参照, 对照组, 孪生体, a bare 孪生, or
+    the English word)."""
+    others = re.compile(r"参照|对照组|孪生体|孪生(?!引擎)|contiguous 对照|\btwin")
+    guide = (ROOT / "docs" / "teaching.zh.md").read_text(encoding="utf-8")
+    assert "孪生引擎" in guide and not others.search(guide), others.search(guide)
+    named = 0
+    for module in MODULES:
+        for key, text in strings(module).items():
+            zh = text.get("zh", "") if isinstance(text, dict) else ""
+            assert not others.search(zh), (module, key, zh)
+            if isinstance(text, dict) and re.search(r"\btwins?\b", text.get("en", "")):
+                assert "孪生引擎" in zh, (module, key, zh)
+                named += 1
+    assert named >= 20

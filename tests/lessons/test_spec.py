@@ -135,3 +135,49 @@ def test_backs_all_the_way_to_step_0_and_a_reset_keep_landing_on_replays():
     for _ in range(5):
         again.step()
     assert _state(again.without_last()) == _state(SpecLesson.replay(config, 4, model, tokenizer))
+
+
+def test_every_row_past_the_rule_is_flagged_from_its_first_stale_step():
+    """Issue 38.4: with the rollback forgotten, each row's `ahead` is how far its cached_token_count passed the
+    contiguous twin's (which rolls back) while the outputs still agree, a finishing sequence included (A: 87 -> 92
+    with 2 of 4 guesses kept is 2 ahead); first_stale is the first step any row did, before the outputs drift."""
+    lesson = SpecLesson.replay(SpecConfig(forget_rollback=True), 12, *shipped())
+    assert lesson.first_divergence() is None  # the outputs agree through step 12: the twin's counts are the rule's
+    rows = [(i + 1, r) for i in range(len(lesson.steps)) for r in lesson.rows(i)]
+    for _, r in rows:
+        assert r.twin_cached_after is not None and r.ahead == r.cached_after - r.twin_cached_after
+    assert any(r.ahead > 0 and r.seq_id == 0 for _, r in rows)  # A's stale tokens, seen
+    step, seq, ahead = lesson.first_stale()
+    assert step == min(s for s, r in rows if r.cached_after > r.twin_cached_after) and ahead > 0
+    assert SpecLesson.replay(SpecConfig(), 12, *shipped()).first_stale() is None
+
+
+def test_per_pass_is_per_sequence_and_per_step_counts_the_whole_batch():
+    """Issue 38 (page 12): per_pass is the tokens emitted per (sequence, decode step), per_step per decode step
+    with every sequence together; both recomputed from the rows."""
+    lesson = SpecLesson.replay(SpecConfig(), 12, *shipped())
+    per_step = [lesson.rows(i) for i in range(len(lesson.steps)) if lesson.rows(i)]
+    emitted = sum(len(r.emitted) for rows in per_step for r in rows)
+    totals = lesson.totals()
+    assert totals["per_pass"] == pytest.approx(emitted / sum(map(len, per_step)))
+    assert totals["per_step"] == pytest.approx(emitted / len(per_step)) and totals["per_step"] > totals["per_pass"]
+
+
+@pytest.mark.parametrize("forget", [False, True])
+def test_every_row_names_only_the_slots_blocks_and_counts_its_step_holds(forget):
+    """Issue 38, the general rule on page 12: each decode step's rows (what the page's sentences and cells are
+    built from) name the guesses, kept count, slots and blocks of that step's trace.speculative, and
+    cached_token_count moves by the fed tokens the rule keeps (+ what the break keeps: ahead)."""
+    lesson = SpecLesson.replay(SpecConfig(forget_rollback=forget), 14, *shipped())
+    for i, (paged, _) in enumerate(lesson.steps):
+        for r in lesson.rows(i):
+            spec = paged.speculative.get(r.seq_id)
+            state = next(s for s in paged.seqs if s.seq_id == r.seq_id)
+            assert r.slots == list(state.slots) and len(r.fed) == len(r.proposed) + 1
+            if spec:
+                assert (r.proposed, r.accepted) == (spec["proposed"], spec["accepted"])
+                assert set(r.discarded_slots) <= set(r.slots) and set(r.blocks_freed) <= set(r.blocks_taken)
+                if not forget:
+                    assert len(r.discarded_slots) == len(r.proposed) - r.accepted
+            kept = len(r.fed) if forget else r.accepted + 1  # the break keeps every fed token as cached
+            assert r.cached_after == r.positions[0] + kept

@@ -16,3 +16,11 @@ def test_holes_window_and_next_slot():
     assert "L1: P3 freed now" in markup and "L0: freed" in markup
     assert markup.count("pw-slot pw-read") == 3 and markup.count("pw-slot pw-next") == 1
     assert "physical block 9, slot 18" in markup
+
+
+def test_a_named_token_fits_its_cell_and_the_hover_keeps_it_whole():
+    """Issue 38 (page 11): ⟨SEP⟩ shows as "SEP" in its 3-character cell, not "⟨S…"; its hover names ⟨SEP⟩ whole;
+    an ordinary long label is still cut with "…"."""
+    markup = window_table_html([(0, [4], ["a", "⟨SEP⟩", "hello", "d"], 4, 0, [4])], 4)
+    assert ">SEP</span>" in markup and "⟨S…" not in markup and "token 1 “⟨SEP⟩”" in markup
+    assert ">he…</span>" in markup

@@ -63,9 +63,9 @@ STRINGS = {
                           "zh": "揭晓预测之后，会重新显示每个 token 所在 slot 的表格。"},
     "table_heading": {"en": "Every token → (physical block, offset)", "zh": "每个 token →（physical block，块内偏移）"},
     "table_notice": {
-        "en": ("Within a block the offset counts 0 … {block_size}-1 and the slot rises by one; at a block boundary "
+        "en": ("Within a block the offset counts 0 … {last_offset} (block_size - 1) and the slot rises by one; at a block boundary "
                "the slot jumps to wherever the next physical block is."),
-        "zh": ("在一个 block 内，块内偏移从 0 数到 {block_size}-1，slot 逐一增加；跨过 block 边界时，slot 会跳到下一个 "
+        "zh": ("在一个 block 内，块内偏移从 0 数到 {last_offset}（block_size - 1），slot 逐一增加；跨过 block 边界时，slot 会跳到下一个 "
                "physical block 所在的位置。"),
     },
     # a token past the table (issue 10: the token is kept, the missing entry named)

@@ -103,13 +103,13 @@ STRINGS = {
     "col_rank": {"en": "rank", "zh": "名次"},
     "col_text": {"en": "text", "zh": "文本"},
     "col_score": {"en": "score", "zh": "得分"},
-    "col_twin": {"en": "contiguous twin", "zh": "contiguous 参照"},
+    "col_twin": {"en": "contiguous twin", "zh": "contiguous 孪生引擎"},
     "not_yet": {"en": "Not finished yet: step to the end to see the K beams.",
                 "zh": "还没结束：一直执行到最后就能看到 K 个 beam。"},
     "twin_ok": {"en": "Paged beams == the contiguous twin's, token for token and score for score.",
-                "zh": "paged 的 beam 与 contiguous 参照逐 token、逐得分一致。"},
+                "zh": "paged 的 beam 与 contiguous 孪生引擎逐 token、逐得分一致。"},
     "twin_bad": {
         "en": ("Paged beams differ from the contiguous twin's from step {step} on: two beams wrote into one shared "
                "block, so each read the other's K/V."),
-        "zh": "从第 {step} 步起，paged 的 beam 与 contiguous 参照不同：两个 beam 写进了同一个共享 block，于是各自读到了对方的 K/V。"},
+        "zh": "从第 {step} 步起，paged 的 beam 与 contiguous 孪生引擎不同：两个 beam 写进了同一个共享 block，于是各自读到了对方的 K/V。"},
 }

@@ -102,7 +102,7 @@ STRINGS = {
                      "zh": "弄坏下一次 decode：把一个 token 写到下一个 slot"},
     "wrong_help": {"en": "On the next decode step, the chosen sequence writes its newest token's K/V at slot + 1. "
                          "Its contiguous twin gets it right, so the check shows the damage.",
-                   "zh": "下一次 decode 时，选中的 sequence 把最新 token 的 K/V 写到 slot + 1。它的连续 cache 孪生体写对了，"
+                   "zh": "下一次 decode 时，选中的 sequence 把最新 token 的 K/V 写到 slot + 1。它的连续 cache 孪生引擎写对了，"
                          "所以校验会显示出损坏。"},
     "wrong_seq": {"en": "Which sequence", "zh": "哪个 sequence"},
     "wrong_armed": {"en": "Armed: the next “Decode step” writes {seq}'s token one slot too far.",

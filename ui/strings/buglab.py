@@ -127,7 +127,7 @@ STRINGS = {
                "contiguous twin, step by step. Then the same bug is acted out on random tensors, where you can see "
                "which cells of the pool it damages."),
         "zh": (f"{len(Fault)} 个经典的 paged KV cache bug。它们都不会让程序崩溃：输出只是悄悄地漂移。选择一个 bug，"
-               "同样的 prompt 会运行两次：一次经过带这个 bug 的 paged engine，一次经过正确的连续 cache 对照组，逐步比较。然后在随机"
+               "同样的 prompt 会运行两次：一次经过带这个 bug 的 paged engine，一次经过正确的连续 cache 孪生引擎，逐步比较。然后在随机"
                "张量上重演同一个 bug，看看它破坏了 pool 中的哪些格子。"),
     },
     "fault": {"en": "Fault", "zh": "Bug"},
@@ -156,7 +156,7 @@ STRINGS = {
     "model_header": {"en": "The tiny model, with and without the bug", "zh": "小模型：有 bug 与没有 bug"},
     "model_header_picked": {"en": "The model {name}, with and without the bug", "zh": "模型 {name}：有 bug 与没有 bug"},
     "running": {"en": "Running the paged engine and its contiguous twin…",
-                "zh": "正在运行 paged engine 和它的连续 cache 对照组…"},
+                "zh": "正在运行 paged engine 和它的连续 cache 孪生引擎…"},
     "err_no_model": {"en": "The trained tiny model is missing: {detail}",
                      "zh": "找不到训练好的小模型：{detail}"},
     "fix_no_model": {"en": "Train it once (about 10 minutes on CPU): `python -m paged.model.train`, then reload.",

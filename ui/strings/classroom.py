@@ -41,6 +41,7 @@ STRINGS = {
                   "zh": "按所选速度自动前进，直到无事可做（快捷键：空格）"},
     "speed": {"en": "Speed", "zh": "速度"},
     "speed_value": {"en": "{speed} steps/s", "zh": "每秒 {speed} 步"},
+    "speed_value_one": {"en": "{speed} step/s", "zh": "每秒 {speed} 步"},  # English: 1 step/s, 0.5 or 2 steps/s
     "step_counter": {"en": "Step {step}", "zh": "第 {step} 步"},
     "step_counter_of": {"en": "Step {step} / {total}", "zh": "第 {step} / {total} 步"},
 }

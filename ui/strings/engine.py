@@ -17,6 +17,7 @@ WHY_ZH = {
     "swapped_out": "把 {seqs} 换出到 swap pool（复制了 {blocks} 个 block，pool 已满）",
     "swapped_in": "把 {seqs} 从 swap pool 换回（复制回 {blocks} 个 block）",
     "swap_full": "swap pool 已满：{seq} 需要 {need} 个 swap block，空闲 {free} 个（共 {swap_space} 个），改为重算",
+    "swap_too_small": "swap pool 太小：{seq} 需要 {need} 个 swap block，比它总共的 {swap_space} 个还多，改为重算",
     "swap_wait": "等待中的 prompt 先等：swap pool 里的 {count} 个 sequence 先回来",
 }
 

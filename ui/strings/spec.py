@@ -45,7 +45,7 @@ STRINGS = {
                 "zh": "被拒绝的猜测仍被算作已缓存：比状态规则多出 {ahead} 个"},
     "say": {"en": "Step {step}: {kept} tokens from one forward pass", "zh": "第 {step} 步：一次前向计算得到 {kept} 个 token"},
     "metric_rate": {"en": "acceptance rate", "zh": "接受率"},
-    "metric_per_pass": {"en": "tokens per forward pass", "zh": "每次前向计算的 token 数"},
+    "metric_per_pass": {"en": "tokens per sequence per decode step", "zh": "每个序列每个 decode 步的 token 数"},
     "metric_proposed": {"en": "guesses (kept)", "zh": "猜测数（保留）"},
     "metric_passes": {"en": "forward passes", "zh": "前向计算次数"},
     "step_title": {"en": "This step: fed tokens, their slots, the blocks the guesses took",
@@ -89,7 +89,7 @@ STRINGS = {
     "text_header": {"en": "Outputs: paged engine and contiguous twin", "zh": "输出：paged 引擎与 contiguous 孪生引擎"},
     "col_seq": {"en": "sequence", "zh": "序列"},
     "col_paged": {"en": "paged output", "zh": "paged 输出"},
-    "col_twin": {"en": "twin output", "zh": "孪生输出"},
+    "col_twin": {"en": "twin output", "zh": "孪生引擎输出"},
     "twins_ok": {"en": "The twins agree token for token; every table holds blocks_needed(cached_token_count) blocks.",
                  "zh": "两个孪生引擎逐 token 一致；每个 block table 恰好持有 blocks_needed(cached_token_count) 个 block。"},
     "twins_bad": {"en": ("The paged output drifts from its twin at generated token {index}: later tokens were "
@@ -98,5 +98,11 @@ STRINGS = {
                         "并把它当作历史读取。"},
     "twins_wait": {"en": "The twins agree so far; with the rollback forgotten, step on until a guess is rejected.",
                    "zh": "目前两个孪生引擎一致；忘记回退时，继续单步直到有猜测被拒绝。"},
+    "twins_stale": {
+        "en": ("From step {step} on, rejected guesses stay counted as cached ({seq} was {ahead} ahead of the state "
+               "rule then). The outputs still agree only because the stale K/V has not changed a greedy choice yet."),
+        "zh": ("从第 {step} 步起，被拒绝的猜测一直被算作已缓存（{seq} 当时比状态规则多出 {ahead} 个）。输出目前仍然一致，"
+               "只是因为过时的 K/V 还没有改变任何一次 greedy 选择。"),
+    },
     "finished": {"en": "Both requests have finished.", "zh": "两个请求都已结束。"},
 }

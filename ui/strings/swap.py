@@ -44,14 +44,17 @@ STRINGS = {
     "cell_free": {"en": "{pool} block {block}: free{what}", "zh": "{pool} block {block}：空闲{what}"},
     "cell_left": {"en": " (left this step)", "zh": "（这一步离开）"},
     "cell_arrived": {"en": " (arrived this step)", "zh": "（这一步到达）"},
+    "cell_handed": {"en": " (taken this step; {prev} left it in the same step)",
+                    "zh": "（这一步被拿走；{prev} 在同一步离开了它）"},
     "out_msg": {"en": "{seq} swapped out: pool blocks {src} → swap blocks {dst} (cached_token_count {cached} kept).",
                 "zh": "{seq} 被换出：pool block {src} → swap block {dst}（保留 cached_token_count {cached}）。"},
     "in_msg": {"en": "{seq} swapped in: swap blocks {src} → fresh pool blocks {dst}; it decodes in this very step.",
                "zh": "{seq} 被换回：swap block {src} → 新的 pool block {dst}；它在这一步就继续 decode。"},
     "recompute_msg": {"en": "{seq} preempted by recompute: blocks {blocks} freed, its cache forgotten.",
                       "zh": "{seq} 被以重算方式抢占：释放 block {blocks}，缓存被丢弃。"},
-    "back_msg": {"en": "{seq} comes back: its prefill re-feeds {n} tokens it had already cached once.",
-                 "zh": "{seq} 回来了：它的 prefill 重新输入 {n} 个曾经缓存过的 token。"},
+    "back_msg": {"en": ("{seq} comes back: its prefill re-feeds {n} tokens, the {cached} it had cached once and "
+                        "{new} sampled but never cached yet."),
+                 "zh": "{seq} 回来了：它的 prefill 重新输入 {n} 个 token：{cached} 个曾经缓存过，{new} 个已采样但还没缓存过。"},
     "swapped_now": {"en": "Waiting in the swap pool: {seqs}", "zh": "在 swap pool 中等待：{seqs}"},
     "metric_copied": {"en": "blocks copied", "zh": "复制的 block"},
     "metric_bytes": {"en": "bytes copied", "zh": "复制的字节"},
@@ -62,15 +65,15 @@ STRINGS = {
     "different_tokens": {"en": "The two modes' tokens differ: something is broken.",
                          "zh": "两种模式生成的 token 不同：有东西坏了。"},
     "twin_ok": {"en": "Swap mode agrees with its contiguous-cache twin at every step so far (logits within rel 1e-4).",
-                "zh": "到目前为止，swap 模式每一步都与连续缓存的 twin 一致（logits 相对误差在 1e-4 以内）。"},
+                "zh": "到目前为止，swap 模式每一步都与连续 cache 的孪生引擎 一致（logits 相对误差在 1e-4 以内）。"},
     "twin_bad": {
         "en": ("The contiguous twin caught it at step {step}: swap mode's logits differ by {worst} (more than rel "
                "1e-4). The block table says where the K/V should be; after this swap-in they are not there."),
-        "zh": ("连续缓存的 twin 在第 {step} 步发现了问题：swap 模式的 logits 相差 {worst}（超过相对 1e-4）。block table "
+        "zh": ("连续 cache 的孪生引擎 在第 {step} 步发现了问题：swap 模式的 logits 相差 {worst}（超过相对 1e-4）。block table "
                "指出 K/V 应该在哪里；这次换回之后它们不在那里。"),
     },
     "twin_later": {"en": "Broken, but not yet visible: the twin will catch it at step {step}.",
-                   "zh": "已经弄坏了，但还看不出来：twin 会在第 {step} 步发现。"},
+                   "zh": "已经弄坏了，但还看不出来：孪生引擎会在第 {step} 步发现。"},
     "tokens_hide": {"en": "The tokens may even look right: greedy argmax can survive wrong K/V; the logits do not.",
                     "zh": "生成的 token 甚至可能看起来是对的：greedy 的 argmax 可能扛得住错误的 K/V，logits 却不会。"},
     "measure_header": {"en": "Measured here: the cost of each mode by block size",

@@ -31,9 +31,25 @@ STRINGS = {
                "token {next} 读取 token {first}–{next}，所以完全在窗口之前的 {count} 个 block 立即回到空闲队列：{blocks}。"),
     },
     "said_prefill_b": {
-        "en": ("Step {step}: B's prompt was prefilled into blocks {blocks}; {taken} of them are blocks A's window "
-               "freed."),
-        "zh": "第 {step} 步：B 的 prompt prefill 到 block {blocks} 中；其中 {taken} 个是 A 的窗口释放的 block。",
+        "en": ("Step {step}: B's prompt was prefilled into blocks {blocks}; {taken} of them ({taken_blocks}) are "
+               "blocks A's window freed."),
+        "zh": "第 {step} 步：B 的 prompt prefill 到 block {blocks} 中；其中 {taken} 个（{taken_blocks}）是 A 的窗口释放的 block。",
+    },
+    "said_prefill_b_slid": {
+        "en": "B's own window then released {blocks} right away; B's table now lists {held}.",
+        "zh": "随后 B 自己的窗口立即释放了 {blocks}；B 的 block table 现在列着 {held}。",
+    },
+    "said_overwrite": {
+        "en": ("The break bites: B took block(s) {blocks}, which A's table still lists, and wrote its own K/V where "
+               "A's window reads."),
+        "zh": "弄坏的后果出现了：B 拿走了 A 的 block table 仍然列着的 block {blocks}，并在 A 的窗口读取的位置写入了自己的 K/V。",
+    },
+    "said_early": {
+        "en": ("The break: block(s) {blocks} went back to the free queue too, although A's window (from token "
+               "{first}) still reads them and A's table still lists them; the next request to allocate can take "
+               "them."),
+        "zh": ("弄坏之处：block {blocks} 也回到了空闲队列，尽管 A 的窗口（从 token {first} 开始）仍读取它们，A 的 block table "
+               "也仍然列着它们；下一个分配 block 的请求可以拿走它们。"),
     },
     "said_decode": {
         "en": ("Step {step}: A wrote token {token} and sampled the next; its window now covers tokens {first}–{next}. "
@@ -75,16 +91,16 @@ STRINGS = {
                "自己的 prefill 这一步中仍占用全部 block。"),
     },
     "text_header": {"en": "A's text: paged, its contiguous twin, and full attention",
-                    "zh": "A 的文本：paged、contiguous 对照、完整 attention"},
+                    "zh": "A 的文本：paged、contiguous 孪生引擎、完整 attention"},
     "paged_text": {"en": "paged engine (window)", "zh": "paged 引擎（窗口）"},
-    "twin_text": {"en": "contiguous twin (window as a mask)", "zh": "contiguous 对照（窗口作为 mask）"},
+    "twin_text": {"en": "contiguous twin (window as a mask)", "zh": "contiguous 孪生引擎（窗口作为 mask）"},
     "full_text": {"en": "full attention (no window)", "zh": "完整 attention（无窗口）"},
     "twins_agree": {"en": "The paged engine and its contiguous twin agree, token for token.",
-                    "zh": "paged 引擎与 contiguous 对照逐个 token 一致。"},
+                    "zh": "paged 引擎与 contiguous 孪生引擎逐个 token 一致。"},
     "twins_drift": {
         "en": ("A's paged tokens left the contiguous twin's at step {step}: its window read a block that had been "
                "freed and overwritten by B's prefill."),
-        "zh": "A 的 paged token 在第 {step} 步偏离了 contiguous 对照：它的窗口读到一个已被释放、又被 B 的 prefill 覆盖的 block。",
+        "zh": "A 的 paged token 在第 {step} 步偏离了 contiguous 孪生引擎：它的窗口读到一个已被释放、又被 B 的 prefill 覆盖的 block。",
     },
     "break_label": {"en": "free one block too early: the block the window still starts in",
                     "zh": "提前一个 block 释放：窗口仍从中开始的那个 block"},

@@ -78,9 +78,10 @@ def test_full_swap_pool_falls_back_to_recompute_and_says_so(shipped, no_pressure
     """A swap pool smaller than a victim's table: that victim is recomputed, the step's reason names it; tokens
     are unchanged and the swap pool ends empty."""
     outs, traces, engine = run(*shipped, "swap", 18, swap_space=7)
-    fell = [(t, values) for t in traces for code, values in t.why if code == "swap_full"]
+    fell = [(t, code, values) for t in traces for code, values in t.why if code in ("swap_full", "swap_too_small")]
     assert fell, "some victim was meant to need more than 7 swap blocks"
-    trace, values = fell[0]
+    assert all((code == "swap_too_small") == (values["need"] > 7) for _, code, values in fell)  # issue 38
+    trace, _, values = fell[0]
     assert values["seq"] in trace.preempted and values["seq"] not in trace.swap_out
     assert values["need"] > values["free"] and "recomputed" in trace.reason
     assert outs == no_pressure
