@@ -146,7 +146,7 @@ class HFTokenizer:
         return self._tokenizer.token_to_id(token)
 
     def encode(self, text: str, add_bos: bool = True) -> list[int]:
-        """text -> ids, bos_token_id first if add_bos and this tokenizer uses one (add_bos_token)."""
+        """text -> ids, bos_token_id first if add_bos and the tokenizer uses one (add_bos_token)."""
         ids = self._tokenizer.encode(text, add_special_tokens=False).ids
         return [self.bos_token_id] + ids if add_bos and self.add_bos_token else ids
 
