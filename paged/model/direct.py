@@ -1,8 +1,8 @@
-"""Direct: the base class of paged.model's Llama modules, nn.Module made cheap to call and to read attributes from.
+"""Direct: the base of paged.model's Llama modules, nn.Module made cheap to call and to read.
 
-The model's math lives in llama.py; this is machinery. A decode step of a small model makes ~55 module calls and
-~120 attribute lookups, each around ops on a few numbers, so nn.Module's general-purpose paths for both cost more
-than the math they wrap.
+The model's math lives in llama.py; this is machinery. A small model's decode step makes ~55
+module calls and ~120 attribute lookups around ops on a few numbers, so nn.Module's general paths
+for both cost more than the math they wrap.
 """
 
 from __future__ import annotations
@@ -11,21 +11,21 @@ from torch import nn
 
 
 class Direct(nn.Module):
-    """A module whose call runs `forward` straight away, without nn.Module.__call__'s hook machinery (this model
-    registers no hooks). A decode step makes ~55 module calls, each on a few numbers; at batch 1 that machinery
-    was about a fifth of the model's time.
+    """A module whose call runs `forward` at once, without nn.Module.__call__'s hook machinery.
 
-    Its submodules and parameters are also plain instance attributes ("mirrors"). nn.Module keeps them only in its
-    registries (_modules, _parameters), so each `self.q_proj` or `self.weight` misses the instance and falls back to
-    nn.Module.__getattr__: ~2 µs a lookup here, ~120 lookups a decode step, a fifth of a batch-32 step. Every way
-    the registries change (assignment, deletion, register_*, model.to()/half()) refreshes the mirror, so it is
-    never stale; state_dict, parameters() and optimizers still go through the registries."""
+    This model registers no hooks; at batch 1 that machinery was about a fifth of the model's time.
+    Submodules and parameters are also plain instance attributes ("mirrors"): nn.Module keeps them
+    only in _modules / _parameters, so `self.q_proj` falls back to nn.Module.__getattr__ (~2 µs,
+    ~120 a decode step, a fifth of a batch-32 step). Every registry change (assignment, deletion,
+    register_*, model.to()/half()) refreshes the mirror, so it is never stale; state_dict,
+    parameters() and optimizers still go through the registries.
+    """
 
     def __call__(self, *args, **kwargs):
         return self.forward(*args, **kwargs)
 
     def _mirror(self, name: str) -> None:
-        """Make self.__dict__[name] the registered parameter or submodule `name`, or drop it if there is none."""
+        """Make self.__dict__[name] the registered parameter or submodule `name`, if any."""
         for registry in (self.__dict__.get("_parameters"), self.__dict__.get("_modules")):
             if registry is not None and name in registry:
                 self.__dict__[name] = registry[name]
@@ -36,7 +36,8 @@ class Direct(nn.Module):
         self._mirror(name)
 
     def __delattr__(self, name: str) -> None:
-        super().__delattr__(name)  # a registered name leaves its registry; a plain attribute leaves __dict__
+        # a registered name leaves its registry; a plain attribute leaves __dict__
+        super().__delattr__(name)
         self.__dict__.pop(name, None)
 
     def register_parameter(self, name: str, param: nn.Parameter | None) -> None:

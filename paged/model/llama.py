@@ -1,22 +1,23 @@
 """A Llama decoder in plain torch, mathematically identical to transformers' `LlamaForCausalLM`.
 
-Parameter names match transformers exactly, so a checkpoint moves between the two without renaming. Three config
-switches cover `Qwen2ForCausalLM` (bias on q/k/v) and `Qwen3ForCausalLM` (RMSNorm on each query/key head, an
-explicit head_dim); `rope_type="llama3"` gives Llama 3.1's frequency scaling. Everything else is the same model.
+Parameter names match transformers exactly, so a checkpoint moves between the two without
+renaming. Three config switches cover `Qwen2ForCausalLM` (bias on q/k/v) and `Qwen3ForCausalLM`
+(RMSNorm on each query/key head, an explicit head_dim); `rope_type="llama3"` gives Llama 3.1's
+frequency scaling. Everything else is the same model.
 
-The KV cache is not the model's business. In inference mode each attention layer hands its post-RoPE q/k/v to a
-pluggable `backend(layer_idx, q, k, v)`, which writes k/v into whatever cache it owns (a paged pool, a contiguous
-buffer) and returns the attention output. The same weights and math therefore run behind any cache layout, and
-any difference in the logits is the cache's fault.
+The KV cache is not the model's business. In inference each attention layer hands its post-RoPE
+q/k/v to a pluggable `backend(layer_idx, q, k, v)`, which writes k/v into whatever cache it owns
+(a paged pool, a contiguous buffer) and returns the attention output. The same weights and math
+run behind any cache layout, so any difference in the logits is the cache's fault.
 
-For inference the weights are laid out differently in memory, with the same names, shapes and values
-(TinyLlama.arrange_weights): column-major projections, q/k/v as views of one fused weight (one matmul for all
-three), and gate/up likewise.
+For inference the weights are laid out differently in memory, with the same names, shapes and
+values (TinyLlama.arrange_weights): column-major projections, q/k/v as views of one fused weight
+(one matmul for all three), and gate/up likewise.
 
-The module base class Direct (fast calls and attribute lookups) is in direct.py, RoPE in rope.py. In CPU float32
-inference, RMSNorm (with the residual add before it), RoPE and SwiGLU's silu(gate) * up run as C loops
-(paged/kernels/native_ops.py): the same math, without torch's per-op cost, which at decode outweighs the
-arithmetic. torch's ops stay the reference path.
+The module base Direct (fast calls and attribute lookups) is in direct.py, RoPE in rope.py. In CPU
+float32 inference, RMSNorm (with the residual add before it), RoPE and SwiGLU's silu(gate) * up
+run as C loops (paged/kernels/native_ops.py): the same math without torch's per-op cost, which at
+decode outweighs the arithmetic. torch's ops stay the reference path.
 
 Shape legend: B batch rows, T tokens per row, N flattened tokens of one engine step, H num_heads,
 K num_kv_heads, D head_dim, C hidden_size, I intermediate_size, V vocab_size.
@@ -33,7 +34,8 @@ from torch import nn
 from paged.config import ModelConfig
 from paged.kernels import native_ops
 from paged.model.direct import Direct
-from paged.model.rope import RotaryEmbedding, apply_rope, llama3_inv_freq, rotate_half  # noqa: F401 (re-exported)
+from paged.model.rope import (RotaryEmbedding, apply_rope,  # noqa: F401 (re-exported)
+                              llama3_inv_freq, rotate_half)
 from paged.chapters.window import windowed_rows
 
 # backend(layer_idx, q [N, H, D], k [N, K, D], v [N, K, D]) -> out [N, H, D]
@@ -41,31 +43,38 @@ AttentionBackend = Callable[[int, torch.Tensor, torch.Tensor, torch.Tensor], tor
 
 
 class Linear(Direct, nn.Linear):
-    """nn.Linear (same parameters, same math), called directly; `column_major_` stores its weight column-major."""
+    """nn.Linear (same parameters, same math), called directly; column_major_ re-lays its weight."""
 
     def column_major_(self) -> None:
-        """Keep weight's shape [out, in] (transformers' layout, what state_dict and checkpoints see) but store it
-        column-major: its memory then holds weight.T [in, out] row by row. F.linear computes x @ weight.T, which is
-        then a plain row-major matrix for the matrix library: on this model's small matmuls (1-32 rows) that ran
-        15-40% faster than the transposed case (measured, 1 thread). Same products; for a single row the library
-        may add them in another order (a few float ulps apart)."""
+        """Store weight [out, in] column-major: its memory then holds weight.T [in, out] row by row.
+
+        The shape stays transformers' (what state_dict and checkpoints see). F.linear computes
+        x @ weight.T, then a plain row-major matrix for the matrix library: on this model's small
+        matmuls (1-32 rows) 15-40% faster than the transposed case (measured, 1 thread). Same
+        products; for a single row the library may add them in another order (a few ulps apart).
+        """
         if self.weight.is_meta or self.weight.t().is_contiguous():
             return
-        self.weight.data = self.weight.data.t().contiguous().t()  # same Parameter object: an optimizer keeps it
+        # same Parameter object: an optimizer keeps it
+        self.weight.data = self.weight.data.t().contiguous().t()
 
 
 class Embedding(Direct, nn.Embedding):
     """nn.Embedding (same parameters, same math), called directly."""
 
 
-Fused = tuple[torch.Tensor, torch.Tensor | None]  # (weight, bias or None) of linears laid side by side
+# (weight, bias or None) of linears laid side by side
+Fused = tuple[torch.Tensor, torch.Tensor | None]
 
 
 def fuse_linears(projs: tuple[Linear, ...]) -> tuple[Fused | None, tuple[int, ...]]:
-    """Lay linears that read the same input side by side in one tensor, for one matmul in inference: their weights
-    (and biases) concatenated, column-major (see Linear.column_major_), each parameter then a view of its part. Same
-    parameters, names and values; an optimizer step or a load_state_dict copy writes through the views. Returns
-    ((weight [sum of outs, in], bias or None), the parameters' data pointers), or (None, ()) on meta."""
+    """Lay linears reading the same input side by side -> ((weight [sum outs, in], bias), ptrs).
+
+    Weights (and biases) are concatenated column-major (see Linear.column_major_), each parameter
+    then a view of its part: same parameters, names and values, and an optimizer step or a
+    load_state_dict copy writes through the views. ptrs: the parameters' data pointers.
+    (None, ()) on meta.
+    """
     if any(p.weight.is_meta for p in projs):
         return None, ()
     weight = torch.cat([p.weight.detach().t() for p in projs], dim=1).contiguous().t()
@@ -79,15 +88,18 @@ def fuse_linears(projs: tuple[Linear, ...]) -> tuple[Fused | None, tuple[int, ..
 
 
 def linear_ptrs(projs: tuple[Linear, ...]) -> tuple[int, ...]:
+    """The data pointers of the linears' weights and biases (fused_linear's staleness check)."""
     return tuple(t.data_ptr() for p in projs for t in (p.weight, p.bias) if t is not None)
 
 
 def fused_linear(x: torch.Tensor, projs: tuple[Linear, ...], fused: Fused | None,
                  ptrs: tuple[int, ...]) -> torch.Tensor:
-    """x [..., in] -> every proj's output side by side [..., sum of outs]: one matmul with the fused weight when no
-    gradient is needed and the parameters are still its views; otherwise (training, or a parameter was replaced
-    since: model.to(), load_state_dict(assign=True)) with their concatenation, so the fused tensor is never read
-    stale."""
+    """x [..., in] -> every proj's output side by side [..., sum of outs].
+
+    One matmul with the fused weight when no gradient is needed and the parameters are still its
+    views; otherwise (training, or a parameter replaced since: model.to(),
+    load_state_dict(assign=True)) with their concatenation, so a stale fused tensor is never read.
+    """
     if not torch.is_grad_enabled() and fused is not None and linear_ptrs(projs) == ptrs:
         return F.linear(x, *fused)
     bias = torch.cat([p.bias for p in projs]) if projs[0].bias is not None else None
@@ -95,27 +107,36 @@ def fused_linear(x: torch.Tensor, projs: tuple[Linear, ...], fused: Fused | None
 
 
 class RMSNorm(Direct):
-    """x / rms(x) * weight, computed in fp32 and cast back before the weight (the order transformers uses)."""
+    """x / rms(x) * weight, in fp32, cast back before the weight (the order transformers uses)."""
 
     def __init__(self, dim: int, eps: float, device: torch.device | str | None = None) -> None:
         super().__init__()
-        self.weight = nn.Parameter(torch.ones(dim, device=device))  # [C] (or [D] for Qwen3's per-head q/k norm)
+        # [C] (or [D] for Qwen3's per-head q/k norm)
+        self.weight = nn.Parameter(torch.ones(dim, device=device))
         self.eps = eps
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        out = native_ops.rms_norm(x, self.weight, self.eps)  # CPU fp32 inference: the same math as one C loop
+        """x [..., dim] -> its norm, same shape and dtype."""
+        # CPU fp32 inference: the same math as one C loop
+        out = native_ops.rms_norm(x, self.weight, self.eps)
         if out is not None:
             return out
-        # F.rms_norm is x * rsqrt(mean(x²) + eps) in one call (six ops inside). In fp32 the casts are no-ops and
-        # the weight can go into the same call (the same products); otherwise the cast comes before the weight.
+        # F.rms_norm is x * rsqrt(mean(x²) + eps) in one call (six ops inside). In fp32 the casts
+        # are no-ops and the weight can go into the same call (the same products); otherwise the
+        # cast comes before the weight.
         if x.dtype == torch.float32 and self.weight.dtype == torch.float32:
             return F.rms_norm(x, (x.shape[-1],), self.weight, eps=self.eps)
         return self.weight * F.rms_norm(x.float(), (x.shape[-1],), eps=self.eps).to(x.dtype)
 
-    def add_forward(self, x: torch.Tensor, residual: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """(x + residual, its norm): a residual add and the norm after it. x is a fresh result of the caller's
-        (an attention output): on CPU in fp32 inference the sum is written into it, in the same C loop as the norm."""
-        out = native_ops.rms_norm(x, self.weight, self.eps, residual=residual)  # x += residual, then its norm
+    def add_forward(self, x: torch.Tensor,
+                    residual: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(x + residual, its norm), each shaped like x: a residual add and the norm after it.
+
+        x is a fresh result of the caller's (an attention output): on CPU in fp32 inference the
+        sum is written into it, in the same C loop as the norm.
+        """
+        # x += residual, then its norm
+        out = native_ops.rms_norm(x, self.weight, self.eps, residual=residual)
         if out is not None:
             return x, out
         total = residual + x
@@ -125,7 +146,8 @@ class RMSNorm(Direct):
 class Attention(Direct):
     """Grouped-query attention: query head h reads kv head h // (num_heads // num_kv_heads)."""
 
-    def __init__(self, config: ModelConfig, layer_idx: int, device: torch.device | str | None = None) -> None:
+    def __init__(self, config: ModelConfig, layer_idx: int,
+                 device: torch.device | str | None = None) -> None:
         super().__init__()
         self.layer_idx = layer_idx
         self.num_heads = config.num_attention_heads
@@ -135,7 +157,8 @@ class Attention(Direct):
         self.q_proj = Linear(c, self.num_heads * d, bias=bias, device=device)  # weight [H*D, C]
         self.k_proj = Linear(c, self.num_kv_heads * d, bias=bias, device=device)  # weight [K*D, C]
         self.v_proj = Linear(c, self.num_kv_heads * d, bias=bias, device=device)  # weight [K*D, C]
-        self.o_proj = Linear(self.num_heads * d, c, bias=config.o_proj_bias, device=device)  # weight [C, H*D]
+        self.o_proj = Linear(self.num_heads * d, c, bias=config.o_proj_bias,
+                             device=device)  # weight [C, H*D]
         if config.qk_norm:  # Qwen3: one RMSNorm weight [D] shared by every head
             self.q_norm = RMSNorm(d, config.rms_norm_eps, device)
             self.k_norm = RMSNorm(d, config.rms_norm_eps, device)
@@ -144,42 +167,52 @@ class Attention(Direct):
         self.fused_ptrs: tuple[int, ...] = ()
 
     def fuse_qkv_(self) -> None:
-        """q_proj, k_proj and v_proj as views of one fused weight (fuse_linears): one matmul for all three."""
+        """q_proj, k_proj and v_proj as views of one fused weight (fuse_linears): one matmul."""
         self.fused_qkv, self.fused_ptrs = fuse_linears((self.q_proj, self.k_proj, self.v_proj))
 
     def _qkv_ptrs(self) -> tuple[int, ...]:
+        """The q/k/v parameters' data pointers (see linear_ptrs)."""
         return linear_ptrs((self.q_proj, self.k_proj, self.v_proj))
 
     def _qkv(self, x: torch.Tensor) -> torch.Tensor:
         """x [..., C] -> q, k and v side by side [..., (H+2K)*D] (fused_linear)."""
-        return fused_linear(x, (self.q_proj, self.k_proj, self.v_proj), self.fused_qkv, self.fused_ptrs)
+        return fused_linear(x, (self.q_proj, self.k_proj, self.v_proj), self.fused_qkv,
+                            self.fused_ptrs)
 
     def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
                 backend: AttentionBackend | None) -> torch.Tensor:
-        """x [B, T, C] (backend None) or [N, C] (backend given) -> same shape."""
+        """x [B, T, C] (backend None) or [N, C] (backend given) -> same shape.
+
+        Raises: ValueError if the backend returns another shape than [N, num_heads, head_dim].
+        """
         lead = x.shape[:-1]
         h, kv = self.num_heads, self.num_kv_heads
-        qkv = self._qkv(x).view(*lead, h + 2 * kv, self.head_dim)  # [..., H + 2K, D]: q heads, k heads, v heads
-        # Views by narrow(dim, start, length): the same as qkv[..., :h + kv, :], at half the cost of indexing.
+        # [..., H + 2K, D]: q heads, k heads, v heads
+        qkv = self._qkv(x).view(*lead, h + 2 * kv, self.head_dim)
+        # Views by narrow(dim, start, length): the same as qkv[..., :h + kv, :], at half the cost.
         qk, v = qkv.narrow(-2, 0, h + kv), qkv.narrow(-2, h + kv, kv)
         if self.qk_norm:
-            qk = torch.cat((self.q_norm(qk.narrow(-2, 0, h)), self.k_norm(qk.narrow(-2, h, kv))), dim=-2)
-        # q and k heads rotated together: one set of RoPE ops, not two; in place in qkv on CPU in fp32 inference
+            qk = torch.cat((self.q_norm(qk.narrow(-2, 0, h)), self.k_norm(qk.narrow(-2, h, kv))),
+                           dim=-2)
+        # q and k heads rotated together: one set of RoPE ops, not two; in place in qkv on CPU in
+        # fp32 inference
         rotated = native_ops.rope_(qk, cos, sin)
         qk = apply_rope(qk, cos, sin) if rotated is None else rotated
         q, k = qk.narrow(-2, 0, h), qk.narrow(-2, h, kv)  # [..., H, D], [..., K, D]
         if backend is None:
-            # Causal attention within each row; SDPA wants [B, heads, T, D]. enable_gqa maps query head h to
-            # kv head h // (H // K), the same grouping as transformers' repeat_kv.
-            out = F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
-                                                 is_causal=True, enable_gqa=True)  # [B, H, T, D]
+            # Causal attention within each row; SDPA wants [B, heads, T, D]. enable_gqa maps query
+            # head h to kv head h // (H // K), the same grouping as transformers' repeat_kv.
+            out = F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2),
+                                                 v.transpose(1, 2), is_causal=True,
+                                                 enable_gqa=True)  # [B, H, T, D]
             out = out.transpose(1, 2)  # [B, T, H, D]
         else:
             out = backend(self.layer_idx, q, k, v)  # [N, H, D]
             expected = (*lead, self.num_heads, self.head_dim)
             if tuple(out.shape) != expected:
                 raise ValueError(f"attention backend returned shape {tuple(out.shape)} for layer "
-                                 f"{self.layer_idx}, expected {expected} ([N, num_heads, head_dim])")
+                                 f"{self.layer_idx}, expected {expected} "
+                                 "([N, num_heads, head_dim])")
         return self.o_proj(out.reshape(*lead, self.num_heads * self.head_dim))
 
 
@@ -197,16 +230,19 @@ class MLP(Direct):
         self.fused_ptrs: tuple[int, ...] = ()
 
     def fuse_gate_up_(self) -> None:
-        """gate_proj and up_proj as views of one fused weight (fuse_linears): one matmul for both."""
+        """gate_proj and up_proj as views of one fused weight (fuse_linears): one matmul."""
         self.fused_gate_up, self.fused_ptrs = fuse_linears((self.gate_proj, self.up_proj))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if torch.is_grad_enabled():  # training: autograd needs silu's input kept, so nothing in place
+        """x [..., C] -> [..., C]."""
+        # training: autograd needs silu's input kept, so nothing in place
+        if torch.is_grad_enabled():
             return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
-        # Inference: gate and up from one matmul [..., 2I], then silu(gate) * up in place (one C loop on CPU in
-        # fp32, else torch's two ops), no [..., I] tensor to allocate.
+        # Inference: gate and up from one matmul [..., 2I], then silu(gate) * up in place (one C
+        # loop on CPU in fp32, else torch's two ops), no [..., I] tensor to allocate.
         i = self.intermediate_size
-        gate_up = fused_linear(x, (self.gate_proj, self.up_proj), self.fused_gate_up, self.fused_ptrs)
+        gate_up = fused_linear(x, (self.gate_proj, self.up_proj), self.fused_gate_up,
+                               self.fused_ptrs)
         gate, up = gate_up.narrow(-1, 0, i), gate_up.narrow(-1, i, i)
         act = native_ops.silu_mul_(gate, up)
         return self.down_proj(F.silu(gate, inplace=True).mul_(up) if act is None else act)
@@ -215,7 +251,8 @@ class MLP(Direct):
 class DecoderLayer(Direct):
     """Pre-norm residual block: x + attn(norm(x)), then x + mlp(norm(x))."""
 
-    def __init__(self, config: ModelConfig, layer_idx: int, device: torch.device | str | None = None) -> None:
+    def __init__(self, config: ModelConfig, layer_idx: int,
+                 device: torch.device | str | None = None) -> None:
         super().__init__()
         self.input_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps, device)
         self.self_attn = Attention(config, layer_idx, device)
@@ -224,8 +261,10 @@ class DecoderLayer(Direct):
 
     def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
                 backend: AttentionBackend | None) -> torch.Tensor:
+        """x [B, T, C] or [N, C] -> same shape."""
         attn = self.self_attn(self.input_layernorm(x), cos, sin, backend)
-        x, h = self.post_attention_layernorm.add_forward(attn, x)  # x + attn, and the norm of that sum
+        # x + attn, and the norm of that sum
+        x, h = self.post_attention_layernorm.add_forward(attn, x)
         return x + self.mlp(h)
 
 
@@ -234,18 +273,21 @@ class Decoder(Direct):
 
     def __init__(self, config: ModelConfig, device: torch.device | str | None = None) -> None:
         super().__init__()
-        # On meta, hand Embedding its (empty) weight: its own random init of a meta tensor costs seconds (it imports
-        # torch._dynamo). Elsewhere it initialises as always, so seeded models keep their exact weights.
+        # On meta, hand Embedding its (empty) weight: its own random init of a meta tensor costs
+        # seconds (it imports torch._dynamo). Elsewhere it initialises as always, so seeded models
+        # keep their exact weights.
         meta_weight = (torch.empty(config.vocab_size, config.hidden_size, device="meta")
                        if torch.device(device or "cpu").type == "meta" else None)
         self.embed_tokens = Embedding(config.vocab_size, config.hidden_size, device=device,
                                          _weight=meta_weight)  # weight [V, C]
-        self.layers = nn.ModuleList(DecoderLayer(config, i, device) for i in range(config.num_hidden_layers))
+        self.layers = nn.ModuleList(DecoderLayer(config, i, device)
+                                    for i in range(config.num_hidden_layers))
         self.norm = RMSNorm(config.hidden_size, config.rms_norm_eps, device)
         self.rotary_emb = RotaryEmbedding(config)
 
     def forward(self, input_ids: torch.Tensor, positions: torch.Tensor,
                 backend: AttentionBackend | None) -> torch.Tensor:
+        """input_ids [B, T] or [N] -> the final norm's hidden states [..., C]."""
         x = self.embed_tokens(input_ids)  # [..., C]
         cos, sin = self.rotary_emb(positions, x.dtype)  # [..., 1, D] each, shared by every layer
         for layer in self.layers:
@@ -256,21 +298,22 @@ class Decoder(Direct):
 class TinyLlama(nn.Module):
     """Llama causal LM. `model(input_ids, positions, backend=None)` -> logits.
 
-    backend None (training / no cache): input_ids [B, T] int64, positions [B, T] or [T] or None (= arange(T));
-        causal attention within each row. Returns logits [B, T, V].
-    backend given (inference): input_ids [N] (all scheduled tokens of a step, sequences back to back),
-        positions [N]; every layer calls backend(layer_idx, q [N, H, D], k [N, K, D], v [N, K, D]) with
-        post-RoPE tensors and expects [N, H, D] back. Returns logits [N, V].
+    backend None (training / no cache): input_ids [B, T] int64, positions [B, T] or [T] or None
+        (= arange(T)); causal attention within each row. Returns logits [B, T, V].
+    backend given (inference): input_ids [N] (a step's scheduled tokens, sequences back to back),
+        positions [N]; every layer calls backend(layer_idx, q [N, H, D], k [N, K, D],
+        v [N, K, D]) with post-RoPE tensors and expects [N, H, D] back. Returns logits [N, V].
 
-    device="meta" builds the structure without memory or random init: load_model does that, then swaps the
-    checkpoint's tensors in.
+    device="meta" builds the structure without memory or random init: load_model does that, then
+    swaps the checkpoint's tensors in.
     """
 
     def __init__(self, config: ModelConfig, device: torch.device | str | None = None) -> None:
         super().__init__()
         self.config = config
         self.model = Decoder(config, device)
-        self.lm_head = Linear(config.hidden_size, config.vocab_size, bias=False, device=device)  # weight [V, C]
+        self.lm_head = Linear(config.hidden_size, config.vocab_size, bias=False,
+                              device=device)  # weight [V, C]
         if torch.device(device or "cpu").type != "meta":
             self.apply(self._init_weights)
         if config.tie_word_embeddings:
@@ -278,47 +321,63 @@ class TinyLlama(nn.Module):
         self.arrange_weights()
 
     def arrange_weights(self) -> None:
-        """Lay the weights out for fast inference, same values and names: every projection's weight column-major
-        (Linear.column_major_), q/k/v side by side (Attention.fuse_qkv_), gate/up too (MLP.fuse_gate_up_).
-        load_model calls it again after swapping a checkpoint's tensors in. A tied lm_head is left alone: its
-        weight is the embedding table, read by rows."""
+        """Lay the weights out for fast inference, same values and names.
+
+        Every projection's weight column-major (Linear.column_major_), q/k/v side by side
+        (Attention.fuse_qkv_), gate/up too (MLP.fuse_gate_up_). load_model calls it again after
+        swapping a checkpoint's tensors in. A tied lm_head is left alone: its weight is the
+        embedding table, read by rows.
+        """
         for module in self.modules():
-            if isinstance(module, Linear) and not (module is self.lm_head and self.config.tie_word_embeddings):
+            if isinstance(module, Linear) and not (module is self.lm_head
+                                                   and self.config.tie_word_embeddings):
                 module.column_major_()
-        for layer in self.model.layers:  # after the loop above, which would copy the views apart
+        # after the loop above, which would copy the views apart
+        for layer in self.model.layers:
             layer.self_attn.fuse_qkv_()
             layer.mlp.fuse_gate_up_()
 
     @staticmethod
     def _init_weights(module: nn.Module) -> None:
-        # transformers' default for Llama: N(0, 0.02) for every matrix, zero biases; RMSNorm weights stay at 1.
+        """transformers' default for Llama: N(0, 0.02) for every matrix, zero biases.
+
+        RMSNorm weights stay at 1.
+        """
         if isinstance(module, (nn.Linear, nn.Embedding)):
             nn.init.normal_(module.weight, mean=0.0, std=0.02)
         if isinstance(module, nn.Linear) and module.bias is not None:
             nn.init.zeros_(module.bias)
 
     def forward(self, input_ids: torch.Tensor, positions: torch.Tensor | None = None,
-                backend: AttentionBackend | None = None, rows: torch.Tensor | None = None) -> torch.Tensor:
-        """Logits [B, T, V] (no backend) or [N, V]; with `rows` (int64 [R], backend given) only those tokens'
-        logits, [R, V]: an engine step needs each sequence's last token only, and the vocabulary projection of
-        every prompt token would be wasted."""
-        plain = backend is None  # no cache: [B, T] rows, causal inside each (and the window, if the model has one)
+                backend: AttentionBackend | None = None,
+                rows: torch.Tensor | None = None) -> torch.Tensor:
+        """Logits [B, T, V] (no backend) or [N, V]; with `rows` (int64 [R]) only those, [R, V].
+
+        An engine step needs each sequence's last token only: the vocabulary projection of every
+        prompt token would be wasted.
+        Raises: ValueError if the inputs' shapes do not fit the call (or rows without a backend).
+        """
+        # no cache: [B, T] rows, causal inside each (and the window, if the model has one)
+        plain = backend is None
         if plain:
             if input_ids.dim() != 2:
-                raise ValueError(f"without a backend input_ids must be [B, T], got shape {tuple(input_ids.shape)}")
+                raise ValueError(f"without a backend input_ids must be [B, T], got shape "
+                                 f"{tuple(input_ids.shape)}")
             if positions is None:
                 positions = torch.arange(input_ids.shape[1], device=input_ids.device)
             positions = positions.expand_as(input_ids)
             backend = windowed_rows(self.config.sliding_window)  # None: SDPA's own causal mask
         else:
-            if input_ids.dim() != 1 or positions is None or tuple(positions.shape) != tuple(input_ids.shape):
+            if (input_ids.dim() != 1 or positions is None
+                    or tuple(positions.shape) != tuple(input_ids.shape)):
                 raise ValueError("with a backend input_ids and positions must both be [N], got "
                                  f"{tuple(input_ids.shape)} and "
                                  f"{None if positions is None else tuple(positions.shape)}")
         hidden = self.model(input_ids, positions, backend)
         if rows is not None:
             if plain:
-                raise ValueError("rows selects tokens of a backend call ([N] inputs); without a backend pass none")
+                raise ValueError("rows selects tokens of a backend call ([N] inputs); "
+                                 "without a backend pass none")
             hidden = hidden.index_select(0, rows)
         return self.lm_head(hidden)
 

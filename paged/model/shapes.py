@@ -1,6 +1,7 @@
-"""The tensors a ModelConfig implies, by arithmetic: every name and shape of TinyLlama's state_dict, computed from
-the config's numbers alone, so a checkpoint is checked without building a model (even an empty "meta" one, whose
-layers cost Python objects and whose RoPE table costs head_dim floats).
+"""The tensors a ModelConfig implies: every name and shape of TinyLlama's state_dict, by arithmetic.
+
+Computed from the config's numbers alone, so a checkpoint is checked without building a model
+(even an empty "meta" one costs Python objects per layer and head_dim floats of RoPE table).
 
     model.embed_tokens.weight                  [vocab_size, C]
     model.layers.{i}.input_layernorm.weight    [C]
@@ -50,8 +51,11 @@ def tensors_per_layer(config: ModelConfig) -> int:
 
 
 def tensor_shapes(config: ModelConfig) -> dict[str, tuple[int, ...]]:
-    """name -> shape of every tensor of the model `config` describes, lm_head.weight included (a tied checkpoint
-    may leave it out). Costs one dict entry per tensor: check the layer count against the checkpoint first."""
+    """name -> shape of every tensor of the model `config` describes, lm_head.weight included.
+
+    A tied checkpoint may leave lm_head out. One dict entry per tensor: check the layer count
+    against the checkpoint first.
+    """
     c = config.hidden_size
     out = {"model.embed_tokens.weight": (config.vocab_size, c)}
     for i in range(config.num_hidden_layers):

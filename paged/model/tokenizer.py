@@ -1,8 +1,9 @@
-"""Tokenizers: the byte-level one the shipped model uses, and a thin wrapper for a `tokenizers` tokenizer.json.
+"""Tokenizers: the shipped model's byte-level one, and a thin wrapper for a tokenizer.json.
 
-Byte level means ids 0-255 are the UTF-8 bytes of the text, so any text round-trips with no vocabulary file.
-A Chinese character is three bytes, hence three tokens: when streaming, a decoder must hold back the first two
-until the third arrives, or it prints replacement characters mid-character. `IncrementalDecoder` does that.
+Byte level means ids 0-255 are the UTF-8 bytes of the text, so any text round-trips with no
+vocabulary file. A Chinese character is three bytes, hence three tokens: when streaming, a decoder
+must hold back the first two until the third arrives, or it prints replacement characters
+mid-character. `IncrementalDecoder` does that.
 """
 
 from __future__ import annotations
@@ -21,19 +22,21 @@ BYTE_VOCAB_SIZE = 259
 class IncrementalDecoder:
     """Turns a stream of token ids into text pieces that never split a UTF-8 character.
 
-    `push(token_id)` returns the text that became complete with this token (possibly ""). Special ids
-    (>= 256) are skipped. `flush()` returns whatever is still pending (as U+FFFD if it is an incomplete char).
+    `push(token_id)` returns the text completed by this token (possibly ""); special ids (>= 256)
+    are skipped. `flush()` returns whatever is pending (U+FFFD for an incomplete character).
     """
 
     def __init__(self) -> None:
         self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
 
     def push(self, token_id: int) -> str:
+        """The text this byte id completes ("" for a special id or a partial character)."""
         if not 0 <= token_id < 256:
             return ""
         return self._decoder.decode(bytes([token_id]))
 
     def flush(self) -> str:
+        """Whatever is still pending, an incomplete character as U+FFFD."""
         return self._decoder.decode(b"", final=True)
 
 
@@ -64,14 +67,14 @@ class ByteTokenizer:
         return IncrementalDecoder()
 
     def save(self, path: str | Path) -> None:
-        """Nothing to write: the byte tokenizer is what load_model falls back to when a dir has no tokenizer."""
+        """Nothing to write: load_model falls back to the byte tokenizer when a dir has none."""
 
 
 class _PrefixDiffDecoder:
-    """Streaming decoder for a subword tokenizer: decode the whole prefix, emit only the new stable suffix.
+    """Streaming decoder for a subword tokenizer: decode the prefix, emit the new stable suffix.
 
-    A trailing U+FFFD usually means a byte-fallback token split a character, so it is held back until more
-    tokens arrive (or flush).
+    A trailing U+FFFD usually means a byte-fallback token split a character, so it is held back
+    until more tokens arrive (or flush).
     """
 
     def __init__(self, tokenizer: "HFTokenizer") -> None:
@@ -80,6 +83,7 @@ class _PrefixDiffDecoder:
         self._emitted = 0
 
     def push(self, token_id: int) -> str:
+        """The new text this token adds ("" while the text ends in a split character)."""
         self._ids.append(token_id)
         text = self._tokenizer.decode(self._ids)
         if text.endswith("\ufffd"):
@@ -88,6 +92,7 @@ class _PrefixDiffDecoder:
         return piece
 
     def flush(self) -> str:
+        """Whatever has not been emitted yet."""
         text = self._tokenizer.decode(self._ids)
         piece, self._emitted = text[self._emitted:], len(text)
         return piece
@@ -97,8 +102,8 @@ class HFTokenizer:
     """Wraps a `tokenizers.Tokenizer` (from tokenizer.json) behind the ByteTokenizer interface.
 
     add_bos_token: whether encode(add_bos=True) prepends bos_token_id (Llama does; Qwen has no BOS).
-    eos_token_ids: every id that ends generation, eos_token_id first (generation_config.json may list several,
-    e.g. Llama 3 Instruct's <|end_of_text|> and <|eot_id|>); () when there is none.
+    eos_token_ids: every id that ends generation, eos_token_id first (generation_config.json may
+    list several, e.g. Llama 3 Instruct's <|end_of_text|> and <|eot_id|>); () when there is none.
     """
 
     sep_token_id = None
@@ -108,24 +113,32 @@ class HFTokenizer:
         self._tokenizer = tokenizer
         self.bos_token_id = bos_token_id
         self.eos_token_id = eos_token_id
-        self.eos_token_ids = tuple(dict.fromkeys(([eos_token_id] if eos_token_id is not None else [])
-                                                 + list(eos_token_ids)))
+        self.eos_token_ids = tuple(dict.fromkeys(
+            ([eos_token_id] if eos_token_id is not None else []) + list(eos_token_ids)))
         self.add_bos_token = add_bos_token and bos_token_id is not None
         self.vocab_size = tokenizer.get_vocab_size(with_added_tokens=True)
-        self._special_ids = frozenset(i for i, t in tokenizer.get_added_tokens_decoder().items() if t.special)
-        # byte-level BPE (GPT-2, Llama 3, Qwen) writes each byte as one printable stand-in character ("Ġ" = space)
+        self._special_ids = frozenset(i for i, t in tokenizer.get_added_tokens_decoder().items()
+                                      if t.special)
+        # byte-level BPE (GPT-2, Llama 3, Qwen) writes each byte as one printable stand-in
+        # character ("Ġ" = space)
         self.byte_level = type(tokenizer.decoder).__name__ == "ByteLevel"
 
     @classmethod
     def from_file(cls, path: str | Path, bos_token_id: int | None, eos_token_id: int | None,
                   add_bos_token: bool = True) -> "HFTokenizer":
-        """Read a tokenizer.json. Raises ValueError naming the file if the tokenizers library cannot parse it."""
-        from tokenizers import Tokenizer  # optional dependency: only imported when a tokenizer.json exists
+        """Read a tokenizer.json.
+
+        Raises: ValueError naming the file if the tokenizers library cannot parse it.
+        """
+        # optional dependency: only imported when a tokenizer.json exists
+        from tokenizers import Tokenizer
 
         try:
             tokenizer = Tokenizer.from_file(str(path))
-        except Exception as e:  # the Rust parser raises a bare Exception for bad JSON, too deep nesting, ...
-            raise ValueError(f"{path}: not a tokenizer the tokenizers library can read ({e})") from e
+        # the Rust parser raises a bare Exception for bad JSON, too deep nesting, ...
+        except Exception as e:
+            raise ValueError(f"{path}: not a tokenizer the tokenizers library can read "
+                             f"({e})") from e
         return cls(tokenizer, bos_token_id, eos_token_id, add_bos_token)
 
     def token_to_id(self, token: str) -> int | None:
@@ -133,22 +146,24 @@ class HFTokenizer:
         return self._tokenizer.token_to_id(token)
 
     def encode(self, text: str, add_bos: bool = True) -> list[int]:
-        """text -> ids, with bos_token_id first if add_bos and this tokenizer uses a BOS (add_bos_token)."""
+        """text -> ids, bos_token_id first if add_bos and the tokenizer uses one (add_bos_token)."""
         ids = self._tokenizer.encode(text, add_special_tokens=False).ids
         return [self.bos_token_id] + ids if add_bos and self.add_bos_token else ids
 
     def id_to_token(self, token_id: int) -> str | None:
-        """The vocabulary string of one id (e.g. "Ġthe", "<0x0A>", "</s>"); None if the id is not in it."""
+        """The vocabulary string of one id (e.g. "Ġthe", "<0x0A>", "</s>"); None if not in it."""
         return self._tokenizer.id_to_token(int(token_id))
 
     def is_special(self, token_id: int) -> bool:
-        """Whether `token_id` is a special added token (one that decode skips, e.g. "<|endoftext|>")."""
+        """Whether `token_id` is a special added token (decode skips it, e.g. "<|endoftext|>")."""
         return int(token_id) in self._special_ids
 
     def decode(self, ids: Iterable[int]) -> str:
+        """ids -> text, special tokens skipped."""
         return self._tokenizer.decode(list(ids), skip_special_tokens=True)
 
     def incremental_decoder(self) -> _PrefixDiffDecoder:
+        """A fresh streaming decoder (see _PrefixDiffDecoder)."""
         return _PrefixDiffDecoder(self)
 
     def save(self, path: str | Path) -> None:
@@ -157,24 +172,28 @@ class HFTokenizer:
 
 
 def _token_id(tokenizer: HFTokenizer, token: object) -> int | None:
-    """A tokenizer_config.json special token ("<s>" or {"content": "<s>", ...}) -> its id, or None."""
+    """A tokenizer_config.json special token ("<s>" or {"content": "<s>", ...}) -> id, or None."""
     if isinstance(token, dict):
         token = token.get("content")
     return tokenizer.token_to_id(token) if isinstance(token, str) else None
 
 
 def _is_id(value: object) -> bool:
+    """Whether `value` is a token id: an int >= 0 (not a bool)."""
     return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
 def _first_int(value: object) -> int | None:
-    """An id from generation_config.json / config.json: an int, or the first of a list (None otherwise)."""
+    """An id from generation_config.json / config.json: an int, or a list's first (else None)."""
     value = value[0] if isinstance(value, list) and value else value
     return value if _is_id(value) else None
 
 
 def _all_ints(value: object) -> list[int]:
-    """Every id of an int or a list of ints (generation_config.json's eos_token_id may be either); others dropped."""
+    """Every id of an int or a list of ints (generation_config.json's eos_token_id may be either).
+
+    Anything that is not an id is dropped.
+    """
     return [v for v in (value if isinstance(value, list) else [value]) if _is_id(v)]
 
 
@@ -184,29 +203,32 @@ MAX_TOKENIZER_BYTES = 64 * 2**20  # Llama 3's tokenizer.json is ~9 MB, Gemma's ~
 def load_hf_tokenizer(directory: Path, config) -> HFTokenizer | None:
     """The tokenizer of an HF model directory, or None when it has no tokenizer.json.
 
-    bos / eos ids: generation_config.json first (what transformers' generate uses), then config.json, then
-    tokenizer_config.json's bos_token / eos_token. Whether to prepend BOS: tokenizer_config.json's add_bos_token
-    if it says; otherwise whatever tokenizer.json's own post-processor does (Llama 3 adds <|begin_of_text|>, Qwen
-    adds nothing); a directory without tokenizer_config.json keeps the older rule: BOS whenever there is one.
-    Raises ValueError naming the file for malformed JSON, a file outside the directory, a tokenizer.json larger
-    than MAX_TOKENIZER_BYTES, or a vocabulary larger than the model's embedding table.
+    bos / eos ids: generation_config.json first (what transformers' generate uses), then
+    config.json, then tokenizer_config.json's bos_token / eos_token. Prepend BOS as
+    tokenizer_config.json's add_bos_token says; else as tokenizer.json's own post-processor does
+    (Llama 3 adds <|begin_of_text|>, Qwen nothing); without tokenizer_config.json: whenever any.
+    Raises: ValueError naming the file for malformed JSON, a file outside the directory, a
+    tokenizer.json over MAX_TOKENIZER_BYTES, or more tokens than the model's embedding table.
     """
-    from paged.model.checkpoint import inside, read_json  # here: checkpoint has no reason to know tokenizers
+    # here: checkpoint has no reason to know tokenizers
+    from paged.model.checkpoint import inside, read_json
 
     if not (directory / "tokenizer.json").is_file():
         return None
     path = inside(directory, "tokenizer.json")
-    if path.stat().st_size > MAX_TOKENIZER_BYTES:  # checked before the parser sees (and allocates for) it
-        raise ValueError(f"{path}: {path.stat().st_size:,} bytes, more than the {MAX_TOKENIZER_BYTES:,} a "
-                         "tokenizer.json may hold here (real ones are under 40 MB)")
+    # checked before the parser sees (and allocates for) it
+    if path.stat().st_size > MAX_TOKENIZER_BYTES:
+        raise ValueError(f"{path}: {path.stat().st_size:,} bytes, more than the "
+                         f"{MAX_TOKENIZER_BYTES:,} a tokenizer.json may hold here (real ones are "
+                         "under 40 MB)")
     extra = {name: read_json(inside(directory, name)) if (directory / name).is_file() else None
              for name in ("generation_config.json", "tokenizer_config.json")}
     generation, tok_config = extra["generation_config.json"] or {}, extra["tokenizer_config.json"]
     try:
         tokenizer = HFTokenizer.from_file(path, None, None)
     except ImportError:
-        warnings.warn(f"{path} found but the `tokenizers` package is not installed; falling back to the byte "
-                      "tokenizer", stacklevel=3)
+        warnings.warn(f"{path} found but the `tokenizers` package is not installed; falling back "
+                      "to the byte tokenizer", stacklevel=3)
         return None
     ids = {}
     for kind in ("bos", "eos"):
@@ -224,10 +246,12 @@ def load_hf_tokenizer(directory: Path, config) -> HFTokenizer | None:
         add_bos = True
     tokenizer.bos_token_id, tokenizer.eos_token_id = ids["bos"], ids["eos"]
     # generation stops on any of generation_config.json's eos ids (what transformers' generate does)
-    tokenizer.eos_token_ids = tuple(dict.fromkeys(([ids["eos"]] if ids["eos"] is not None else [])
-                                                  + _all_ints(generation.get("eos_token_id"))))
+    tokenizer.eos_token_ids = tuple(dict.fromkeys(
+        ([ids["eos"]] if ids["eos"] is not None else [])
+        + _all_ints(generation.get("eos_token_id"))))
     tokenizer.add_bos_token = add_bos and ids["bos"] is not None
     if tokenizer.vocab_size > config.vocab_size:
-        raise ValueError(f"{path}: the tokenizer has {tokenizer.vocab_size} tokens but the model's vocab_size is "
-                         f"{config.vocab_size}; some ids would have no embedding")
+        raise ValueError(f"{path}: the tokenizer has {tokenizer.vocab_size} tokens but the "
+                         f"model's vocab_size is {config.vocab_size}; some ids would have no "
+                         "embedding")
     return tokenizer

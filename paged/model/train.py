@@ -1,9 +1,11 @@
 """Train the tiny model from scratch on synthetic data and write it as an HF-style directory.
 
-    python -m paged.model.train [--steps 1800] [--seed 0] [--out paged/model/weights] [--batch-size 32]
+    python -m paged.model.train [--steps 1800] [--seed 0] [--out paged/model/weights]
+                                [--batch-size 32]
 
-Seeded and reproducible for a given thread count: torch.manual_seed for the weights, random.Random(seed) for the
-data. The recall "clicks" (an induction head forms) after several hundred steps; before that the loss plateaus.
+Seeded and reproducible for a given thread count: torch.manual_seed for the weights,
+random.Random(seed) for the data. The recall "clicks" (an induction head forms) after several
+hundred steps; before that the loss plateaus.
 """
 
 from __future__ import annotations
@@ -37,27 +39,31 @@ def lr_at(step: int, steps: int, lr: float, warmup: int) -> float:
 
 
 def _progress(step: int, steps: int, loss: float, started: float) -> None:
+    """Redraw the progress bar on stderr: step of steps, mean recent loss, seconds per step."""
     done = int(30 * step / steps)
     per_step = (time.perf_counter() - started) / max(1, step)
-    sys.stderr.write(f"\r[{'#' * done}{'.' * (30 - done)}] step {step}/{steps}  loss {loss:.4f}  "
-                     f"{per_step:.2f} s/step")
+    sys.stderr.write(f"\r[{'#' * done}{'.' * (30 - done)}] step {step}/{steps}  "
+                     f"loss {loss:.4f}  {per_step:.2f} s/step")
     sys.stderr.flush()
 
 
 def text_len_cap(step: int, ramp_steps: int, max_len: int, start: int = 40) -> int:
-    """Curriculum: the longest recall text grows linearly from `start` to max_len over ramp_steps steps.
+    """Curriculum: the longest recall text grows linearly from `start` to max_len over ramp_steps.
 
-    Short texts first make the copy "click" (an induction head forms) much earlier. In our runs of this model:
+    Short texts first make the copy "click" (an induction head forms) much earlier. In our runs:
     ~650 steps with this ramp; without it, still no click by step 750 (same settings otherwise).
     """
     start = min(start, max_len)
     return int(min(max_len, start + (max_len - start) * step / max(1, ramp_steps)))
 
 
-def train(config: ModelConfig, steps: int, seed: int = 0, batch_size: int = 32, lr: float = 2e-3,
-          warmup: int = 100, max_len: int = 120, ramp_steps: int = 500,
+def train(config: ModelConfig, steps: int, seed: int = 0, batch_size: int = 32,
+          lr: float = 2e-3, warmup: int = 100, max_len: int = 120, ramp_steps: int = 500,
           progress: bool = True) -> tuple[TinyLlama, list[float]]:
-    """Train a fresh TinyLlama for `steps` AdamW steps -> (model in eval mode, loss per step)."""
+    """Train a fresh TinyLlama for `steps` AdamW steps -> (model in eval mode, loss per step).
+
+    Raises: ValueError if steps or batch_size < 1; RuntimeError if the loss turns non-finite.
+    """
     if steps < 1 or batch_size < 1:
         raise ValueError(f"steps and batch_size must be >= 1, got {steps} and {batch_size}")
     torch.manual_seed(seed)
@@ -66,9 +72,10 @@ def train(config: ModelConfig, steps: int, seed: int = 0, batch_size: int = 32, 
     # Weight decay on matrices only; norm gains stay free (as in nanoGPT).
     decay = [p for p in model.parameters() if p.dim() >= 2]
     no_decay = [p for p in model.parameters() if p.dim() < 2]
-    opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.01}, {"params": no_decay, "weight_decay": 0.0}],
-                            lr=lr)
-    data = batches(rng, batch_size, max_len_at=lambda step: text_len_cap(step, ramp_steps, max_len))
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.01},
+                             {"params": no_decay, "weight_decay": 0.0}], lr=lr)
+    data = batches(rng, batch_size,
+                   max_len_at=lambda step: text_len_cap(step, ramp_steps, max_len))
     losses: list[float] = []
     started = time.perf_counter()
     for step in range(steps):
@@ -92,13 +99,16 @@ def train(config: ModelConfig, steps: int, seed: int = 0, batch_size: int = 32, 
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    """`python -m paged.model.train ...`: train, evaluate recall, write the model and its log."""
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--steps", type=int, default=1800)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, default=DEFAULT_DIR)
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--lr", type=float, default=2e-3)
-    parser.add_argument("--ramp-steps", type=int, default=500, help="curriculum length (see text_len_cap)")
+    parser.add_argument("--ramp-steps", type=int, default=500,
+                        help="curriculum length (see text_len_cap)")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--eval-prompts", type=int, default=64)
     args = parser.parse_args(argv)
@@ -106,10 +116,11 @@ def main(argv: list[str] | None = None) -> None:
     torch.set_num_threads(args.threads)
     config = ModelConfig()
     started, cpu_started = time.perf_counter(), time.process_time()
-    model, losses = train(config, args.steps, seed=args.seed, batch_size=args.batch_size, lr=args.lr,
-                          ramp_steps=args.ramp_steps)
+    model, losses = train(config, args.steps, seed=args.seed, batch_size=args.batch_size,
+                          lr=args.lr, ramp_steps=args.ramp_steps)
     train_seconds = time.perf_counter() - started
-    train_cpu_seconds = time.process_time() - cpu_started  # all threads; wall time also counts other users' load
+    # all threads; wall time also counts other users' load
+    train_cpu_seconds = time.process_time() - cpu_started
     tokenizer = ByteTokenizer()
     eval_seed = args.seed + EVAL_SEED_OFFSET
     accuracy = recall_accuracy(model, tokenizer, args.eval_prompts, seed=eval_seed)
@@ -121,12 +132,13 @@ def main(argv: list[str] | None = None) -> None:
         "final_loss": round(sum(losses[-50:]) / len(losses[-50:]), 5),
         "loss_every_100_steps": [round(x, 4) for x in losses[::100]],
         "train_seconds": round(train_seconds, 1), "train_cpu_seconds": round(train_cpu_seconds, 1),
-        "recall_accuracy": round(accuracy, 5), "recall_eval": {"prompts": args.eval_prompts, "seed": eval_seed,
-                                                               "min_len": 40, "max_len": 120},
+        "recall_accuracy": round(accuracy, 5),
+        "recall_eval": {"prompts": args.eval_prompts, "seed": eval_seed,
+                        "min_len": 40, "max_len": 120},
     }
     (args.out / "training_log.json").write_text(json.dumps(log, indent=2) + "\n")
-    print(f"wrote {args.out}: final loss {log['final_loss']}, recall accuracy {accuracy:.2%}, "
-          f"{train_seconds:.0f} s", file=sys.stderr)
+    print(f"wrote {args.out}: final loss {log['final_loss']}, "
+          f"recall accuracy {accuracy:.2%}, {train_seconds:.0f} s", file=sys.stderr)
 
 
 if __name__ == "__main__":
