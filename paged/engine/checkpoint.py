@@ -118,8 +118,9 @@ class StepCheckpoint:
         last = engine.last_logits
         self.logits = {sid: last[sid] for sid in self.live_ids if sid in last} if last else {}
         self.next_id, self.step_count = engine._next_id, engine.step_count
+        hook = engine.runner.hook  # a fault's hook keeps the rows it wrote (None: no fault)
         self.contiguous, self.rows = (dict(engine.runner.contiguous),
-                                      [list(r) for r in engine.runner.hook.rows])
+                                      [list(r) for r in hook.rows] if hook else None)
 
     def close(self) -> None:
         """The step succeeded: stop journalling (the journals are dropped)."""
@@ -177,7 +178,9 @@ class StepCheckpoint:
             else:
                 engine.last_logits[sid] = logits
         engine._next_id, engine.step_count = self.next_id, self.step_count
-        engine.runner.contiguous, engine.runner.hook.rows = self.contiguous, self.rows
+        engine.runner.contiguous = self.contiguous
+        if engine.runner.hook:
+            engine.runner.hook.rows = self.rows
         # the step preempted them in this order; their caches may be overwritten
         for seq in reversed(preempted):
             self._preempt(seq)

@@ -164,9 +164,8 @@ class ModelRunner:
             raise ValueError("faults are injected into the paged layout only; the contiguous twin "
                              "is the reference")
         self.fault = fault
-        # the fault's hook; without a fault the identity, never called: engine/checkpoint.py saves
-        # its `rows`
-        self.hook = fault_hook(fault, block_size, num_blocks * block_size)
+        # the fault's hook: None without a fault (the step then takes no hook at all)
+        self.hook = fault_hook(fault, block_size, num_blocks * block_size) if fault else None
         # the last run's attention call and kernel (PagedBackend.ran; none: contiguous)
         self.ran = ("", "")
         self.model, self.kv_layout, self.attn_impl, self.block_size = (
@@ -224,7 +223,7 @@ class ModelRunner:
         if self.pool is None:
             return batch
         tables = [s.block_table for s in seqs]
-        if self.fault:
+        if self.hook:
             return self.hook.apply(batch, tables, self.num_blocks)
         validate_block_tables(batch.block_tables, batch.context_lens, self.num_blocks,
                               self.block_size, tables)
@@ -233,8 +232,7 @@ class ModelRunner:
     def backend(self, seqs: list[Sequence], batch: BatchInput) -> PagedBackend | ContiguousBackend:
         """The attention backend of one run: over the pool (with any fault's hook) or the twin's."""
         if self.pool is not None:
-            return PagedBackend(self.pool, batch, self.attn_impl, self.hook if self.fault else None,
-                                self.fast)
+            return PagedBackend(self.pool, batch, self.attn_impl, self.hook, self.fast)
         return ContiguousBackend([self._contiguous_cache(s) for s in seqs], batch)
 
     @torch.inference_mode()

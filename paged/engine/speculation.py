@@ -37,7 +37,8 @@ from typing import TYPE_CHECKING, Callable
 
 import torch
 
-from ..addressing import PAD_SLOT, batch_slot_mapping, block_tables, blocks_needed
+from ..addressing import (PAD_SLOT, batch_slot_mapping, block_tables, blocks_needed,
+                          validate_block_tables)
 from ..batch import BatchInput
 from ..sequence import Sequence
 from ..chapters.speculative import SpeculativeConfig, accept_greedy, ngram_propose
@@ -134,8 +135,14 @@ class SpeculativeDecoder:
                            context_lens=torch.tensor([a + len(f) for a, f in zip(starts, fed)],
                                                      device=device),
                            query_lens=lens.tolist(), chunked=True)
-        return runner.hook.apply(batch, [s.block_table for s in seqs],
-                                 runner.num_blocks) if paged else batch
+        if not paged:
+            return batch
+        tables = [s.block_table for s in seqs]
+        if runner.hook:  # a fault rebuilds the inputs through the links it breaks
+            return runner.hook.apply(batch, tables, runner.num_blocks)
+        validate_block_tables(batch.block_tables, batch.context_lens, runner.num_blocks,
+                              runner.block_size, tables)
+        return batch
 
     @torch.inference_mode()
     def _forward(self, seqs: list[Sequence], batch: BatchInput) -> torch.Tensor:

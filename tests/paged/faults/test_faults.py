@@ -201,10 +201,30 @@ def test_runner_asks_whether_a_fault_is_set_never_which():
     """runner.py names no Fault member: it asks only whether a fault is set (`if self.fault:`, issue 37's visible
     branch) and the hook's public `read_first`; which fault acts is the hook's business. The other condition is the
     constructor's refusal of a fault on the contiguous (reference) layout."""
-    allowed = {"fault is not None and kv_layout != 'paged'", "fault is not None", "self.fault",
+    allowed = {"fault is not None and kv_layout != 'paged'", "fault is not None", "self.fault", "fault",
                "self.fault and self.fault.read_first and (not self.batch.is_prefill)"}
     assert set(fault_branches(runner_source_tree())) <= allowed
     assert fault_branches(ast.parse("if self.fault is Fault.LATE_INCREMENT and decode:\n    pass")) != []
+
+
+def test_without_a_fault_the_runner_holds_no_hook_and_still_checks_the_tables():
+    """No identity object on the step's path (issue 37): an engine without a fault holds no hook, yet a
+    block table that breaks a rule of the pool is still refused by name before the model runs."""
+    from paged.engine import LLMEngine
+    from paged.config import CacheConfig, SamplingParams
+    from paged.model import load_model
+
+    model, tok = load_model()
+    engine = LLMEngine(model, tok, CacheConfig(block_size=4, num_blocks=16))
+    assert engine.runner.hook is None
+    faulty = LLMEngine(model, tok, CacheConfig(block_size=4, num_blocks=16), fault="slot_off_by_one")
+    assert faulty.runner.hook is not None and faulty.runner.hook.fault is Fault.SLOT_OFF_BY_ONE
+    engine.add_request("abcdef", SamplingParams(max_tokens=3, ignore_eos=True))
+    engine.step()
+    (seq,) = engine.scheduler.running
+    seq.block_table[0] = 99  # past the 16-block pool
+    with pytest.raises(ValueError, match="99"):
+        engine.runner.prepare([seq], is_prefill=False)
 
 
 def test_catalogue_and_hooks_name_the_same_faults():
