@@ -31,7 +31,7 @@ from ..sequence import Sequence, SequenceStatus
 from .admission import check_fits, check_params, pool_num_blocks, prompt_token_ids
 from .checkpoint import EngineStepError, SequenceFailure, StepCheckpoint, journal_ref_counts
 from .recording import StepRecorder, block_tables, record_queues
-from .windowing import block_manager_for, runner_for, slide
+from .windowing import block_manager_for, runner_for
 from .sampler import make_generator, sample_one, sample_step
 from .scheduler import Scheduler, SchedulerOutput
 from .swapping import attach_swapper
@@ -76,6 +76,7 @@ class LLMEngine:
         param = next(model.parameters())
         # checked before any allocation
         num_blocks = pool_num_blocks(cfg, cc, param.dtype, param.device)
+        self.window = cfg.sliding_window  # None: full attention (no window parts are built)
         self.block_manager = block_manager_for(cfg, num_blocks, cc.block_size, cc.watermark,
                                                cc.seed,
                                                enable_prefix_caching=cc.enable_prefix_caching
@@ -275,8 +276,8 @@ class LLMEngine:
             tokens = self._sample(sched.seqs, logits, chunks)
             rows = self._update(sched.seqs, tokens, logits, batch.query_lens, trace)
             self.free_finished(trace)
-            # behind each window
-            trace.window_freed = slide(self.block_manager, self.scheduler.running)
+            if self.window:  # free the blocks behind each sequence's window
+                trace.window_freed = self.block_manager.slide(self.scheduler.running)
             if self.record:
                 recorder = StepRecorder(trace, batch, logits, self.tokenizer.decode,
                                         self.last_logits, self.sequences)
