@@ -158,4 +158,6 @@ def validate_block_tables(block_tables: torch.Tensor, context_lens: torch.Tensor
                           block_size: int, tables: list[list[int]]) -> None:
     """validate_block_table of each row: block_tables [B, W], context_lens [B], tables as lists.
     Raises: ValueError naming the row and the rule."""
-    check_block_tables(block_tables, context_lens, num_blocks, block_size, tables)
+    lens, block_size = context_lens.tolist(), check_block_size(block_size)
+    used = [-(-n // block_size) if type(n) is int else 0 for n in lens]  # each row's blocks
+    check_block_tables(block_tables, lens, used, num_blocks, block_size, tables)  # one pass

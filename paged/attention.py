@@ -22,8 +22,7 @@ KV = tuple[torch.Tensor, torch.Tensor]  # keys, values
 # --- gather: a sequence's K/V out of the pool, in logical token order ----------------------------
 def gather_kv_loop(key_cache: torch.Tensor, value_cache: torch.Tensor, block_table,
                    context_len: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """The teaching loop, exactly the address chain, unchecked: keys, values [context_len,
-    num_kv_heads, head_dim] in logical token order."""
+    """The article's loop, unchecked: keys, values [context_len, num_kv_heads, head_dim]."""
     block_size = key_cache.shape[1]
     keys = []
     values = []

@@ -264,23 +264,22 @@ def check_block_table(block_table, num_blocks: int, block_size: int, context_len
         seen[physical_block_id] = logical_block_id
 
 
-def check_block_tables(block_tables: torch.Tensor, context_lens: torch.Tensor, num_blocks: int,
-                       block_size: int, tables: list[list[int]]) -> None:
-    """`validate_block_tables`' rules: each row as `validate_block_table`, in one pass of ints.
+def check_block_tables(block_tables: torch.Tensor, lens: list[int], num_used: list[int],
+                       num_blocks: int, block_size: int, tables: list[list[int]]) -> None:
+    """`validate_block_tables`' rules in one pass of ints: row b's table, context_len lens[b] and
+    num_used[b] blocks (0 for a non-int) as `validate_block_table` checks them.
     Raises: ValueError naming the row and the rule."""
-    lens, width = context_lens.tolist(), block_tables.shape[-1]  # an empty batch: shape [0]
+    width = block_tables.shape[-1]  # an empty batch: shape [0]
     if not len(lens) == len(tables) == block_tables.shape[0]:
         raise ValueError(f"{block_tables.shape[0]} block-table rows, {len(lens)} context_lens and "
                          f"{len(tables)} tables: one of each per sequence")
-    block_size = as_int(block_size, "block_size", 1)
-    for row, (table, n) in enumerate(zip(tables, lens)):
-        used = -(-n // block_size) if type(n) is int and 1 <= n <= MAX_CONTEXT_LEN else 0
+    for row, (table, n, used) in enumerate(zip(tables, lens, num_used)):
         head = (table if used == len(table) else table[:used]) if type(table) is list else []
-        if (0 < used <= len(table) <= width and len(set(head)) == used and min(head) >= 0
-                and max(head) < num_blocks):
+        if (0 < used <= len(table) <= width and n <= MAX_CONTEXT_LEN and len(set(head)) == used
+                and min(head) >= 0 and max(head) < num_blocks):
             continue
         sizes = check_table_sizes(num_blocks, block_size, n)  # as validate_block_table: by entry
-        check_block_table(table, *sizes, -(-sizes[2] // sizes[1]), distinct=True)
+        check_block_table(table, *sizes, used, distinct=True)
         raise ValueError(f"batch row {row}: block table {table} does not cover context_len {n} "
                          f"with distinct blocks in [0, {num_blocks}) within the batch's width "
                          f"{width}")

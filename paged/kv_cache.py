@@ -1,6 +1,5 @@
-"""Where K/V live: the paged pool (physical blocks), write_kv, and the contiguous reference cache
-every paged result is checked against (one sequence's K/V in token order, like gpt-fast's KVCache).
-"""
+"""Where K/V live: the paged pool (physical blocks), write_kv, and the contiguous reference every
+paged result is checked against (one sequence's K/V in token order, like gpt-fast's KVCache)."""
 
 from __future__ import annotations
 
