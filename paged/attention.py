@@ -63,8 +63,8 @@ def causal_mask(q_len: int, context_len: int,
 
 def attention(query: torch.Tensor, keys: torch.Tensor, values: torch.Tensor,
               scale: float | None = None, causal: bool = False) -> torch.Tensor:
-    """softmax(Q·Kᵀ·scale)·V (GQA): query [num_heads, head_dim] or [q_len, num_heads, head_dim],
-    keys, values [ctx, num_kv_heads, head_dim] -> query's shape and dtype.
+    """softmax(Q·Kᵀ·scale)·V (GQA): query [num_heads, head_dim] or [q_len, num_heads,
+    head_dim], keys, values [ctx, num_kv_heads, head_dim] -> query's shape and dtype.
     Raises: ValueError for shapes that disagree or a bad scale."""
     q, scale = check_attention_inputs(query, keys, values, scale)  # q [q_len, num_heads, head_dim]
     q_len, num_heads, head_dim = q.shape

@@ -36,12 +36,12 @@ def window_start(position: int, window: int) -> int:
 
 
 def num_skipped_tokens(num_computed_tokens: int, window: int) -> int:
-    """Tokens the next token (index num_computed_tokens) no longer reads (get_num_skipped_tokens)."""
+    """Tokens the next token (index num_computed_tokens) no longer reads: vLLM's function."""
     return max(0, num_computed_tokens - window + 1)
 
 
 def num_skipped_blocks(num_computed_tokens: int, window: int, block_size: int) -> int:
-    """Leading logical blocks wholly before the window of token num_computed_tokens: free to release."""
+    """Leading logical blocks wholly before token num_computed_tokens' window: free to release."""
     return num_skipped_tokens(num_computed_tokens, window) // block_size
 
 
@@ -115,7 +115,8 @@ def gather_window(key_cache: torch.Tensor, value_cache: torch.Tensor, block_tabl
                   context_len: int) -> tuple[torch.Tensor, torch.Tensor]:
     """`gather_window_loop` at once: slot_mapping of tokens start … context_len - 1, one index.
     Raises: ValueError (slot_mapping's) for a hole among them."""
-    slots = slot_mapping(block_table, start, context_len, key_cache.shape[1], device=key_cache.device)
+    slots = slot_mapping(block_table, start, context_len, key_cache.shape[1],
+                         device=key_cache.device)
     return key_cache.flatten(0, 1)[slots], value_cache.flatten(0, 1)[slots]
 
 
