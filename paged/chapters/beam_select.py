@@ -56,9 +56,11 @@ class Finished:
 
     @property
     def full(self) -> bool:
+        """All K slots hold a hypothesis (early stopping: the search is over)."""
         return all(h is not None for h in self.hyps)
 
     def best(self) -> list[Hypothesis]:
+        """The finished hypotheses, best first."""
         return [h for h in self.hyps if h is not None]
 
 

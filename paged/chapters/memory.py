@@ -31,6 +31,8 @@ BLOCK_SIZES = tuple(2 ** i for i in range(9))  # 1, 2, 4, ..., 256
 
 @dataclass(frozen=True)
 class Request:
+    """One request of a trace: its prompt and output lengths in tokens."""
+
     prompt_len: int
     output_len: int
 
@@ -127,6 +129,8 @@ class SchemeResult:
 
 @dataclass
 class MemoryReport:
+    """Every scheme's SchemeResult on one trace, with the trace's spec and the slot budget."""
+
     spec: TraceSpec
     budget_slots: int
     mean_final_len: float

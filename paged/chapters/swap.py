@@ -47,6 +47,7 @@ class SwapSpace:
         return len(self.free_block_ids)
 
     def holds(self, seq_id: int) -> bool:
+        """seq_id is swapped out (its K/V wait in the swap pool)."""
         return seq_id in self.tables
 
     def can_swap_out(self, seq: Sequence) -> bool:
