@@ -185,8 +185,8 @@ def _tokens(num_tokens: int, what: str) -> int:
 def check_int_tensor(values, name: str) -> torch.Tensor:
     """`values` if it is an integer torch tensor (entries unchecked: that would sync a GPU).
     Raises: ValueError otherwise."""
-    if not isinstance(values, torch.Tensor) or values.is_floating_point() or values.is_complex() \
-            or values.dtype == torch.bool:
+    if (not isinstance(values, torch.Tensor) or values.is_floating_point() or values.is_complex()
+            or values.dtype == torch.bool):
         raise ValueError(f"{name} must be an integer tensor, got {values!r}")
     return values
 
