@@ -17,8 +17,8 @@ import torch
 
 from .checks import INT64_MAX, MAX_ADDRESS_TABLE_LEN, MAX_CONTEXT_LEN  # noqa: F401 (re-exported)
 from .checks import (as_int, check_address_table, check_batch_slots, check_block_table,
-                     check_int_tensor, check_locate, check_pad_block_tables, check_slot_table,
-                     check_span, check_table_sizes)
+                     check_block_tables, check_int_tensor, check_locate, check_pad_block_tables,
+                     check_slot_table, check_span, check_table_sizes)
 
 PAD_SLOT = -1  # "no slot, skip": padding in slot_mapping and in padded block tables
 Table = SequenceT[int] | torch.Tensor  # one sequence's block table
@@ -156,20 +156,8 @@ def decode_slots(tables: list[list[int]], token_index: list[int], block_size: in
 
 def validate_block_tables(block_tables: torch.Tensor, context_lens: torch.Tensor, num_blocks: int,
                           block_size: int, tables: list[list[int]]) -> None:
-    """validate_block_table of a batch (block_tables [B, W], context_lens [B], the tables as
-    lists) in one pass of plain ints (every engine step). Raises: ValueError naming the rule."""
-    lens, width = context_lens.tolist(), block_tables.shape[-1]  # an empty batch: shape [0]
-    if not len(lens) == len(tables) == block_tables.shape[0]:
-        raise ValueError(f"{block_tables.shape[0]} block-table rows, {len(lens)} context_lens and "
-                         f"{len(tables)} tables: one of each per sequence")
-    block_size = check_block_size(block_size)
-    for row, (table, n) in enumerate(zip(tables, lens)):
-        used = -(-n // block_size) if type(n) is int and 1 <= n <= MAX_CONTEXT_LEN else 0
-        head = (table if used == len(table) else table[:used]) if type(table) is list else []
-        if (0 < used <= len(table) <= width and len(set(head)) == used and min(head) >= 0
-                and max(head) < num_blocks):
-            continue
-        validate_block_table(table, num_blocks, block_size, n)
-        raise ValueError(f"batch row {row}: block table {table} does not cover context_len {n} "
-                         f"with distinct blocks in [0, {num_blocks}) within the batch's width "
-                         f"{width}")
+    """validate_block_table of each row: block_tables [B, W], context_lens [B], tables as lists.
+    Raises: ValueError naming the row and the rule."""
+    lens, block_size = context_lens.tolist(), check_block_size(block_size)
+    used = [-(-n // block_size) if type(n) is int else 0 for n in lens]  # each row's blocks
+    check_block_tables(block_tables, lens, used, num_blocks, block_size, tables)  # one pass

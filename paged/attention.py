@@ -13,30 +13,27 @@ import torch.nn.functional as F
 from .addressing import slot_mapping
 from .attention_checks import (check_attention_inputs, check_decode_inputs, check_gather,
                                check_impl, check_mask_lens, check_prefill_inputs, check_scale,
-                               decode_tensors)
+                               decode_tensors, tolerance)  # noqa: F401 (tolerance: re-exported)
 from .kernels import DecodeStep, fused_decode, gather_decode, native_decode, triton_kernel
 
 KV = tuple[torch.Tensor, torch.Tensor]  # keys, values
 
 
-def tolerance(dtype: torch.dtype) -> float:
-    """Relative error a paged result may show against the reference: 1e-5 (fp32/fp64), 1e-2."""
-    return 1e-5 if dtype in (torch.float32, torch.float64) else 1e-2
-
-
 # --- gather: a sequence's K/V out of the pool, in logical token order ----------------------------
 def gather_kv_loop(key_cache: torch.Tensor, value_cache: torch.Tensor, block_table,
                    context_len: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """The teaching loop, exactly the address chain, unchecked: keys, values [context_len,
-    num_kv_heads, head_dim] in logical token order."""
+    """The article's loop, unchecked: keys, values [context_len, num_kv_heads, head_dim]."""
     block_size = key_cache.shape[1]
-    keys, values = [], []
+    keys = []
+    values = []
     for token_index in range(context_len):
         logical_block_id = token_index // block_size
         block_offset = token_index % block_size
         physical_block_id = int(block_table[logical_block_id])
-        keys.append(key_cache[physical_block_id, block_offset])
-        values.append(value_cache[physical_block_id, block_offset])
+        k = key_cache[physical_block_id, block_offset]
+        v = value_cache[physical_block_id, block_offset]
+        keys.append(k)
+        values.append(v)
     return torch.stack(keys), torch.stack(values)
 
 
@@ -66,18 +63,16 @@ def causal_mask(q_len: int, context_len: int,
 
 def attention(query: torch.Tensor, keys: torch.Tensor, values: torch.Tensor,
               scale: float | None = None, causal: bool = False) -> torch.Tensor:
-    """softmax(Q·Kᵀ·scale)·V (GQA): query [num_heads, head_dim] or [q_len, num_heads, head_dim],
-    keys, values [ctx, num_kv_heads, head_dim] -> query's shape and dtype.
+    """softmax(Q·Kᵀ·scale)·V (GQA): query [num_heads, head_dim] or [q_len, num_heads,
+    head_dim], keys, values [ctx, num_kv_heads, head_dim] -> query's shape and dtype.
     Raises: ValueError for shapes that disagree or a bad scale."""
-    check_attention_inputs(query, keys, values)
-    q = query.unsqueeze(0) if query.dim() == 2 else query  # [q_len, num_heads, head_dim]
+    q, scale = check_attention_inputs(query, keys, values, scale)  # q [q_len, num_heads, head_dim]
     q_len, num_heads, head_dim = q.shape
     context_len, num_kv_heads = keys.shape[0], keys.shape[1]
     compute = torch.float64 if query.dtype == torch.float64 else torch.float32
     group = num_heads // num_kv_heads
     k = keys.to(compute).repeat_interleave(group, dim=1)  # [context_len, num_heads, head_dim]
     v = values.to(compute).repeat_interleave(group, dim=1)
-    scale = check_scale(scale, head_dim)
     scores = torch.einsum("qhd,khd->hqk", q.to(compute), k) * scale  # [heads, q_len, ctx]
     if causal:
         scores = scores.masked_fill(~causal_mask(q_len, context_len, q.device), float("-inf"))
@@ -89,10 +84,8 @@ def attention_sdpa(query: torch.Tensor, keys: torch.Tensor, values: torch.Tensor
                    scale: float | None = None, causal: bool = False) -> torch.Tensor:
     """`attention` in one torch SDPA call (prefill's); `attention` stays the reference.
     Raises: ValueError as `attention`."""
-    check_attention_inputs(query, keys, values)
-    q = query.unsqueeze(0) if query.dim() == 2 else query  # [q_len, num_heads, head_dim]
+    q, scale = check_attention_inputs(query, keys, values, scale)  # q [q_len, num_heads, head_dim]
     q_len, context_len = q.shape[0], keys.shape[0]
-    scale = check_scale(scale, q.shape[2])
     square = causal and q_len == context_len  # the whole context fed: is_causal is that mask
     mask = causal_mask(q_len, context_len, q.device) if causal and not square else None
     if q_len == 0:  # nothing to attend: an empty result, as the reference gives
@@ -110,12 +103,9 @@ def attention_weights(query: torch.Tensor, keys: torch.Tensor,
                       scale: float | None = None) -> torch.Tensor:
     """Decode weights [num_heads, context_len] (figures): query [num_heads, head_dim].
     Raises: ValueError as `attention`, or for a query of more than one step."""
-    check_attention_inputs(query, keys, keys)
-    if query.dim() != 2:
-        raise ValueError(f"query must be [num_heads, head_dim] (one decode step), got "
-                         f"{tuple(query.shape)}")
+    _, scale = check_attention_inputs(query, keys, keys, scale, one_step=True)
     k = keys.float().repeat_interleave(query.shape[0] // keys.shape[1], dim=1)
-    scores = torch.einsum("hd,khd->hk", query.float(), k) * check_scale(scale, query.shape[1])
+    scores = torch.einsum("hd,khd->hk", query.float(), k) * scale
     return torch.softmax(scores, dim=-1)
 
 
@@ -132,9 +122,8 @@ def contiguous_attention_decode(query: torch.Tensor, keys: torch.Tensor, values:
 def decode_loop(query, key_cache, value_cache, block_tables, context_lens, scale) -> torch.Tensor:
     """impl="loop": the seed's per-token loop for each sequence, then plain attention."""
     tables, lens = block_tables.tolist(), context_lens.tolist()
-    return torch.stack([attention(query[b], *gather_kv_loop(key_cache, value_cache, tables[b],
-                                                            lens[b]), scale)
-                        for b in range(query.shape[0])])
+    return torch.stack([attention(q, *gather_kv_loop(key_cache, value_cache, tables[b], lens[b]),
+                                  scale) for b, q in enumerate(query)])
 
 
 # Every impl, slowest first: fn(query, key_cache, value_cache, block_tables, context_lens, scale).
@@ -152,11 +141,8 @@ def paged_attention_decode(query: torch.Tensor, key_cache: torch.Tensor, value_c
     fn = DECODE_IMPLS[check_impl(impl, DECODE_IMPLS)]
     if impl == "native" and step is not None:  # the C kernel, tables and lens planned per step
         return step.attend(query, key_cache, value_cache)
-    if validate:
-        block_tables, context_lens = check_decode_inputs(query, key_cache, value_cache,
-                                                         block_tables, context_lens)
-    else:
-        block_tables, context_lens = decode_tensors(block_tables, context_lens, key_cache.device)
+    prepare = check_decode_inputs if validate else decode_tensors  # tensors on the cache's device
+    block_tables, context_lens = prepare(query, key_cache, value_cache, block_tables, context_lens)
     scale = check_scale(scale, query.shape[-1])
     if query.shape[0] == 0:  # nothing to attend: the same empty answer whichever impl
         return query.new_empty(query.shape)

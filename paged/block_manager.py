@@ -1,8 +1,8 @@
 """The Block Manager: the free queue of physical blocks and every sequence's block table.
 
-allocate (a prompt's blocks), append_slot (a slot a decode step, a new block when the last is full),
-free; ref counts share blocks (fork, prefix caching); copy-on-write guards a shared block.
-Queue order, hashing, eviction: vLLM 0.32's v1 KVCacheManager (paged/prefix_cache.py).
+allocate (a prompt's blocks), append_slot (a new block when the last is full), free; ref counts
+share blocks (fork, prefix caching), copy-on-write guards them. Queue order, hashing, eviction:
+vLLM 0.32's v1 KVCacheManager (paged/prefix_cache.py).
 """
 
 from __future__ import annotations
@@ -10,14 +10,14 @@ from __future__ import annotations
 from typing import Iterable, Mapping
 
 from .addressing import blocks_needed, slot_of
+from .checks import check_allocated, check_forkable, check_freeable, check_ref_counts
 from .config import check_block_manager
 from .prefix_cache import FreeBlockQueue, PrefixCache, initial_order
 from .sequence import Sequence
 
 
 class BlockManager:
-    """Free queue + ref counts over `num_blocks` blocks of `block_size` slots; watermark: the
-    share kept free for decode; seed: shuffle the queue.
+    """Free queue + ref counts of num_blocks blocks; watermark: kept free for decode; seed: shuffle.
     Raises: ValueError for a size or a watermark out of range."""
 
     def __init__(self, num_blocks: int, block_size: int, watermark: float = 0.01,
@@ -100,8 +100,7 @@ class BlockManager:
         self.free_block_ids.move_to_front(block_ids, self.num_blocks)
 
     def allocate(self, seq: Sequence, max_new_tokens: int | None = None) -> list[int]:
-        """Blocks for all seq's tokens (chunked: hits + max_new_tokens): prefix hits, then fresh
-        ones; full blocks hashed now.
+        """Blocks for seq's tokens (chunked: hits + max_new_tokens): prefix hits, then fresh ones.
         Raises: ValueError (nothing changed) if seq holds blocks or too few are free."""
         if seq.block_table or seq.seq_id in self.tables:
             raise ValueError(f"sequence {seq.seq_id} already holds blocks {seq.block_table}; "
@@ -128,10 +127,7 @@ class BlockManager:
 
     def fork(self, parent: Sequence, child: Sequence) -> list[int]:
         """Give `child` the parent's blocks (ref counts up). Raises: ValueError if it holds none."""
-        if parent.seq_id not in self.tables:
-            raise ValueError(f"cannot fork sequence {parent.seq_id}: it holds no blocks")
-        if child.seq_id in self.tables:
-            raise ValueError(f"sequence {child.seq_id} already holds blocks")
+        check_forkable(parent.seq_id, child.seq_id, self.tables)
         child.block_table = list(parent.block_table)
         for block in child.block_table:
             self.ref_counts[block] += 1
@@ -142,9 +138,7 @@ class BlockManager:
     def append_slot(self, seq: Sequence) -> int:
         """The slot of seq's next token: a new block only when the last is full, a copy when shared.
         Raises: ValueError if seq holds no blocks or the pool is full."""
-        if not seq.block_table or seq.seq_id not in self.tables:
-            raise ValueError(f"sequence {seq.seq_id} holds no blocks: allocate (prefill) before "
-                             "append_slot")
+        check_allocated(seq, self.tables, "append_slot")
         if self.append_needs_block(seq) and not self.free_block_ids:
             raise ValueError(f"no free block for sequence {seq.seq_id}'s token "
                              f"{seq.cached_token_count}: "
@@ -166,14 +160,11 @@ class BlockManager:
     def ensure_capacity(self, seq: Sequence, num_tokens: int) -> list[int]:
         """Chunked prefill: fresh blocks until seq's table holds `num_tokens`; returns them.
         Raises: ValueError (nothing changed) if seq holds no blocks or too few are free."""
-        if not seq.block_table or seq.seq_id not in self.tables:
-            raise ValueError(f"sequence {seq.seq_id} holds no blocks: allocate before "
-                             "ensure_capacity")
+        check_allocated(seq, self.tables, "ensure_capacity")
         grow = self.blocks_to_grow(seq, num_tokens)
         if grow > self.num_free_blocks:
             raise ValueError(f"sequence {seq.seq_id} needs {grow} more blocks for {num_tokens} "
-                             "tokens, "
-                             f"{self.num_free_blocks} free (the scheduler should preempt)")
+                             f"tokens, {self.num_free_blocks} free (the scheduler should preempt)")
         assert (self.ref_counts[seq.block_table[-1]] == 1 or seq.cached_token_count
                 == len(seq.block_table) * self.block_size), \
             "a sequence mid-prefill never shares a partly filled last block"
@@ -182,14 +173,10 @@ class BlockManager:
         return taken
 
     def free(self, seq: Sequence) -> list[int]:
-        """Drop seq's references, last block first; a block at 0 goes to the queue's head (its tail
-        when cached). Returns those blocks.
+        """Drop seq's refs, last block first; blocks at 0 (returned) go to the queue's head (cached:
+        its tail).
         Raises: ValueError on a double free or an unknown sequence."""
-        if seq.seq_id not in self.tables:
-            if seq.seq_id in self._freed:
-                raise ValueError(f"double free: sequence {seq.seq_id}'s blocks were already freed")
-            raise ValueError(f"free of unknown sequence {seq.seq_id}: this block manager never "
-                             "allocated it")
+        check_freeable(seq.seq_id, self.tables, self._freed)
         table = self.tables.pop(seq.seq_id)
         released = []
         for block in reversed(table):
@@ -225,12 +212,7 @@ class BlockManager:
 
     def check_invariants(self) -> None:
         """Assert the bookkeeping is consistent (tests, the app's self-check)."""
-        counts = [len(o) for o in self.block_owners()]
-        assert counts == self.ref_counts, \
-            "ref counts differ from the number of tables holding each block"
-        free = self.free_block_ids
-        assert all((b in free) == (counts[b] == 0) for b in range(self.num_blocks)), \
-            "free queue != blocks with ref 0"
+        check_ref_counts(self.ref_counts, self.block_owners(), self.free_block_ids)
         self.cache.check()
 
 

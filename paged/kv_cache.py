@@ -1,6 +1,5 @@
-"""Where K/V live: the paged pool (physical blocks), write_kv, and the contiguous reference cache
-every paged result is checked against (one sequence's K/V in token order, like gpt-fast's KVCache).
-"""
+"""Where K/V live: the paged pool (physical blocks), write_kv, and the contiguous reference every
+paged result is checked against (one sequence's K/V in token order, like gpt-fast's KVCache)."""
 
 from __future__ import annotations
 
@@ -8,19 +7,10 @@ from typing import Callable
 
 import torch
 
-from .addressing import check_block_size
-from .attention_checks import check_cache_alloc, check_layer, check_positions, check_write
-from .checks import as_int
+from .attention_checks import (MAX_CACHE_BYTES, check_layer, check_pool_alloc, check_positions,
+                               check_reference_alloc, check_write)
+from .checks import as_int, default_device  # noqa: F401 (default_device: re-exported)
 from .kernels import native_ops
-
-# The most bytes one cache may hold unless told otherwise: a knob set by mistake is refused up
-# front, not found as an out-of-memory error (or a swapping machine) halfway through.
-MAX_CACHE_BYTES = 16 << 30
-
-
-def default_device() -> torch.device:
-    """cuda when available, else cpu."""
-    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
 
 class KVCachePool:
@@ -31,11 +21,8 @@ class KVCachePool:
                  head_dim: int, dtype: torch.dtype = torch.float32,
                  device: torch.device | str | None = None, max_bytes: int = MAX_CACHE_BYTES,
                  zeros: Callable[..., torch.Tensor] = torch.zeros) -> None:
-        check_block_size(block_size)
-        sizes = dict(num_layers=num_layers, num_blocks=num_blocks, block_size=block_size,
-                     num_kv_heads=num_kv_heads, head_dim=head_dim)
-        shape, self.dtype, self.device = check_cache_alloc(sizes, dtype, device, "KVCachePool",
-                                                           max_bytes)
+        shape, self.dtype, self.device = check_pool_alloc(
+            num_layers, num_blocks, block_size, num_kv_heads, head_dim, dtype, device, max_bytes)
         self.num_layers, self.num_blocks, self.block_size, self.num_kv_heads, self.head_dim = shape
         self.key_cache = zeros(shape, dtype=self.dtype, device=self.device)
         self.value_cache = zeros(shape, dtype=self.dtype, device=self.device)
@@ -90,10 +77,8 @@ class ContiguousKVCache:
     def __init__(self, num_layers: int, num_kv_heads: int, head_dim: int,
                  dtype: torch.dtype = torch.float32, device: torch.device | str | None = None,
                  capacity: int = 16, max_bytes: int = MAX_CACHE_BYTES) -> None:
-        sizes = dict(num_layers=num_layers, capacity=capacity, num_kv_heads=num_kv_heads,
-                     head_dim=head_dim)
-        shape, dtype, device = check_cache_alloc(sizes, dtype, device, "ContiguousKVCache",
-                                                 max_bytes)
+        shape, dtype, device = check_reference_alloc(
+            num_layers, capacity, num_kv_heads, head_dim, dtype, device, max_bytes)
         self.max_bytes = max_bytes
         self.keys = torch.zeros(shape, dtype=dtype, device=device)
         self.values = torch.zeros(shape, dtype=dtype, device=device)
@@ -105,15 +90,11 @@ class ContiguousKVCache:
             return
         while capacity < needed:
             capacity *= 2
-        sizes = dict(num_layers=num_layers, capacity=capacity, num_kv_heads=num_kv_heads,
-                     head_dim=head_dim)
-        check_cache_alloc(sizes, self.keys.dtype, self.keys.device, "ContiguousKVCache",
-                          self.max_bytes)
-        for name in ("keys", "values"):
-            old = getattr(self, name)
-            new = old.new_zeros((num_layers, capacity, num_kv_heads, head_dim))
-            new[:, : old.shape[1]] = old
-            setattr(self, name, new)
+        check_reference_alloc(num_layers, capacity, num_kv_heads, head_dim, self.keys.dtype,
+                              self.keys.device, self.max_bytes)
+        new_rows = (num_layers, capacity - self.keys.shape[1], num_kv_heads, head_dim)  # zeros
+        self.keys = torch.cat([self.keys, self.keys.new_zeros(new_rows)], dim=1)
+        self.values = torch.cat([self.values, self.values.new_zeros(new_rows)], dim=1)
 
     def update(self, layer: int, input_pos: torch.Tensor, key: torch.Tensor,
                value: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

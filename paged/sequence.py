@@ -11,11 +11,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from .addressing import blocks_needed
-from .checks import as_int, as_token_ids
+from .checks import check_sequence
 
 if TYPE_CHECKING:
     import torch
-
     from .config import SamplingParams
 
 
@@ -45,13 +44,8 @@ class Sequence:
     n: int = 1  # samples it still forks into after its prefill
 
     def __post_init__(self) -> None:
-        self.seq_id = as_int(self.seq_id, "seq_id", 0)
-        name = f"sequence {self.seq_id}: prompt_token_ids"
-        self.prompt_token_ids = as_token_ids(self.prompt_token_ids, name)
-        if not self.prompt_token_ids:
-            raise ValueError(f"sequence {self.seq_id}: prompt_token_ids must not be empty")
-        self.request_id = (self.seq_id if self.request_id is None
-                           else as_int(self.request_id, "request_id", 0))
+        self.seq_id, self.prompt_token_ids, self.request_id = check_sequence(
+            self.seq_id, self.prompt_token_ids, self.request_id)
 
     @property
     def prompt_len(self) -> int:

@@ -1,1 +1,1 @@
-"""The later chapters' data and math (window, swap, speculative, beam selection, memory, the vLLM twin)."""
+"""Later chapters' data and math (window, swap, speculative, beam selection, memory, vLLM twin)."""

@@ -1,17 +1,20 @@
-"""Preemption by swapping (the paper's §4.5): a victim's blocks move to a second, host-side pool and come back later.
+"""Preemption by swapping (the paper's §4.5): a victim's blocks go to a host pool and come back.
 
-When decode needs a block the pool cannot give, a running sequence must leave. *Recompute* frees its blocks and
-forgets its cache (cached_token_count = 0): it comes back as a prefill of every token it knows. *Swap* copies each of
-its blocks to a free block of a swap pool first, frees them, and keeps cached_token_count: when blocks are free again
-it gets fresh pool blocks, its K/V are copied back into them, and it goes on decoding as if nothing happened. The
-block table changes (new physical blocks) but the logical blocks hold the same tokens.
+When decode needs a block the pool cannot give, a running sequence must leave. *Recompute* frees its
+blocks and forgets its cache (cached_token_count = 0): it comes back as a prefill of every token it
+knows. *Swap* first copies each of its blocks to a free block of a swap pool, frees them, and keeps
+cached_token_count: when blocks are free again it gets fresh pool blocks, its K/V are copied back
+into them, and it decodes on as if nothing happened. The block table changes (new physical blocks);
+the logical blocks hold the same tokens.
 
-`SwapSpace` is the swap pool's bookkeeping: a free list of swap block ids and, for each swapped sequence, the swap
-blocks holding its logical blocks in order (its "swap table"). Each swap is a list of (src, dst) block pairs, vLLM
-v0's `blocks_to_swap_out` / `blocks_to_swap_in`; `copy_blocks_between` carries one out on the K/V tensors.
+`SwapSpace` is the swap pool's bookkeeping: a free list of swap block ids and, for each swapped
+sequence, the swap blocks holding its logical blocks in order (its "swap table"). Each swap is a
+list of (src, dst) block pairs, vLLM v0's `blocks_to_swap_out` / `blocks_to_swap_in`;
+`copy_blocks_between` carries one out on the K/V tensors.
 
-Here both pools are host memory (this tool runs on a CPU), so a "swap" is a copy between two host pools; on a GPU the
-first pool is device memory and the swap crosses PCIe, which is what makes small blocks expensive (Fig. 19).
+Here both pools are host memory (this tool runs on a CPU), so a "swap" is a copy between two host
+pools; on a GPU the first pool is device memory and the swap crosses PCIe, which is what makes
+small blocks expensive (Fig. 19).
 """
 
 from __future__ import annotations
@@ -29,29 +32,33 @@ if TYPE_CHECKING:
     from ..kv_cache import KVCachePool
     from ..sequence import Sequence
 
+
 class SwapSpace:
-    """Free swap blocks and each swapped sequence's swap table, over `num_blocks` blocks of a host pool."""
+    """Free swap blocks and each swapped sequence's swap table, over a host pool's `num_blocks`.
+    Raises: ValueError unless num_blocks is an integer in [1, MAX_SWAP_BLOCKS]."""
 
     def __init__(self, num_blocks: int) -> None:
         self.num_blocks = as_int(num_blocks, "swap_space", 1, MAX_SWAP_BLOCKS)
-        self.free_block_ids: deque[int] = deque(range(self.num_blocks))  # head = next swap block taken
-        self.tables: dict[int, list[int]] = {}  # seq_id -> swap blocks holding its logical blocks, in order
+        self.free_block_ids: deque[int] = deque(range(self.num_blocks))  # head: taken next
+        self.tables: dict[int, list[int]] = {}  # seq_id -> its swap blocks, in logical order
 
     @property
     def num_free_blocks(self) -> int:
         return len(self.free_block_ids)
 
     def holds(self, seq_id: int) -> bool:
+        """seq_id is swapped out (its K/V wait in the swap pool)."""
         return seq_id in self.tables
 
     def can_swap_out(self, seq: Sequence) -> bool:
-        """Room for every block of seq's table (shared blocks too: each swapped sequence gets its own copy)."""
+        """Room for every block of seq's table (shared ones too: each swapped sequence copies)."""
         return 0 < len(seq.block_table) <= self.num_free_blocks
 
     def swap_out(self, seq: Sequence, bm: BlockManager) -> tuple[list[tuple[int, int]], list[int]]:
-        """Give each of seq's blocks a swap block, then free seq's pool blocks (cached_token_count is kept).
-        Returns (the (pool block, swap block) pairs to copy before anything reuses those pool blocks, the pool blocks
-        released). Raises ValueError (nothing changed) if seq is already swapped or does not fit."""
+        """Give each of seq's blocks a swap block, then free its pool blocks (cached count kept).
+        Returns ((pool block, swap block) pairs to copy before those pool blocks are reused, the
+        pool blocks released).
+        Raises: ValueError (nothing changed) if seq is already swapped or does not fit."""
         if self.holds(seq.seq_id):
             raise ValueError(f"sequence {seq.seq_id} is already swapped out")
         if not self.can_swap_out(seq):
@@ -61,23 +68,25 @@ class SwapSpace:
         self.tables[seq.seq_id] = [dst for _, dst in pairs]
         cached = seq.cached_token_count
         released = bm.free(seq)  # empties seq.block_table
-        seq.cached_token_count = cached  # BlockManager.free leaves it; said here because it is the whole point
+        seq.cached_token_count = cached  # BlockManager.free leaves it; said here: it is the point
         return pairs, released
 
     def blocks_to_swap_in(self, seq_id: int) -> int:
+        """Pool blocks swapping seq_id back in takes."""
         return len(self.tables[seq_id])
 
     def swap_in(self, seq: Sequence, bm: BlockManager) -> list[tuple[int, int]]:
-        """Fresh pool blocks for every swap block of seq, in logical order; the swap blocks go back to the free list.
-        Returns the (swap block, pool block) pairs to copy before seq runs. Raises ValueError (nothing changed) if seq
-        is not swapped, still holds blocks, or the pool lacks free blocks."""
+        """Fresh pool blocks for each of seq's swap blocks, in logical order; the swap blocks go
+        back to the free list. Returns the (swap block, pool block) pairs to copy before seq runs.
+        Raises: ValueError (nothing changed) if seq is not swapped, holds blocks or cannot fit."""
         if not self.holds(seq.seq_id):
             raise ValueError(f"sequence {seq.seq_id} is not swapped out")
         if seq.block_table or seq.seq_id in bm.tables:
             raise ValueError(f"sequence {seq.seq_id} already holds blocks {seq.block_table}")
         table = self.tables[seq.seq_id]
         if len(table) > bm.num_free_blocks:
-            raise ValueError(f"sequence {seq.seq_id} needs {len(table)} blocks to swap in, {bm.num_free_blocks} free")
+            raise ValueError(f"sequence {seq.seq_id} needs {len(table)} blocks to swap in, "
+                             f"{bm.num_free_blocks} free")
         del self.tables[seq.seq_id]
         pairs = [(src, bm._take()) for src in table]
         seq.block_table = bm.tables[seq.seq_id] = [dst for _, dst in pairs]
@@ -87,28 +96,30 @@ class SwapSpace:
         return pairs
 
     def drop(self, seq_id: int) -> list[int]:
-        """A swapped sequence ended (aborted): its swap blocks go back to the free list. Returns them."""
+        """Free an aborted swapped sequence's swap blocks (back to the free list); returns them."""
         table = self.tables.pop(seq_id, [])
         self.free_block_ids.extend(table)
         return table
 
     def snapshot(self) -> tuple:
+        """(free list, swap tables) copied, for restore."""
         return list(self.free_block_ids), {k: list(v) for k, v in self.tables.items()}
 
     def restore(self, snap: tuple) -> None:
+        """Back to a snapshot's state."""
         free, tables = snap
         self.free_block_ids, self.tables = deque(free), {k: list(v) for k, v in tables.items()}
 
 
 def copy_blocks_between(src: KVCachePool, dst: KVCachePool, pairs: list[tuple[int, int]]) -> int:
-    """Copy K and V of every layer from block a of `src` to block b of `dst` for each (a, b) in pairs (the pools
-    share every dimension but num_blocks). Returns the bytes copied."""
+    """Copy K and V of every layer from block a of `src` to block b of `dst`, each (a, b) in pairs
+    (the pools share every dimension but num_blocks). Returns the bytes copied."""
     if not pairs:
         return 0
     a = torch.tensor([p[0] for p in pairs], device=src.key_cache.device)
     b = torch.tensor([p[1] for p in pairs], device=dst.key_cache.device)
     for s, d in ((src.key_cache, dst.key_cache), (src.value_cache, dst.value_cache)):
-        for layer in range(src.num_layers):  # per layer, along dim 0: ~100x faster on CPU than along dim 1
+        for layer in range(src.num_layers):  # per layer, along dim 0: ~100x faster on CPU
             d[layer].index_copy_(0, b, s[layer].index_select(0, a).to(d.device, d.dtype))
-    return len(pairs) * src.bytes_per_block(src.num_layers, src.block_size, src.num_kv_heads, src.head_dim,
-                                            src.dtype)
+    return len(pairs) * src.bytes_per_block(src.num_layers, src.block_size, src.num_kv_heads,
+                                            src.head_dim, src.dtype)
