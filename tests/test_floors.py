@@ -254,5 +254,12 @@ def test_the_article_files_stay_short_and_narrow():
     assert sum(len(src.splitlines()) for src in sources.values()) <= ARTICLE_MAX_LINES
 
 
+def test_every_library_line_is_at_most_100_columns():
+    """Lines <= 100 columns everywhere in paged/ (issue 37), not only in the article's five files."""
+    wide = {str(p.relative_to(ROOT)): long_lines(p.read_text(encoding="utf-8"))
+            for p in sorted((ROOT / "paged").rglob("*.py"))}
+    assert {name: lines for name, lines in wide.items() if lines} == {}
+
+
 def test_the_line_checker_sees_a_long_line():
     assert long_lines("x = 1\n" + "y" * 101 + "\n" + "z" * 100 + "\n") == [2]
