@@ -263,3 +263,19 @@ def test_every_library_line_is_at_most_100_columns():
 
 def test_the_line_checker_sees_a_long_line():
     assert long_lines("x = 1\n" + "y" * 101 + "\n" + "z" * 100 + "\n") == [2]
+
+
+def test_the_reading_order_names_every_root_module_and_folder():
+    """paged/__init__.py's docstring is the reading order (issue 37): the five first, in the article's
+    order, then every other root module and every folder."""
+    import paged
+
+    doc = paged.__doc__
+    names = [p.name for p in (ROOT / "paged").iterdir()
+             if (p.suffix == ".py" and p.name != "__init__.py")
+             or (p.is_dir() and (p / "__init__.py").exists())]
+    missing = [n for n in names if (n if n.endswith(".py") else n + "/") not in doc]
+    assert missing == []
+    five = ["addressing.py", "kv_cache.py", "attention.py", "block_manager.py", "sequence.py"]
+    assert [doc.index(n) for n in five] == sorted(doc.index(n) for n in five)
+    assert max(doc.index(n) for n in five) < min(doc.index(n) for n in names if n not in five)
