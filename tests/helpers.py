@@ -182,3 +182,65 @@ def named_numbers(values: dict) -> dict[str, list[int]]:
         elif isinstance(value, (list, tuple)) and all(isinstance(v, int) for v in value):
             out[key] = list(value)
     return out
+
+
+def import_edges(root: Path, load_time_only: bool = False) -> dict[str, set[str]]:
+    """module of the package at `root` -> the modules of it that it imports (any import statement
+    outside `if TYPE_CHECKING:`; `from . import x` imports submodule x; a submodule's import of its
+    own parent packages aside). load_time_only: only what runs when the module loads (top-level
+    statements and the bodies of top-level if / try), imports inside functions aside."""
+    import ast
+
+    mods = {".".join(p.relative_to(root.parent).with_suffix("").parts).removesuffix(".__init__"): p
+            for p in root.rglob("*.py")}
+    edges: dict[str, set[str]] = {m: set() for m in mods}
+    for mod, path in mods.items():
+        pkg = mod if path.name == "__init__.py" else mod.rsplit(".", 1)[0]
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        if load_time_only:
+            nodes, todo = [], list(tree.body)
+            while todo:
+                node = todo.pop()
+                nodes.append(node)
+                if isinstance(node, (ast.If, ast.Try)):  # their bodies run at load time
+                    if not (isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)):
+                        todo += node.body
+                    todo += getattr(node, "orelse", []) + [n for h in getattr(node, "handlers", [])
+                                                           for n in h.body]
+        else:
+            typing_only = {id(n) for node in ast.walk(tree) if isinstance(node, ast.If)
+                           and "TYPE_CHECKING" in ast.unparse(node.test)
+                           for b in node.body for n in ast.walk(b)}
+            nodes = [n for n in ast.walk(tree) if id(n) not in typing_only]
+        for node in nodes:
+            if isinstance(node, ast.ImportFrom):
+                base = pkg.split(".")[:len(pkg.split(".")) - node.level + 1] if node.level else []
+                target = ".".join(base + ([node.module] if node.module else []))
+                names = ([f"{target}.{a.name}" for a in node.names if f"{target}.{a.name}" in mods]
+                         or [target])
+            elif isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            else:
+                continue
+            for name in names:
+                parts = name.split(".")
+                for i in range(2, len(parts) + 1):  # importing a.b.c loads a.b first
+                    t = ".".join(parts[:i])
+                    if t in mods and t != mod and not mod.startswith(t + "."):
+                        edges[mod].add(t)
+    return edges
+
+
+def import_circles(edges: dict[str, set[str]]) -> list[list[str]]:
+    """The groups of two or more modules that import one another (strongly connected), sorted."""
+    def reach(start: str) -> set[str]:
+        seen, todo = {start}, [start]
+        while todo:
+            for w in edges[todo.pop()] - seen:
+                seen.add(w)
+                todo.append(w)
+        return seen
+
+    reaches = {m: reach(m) for m in edges}
+    groups = {tuple(sorted(m2 for m2 in reaches[m] if m in reaches[m2])) for m in edges}
+    return sorted(list(g) for g in groups if len(g) > 1)

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from helpers import import_circles, import_edges
+
 pytestmark = pytest.mark.article
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -40,66 +42,16 @@ def test_the_private_import_checker_sees_one():
     assert private_imports(src) == [".native._POINTERS"]
 
 
-def module_level_edges(root: Path) -> dict[str, set[str]]:
-    """module of paged/ -> the modules of paged/ its top-level statements import (`if
-    TYPE_CHECKING:` blocks and imports inside functions aside; `from . import x` counts as importing
-    submodule x)."""
-    mods = {".".join(p.relative_to(root.parent).with_suffix("").parts).removesuffix(".__init__"): p
-            for p in root.rglob("*.py")}
-    edges: dict[str, set[str]] = {m: set() for m in mods}
-    for mod, path in mods.items():
-        pkg = mod if path.name == "__init__.py" else mod.rsplit(".", 1)[0]
-        todo = list(ast.parse(path.read_text(encoding="utf-8")).body)
-        while todo:
-            node = todo.pop()
-            if isinstance(node, (ast.If, ast.Try)):  # their bodies run at load time, TYPE_CHECKING's do not
-                if not (isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)):
-                    todo += node.body
-                todo += getattr(node, "orelse", []) + [n for h in getattr(node, "handlers", []) for n in h.body]
-                continue
-            if isinstance(node, ast.ImportFrom):
-                base = pkg.split(".")[:len(pkg.split(".")) - node.level + 1] if node.level else []
-                target = ".".join(base + ([node.module] if node.module else []))
-                names = [f"{target}.{a.name}" for a in node.names if f"{target}.{a.name}" in mods] or [target]
-            elif isinstance(node, ast.Import):
-                names = [a.name for a in node.names]
-            else:
-                continue
-            for name in names:
-                parts = name.split(".")
-                for i in range(2, len(parts) + 1):  # importing a.b.c loads a.b first
-                    t = ".".join(parts[:i])
-                    if t in mods and t != mod and not mod.startswith(t + "."):
-                        edges[mod].add(t)
-    return edges
-
-
-def load_circles(edges: dict[str, set[str]]) -> list[list[str]]:
-    """The groups of two or more modules that import one another at load time (strongly connected).
-    """
-    def reach(start: str) -> set[str]:
-        seen, todo = {start}, [start]
-        while todo:
-            for w in edges[todo.pop()] - seen:
-                seen.add(w)
-                todo.append(w)
-        return seen
-
-    reaches = {m: reach(m) for m in edges}
-    groups = {tuple(sorted(m2 for m2 in reaches[m] if m in reaches[m2])) for m in edges}
-    return sorted(list(g) for g in groups if len(g) > 1)
-
-
 def test_paged_loads_without_an_import_circle():
     """config.py no longer loads a chapter (swap.py's check_swap), the faults no longer reach into
     the runner (BatchInput is paged/batch.py's), paged.kernels has no registry that native and the
     package share."""
-    assert load_circles(module_level_edges(ROOT / "paged")) == []
+    assert import_circles(import_edges(ROOT / "paged", load_time_only=True)) == []
 
 
 def test_the_core_loads_no_chapter_engine_or_fault():
     """A module of CORE or paged/kernels/ loads only modules of CORE or paged/kernels/."""
-    edges = module_level_edges(ROOT / "paged")
+    edges = import_edges(ROOT / "paged", load_time_only=True)
     core = {m for m in edges if m in CORE or m.startswith("paged.kernels")}
     assert {m: sorted(edges[m] - core) for m in core if edges[m] - core} == {}
 
@@ -114,4 +66,4 @@ def test_the_load_circle_finder_sees_one_and_skips_type_checking(tmp_path):
     (pkg / "engine" / "runner.py").write_text("from ..faults import hook\n")
     (pkg / "faults.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
                                    "    from .engine.runner import BatchInput\ndef f():\n    from .engine import x\n")
-    assert load_circles(module_level_edges(pkg)) == [["paged.config", "paged.swap"]]
+    assert import_circles(import_edges(pkg, load_time_only=True)) == [["paged.config", "paged.swap"]]

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import math
-import shutil
 
 import pytest
 import torch
@@ -18,20 +17,12 @@ from paged.engine.windowing import held_blocks
 from paged.model import load_model, save_model
 from paged.model.io import DEFAULT_DIR
 
+from helpers import mistral_window_dir
+
 pytestmark = pytest.mark.model
 
 transformers = pytest.importorskip("transformers")
 PROMPT = "blocks of KV"  # 13 byte tokens with BOS; + SEP below: the recall model copies it back
-
-
-def mistral_dir(path, window):
-    """The shipped weights with a Mistral config.json (sliding_window = window), as a user would lay it out."""
-    path.mkdir()
-    raw = json.loads((DEFAULT_DIR / "config.json").read_text())
-    raw.update(model_type="mistral", architectures=["MistralForCausalLM"], sliding_window=window)
-    (path / "config.json").write_text(json.dumps(raw))
-    shutil.copy(DEFAULT_DIR / "model.safetensors", path / "model.safetensors")
-    return path
 
 
 def hf_greedy(path, ids: list[int], max_tokens: int) -> list[int]:
@@ -47,7 +38,7 @@ def hf_greedy(path, ids: list[int], max_tokens: int) -> list[int]:
 def test_mistral_directory_matches_transformers(tmp_path, window, block_sizes):
     """Greedy tokens of the paged engine == MistralForCausalLM's with sliding_window = W (W = 5, 9 < the 14-token
     prompt < 64), per block size; a running sequence never holds more than ceil(W / bs) + 1 blocks between steps."""
-    path = mistral_dir(tmp_path / "m", window)
+    path = mistral_window_dir(tmp_path / "m", window)
     model, tokenizer = load_model(path)
     assert model.config.model_type == "mistral" and model.config.sliding_window == window
     ids = tokenizer.encode(PROMPT) + [tokenizer.sep_token_id]
@@ -67,7 +58,7 @@ def test_mistral_directory_matches_transformers(tmp_path, window, block_sizes):
 def test_no_cache_forward_matches_transformers_logits(tmp_path):
     """TinyLlama's own forward (no cache, [B, T] rows) applies the window too: logits within 1e-5 (relative) of
     MistralForCausalLM's on a 40-token input with W = 7, and far from full attention's."""
-    path = mistral_dir(tmp_path / "m", 7)
+    path = mistral_window_dir(tmp_path / "m", 7)
     model, _ = load_model(path)
     hf = transformers.AutoModelForCausalLM.from_pretrained(path, attn_implementation="eager").eval()
     ids = torch.randint(0, 256, (2, 40), generator=torch.Generator().manual_seed(0))
