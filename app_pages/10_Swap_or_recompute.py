@@ -48,7 +48,7 @@ def move(by: int) -> bool:
     return True
 
 
-bar = playback_bar(ctx, knobs, Stepper("swap", step_key="swap.step_btn", step_label=ctx.t("step_label"),
+bar = playback_bar(ctx, knobs, Stepper("swap", step_key="swap.step_btn",
                                        position=step, can_forward=step < lesson.total, can_back=step > 0,
                                        forward=lambda: move(1), back=lambda: move(-1), total=lesson.total))
 bar.row.button(ctx.t("common.reset"), key="swap.reset", icon=":material/restart_alt:", disabled=step == 0,

@@ -42,7 +42,7 @@ def move(delta: int) -> bool:
     return True
 
 
-bar = playback_bar(ctx, knobs, Stepper("window", step_key="window.step_btn", step_label=ctx.t("step_btn"),
+bar = playback_bar(ctx, knobs, Stepper("window", step_key="window.step_btn",
                                        position=step, total=run.num_steps, can_forward=step < run.num_steps,
                                        can_back=step > 0, forward=lambda: move(1), back=lambda: move(-1)))
 bar.row.button(ctx.t("common.reset"), key="window.reset", icon=":material/restart_alt:", disabled=step == 0,

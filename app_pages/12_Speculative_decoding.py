@@ -62,7 +62,7 @@ def text(tok: int) -> str:
 def spec_view() -> None:
     """Everything a step, Back or Reset changes (st.fragment): these rerun only this part."""
     lesson = lesson_now()
-    bar = playback_bar(ctx, knobs, Stepper("spec", step_key="spec.step", step_label=ctx.t("step"),
+    bar = playback_bar(ctx, knobs, Stepper("spec", step_key="spec.step",
                                            position=len(lesson.steps), can_forward=lesson.can_step(),
                                            can_back=bool(lesson.steps), forward=lambda: lesson_now().step(),
                                            back=back))

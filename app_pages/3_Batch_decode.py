@@ -93,7 +93,7 @@ def batch_view() -> None:
             lesson_now().apply(f"f{st.session_state['batch.target']}")
 
     bar = playback_bar(ctx, knobs, Stepper(
-        "batch", step_key="batch.decode", step_label=ctx.t("decode"), position=len(lesson.ops), can_forward=bool(running),
+        "batch", step_key="batch.decode", position=len(lesson.ops), can_forward=bool(running),
         can_back=bool(lesson.ops), forward=lambda: lesson_now().apply("d").ok, back=undo_last))
     row = st.container(horizontal=True, vertical_alignment="bottom", gap="small")
     row.selectbox(ctx.t("which"), running, format_func=seq_label, key="batch.target", disabled=not running, width=130,

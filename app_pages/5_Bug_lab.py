@@ -194,7 +194,7 @@ def pool_section() -> None:
         return st.session_state["buglab.step"] != now
 
     bar = playback_bar(ctx, knobs, Stepper(
-        "buglab", step_key="buglab.next", step_label=ctx.t("next_step"), position=step, total=tscenario.num_steps,
+        "buglab", step_key="buglab.next", position=step, total=tscenario.num_steps,
         can_forward=step < tscenario.num_steps, can_back=step > 0, forward=lambda: move(1), back=lambda: move(-1)))
     knobs.sync_url(ctx.lang)
     st.caption(ctx.t("pool_step_help"))

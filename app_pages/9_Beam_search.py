@@ -43,7 +43,7 @@ def move(by: int, end: int = last) -> bool:
 
 
 bar = playback_bar(ctx, knobs, Stepper(
-    "beam", step_key="beam.next", step_label=ctx.t("next_step"), position=step, total=last,
+    "beam", step_key="beam.next", position=step, total=last,
     can_forward=step < last, can_back=step > 0, forward=lambda: move(1), back=lambda: move(-1)))
 bar.row.button(ctx.t("common.reset"), key="beam.reset", icon=":material/restart_alt:", disabled=step == 0,
                on_click=lambda: st.session_state.update({"beam.step": 0}))  # back to step 0, as on pages 4-6

@@ -181,7 +181,7 @@ def engine_controls(ctx: PageContext, knobs: Knobs, lesson: EngineLesson):
     once. Returns the bar (its `say` tells presenter mode what the step did)."""
     prefix = knobs.page
     bar = playback_bar(ctx, knobs, Stepper(
-        prefix, step_key=f"{prefix}.step", step_label=ctx.t("engine.step"), position=len(lesson.steps),
+        prefix, step_key=f"{prefix}.step", position=len(lesson.steps),
         can_forward=lesson.can_step(), can_back=bool(lesson.steps), forward=lambda: _lesson(prefix).forward(),
         back=lambda: _lesson(prefix).back(),
         extra={f"{prefix}.add": lambda: add_from_form(prefix, *st.session_state[f"_add_defaults.{prefix}"])}))

@@ -1,7 +1,7 @@
 """The playback bar of every stepping page: Back, Step, Play / Pause at a speed, keyboard shortcuts (→ step, ← back,
 space play / pause), and a step counter; in presenter mode a large counter and one line on what the last step did.
 
-    stepper = Stepper("batch", step_key="batch.decode", step_label=ctx.t("decode"), position=len(demo.ops),
+    stepper = Stepper("batch", step_key="batch.decode", position=len(demo.ops),
                       can_forward=True, can_back=bool(demo.ops), forward=decode_once, back=undo_last)
     bar = playback_bar(ctx, knobs, stepper)   # before anything the step changes is drawn
     bar.row.button(…)                          # the page's own buttons go in the same row
@@ -148,8 +148,8 @@ class Stepper:
     """What a page's playback bar drives (see the module docstring)."""
 
     prefix: str                    # the page's key prefix: its bar's keys are <prefix>.back, .play_pause, .speed, .ledger
-    step_key: str                  # the key of the page's step button (kept from before the bar existed)
-    step_label: str
+    step_key: str                  # the key of the page's step button (kept from before the bar existed); its
+    #                                label is classroom.step on every page (one name per action)
     position: int                  # steps taken so far (the counter)
     can_forward: bool
     can_back: bool
@@ -319,7 +319,7 @@ def playback_bar(ctx: PageContext, knobs: Knobs, stepper: Stepper) -> Bar:
     row.button(t("classroom.back"), key=f"{p}.back", icon=":material/skip_previous:", on_click=act,
                args=(p, "back"), disabled=not stepper.can_back, help=t("classroom.back_help"),
                shortcut=SHORTCUTS["back"])
-    row.button(stepper.step_label, key=stepper.step_key, type="primary", icon=":material/skip_next:", on_click=act,
+    row.button(t("classroom.step"), key=stepper.step_key, type="primary", icon=":material/skip_next:", on_click=act,
                args=(p, "step"), disabled=not stepper.can_forward, help=t("classroom.step_help"),
                shortcut=SHORTCUTS["step"])
     row.button(t("classroom.pause") if playing else t("classroom.play"), key=f"{p}.play_pause",
