@@ -26,7 +26,7 @@ def short(values: list[int], keep: int = 8) -> str:
 ctx = ui.setup_page("gather", icon=":material/merge:")
 knobs = ui.Knobs("gather")
 st.title(ctx.t("title"))
-st.caption(ctx.t("intro"))
+ui.page_intro(ctx)
 
 with st.sidebar:
     st.header(ctx.t("common.settings"))

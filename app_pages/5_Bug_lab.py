@@ -1,6 +1,7 @@
 """5 · Bug lab: inject one classic paged-KV-cache bug, watch the output drift from a correct twin, and see which
 cells of the pool it damages."""
 
+import contextlib
 import html
 from dataclasses import asdict
 
@@ -34,7 +35,8 @@ def shipped_model():
 ctx = ui.setup_page("buglab", icon=":material/bug_report:")
 knobs = ui.Knobs("buglab")
 st.title(ctx.t("title"))
-st.caption(ctx.t("intro"))
+ui.page_intro(ctx)
+pool_slot = ui.key_figure_slot(ctx)  # presenter mode: the pool and its playback bar first (filled at the end)
 
 FAULT_NAMES = [f.value for f in Fault]
 with st.sidebar:
@@ -217,7 +219,8 @@ def pool_section() -> None:
                 st.caption(ctx.t("finished_note", seqs=", ".join(map(seq_label, s.finished)), step=s.step))
 
 
-pool_section()
+with pool_slot if pool_slot is not None else contextlib.nullcontext():
+    pool_section()
 
 
 def export() -> dict:

@@ -25,6 +25,7 @@ with st.sidebar:
     block_size = knobs.select(ctx.t("common.block_size"), "block_size", 4, list(BLOCK_SIZES))
     ui.device_badge(ctx, "float32")
 
+slot = ui.key_figure_slot(ctx)  # presenter mode: the bar, the pool and the tree first, Break it under them
 skip_cow = knobs.toggle(ctx.t("skip_cow"), "skip_cow", False, where=break_box(ctx),  # the copy-on-write left out
                         help=ctx.t("skip_cow_help"))
 
@@ -44,7 +45,7 @@ def move(by: int, end: int = last) -> bool:
 
 bar = playback_bar(ctx, knobs, Stepper(
     "beam", step_key="beam.next", position=step, total=last,
-    can_forward=step < last, can_back=step > 0, forward=lambda: move(1), back=lambda: move(-1)))
+    can_forward=step < last, can_back=step > 0, forward=lambda: move(1), back=lambda: move(-1)), where=slot)
 bar.row.button(ctx.t("common.reset"), key="beam.reset", icon=":material/restart_alt:", disabled=step == 0,
                on_click=lambda: st.session_state.update({"beam.step": 0}))  # back to step 0, as on pages 4-6
 if quiz_on:  # predict, then reveal: how many blocks does the next step copy, or free?
@@ -57,16 +58,15 @@ trace = lesson.traces[step - 1] if step else None
 label = seq_label
 if trace is None:
     said = ctx.t("at_start")
-    st.info(said, icon=":material/flag:")
+    bar.tell(said, st.info, icon=":material/flag:")
 elif trace.phase == "prefill":
     fed = trace.seqs[0]
     said = ctx.t("said_prefill", step=step, tokens=len(fed.tokens_in),
                  blocks=trace.blocks_allocated.get(fed.seq_id, []))
-    st.success(said, icon=":material/input:")
+    bar.tell(said, st.success, icon=":material/input:")
 else:
     said = ctx.t("said_decode", step=step, beams=len(trace.seqs))
-    st.success(said, icon=":material/edit_note:")
-bar.say(said)
+    bar.tell(said, st.success, icon=":material/edit_note:")
 if trace is not None:
     if trace.cow_skipped:  # one line per step, whatever the width: the pool stays near the bar
         st.error(ctx.t("skipped_msg", seqs=", ".join(label(s) for s, _ in trace.cow_skipped),
@@ -100,12 +100,12 @@ pool = refcount_pool_figure(view.num_blocks, view.block_size, view.tables, view.
                                                      num_blocks=view.num_blocks), cols=cols,
                             token_text=lesson.token_texts(step), words=ui.viz_labels(ctx, RefcountWords, "sharing.ref"))
 pool = freed_overlay(pool, view.freed, cols, ctx.t("freed_hover"))  # a cross on each block freed this step
-fig_col, note_col = st.columns([3, 1])
+fig_col, note_col = (slot or st).columns([3, 1])
 ui.show_figure(pool, "beam.pool", where=fig_col)
 ui.notice(ctx, ctx.t("pool_notice"), where=note_col)
 
 nodes, edges = lesson.tree(step)
-fig_col, note_col = st.columns([3, 1])
+fig_col, note_col = (slot or st).columns([3, 1])
 ui.show_figure(tree_figure(nodes, edges, ctx.t("tree_title"), ui.viz_labels(ctx, TreeWords, "tree")), "beam.tree",
                where=fig_col)
 ui.notice(ctx, ctx.t("tree_notice"), where=note_col)

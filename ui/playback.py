@@ -41,6 +41,7 @@ way (ui.capacity.yielding_run, at most GIVE_WAY_S each).
 
 from __future__ import annotations
 
+import contextlib
 import secrets
 import threading
 import time
@@ -291,14 +292,28 @@ class Bar:
         if self.present and self.line is not None:
             self.line.markdown(text)
 
+    def tell(self, text: str, box: Callable[..., object], icon: str | None = None) -> None:
+        """What the last step did, shown once: in presenter mode on the bar's line (`say`), else in the page's
+        own message `box` (st.success, st.info, …) with `icon`."""
+        if self.present and self.line is not None:
+            self.line.markdown(text)
+        else:
+            box(text, icon=icon)
+
 
 def _css_class(key: str) -> str:
     import re
     return "st-key-" + re.sub(r"[^a-zA-Z0-9_-]", "-", key.strip())
 
 
-def playback_bar(ctx: PageContext, knobs: Knobs, stepper: Stepper) -> Bar:
-    """Draw the bar (see the module docstring); `play` and `speed` are knobs, so they round-trip through the URL."""
+def playback_bar(ctx: PageContext, knobs: Knobs, stepper: Stepper, where=None) -> Bar:
+    """Draw the bar (see the module docstring), in container `where` when given (presenter mode's key-figure slot,
+    ui.page.key_figure_slot); `play` and `speed` are knobs, so they round-trip through the URL."""
+    with where if where is not None else contextlib.nullcontext():
+        return _playback_bar(ctx, knobs, stepper)
+
+
+def _playback_bar(ctx: PageContext, knobs: Knobs, stepper: Stepper) -> Bar:
     p, t = stepper.prefix, ctx.t
     _whole_page_if_asked()
     st.session_state.setdefault(LOCK_KEY, threading.RLock())  # made by a run, before any callback can need it

@@ -285,6 +285,9 @@ STRINGS = {
         "zh": ("每次运行过某个 sequence 之后，它的圆点都落在虚线上：最新的 token 已知但还没有写入 cache，所以 "
                "cached_token_count = prompt_len + generated − 1。被抢占的 sequence 降到 0，重算之后回到虚线上。"),
     },
+    "twins_fold": {"en": "The difference at each step", "zh": "每一步的差异"},
+    "addresses_fold": {"en": "This step's addresses ({phase}): slot_mapping and block tables",
+                       "zh": "这一步的地址（{phase}）：slot_mapping 与 block table"},
     "twins_header": {"en": "Paged vs contiguous twin, token by token", "zh": "paged 与连续 cache 孪生引擎逐 token 对比"},
     "twins_ok": {"en": ":material/check_circle: The twins agree: same schedule and same tokens at every step; max |Δlogits| = {worst} "
                        "(tolerance {tol}).",
