@@ -51,8 +51,8 @@ def move(by: int) -> bool:
 
 bar = playback_bar(ctx, knobs, Stepper("swap", step_key="swap.step_btn",
                                        position=step, can_forward=step < lesson.total, can_back=step > 0,
-                                       forward=lambda: move(1), back=lambda: move(-1), total=lesson.total),
-                   where=slot)
+                                       forward=lambda: move(1), back=lambda: move(-1),
+                                       total=lesson.total), where=slot)
 bar.row.button(ctx.t("common.reset"), key="swap.reset", icon=":material/restart_alt:", disabled=step == 0,
                on_click=lambda: st.session_state.update({"swap.step": 0}))  # back to step 0, as on pages 4-6
 st.caption(ctx.t("scenario", max_tokens=MAX_TOKENS))
@@ -72,20 +72,22 @@ def mode_column(col, run, title: str, swap: bool) -> None:
     markdown lines, not alert boxes: a row of columns holding an alert is stacked on a narrow screen (ui.present),
     and these two columns are the side-by-side comparison."""
     col.subheader(title)
-    figure = col.container() if ctx.present else col  # presenter mode: the pools right under the title
+    figure = col.container() if ctx.present else col  # presenter mode: the pools under the title
     col.caption(f'SchedulerConfig(  \npreemption_mode="{"swap" if swap else "recompute"}"'  # a narrow column: break
                 + (f",  \nswap_space={swap_space})" if swap else ")"))                             # between arguments
     state = run.at(step)
     if state is None:
         col.caption(ctx.t("no_step"))
         show_cells(pools_html(num_blocks, {}, swap_space if swap else 0, {}, {}, {}, words=words),
-                   ctx.t("pools_title" if swap else "pool_title", step=0), f"swap.pools_{swap}", where=figure)
+                   ctx.t("pools_title" if swap else "pool_title", step=0), f"swap.pools_{swap}",
+                   where=figure)
         return
     trace = state.trace
     if step > len(run.steps):
         col.caption(ctx.t("ended", step=len(run.steps)))
     else:
-        if not (ctx.present and (swap or explain_step(ctx, trace.why) == said_on_bar)):  # said once: on the bar
+        said_there = ctx.present and (swap or explain_step(ctx, trace.why) == said_on_bar)
+        if not said_there:  # presenter mode: said once, on the bar's line
             col.markdown(explain_step(ctx, trace.why))
         for sid, pairs in trace.swap_out.items():
             col.markdown(":material/upload: " + ctx.t("out_msg", seq=seq_label(sid), src=[a for a, _ in pairs],
@@ -129,8 +131,8 @@ def _cached_at(run, sid: int) -> int:
 
 
 current = lesson.swap.at(step)
-said_on_bar = (explain_step(ctx, current.trace.why) if current is not None and step <= len(lesson.swap.steps)
-               else None)  # what the swap run did this step: presenter mode's line
+said_on_bar = (explain_step(ctx, current.trace.why)  # what the swap run did: presenter mode's line
+               if current is not None and step <= len(lesson.swap.steps) else None)
 if said_on_bar is not None:
     bar.say(said_on_bar)
 left, right = (slot or st).columns(2)

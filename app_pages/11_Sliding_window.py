@@ -27,7 +27,7 @@ with st.sidebar:
     ui.device_badge(ctx, "float32")
 
 model, tokenizer = engine_model(ctx)  # the shipped model (a window is put on its architecture: with_window)
-slot = ui.key_figure_slot(ctx)  # presenter mode: the bar and the block tables first, Break it under them
+slot = ui.key_figure_slot(ctx)  # presenter mode: the bar and the block tables, then Break it
 free_early = knobs.toggle(ctx.t("break_label"), "free_early", False, where=break_box(ctx), help=ctx.t("break_help"))
 config = WindowConfig(window, block_size, prompt, free_early)
 run = session_cached("window.runs", config, lambda: run_window(config, model, tokenizer), max_items=8)
@@ -45,8 +45,8 @@ def move(delta: int) -> bool:
 
 bar = playback_bar(ctx, knobs, Stepper("window", step_key="window.step_btn",
                                        position=step, total=run.num_steps, can_forward=step < run.num_steps,
-                                       can_back=step > 0, forward=lambda: move(1), back=lambda: move(-1)),
-                   where=slot)
+                                       can_back=step > 0, forward=lambda: move(1),
+                                       back=lambda: move(-1)), where=slot)
 bar.row.button(ctx.t("common.reset"), key="window.reset", icon=":material/restart_alt:", disabled=step == 0,
                on_click=lambda: st.session_state.update({knobs.key("step"): 0}))  # back to step 0, as on pages 4-6
 if quiz_on:

@@ -92,10 +92,11 @@ def batch_view() -> None:
         if st.session_state.get("batch.target") is not None:
             lesson_now().apply(f"f{st.session_state['batch.target']}")
 
-    slot = ui.key_figure_slot(ctx)  # presenter mode: the bar and the pool first, the rest under them
+    slot = ui.key_figure_slot(ctx)  # presenter mode: the bar and the pool, then the rest
     bar = playback_bar(ctx, knobs, Stepper(
         "batch", step_key="batch.decode", position=len(lesson.ops), can_forward=bool(running),
-        can_back=bool(lesson.ops), forward=lambda: lesson_now().apply("d").ok, back=undo_last), where=slot)
+        can_back=bool(lesson.ops), forward=lambda: lesson_now().apply("d").ok, back=undo_last),
+        where=slot)
     row = st.container(horizontal=True, vertical_alignment="bottom", gap="small")
     row.selectbox(ctx.t("which"), running, format_func=seq_label, key="batch.target", disabled=not running, width=130,
                   placeholder=ctx.t("none_running"))

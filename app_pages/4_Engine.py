@@ -58,6 +58,20 @@ def add_request_form() -> None:
         st.caption(ctx.t("task_help"))
 
 
+def show_pool(demo, trace) -> None:
+    """The pool after the step: this step's writes outlined (a decode's) or thinly (a prefill's whole prompts)."""
+    view = demo.view
+    written = trace.slot_mapping if trace else []
+    decode = trace is not None and trace.phase == "decode"  # a prefill writes whole prompts: a thin outline reads better
+    pool = pool_html(view.num_blocks, view.block_size, view.tables, view.cached_counts,
+                     highlight=written if decode else [], read=[] if decode else written, max_width=680,
+                     token_text=demo.token_texts(), words=ui.viz_labels(ctx, PoolWords, "common.pool"))
+    fig_col, note_col = st.columns([3, 1])
+    show_cells(pool, ctx.t("pool_title", free=view.num_free_blocks, num_blocks=view.num_blocks), "engine.pool",
+               where=fig_col)
+    ui.notice(ctx, ctx.t("pool_notice"), where=note_col)
+
+
 def show_addresses(trace, block_size: int) -> None:
     """This step's slot_mapping (one cell per fed token) and each block_table before → after the step."""
     entries = [(s.seq_id, s.positions, s.slots) for s in trace.seqs if s.slots]
@@ -146,17 +160,9 @@ def engine_view() -> None:
                ctx.t("queues_title"), "engine.queues", where=fig_col)
     ui.notice(ctx, ctx.t("queues_notice"), where=note_col)
 
-    # --- the pool after this step -------------------------------------------------------------------------------------
+    # --- the pool after this step (presenter mode: under the state rule and the twins' verdict) ----------------------
     view = demo.view
-    written = trace.slot_mapping if trace else []
-    decode = trace is not None and trace.phase == "decode"  # a prefill writes whole prompts: a thin outline reads better
-    pool = pool_html(view.num_blocks, view.block_size, view.tables, view.cached_counts,
-                     highlight=written if decode else [], read=[] if decode else written, max_width=680,
-                     token_text=demo.token_texts(), words=ui.viz_labels(ctx, PoolWords, "common.pool"))
-    fig_col, note_col = st.columns([3, 1])
-    show_cells(pool, ctx.t("pool_title", free=view.num_free_blocks, num_blocks=view.num_blocks), "engine.pool",
-               where=fig_col)
-    ui.notice(ctx, ctx.t("pool_notice"), where=note_col)
+    pool_box = st.container() if not ctx.present else None
 
     # --- the state rule, one sequence step by step ------------------------------------------------------------------
     show_state_rule(ctx, demo, tokenizer)
@@ -184,6 +190,8 @@ def engine_view() -> None:
     else:
         fig_col.info(ctx.t("twins_none"))
     ui.notice(ctx, ctx.t("twins_notice"), where=note_col)
+    with pool_box if pool_box is not None else st.container():
+        show_pool(demo, trace)
 
     # --- reference, folded: the seven modules, this step's addresses, the text, vLLM's own manager ------------------
     with st.expander(ctx.t("chain.header"), icon=":material/link:"):

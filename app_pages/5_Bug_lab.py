@@ -36,7 +36,7 @@ ctx = ui.setup_page("buglab", icon=":material/bug_report:")
 knobs = ui.Knobs("buglab")
 st.title(ctx.t("title"))
 ui.page_intro(ctx)
-pool_slot = ui.key_figure_slot(ctx)  # presenter mode: the pool and its playback bar first (filled at the end)
+pool_slot = ui.key_figure_slot(ctx)  # presenter mode: the pool and its bar first (filled last)
 
 FAULT_NAMES = [f.value for f in Fault]
 with st.sidebar:
@@ -212,8 +212,7 @@ def pool_section() -> None:
     with note_col:
         ui.notice(ctx, ctx.t("pool_notice"))
         damage = ctx.t("damage", writes=len({c.slot for c in writes}), reads=len(shown.bad_reads), step=step)
-        st.caption(damage)
-        bar.say(damage)
+        bar.tell(damage, st.caption)  # presenter mode: on the bar's line only
         for s in trun.steps[1:step + 1]:
             if s.finished:
                 st.caption(ctx.t("finished_note", seqs=", ".join(map(seq_label, s.finished)), step=s.step))

@@ -44,7 +44,7 @@ if not cuda:
     with st.spinner(ctx.t("building_native")):  # the C kernel is compiled on its first use in this process
         native_problem = native_error()
 half_way = (len(RUNGS) + 1) // 2  # two rows of cards: narrow columns would make each one a tall strip
-rungs_box = st.expander(ctx.t("rungs_fold"), icon=":material/stairs:")  # reference: folded (issue 38)
+rungs_box = st.expander(ctx.t("rungs_fold"), icon=":material/stairs:")  # reference: folded
 cards = [*rungs_box.columns(half_way), *rungs_box.columns(half_way)]
 for col, impl in zip(cards, RUNGS):
     with col.container(border=True, height="stretch"):
@@ -138,7 +138,7 @@ elif run is not None:
         ui.show_figure(ladder_figure(bars, ctx.t("ladder_title"), ctx.t("ms_x")), "fast.ladder")
     ui.notice(ctx, ctx.t("ladder_notice"), where=note_col)
 
-    sweeps = st.expander(ctx.t("sweep_header"), icon=":material/stacked_line_chart:")  # reference: folded
+    sweeps = st.expander(ctx.t("sweep_header"), icon=":material/stacked_line_chart:")  # reference
     fig = sweep_figure(series(run.by_context, "context_len", "ms"), labels,
                        ctx.t("ctx_ms_title", batch=batch, block_size=block_size), "context_len", ctx.t("ms_y"))
     fig_col, note_col = sweeps.columns([3, 1])
@@ -158,7 +158,7 @@ elif run is not None:
 # --- memory waste -------------------------------------------------------------------------------------------------
 st.header(ctx.t("memory_header"))
 st.caption(ctx.t("memory_intro"))
-metrics_box = st.container()  # the four numbers open; the trace's settings and the figures folded under them
+metrics_box = st.container()  # the four numbers open; the settings and the figures folded below
 details = st.expander(ctx.t("memory_fold"), icon=":material/bar_chart:")
 c1, c2, c3, c4 = details.columns(4)
 seed = knobs.number(ctx.t("mem_seed"), "seed", 0, 0, 9999, where=c1)
@@ -222,7 +222,7 @@ else:
     details.caption(ctx.t("external_note"))
 
 # --- what comes next: vLLM, FlashAttention, FlashInfer; split-K; outside kernels as extra rungs --------------
-with st.expander(ctx.t("beyond.header"), icon=":material/rocket_launch:"):  # reference: folded (issue 38)
+with st.expander(ctx.t("beyond.header"), icon=":material/rocket_launch:"):  # reference: folded
     show_what_comes_next(ctx, config.case() if config is not None else None, cuda, heading=False)
 
 export = {"ladder": run.to_dict() if run is not None else None, "config": dict(knobs.values),

@@ -25,7 +25,7 @@ with st.sidebar:
     block_size = knobs.select(ctx.t("common.block_size"), "block_size", 4, list(BLOCK_SIZES))
     ui.device_badge(ctx, "float32")
 
-slot = ui.key_figure_slot(ctx)  # presenter mode: the bar, the pool and the tree first, Break it under them
+slot = ui.key_figure_slot(ctx)  # presenter mode: the bar, the pool and the tree, then Break it
 skip_cow = knobs.toggle(ctx.t("skip_cow"), "skip_cow", False, where=break_box(ctx),  # the copy-on-write left out
                         help=ctx.t("skip_cow_help"))
 
@@ -45,7 +45,8 @@ def move(by: int, end: int = last) -> bool:
 
 bar = playback_bar(ctx, knobs, Stepper(
     "beam", step_key="beam.next", position=step, total=last,
-    can_forward=step < last, can_back=step > 0, forward=lambda: move(1), back=lambda: move(-1)), where=slot)
+    can_forward=step < last, can_back=step > 0, forward=lambda: move(1), back=lambda: move(-1)),
+    where=slot)
 bar.row.button(ctx.t("common.reset"), key="beam.reset", icon=":material/restart_alt:", disabled=step == 0,
                on_click=lambda: st.session_state.update({"beam.step": 0}))  # back to step 0, as on pages 4-6
 if quiz_on:  # predict, then reveal: how many blocks does the next step copy, or free?

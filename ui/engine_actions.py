@@ -178,8 +178,8 @@ def _run(ctx: PageContext, prefix: str) -> None:
 def engine_controls(ctx: PageContext, knobs: Knobs, lesson: EngineLesson, where=None):
     """The playback bar (Back, Step, Play: ui.playback), Run to end and Reset in its row, and the share hint.
     The form's Add is logged by the bar's ledger too, so an Add pressed while the page plays is applied exactly
-    once; `where`: presenter mode's key-figure slot (ui.page.key_figure_slot). Returns the bar (its `say`
-    tells presenter mode what the step did)."""
+    once; `where`: presenter mode's key-figure slot (ui.page.key_figure_slot). Returns the bar
+    (its `say` tells presenter mode what the step did)."""
     prefix = knobs.page
     bar = playback_bar(ctx, knobs, Stepper(
         prefix, step_key=f"{prefix}.step", position=len(lesson.steps),
@@ -191,7 +191,7 @@ def engine_controls(ctx: PageContext, knobs: Knobs, lesson: EngineLesson, where=
                    args=(ctx, prefix), disabled=not lesson.can_step())
     bar.row.button(ctx.t("common.reset"), key=f"{prefix}.reset", icon=":material/restart_alt:",
                    on_click=lambda: _lesson(prefix).reset())
-    if not ctx.present:  # at a projector nobody copies the link: the bar's line and the figure come first
+    if not ctx.present:  # at a projector nobody copies the link: the bar and the figure first
         st.caption(ctx.t("common.share_hint"))
     return bar
 

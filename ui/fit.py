@@ -95,11 +95,13 @@ def present_figure(fig: go.Figure, max_width: int = PRESENT_PX) -> go.Figure:
 
 
 def _beside(trace: dict) -> bool:
-    """A scatter whose text is placed beside its markers (textposition "top center", …), not inside them: a
-    small marker is no reason to drop it (page 9's beam tree prints each node's token above it)."""
+    """Whether a scatter's text sits beside its markers (textposition "top center", …), not inside
+    them: a small marker is then no reason to drop it (page 9's beam tree prints each token above its
+    node). Raises: nothing."""
     pos = trace.get("textposition")
     spots = pos if isinstance(pos, (list, tuple)) else [pos]
-    return trace.get("type", "scatter") == "scatter" and pos is not None and "middle center" not in spots
+    scatter = trace.get("type", "scatter") == "scatter"
+    return scatter and pos is not None and "middle center" not in spots
 
 
 def present_spec(d: dict, max_width: int = PRESENT_PX) -> dict:

@@ -83,8 +83,9 @@ def setup_page(module: str, icon: str = ":material/menu_book:") -> PageContext:
 
 
 def page_intro(ctx: PageContext) -> None:
-    """The page's intro caption ("intro" of its strings); in presenter mode folded into a closed expander, so the
-    playback bar and the key figure start on the first screen (the teacher says what the intro says)."""
+    """The page's intro caption ("intro" of its strings); in presenter mode folded into a closed
+    expander, so the playback bar and the key figure start on the first screen (the teacher says
+    what the intro says). Raises: nothing."""
     if ctx.present:
         st.expander(ctx.t("common.about_page"), icon=":material/info:").caption(ctx.t("intro"))
     else:
@@ -92,9 +93,10 @@ def page_intro(ctx: PageContext) -> None:
 
 
 def key_figure_slot(ctx: PageContext):
-    """In presenter mode, an empty container here (call it just under the playback bar) for the page's key
-    figure, so the figure comes before the step's other messages and controls; else None: the figure is drawn
-    where it always is (`with slot or st.container():`)."""
+    """In presenter mode, an empty container here, for the page's playback bar and key figure
+    (`playback_bar(…, where=slot)`, `(slot or st).columns(…)`): the figure then comes before the
+    step's other messages and controls. Else None: all is drawn where it always was.
+    Raises: nothing."""
     return st.container() if ctx.present else None
 
 

@@ -149,8 +149,8 @@ class Stepper:
     """What a page's playback bar drives (see the module docstring)."""
 
     prefix: str                    # the page's key prefix: its bar's keys are <prefix>.back, .play_pause, .speed, .ledger
-    step_key: str                  # the key of the page's step button (kept from before the bar existed); its
-    #                                label is classroom.step on every page (one name per action)
+    step_key: str                  # the key of the page's step button (kept from before the bar
+    #                                existed); labelled classroom.step on every page: one name
     position: int                  # steps taken so far (the counter)
     can_forward: bool
     can_back: bool
@@ -293,10 +293,12 @@ class Bar:
             self.line.markdown(text)
 
     def tell(self, text: str, box: Callable[..., object], icon: str | None = None) -> None:
-        """What the last step did, shown once: in presenter mode on the bar's line (`say`), else in the page's
-        own message `box` (st.success, st.info, …) with `icon`."""
+        """What the last step did, shown once: in presenter mode on the bar's line (`say`), else in
+        the page's own message `box` (st.success, st.info, st.caption, …) with `icon`. Raises: nothing."""
         if self.present and self.line is not None:
             self.line.markdown(text)
+        elif icon is None:
+            box(text)
         else:
             box(text, icon=icon)
 
@@ -307,8 +309,9 @@ def _css_class(key: str) -> str:
 
 
 def playback_bar(ctx: PageContext, knobs: Knobs, stepper: Stepper, where=None) -> Bar:
-    """Draw the bar (see the module docstring), in container `where` when given (presenter mode's key-figure slot,
-    ui.page.key_figure_slot); `play` and `speed` are knobs, so they round-trip through the URL."""
+    """Draw the bar (see the module docstring), in container `where` when given (presenter mode's
+    key-figure slot, ui.page.key_figure_slot); `play` and `speed` are knobs, so they round-trip
+    through the URL."""
     with where if where is not None else contextlib.nullcontext():
         return _playback_bar(ctx, knobs, stepper)
 

@@ -66,8 +66,9 @@ def _check(page, what: str) -> None:
 
 
 def _unfold(page, label: str) -> None:
-    """Open the main area's expander named `label` (page 4 folds its reference: issue 38) and let it draw."""
-    page.locator('[data-testid="stMain"] [data-testid="stExpander"] summary').filter(has_text=label).first.click()
+    """Open the main area's expander named `label` (page 4 folds its reference: issue 38)."""
+    summaries = page.locator('[data-testid="stMain"] [data-testid="stExpander"] summary')
+    summaries.filter(has_text=label).first.click()
     page.wait_for_timeout(300)
 
 
