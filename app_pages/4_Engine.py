@@ -164,44 +164,44 @@ def engine_view() -> None:
     view = demo.view
     pool_box = st.container() if not ctx.present else None
 
-    # --- the state rule, one sequence step by step ------------------------------------------------------------------
-    show_state_rule(ctx, demo, tokenizer)
-    show_fault_rule(ctx, demo)  # with a fault on: the rule's counts next to what the broken link used
+    if demo.steps:  # before the first step there is no rule row and nothing to compare: the page stays short
+        # --- the state rule, one sequence step by step ------------------------------------------------------------------
+        show_state_rule(ctx, demo, tokenizer)
+        show_fault_rule(ctx, demo)  # with a fault on: the rule's counts next to what the broken link used
 
-    # --- the twins: the verdict open, the per-step differences folded -------------------------------------------------
-    st.subheader(ctx.t("twins_header"))
-    worst, agree = demo.twin_summary()
-    verdict, tolerance = agree, demo.twin_tolerance()
-    fig_col, note_col = st.columns([3, 1])
-    if demo.steps:
-        fig_col.container(key="engine.twins_verdict").markdown(
-            ctx.t("twins_ok" if verdict else "twins_bad", worst=f"{worst:.2e}", tol=f"{tolerance:.0e}"))
-        if demo.schedules_differ():
-            fig_col.caption(ctx.t("twins_schedules_differ"))
-        first = max(1, len(demo.steps) - RECENT_STEPS + 1)  # the newest steps only, as the cache chart
-        shown = demo.steps[first - 1:]
-        title = ctx.t("twins_title") + (ctx.t("cache_recent", shown=RECENT_STEPS, steps=len(demo.steps))
-                                        if first > 1 else "")
-        with fig_col.expander(ctx.t("twins_fold")):
-            show_cells(twin_diff_html(list(range(first, len(demo.steps) + 1)), [s.max_diff for s in shown],
-                                      [all(s.same_tokens.values()) for s in shown], tolerance,
-                                      x_title=ctx.t("axis_step"), words=ui.viz_labels(ctx, TwinWords, "twin"),
-                                      first_step=first), title, "engine.twins")
-    else:
-        fig_col.info(ctx.t("twins_none"))
-    ui.notice(ctx, ctx.t("twins_notice"), where=note_col)
+        # --- the twins: the verdict open, the per-step differences folded -------------------------------------------------
+        st.subheader(ctx.t("twins_header"))
+        worst, agree = demo.twin_summary()
+        verdict, tolerance = agree, demo.twin_tolerance()
+        fig_col, note_col = st.columns([3, 1])
+        if demo.steps:
+            fig_col.container(key="engine.twins_verdict").markdown(
+                ctx.t("twins_ok" if verdict else "twins_bad", worst=f"{worst:.2e}", tol=f"{tolerance:.0e}"))
+            if demo.schedules_differ():
+                fig_col.caption(ctx.t("twins_schedules_differ"))
+            first = max(1, len(demo.steps) - RECENT_STEPS + 1)  # the newest steps only, as the cache chart
+            shown = demo.steps[first - 1:]
+            title = ctx.t("twins_title") + (ctx.t("cache_recent", shown=RECENT_STEPS, steps=len(demo.steps))
+                                            if first > 1 else "")
+            with fig_col.expander(ctx.t("twins_fold")):
+                show_cells(twin_diff_html(list(range(first, len(demo.steps) + 1)), [s.max_diff for s in shown],
+                                          [all(s.same_tokens.values()) for s in shown], tolerance,
+                                          x_title=ctx.t("axis_step"), words=ui.viz_labels(ctx, TwinWords, "twin"),
+                                          first_step=first), title, "engine.twins")
+        else:
+            fig_col.info(ctx.t("twins_none"))
+        ui.notice(ctx, ctx.t("twins_notice"), where=note_col)
     with pool_box if pool_box is not None else st.container():
         show_pool(demo, trace)
 
     # --- reference, folded: the seven modules, this step's addresses, the text, vLLM's own manager ------------------
-    with st.expander(ctx.t("chain.header"), icon=":material/link:"):
+    with st.expander(ctx.t("reference_fold"), icon=":material/menu_book:"):
         show_chain(ctx, demo)
-    if trace is not None and trace.seqs:
-        with st.expander(ctx.t("addresses_fold", phase=trace.phase), icon=":material/pin_drop:"):
+        if trace is not None and trace.seqs:
+            st.subheader(ctx.t("addresses_fold", phase=trace.phase))
             show_addresses(trace, view.block_size)
-    with st.expander(ctx.t("text_header"), icon=":material/notes:"):
+        st.subheader(ctx.t("text_header"))
         show_text(demo, trace)
-    with st.expander(ctx.t("vllm.header"), icon=":material/compare_arrows:"):
         show_vllm_side(ctx, demo, seq_label, "engine")  # vLLM's own KVCacheManager, same steps
     ui.export_button(ctx, demo.trace, "engine_trace.json", key="engine.export")
 

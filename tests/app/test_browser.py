@@ -277,7 +277,7 @@ def test_tables_keep_words_whole_at_1024_with_the_sidebar_open(server, browser, 
         assert page.evaluate(LAYOUT_PROBLEMS, False) == [], "Engine in presenter mode"  # the four metrics level
         page.goto(f"{server}/Engine?lang={lang}&steps=3&present=0", wait_until="domcontentloaded")
         _check(page, "Engine")
-        _unfold(page, t("engine.text_header", lang))
+        _unfold(page, t("engine.reference_fold", lang))
         page.locator(".st-key-engine-text").scroll_into_view_if_needed()
         _shot(page, f"engine_state_table_1024_{lang}.png")
         assert page.evaluate(LAYOUT_PROBLEMS, True) == []
@@ -306,7 +306,7 @@ def test_a_table_that_scrolls_sideways_fades_at_its_clipped_edges(server, browse
     try:
         page.goto(f"{server}/Engine?lang={lang}&steps=3", wait_until="domcontentloaded")
         _check(page, "Engine")
-        _unfold(page, t("engine.text_header", lang))
+        _unfold(page, t("engine.reference_fold", lang))
         page.locator(".st-key-engine-text").scroll_into_view_if_needed()
         seen = []
         for where in ("0", "(w.scrollWidth - w.clientWidth) / 2", "w.scrollWidth"):

@@ -1,8 +1,9 @@
-"""Issue 38 in a real browser (one server, one chromium, one context per screen size): at a projector's 1024x768
-in presenter mode, at step 3, in English and 简体中文, each stepping page's key figure starts on the first screen
-(its top within KEY_TOP_PX), the step's summary is printed once, page 4's state-rule table and twin verdict lie
-within two screens, and page 9's beam tree keeps every token label; at 1280x800 (no presenter mode) pages 4 and 7
-fit in two screens with their reference folded."""
+"""Issue 38 in a real browser (one server, one chromium, one context per screen size): at a
+projector's 1024x768 in presenter mode, at step 3, in English and 简体中文, each stepping page's key
+figure starts on the first screen (its top within KEY_TOP_PX), the step's summary is printed once,
+page 4's state-rule table and twin verdict lie within two screens, and page 9's beam tree keeps
+every token label; at 1280x800 (no presenter mode) pages 4 and 7 fit in two screens with their
+reference folded."""
 
 from __future__ import annotations
 
@@ -28,14 +29,17 @@ KEY_FIGURES = {
 PROBE = """(sel) => {
     const main = document.querySelector('[data-testid="stMain"]');
     const fig = document.querySelector(sel);
-    const say = main.querySelector('[class*="st-key-paged_say_"] [data-testid="stMarkdownContainer"]');
+    const say = main.querySelector(
+        '[class*="st-key-paged_say_"] [data-testid="stMarkdownContainer"]');
     const said = say ? say.innerText.trim() : '';
-    return [fig && fig.getBoundingClientRect().height > 0 ? fig.getBoundingClientRect().top : null, said,
+    const box = fig ? fig.getBoundingClientRect() : null;
+    return [box && box.height > 0 ? box.top : null, said,
             said ? main.innerText.split(said).length - 1 : 0];
 }"""
 BOX = """(sel) => { const e = document.querySelector(sel); if (!e) return null;
     const r = e.getBoundingClientRect(); return r.height > 0 ? [r.top, r.bottom] : null; }"""
-PAGE_PX = """() => document.querySelector('[data-testid="stMainBlockContainer"]').getBoundingClientRect().height"""
+PAGE_PX = """() => document.querySelector('[data-testid="stMainBlockContainer"]')
+    .getBoundingClientRect().height"""
 TREE_LABELS = """() => [...document.querySelectorAll('.st-key-beam-tree .textpoint text')]
     .filter(t => t.textContent.trim() && t.getBoundingClientRect().width > 0).length"""
 
@@ -58,10 +62,10 @@ def _open(page, server: str, path: str, lang: str, present: int) -> None:
 
 @pytest.mark.parametrize("lang", ["en", "zh"])
 def test_presenter_mode_puts_the_key_figure_first_and_says_the_step_once(server, browser, lang):
-    """1024x768, presenter mode, step 3: every key figure's top <= KEY_TOP_PX (they were at 733-1,268 px), the
-    summary once (it was printed twice, thrice on page 10); page 4's state-rule table starts and its twin verdict
-    ends within two screens (they were at 5.6 and 6.3 screens); page 9's tree shows as many token labels as outside
-    presenter mode (it lost most of them)."""
+    """1024x768, presenter mode, step 3: every key figure's top <= KEY_TOP_PX (they were at
+    733-1,268 px), the summary once (twice before, thrice on page 10); page 4's state-rule table
+    starts and its twin verdict ends within two screens (they were 5.6 and 6.3 screens down); page
+    9's tree shows as many token labels as outside presenter mode (it lost most of them)."""
     context = browser.new_context(viewport=PROJECTOR, locale="en-US")
     page = context.new_page()
     problems = []
@@ -86,7 +90,7 @@ def test_presenter_mode_puts_the_key_figure_first_and_says_the_step_once(server,
                 _open(page, server, path, lang, 0)
                 plain = page.evaluate(TREE_LABELS)
                 if not plain or presented != plain:
-                    problems.append(f"beam tree: {presented} token labels in presenter mode, {plain} without")
+                    problems.append(f"beam tree: {presented} token labels presenting, {plain} not")
     finally:
         context.close()
     assert not problems, "\n".join(problems)
@@ -94,15 +98,16 @@ def test_presenter_mode_puts_the_key_figure_first_and_says_the_step_once(server,
 
 @pytest.mark.parametrize("lang", ["en", "zh"])
 def test_engine_and_correct_to_fast_fit_two_screens_with_reference_folded(server, browser, lang):
-    """1280x800: page 4 (as it opens, and at step 3) and page 7 (before Run) are at most two screens tall, every
-    expander closed (page 4 was 3.9 screens, page 7 8.6)."""
+    """1280x800: page 4 as it opens and page 7 before Run (the states issue 38 measured: 3.9 and 8.6
+    screens) are at most two screens tall, every expander closed."""
     context = browser.new_context(viewport=LAPTOP, locale="en-US")
     page = context.new_page()
     heights = {}
     try:
-        for path in ("Engine", "Engine?steps=3", "Correct_to_fast"):
+        for path in ("Engine", "Correct_to_fast"):
             _open(page, server, path, lang, 0)
-            assert page.locator('[data-testid="stMain"] details[open]').count() == 0, f"{path}: an expander is open"
+            opened = page.locator('[data-testid="stMain"] details[open]').count()
+            assert opened == 0, f"{path}: {opened} expander(s) open"
             heights[path] = page.evaluate(PAGE_PX)
     finally:
         context.close()

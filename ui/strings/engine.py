@@ -285,6 +285,8 @@ STRINGS = {
         "zh": ("每次运行过某个 sequence 之后，它的圆点都落在虚线上：最新的 token 已知但还没有写入 cache，所以 "
                "cached_token_count = prompt_len + generated − 1。被抢占的 sequence 降到 0，重算之后回到虚线上。"),
     },
+    "reference_fold": {"en": "More on this step: the seven modules, its addresses, the text, vLLM alongside",
+                       "zh": "这一步的更多内容：七个模块、地址、文本，以及并排的 vLLM"},
     "twins_fold": {"en": "The difference at each step", "zh": "每一步的差异"},
     "addresses_fold": {"en": "This step's addresses ({phase}): slot_mapping and block tables",
                        "zh": "这一步的地址（{phase}）：slot_mapping 与 block table"},
