@@ -30,6 +30,7 @@ with st.sidebar:
                               help=ctx.t("num_blocks_help"))
     swap_space = knobs.slider(ctx.t("swap_space"), "swap_space", 16, 1, 48, help=ctx.t("swap_space_help"))
     ui.device_badge(ctx, "float32")
+slot = ui.key_figure_slot(ctx)  # presenter mode: the bar and both pools first, Break it under them
 break_it = knobs.select(ctx.t("break"), "break", "off", list(BREAK_CHOICES), where=break_box(ctx, (0.8, 2.2)),
                         format_func=lambda b: ctx.t(f"break_{b}"))
 
@@ -50,9 +51,10 @@ def move(by: int) -> bool:
     return True
 
 
-bar = playback_bar(ctx, knobs, Stepper("swap", step_key="swap.step_btn", step_label=ctx.t("step_label"),
+bar = playback_bar(ctx, knobs, Stepper("swap", step_key="swap.step_btn",
                                        position=step, can_forward=step < lesson.total, can_back=step > 0,
-                                       forward=lambda: move(1), back=lambda: move(-1), total=lesson.total))
+                                       forward=lambda: move(1), back=lambda: move(-1),
+                                       total=lesson.total), where=slot)
 bar.row.button(ctx.t("common.reset"), key="swap.reset", icon=":material/restart_alt:", disabled=step == 0,
                on_click=lambda: st.session_state.update({"swap.step": 0}))  # back to step 0, as on pages 4-6
 st.caption(ctx.t("scenario", max_tokens=MAX_TOKENS))
@@ -72,19 +74,23 @@ def mode_column(col, run, title: str, swap: bool) -> None:
     markdown lines, not alert boxes: a row of columns holding an alert is stacked on a narrow screen (ui.present),
     and these two columns are the side-by-side comparison."""
     col.subheader(title)
+    figure = col.container() if ctx.present else col  # presenter mode: the pools under the title
     col.caption(f'SchedulerConfig(  \npreemption_mode="{"swap" if swap else "recompute"}"'  # a narrow column: break
                 + (f",  \nswap_space={swap_space})" if swap else ")"))                             # between arguments
     state = run.at(step)
     if state is None:
         col.caption(ctx.t("no_step"))
         show_cells(pools_html(num_blocks, {}, swap_space if swap else 0, {}, {}, {}, words=words),
-                   ctx.t("pools_title" if swap else "pool_title", step=0), f"swap.pools_{swap}", where=col)
+                   ctx.t("pools_title" if swap else "pool_title", step=0), f"swap.pools_{swap}",
+                   where=figure)
         return
     trace = state.trace
     if step > len(run.steps):
         col.caption(ctx.t("ended", step=len(run.steps)))
     else:
-        col.markdown(explain_step(ctx, trace.why))
+        said_there = ctx.present and (swap or explain_step(ctx, trace.why) == said_on_bar)
+        if not said_there:  # presenter mode: said once, on the bar's line
+            col.markdown(explain_step(ctx, trace.why))
         for key, values in step_words(state):
             said = ctx.t(key, **{**values, "seq": seq_label(values["seq"])})
             col.markdown(f"{ICONS[key]} {said}")
@@ -94,7 +100,7 @@ def mode_column(col, run, title: str, swap: bool) -> None:
                         {s: b for s, b in trace.blocks_freed.items() if s in trace.preempted} if now else {},
                         words, state.handed() if now else {})
     show_cells(markup, ctx.t("pools_title" if swap else "pool_title", step=min(step, len(run.steps))),
-               f"swap.pools_{swap}", where=col)
+               f"swap.pools_{swap}", where=figure)
     if swap:
         col.caption(ctx.t("swapped_now", seqs=labels(state.swap_tables)))
 
@@ -110,14 +116,16 @@ def mode_costs(col, run) -> None:
     col.caption(f"{ctx.t('metric_preempt')}: {state.swaps if state else 0} / {state.recomputes if state else 0}")
 
 
-left, right = st.columns(2)
+current = lesson.swap.at(step)
+said_on_bar = (explain_step(ctx, current.trace.why)  # what the swap run did: presenter mode's line
+               if current is not None and step <= len(lesson.swap.steps) else None)
+if said_on_bar is not None:
+    bar.say(said_on_bar)
+left, right = (slot or st).columns(2)
 mode_column(left, lesson.swap, ctx.t("col_swap"), True)
 mode_column(right, lesson.recompute, ctx.t("col_recompute"), False)
 for col, run in zip(st.columns(2), (lesson.swap, lesson.recompute)):
     mode_costs(col, run)
-current = lesson.swap.at(step)
-if current is not None and step <= len(lesson.swap.steps):
-    bar.say(explain_step(ctx, current.trace.why))
 ui.notice(ctx, ctx.t("notice"))
 
 broken_at = lesson.twin_break()

@@ -27,6 +27,7 @@ with st.sidebar:
     ui.device_badge(ctx, "float32")
 
 model, tokenizer = engine_model(ctx)  # the shipped model (a window is put on its architecture: with_window)
+slot = ui.key_figure_slot(ctx)  # presenter mode: the bar and the block tables, then Break it
 free_early = knobs.toggle(ctx.t("break_label"), "free_early", False, where=break_box(ctx), help=ctx.t("break_help"))
 config = WindowConfig(window, block_size, prompt, free_early)
 run = session_cached("window.runs", config, lambda: run_window(config, model, tokenizer), max_items=8)
@@ -42,9 +43,10 @@ def move(delta: int) -> bool:
     return True
 
 
-bar = playback_bar(ctx, knobs, Stepper("window", step_key="window.step_btn", step_label=ctx.t("step_btn"),
+bar = playback_bar(ctx, knobs, Stepper("window", step_key="window.step_btn",
                                        position=step, total=run.num_steps, can_forward=step < run.num_steps,
-                                       can_back=step > 0, forward=lambda: move(1), back=lambda: move(-1)))
+                                       can_back=step > 0, forward=lambda: move(1),
+                                       back=lambda: move(-1)), where=slot)
 bar.row.button(ctx.t("common.reset"), key="window.reset", icon=":material/restart_alt:", disabled=step == 0,
                on_click=lambda: st.session_state.update({knobs.key("step"): 0}))  # back to step 0, as on pages 4-6
 if quiz_on:
@@ -54,8 +56,7 @@ knobs.sync_url(ctx.lang)
 # --- what this step did -----------------------------------------------------------------------------------------------
 frame, before = run.frames[step], run.frames[max(0, step - 1)]
 said = " ".join(ctx.t(key, **values) for key, values in step_words(run, step))
-st.info(said, icon=":material/view_week:")
-bar.say(said)
+bar.tell(said, st.info, icon=":material/view_week:")
 
 m1, m2, m3, m4 = st.columns(4)
 m1.metric(ctx.t("metric_held"), frame.held)
@@ -70,7 +71,7 @@ rows = [(0, frame.table, labels_a, frame.cached, frame.first_read if 0 < step < 
          before.tables.get(0, []))]
 if frame.tables.get(1):
     rows.append((1, frame.tables[1], labels_b, len(frame.neighbour_ids) - 1, None, before.tables.get(1, [])))
-fig_col, note_col = st.columns([3, 1])
+fig_col, note_col = (slot or st).columns([3, 1])
 if frame.tables:
     show_cells(window_table_html(rows, block_size, viz_labels(ctx, WindowWords, "w"), big=ctx.present),
                ctx.t("table_title", step=step), "window.tables", where=fig_col)

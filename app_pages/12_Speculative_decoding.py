@@ -1,6 +1,8 @@
 """12 · Speculative decoding: guesses checked in one pass, the rejected tail rolled back (cached_token_count and
 blocks)."""
 
+import contextlib
+
 import streamlit as st
 
 import ui
@@ -26,6 +28,7 @@ with st.sidebar:
     scenario = knobs.radio(ctx.t("scenario"), "scenario", "mixed", list(SCENARIOS),
                            format_func=lambda s: ctx.t(f"scenario_{s}"))
     ui.device_badge(ctx, "float32")
+view_slot = ui.key_figure_slot(ctx)  # presenter mode: the stepping view first, Break it under it
 forget = knobs.toggle(ctx.t("forget"), "forget", False, where=break_box(ctx), help=ctx.t("forget_help"))
 
 config = SpecConfig(k, block_size, scenario, forget)
@@ -62,10 +65,11 @@ def text(tok: int) -> str:
 def spec_view() -> None:
     """Everything a step, Back or Reset changes (st.fragment): these rerun only this part."""
     lesson = lesson_now()
-    bar = playback_bar(ctx, knobs, Stepper("spec", step_key="spec.step", step_label=ctx.t("step"),
+    slot = ui.key_figure_slot(ctx)  # presenter mode: the bar and this step's diagram first
+    bar = playback_bar(ctx, knobs, Stepper("spec", step_key="spec.step",
                                            position=len(lesson.steps), can_forward=lesson.can_step(),
                                            can_back=bool(lesson.steps), forward=lambda: lesson_now().step(),
-                                           back=back))
+                                           back=back), where=slot)
     bar.row.button(ctx.t("common.reset"), key="spec.reset", icon=":material/restart_alt:", on_click=reset)
     knobs.sync_url(ctx.lang, steps=len(lesson.steps))
     asking = None
@@ -106,7 +110,7 @@ def spec_view() -> None:
         diagram = [StepRow(r.seq_id, [text(t) for t in r.fed], r.positions, r.slots, r.accepted,
                            text(r.emitted[-1]) if len(r.emitted) > r.accepted else None, r.blocks_taken,
                            r.blocks_freed, not config.forget_rollback) for r in rows]
-        fig_col, note_col = st.columns([3, 1])
+        fig_col, note_col = (slot or st).columns([3, 1])
         ui.show_cells(step_html(diagram, ui.viz_labels(ctx, SpecWords, "cell")), ctx.t("step_title"), "spec.step_cells",
                       where=fig_col)
         ui.notice(ctx, ctx.t("step_notice"), where=note_col)
@@ -143,4 +147,5 @@ def spec_view() -> None:
     ui.export_button(ctx, lesson.to_dict, "spec_trace.json", key="spec.export")
 
 
-spec_view()
+with view_slot if view_slot is not None else contextlib.nullcontext():
+    spec_view()

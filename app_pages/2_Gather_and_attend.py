@@ -26,7 +26,7 @@ def short(values: list[int], keep: int = 8) -> str:
 ctx = ui.setup_page("gather", icon=":material/merge:")
 knobs = ui.Knobs("gather")
 st.title(ctx.t("title"))
-st.caption(ctx.t("intro"))
+ui.page_intro(ctx)
 
 with st.sidebar:
     st.header(ctx.t("common.settings"))
@@ -85,7 +85,7 @@ def gather_view() -> None:
     setup, the sidebar and the lesson above it. It reads the step afresh from session_state."""
     step = min(knobs.state("step", 0, ui.int_in(0, 512), ("steps",)), context_len)
     bar = playback_bar(ctx, knobs, Stepper(
-        "gather", step_key="gather.next", step_label=ctx.t("next"), position=step, total=context_len,
+        "gather", step_key="gather.next", position=step, total=context_len,
         can_forward=step < context_len, can_back=step > 0, forward=lambda: move(by=1), back=lambda: move(by=-1)))
     bar.row.button(ctx.t("all"), key="gather.all", disabled=step >= context_len, icon=":material/fast_forward:",
                    on_click=move, kwargs={"to": context_len})

@@ -92,9 +92,11 @@ def batch_view() -> None:
         if st.session_state.get("batch.target") is not None:
             lesson_now().apply(f"f{st.session_state['batch.target']}")
 
+    slot = ui.key_figure_slot(ctx)  # presenter mode: the bar and the pool, then the rest
     bar = playback_bar(ctx, knobs, Stepper(
-        "batch", step_key="batch.decode", step_label=ctx.t("decode"), position=len(lesson.ops), can_forward=bool(running),
-        can_back=bool(lesson.ops), forward=lambda: lesson_now().apply("d").ok, back=undo_last))
+        "batch", step_key="batch.decode", position=len(lesson.ops), can_forward=bool(running),
+        can_back=bool(lesson.ops), forward=lambda: lesson_now().apply("d").ok, back=undo_last),
+        where=slot)
     row = st.container(horizontal=True, vertical_alignment="bottom", gap="small")
     row.selectbox(ctx.t("which"), running, format_func=seq_label, key="batch.target", disabled=not running, width=130,
                   placeholder=ctx.t("none_running"))
@@ -118,29 +120,29 @@ def batch_view() -> None:
     not_a_number = st.session_state.pop("batch.len_not_a_number", None)  # set by add_typed
     if not_a_number is not None:
         said = ctx.t("refused_add_not_a_number", text=ui.params.quoted(not_a_number), lo=1, hi=MAX_PROMPT_LEN)
-        st.warning(said, icon=":material/back_hand:")
+        bar.tell(said, st.warning, icon=":material/back_hand:")
     elif event.kind == "start":
         said = ctx.t("start_seed" if lesson.used_seed_tables else "start_free_list")
-        st.info(said, icon=":material/flag:")
+        bar.tell(said, st.info, icon=":material/flag:")
         if not event.ok:
             st.warning(ctx.t("start_short", detail=event.detail), icon=":material/warning:")
     elif not event.ok:
         said = ctx.t(f"refused_{event.kind}_{event.reason}", detail=event.detail, **event.counts,
                      seq=label(event.seq_id) if event.seq_id is not None else "")
-        st.warning(said, icon=":material/back_hand:")
+        bar.tell(said, st.warning, icon=":material/back_hand:")
     elif event.kind == "decode":
         writes = ", ".join(f"{label(s)} → slot {slot}" for s, slot in event.written.items())
         said = ctx.t("decoded", step=len(lesson.ops), writes=writes)
-        st.success(said, icon=":material/edit_note:")
+        bar.tell(said, st.success, icon=":material/edit_note:")
         for s, blocks in event.new_blocks.items():
             st.info(ctx.t("new_block", seq=label(s), blocks=", ".join(map(str, blocks)),
                           block_size=block_size), icon=":material/add_box:")
     elif event.kind == "finish":
         said = ctx.t("finished", seq=label(event.seq_id), blocks=event.freed)
-        st.success(said, icon=":material/flag:")
+        bar.tell(said, st.success, icon=":material/flag:")
     elif event.kind == "add":
         said = ctx.t("added", seq=label(event.seq_id), blocks=event.new_blocks[event.seq_id])
-        st.success(said, icon=":material/add:")
+        bar.tell(said, st.success, icon=":material/add:")
     bar.say(said)
 
     # --- the pool and the mappings ------------------------------------------------------------------------------------
@@ -150,7 +152,7 @@ def batch_view() -> None:
     # the pool as HTML cells (viz.pool.pool_html): a step redraws it in a few ms, a plotly grid in ~100
     pool = pool_html(num_blocks, block_size, tables, lens, highlight=written, max_width=680,
                      words=viz_labels(ctx, PoolWords, "common.pool"), holds=pg.holds)  # what the pool holds
-    fig_col, note_col = st.columns([3, 1])
+    fig_col, note_col = (slot or st).columns([3, 1])
     show_cells(pool, ctx.t("pool_title", free=pg.manager.num_free_blocks, num_blocks=num_blocks), "batch.pool",
                where=fig_col)
     with note_col:

@@ -24,7 +24,7 @@ ctx = ui.setup_page("engine", icon=":material/settings:")
 knobs = ui.Knobs("engine")
 quiz_on = ui.quiz.enabled(knobs)  # ?quiz=1: predict, then reveal
 st.title(ctx.t("title"))
-st.caption(ctx.t("intro"))
+ui.page_intro(ctx)
 
 
 model, tokenizer = engine_model(ctx, knobs)  # the sidebar's model picker (ui.model_picker)
@@ -58,12 +58,73 @@ def add_request_form() -> None:
         st.caption(ctx.t("task_help"))
 
 
+def show_pool(demo, trace) -> None:
+    """The pool after the step: this step's writes outlined (a decode's) or thinly (a prefill's whole prompts)."""
+    view = demo.view
+    written = trace.slot_mapping if trace else []
+    decode = trace is not None and trace.phase == "decode"  # a prefill writes whole prompts: a thin outline reads better
+    pool = pool_html(view.num_blocks, view.block_size, view.tables, view.cached_counts,
+                     highlight=written if decode else [], read=[] if decode else written, max_width=680,
+                     token_text=demo.token_texts(), words=ui.viz_labels(ctx, PoolWords, "common.pool"))
+    fig_col, note_col = st.columns([3, 1])
+    show_cells(pool, ctx.t("pool_title", free=view.num_free_blocks, num_blocks=view.num_blocks), "engine.pool",
+               where=fig_col)
+    ui.notice(ctx, ctx.t("pool_notice"), where=note_col)
+
+
+def show_addresses(trace, block_size: int) -> None:
+    """This step's slot_mapping (one cell per fed token) and each block_table before → after the step."""
+    entries = [(s.seq_id, s.positions, s.slots) for s in trace.seqs if s.slots]
+    fig_col, note_col = st.columns([3, 1])
+    slot_words = ui.viz_labels(ctx, SlotWords, "engine.slots")
+    show_cells(slot_mapping_html(entries, block_size, words=slot_words),
+               ctx.t("slots_title", phase=trace.phase), "engine.slots", where=fig_col)
+    ui.notice(ctx, ctx.t("slots_notice"), where=note_col)
+    changes = table_changes(trace.block_tables_before, trace.block_tables_after)
+    bold = lambda table, new: "[" + ", ".join(f"**{b}**" if b in new else str(b) for b in table) + "]"  # noqa: E731
+    lines = [f"| {ctx.t('col_seq')} | {ctx.t('col_before')} | {ctx.t('col_after')} |", "|---|---|---|"]
+    lines += [f"| {seq_label(sid)} | {before} | {bold(after, new) if after else '—'} |"
+              for sid, before, after, new in changes]
+    table_col, note_col = st.columns([3, 1])
+    table_col.markdown(f"**{ctx.t('tables_title')}**")
+    table_col.markdown("\n".join(lines) if changes else ctx.t("no_tables"))
+    ui.notice(ctx, ctx.t("tables_notice"), where=note_col)
+
+
+def show_text(demo, trace) -> None:
+    """Each request's text as it grows (the newest token's piece beside it), and cached_token_count against its
+    rule over the newest steps."""
+    newest = ({s.seq_id: token_label(tokenizer, s.token_out) for s in trace.seqs if s.token_out is not None}
+              if trace else {})  # the token's own text piece (␣ a space, ⟨0xNN⟩ a byte): lessons.tokens
+    rows = [{ctx.t("col_seq"): seq_label(r.seq_id), ctx.t("col_status"): status_text(ctx, r.status, r.finish_reason),
+             "cached_token_count": r.cached_token_count, ctx.t("col_generated"): r.generated_len,
+             ctx.t("col_preemptions"): r.preemptions,
+             ctx.t("col_newest"): newest.get(r.seq_id, ""),
+             ctx.t("col_prompt"): r.prompt, ctx.t("col_output"): r.text} for r in demo.rows()]
+    if rows:
+        ui.state_table(rows, key="engine.text", prose=(ctx.t("col_prompt"), ctx.t("col_output")),
+                       foreign=(ctx.t("col_newest"), ctx.t("col_prompt"), ctx.t("col_output")))
+    else:
+        st.info(ctx.t("no_requests"))
+    series = demo.cache_series(last=RECENT_STEPS)  # the newest steps only: the chart costs the same at step 600
+    if series:
+        fig_col, note_col = st.columns([3, 1])
+        cut = len(demo.steps) > RECENT_STEPS
+        title = ctx.t("cache_title") + (ctx.t("cache_recent", shown=RECENT_STEPS, steps=len(demo.steps)) if cut else "")
+        show_cells(cache_rule_html(series, rule_name=ctx.t("rule_name"), x_title=ctx.t("axis_step"),
+                                  y_title=ctx.t("axis_tokens"), tip=ctx.t("rule_tip"),
+                                  first_step=len(demo.steps) - RECENT_STEPS + 1 if cut else 0),
+                   title, "engine.cache", where=fig_col)
+        ui.notice(ctx, ctx.t("cache_notice"), where=note_col)
+
+
 @st.fragment
 def engine_view() -> None:
     """Everything a step, Back, Run, Reset or a new request changes (st.fragment): these rerun only this part,
     not the page setup, the sidebar and the model loading above it. It reads the lesson afresh from session_state."""
     demo = engine_lesson(ctx, "engine", config, model, tokenizer, list(ENGINE_SCENARIOS["three"].requests))
-    bar = engine_controls(ctx, knobs, demo)
+    slot = ui.key_figure_slot(ctx)  # presenter mode: the bar and the queues first, the step's messages under them
+    bar = engine_controls(ctx, knobs, demo, where=slot)
 
     knobs.sync_url(ctx.lang, reqs=encode_requests(demo.all_specs()), steps=len(demo.steps))
     show_messages(ctx, demo)
@@ -92,98 +153,56 @@ def engine_view() -> None:
     if not demo.can_step() and demo.steps:
         st.caption(ctx.t("all_done"))
 
-    fig_col, note_col = st.columns([3, 1])
+    fig_col, note_col = (slot or st).columns([3, 1])
     show_cells(queues_html(waiting, running, finished, trace.preempted if trace else (),
                            trace.scheduled if trace else (),
                            words=ui.viz_labels(ctx, QueueWords, "lane")),
                ctx.t("queues_title"), "engine.queues", where=fig_col)
     ui.notice(ctx, ctx.t("queues_notice"), where=note_col)
 
-    # --- the chain, live: the seven modules of this step ------------------------------------------------------------
-    show_chain(ctx, demo)
-
-    # --- this step's addresses ----------------------------------------------------------------------------------------
+    # --- the pool after this step (presenter mode: under the state rule and the twins' verdict) ----------------------
     view = demo.view
-    written = trace.slot_mapping if trace else []
-    decode = trace is not None and trace.phase == "decode"  # a prefill writes whole prompts: a thin outline reads better
-    pool = pool_html(view.num_blocks, view.block_size, view.tables, view.cached_counts,
-                     highlight=written if decode else [], read=[] if decode else written, max_width=680,
-                     token_text=demo.token_texts(), words=ui.viz_labels(ctx, PoolWords, "common.pool"))
-    fig_col, note_col = st.columns([3, 1])
-    show_cells(pool, ctx.t("pool_title", free=view.num_free_blocks, num_blocks=view.num_blocks), "engine.pool",
-               where=fig_col)
-    ui.notice(ctx, ctx.t("pool_notice"), where=note_col)
+    pool_box = st.container() if not ctx.present else None
 
-    if trace is not None and trace.seqs:
-        entries = [(s.seq_id, s.positions, s.slots) for s in trace.seqs if s.slots]
+    if demo.steps:  # before the first step there is no rule row and nothing to compare: the page stays short
+        # --- the state rule, one sequence step by step ------------------------------------------------------------------
+        show_state_rule(ctx, demo, tokenizer)
+        show_fault_rule(ctx, demo)  # with a fault on: the rule's counts next to what the broken link used
+
+        # --- the twins: the verdict open, the per-step differences folded -------------------------------------------------
+        st.subheader(ctx.t("twins_header"))
+        worst, agree = demo.twin_summary()
+        verdict, tolerance = agree, demo.twin_tolerance()
         fig_col, note_col = st.columns([3, 1])
-        slot_words = ui.viz_labels(ctx, SlotWords, "engine.slots")
-        show_cells(slot_mapping_html(entries, view.block_size, words=slot_words),
-                   ctx.t("slots_title", phase=trace.phase), "engine.slots", where=fig_col)
-        ui.notice(ctx, ctx.t("slots_notice"), where=note_col)
-    if trace is not None:
-        changes = table_changes(trace.block_tables_before, trace.block_tables_after)
-        bold = lambda table, new: "[" + ", ".join(f"**{b}**" if b in new else str(b) for b in table) + "]"  # noqa: E731
-        lines = [f"| {ctx.t('col_seq')} | {ctx.t('col_before')} | {ctx.t('col_after')} |", "|---|---|---|"]
-        lines += [f"| {seq_label(sid)} | {before} | {bold(after, new) if after else '—'} |"
-                  for sid, before, after, new in changes]
-        table_col, note_col = st.columns([3, 1])
-        table_col.markdown(f"**{ctx.t('tables_title')}**")
-        table_col.markdown("\n".join(lines) if changes else ctx.t("no_tables"))
-        ui.notice(ctx, ctx.t("tables_notice"), where=note_col)
+        if demo.steps:
+            fig_col.container(key="engine.twins_verdict").markdown(
+                ctx.t("twins_ok" if verdict else "twins_bad", worst=f"{worst:.2e}", tol=f"{tolerance:.0e}"))
+            if demo.schedules_differ():
+                fig_col.caption(ctx.t("twins_schedules_differ"))
+            first = max(1, len(demo.steps) - RECENT_STEPS + 1)  # the newest steps only, as the cache chart
+            shown = demo.steps[first - 1:]
+            title = ctx.t("twins_title") + (ctx.t("cache_recent", shown=RECENT_STEPS, steps=len(demo.steps))
+                                            if first > 1 else "")
+            with fig_col.expander(ctx.t("twins_fold")):
+                show_cells(twin_diff_html(list(range(first, len(demo.steps) + 1)), [s.max_diff for s in shown],
+                                          [all(s.same_tokens.values()) for s in shown], tolerance,
+                                          x_title=ctx.t("axis_step"), words=ui.viz_labels(ctx, TwinWords, "twin"),
+                                          first_step=first), title, "engine.twins")
+        else:
+            fig_col.info(ctx.t("twins_none"))
+        ui.notice(ctx, ctx.t("twins_notice"), where=note_col)
+    with pool_box if pool_box is not None else st.container():
+        show_pool(demo, trace)
 
-    # --- text and the state rule --------------------------------------------------------------------------------------
-    st.subheader(ctx.t("text_header"))
-    newest = ({s.seq_id: token_label(tokenizer, s.token_out) for s in trace.seqs if s.token_out is not None}
-              if trace else {})  # the token's own text piece (␣ a space, ⟨0xNN⟩ a byte): lessons.tokens
-    rows = [{ctx.t("col_seq"): seq_label(r.seq_id), ctx.t("col_status"): status_text(ctx, r.status, r.finish_reason),
-             "cached_token_count": r.cached_token_count, ctx.t("col_generated"): r.generated_len,
-             ctx.t("col_preemptions"): r.preemptions,
-             ctx.t("col_newest"): newest.get(r.seq_id, ""),
-             ctx.t("col_prompt"): r.prompt, ctx.t("col_output"): r.text} for r in demo.rows()]
-    if rows:
-        ui.state_table(rows, key="engine.text", prose=(ctx.t("col_prompt"), ctx.t("col_output")),
-                       foreign=(ctx.t("col_newest"), ctx.t("col_prompt"), ctx.t("col_output")))
-    else:
-        st.info(ctx.t("no_requests"))
-
-    series = demo.cache_series(last=RECENT_STEPS)  # the newest steps only: the chart costs the same at step 600
-    if series:
-        fig_col, note_col = st.columns([3, 1])
-        cut = len(demo.steps) > RECENT_STEPS
-        title = ctx.t("cache_title") + (ctx.t("cache_recent", shown=RECENT_STEPS, steps=len(demo.steps)) if cut else "")
-        show_cells(cache_rule_html(series, rule_name=ctx.t("rule_name"), x_title=ctx.t("axis_step"),
-                                  y_title=ctx.t("axis_tokens"), tip=ctx.t("rule_tip"),
-                                  first_step=len(demo.steps) - RECENT_STEPS + 1 if cut else 0),
-                   title, "engine.cache", where=fig_col)
-        ui.notice(ctx, ctx.t("cache_notice"), where=note_col)
-
-    # --- the state rule, one sequence step by step ------------------------------------------------------------------
-    show_state_rule(ctx, demo, tokenizer)
-    show_fault_rule(ctx, demo)  # with a fault on: the rule's counts next to what the broken link used
-
-    # --- the twins ----------------------------------------------------------------------------------------------------
-    st.subheader(ctx.t("twins_header"))
-    worst, agree = demo.twin_summary()
-    verdict, tolerance = agree, demo.twin_tolerance()
-    fig_col, note_col = st.columns([3, 1])
-    if demo.steps:
-        fig_col.markdown(ctx.t("twins_ok" if verdict else "twins_bad", worst=f"{worst:.2e}", tol=f"{tolerance:.0e}"))
-        if demo.schedules_differ():
-            fig_col.caption(ctx.t("twins_schedules_differ"))
-        first = max(1, len(demo.steps) - RECENT_STEPS + 1)  # the newest steps only, as the cache chart
-        shown = demo.steps[first - 1:]
-        title = ctx.t("twins_title") + (ctx.t("cache_recent", shown=RECENT_STEPS, steps=len(demo.steps))
-                                        if first > 1 else "")
-        show_cells(twin_diff_html(list(range(first, len(demo.steps) + 1)), [s.max_diff for s in shown],
-                                  [all(s.same_tokens.values()) for s in shown], tolerance,
-                                  x_title=ctx.t("axis_step"), words=ui.viz_labels(ctx, TwinWords, "twin"),
-                                  first_step=first), title, "engine.twins", where=fig_col)
-    else:
-        fig_col.info(ctx.t("twins_none"))
-    ui.notice(ctx, ctx.t("twins_notice"), where=note_col)
-
-    show_vllm_side(ctx, demo, seq_label, "engine")  # vLLM's own KVCacheManager, same steps
+    # --- reference, folded: the seven modules, this step's addresses, the text, vLLM's own manager ------------------
+    with st.expander(ctx.t("reference_fold"), icon=":material/menu_book:"):
+        show_chain(ctx, demo)
+        if trace is not None and trace.seqs:
+            st.subheader(ctx.t("addresses_fold", phase=trace.phase))
+            show_addresses(trace, view.block_size)
+        st.subheader(ctx.t("text_header"))
+        show_text(demo, trace)
+        show_vllm_side(ctx, demo, seq_label, "engine")  # vLLM's own KVCacheManager, same steps
     ui.export_button(ctx, demo.trace, "engine_trace.json", key="engine.export")
 
 

@@ -1,6 +1,7 @@
 """5 · Bug lab: inject one classic paged-KV-cache bug, watch the output drift from a correct twin, and see which
 cells of the pool it damages."""
 
+import contextlib
 import html
 from dataclasses import asdict
 
@@ -35,7 +36,8 @@ def shipped_model():
 ctx = ui.setup_page("buglab", icon=":material/bug_report:")
 knobs = ui.Knobs("buglab")
 st.title(ctx.t("title"))
-st.caption(ctx.t("intro"))
+ui.page_intro(ctx)
+pool_slot = ui.key_figure_slot(ctx)  # presenter mode: the pool and its bar first (filled last)
 
 FAULT_NAMES = [f.value for f in Fault]
 with st.sidebar:
@@ -196,7 +198,7 @@ def pool_section() -> None:
         return st.session_state["buglab.step"] != now
 
     bar = playback_bar(ctx, knobs, Stepper(
-        "buglab", step_key="buglab.next", step_label=ctx.t("next_step"), position=step, total=tscenario.num_steps,
+        "buglab", step_key="buglab.next", position=step, total=tscenario.num_steps,
         can_forward=step < tscenario.num_steps, can_back=step > 0, forward=lambda: move(1), back=lambda: move(-1)))
     knobs.sync_url(ctx.lang)
     st.caption(ctx.t("pool_step_help"))
@@ -212,14 +214,14 @@ def pool_section() -> None:
     with note_col:
         ui.notice(ctx, ctx.t("pool_notice"))
         damage = ctx.t("damage", writes=len({c.slot for c in writes}), reads=len(shown.bad_reads), step=step)
-        st.caption(damage)
-        bar.say(damage)
+        bar.tell(damage, st.caption)  # presenter mode: on the bar's line only
         for s in trun.steps[1:step + 1]:
             if s.finished:
                 st.caption(ctx.t("finished_note", seqs=", ".join(map(seq_label, s.finished)), step=s.step))
 
 
-pool_section()
+with pool_slot if pool_slot is not None else contextlib.nullcontext():
+    pool_section()
 
 
 def export() -> dict:

@@ -15,7 +15,7 @@ from viz.sharing import HitsLabels, RefcountWords, hits_html, memory_figure, ref
 ctx = ui.setup_page("sharing", icon=":material/call_split:")
 knobs = ui.Knobs("sharing")
 st.title(ctx.t("title"))
-st.caption(ctx.t("intro"))
+ui.page_intro(ctx)
 
 
 model, tokenizer = engine_model(ctx, knobs)  # the sidebar's model picker (ui.model_picker)

@@ -23,7 +23,7 @@ RUNNING_KEY = "fast.running"  # the LadderConfig being measured, removed when it
 ctx = ui.setup_page("fast", icon=":material/speed:")
 knobs = ui.Knobs("fast")
 st.title(ctx.t("title"))
-st.caption(ctx.t("intro"))
+ui.page_intro(ctx)
 cuda = ui.device_info()["device"] == "cuda"
 labels = {impl: ctx.t("impl_sdpa") if impl == "sdpa" else impl for impl in RUNGS}
 
@@ -44,7 +44,8 @@ if not cuda:
     with st.spinner(ctx.t("building_native")):  # the C kernel is compiled on its first use in this process
         native_problem = native_error()
 half_way = (len(RUNGS) + 1) // 2  # two rows of cards: narrow columns would make each one a tall strip
-cards = [*st.columns(half_way), *st.columns(half_way)]
+rungs_box = st.expander(ctx.t("rungs_fold"), icon=":material/stairs:")  # reference: folded
+cards = [*rungs_box.columns(half_way), *rungs_box.columns(half_way)]
 for col, impl in zip(cards, RUNGS):
     with col.container(border=True, height="stretch"):
         st.markdown(f"**{ctx.t(f'rung_{impl}')}**  \n{ctx.t(f'does_{impl}')}")
@@ -147,27 +148,29 @@ elif run is not None:
         ui.show_figure(ladder_figure(bars, ctx.t("ladder_title"), ctx.t("ms_x")), "fast.ladder")
     ui.notice(ctx, ctx.t("ladder_notice"), where=note_col)
 
-    st.subheader(ctx.t("sweep_header"))
+    sweeps = st.expander(ctx.t("sweep_header"), icon=":material/stacked_line_chart:")  # reference
     fig = sweep_figure(series(run.by_context, "context_len", "ms"), labels,
                        ctx.t("ctx_ms_title", batch=batch, block_size=block_size), "context_len", ctx.t("ms_y"))
-    fig_col, note_col = st.columns([3, 1])
+    fig_col, note_col = sweeps.columns([3, 1])
     ui.show_figure(fig, "fast.ctx_ms", where=fig_col)
     ui.notice(ctx, ctx.t("ctx_ms_notice"), where=note_col)
     fig = sweep_figure(series(run.by_context, "context_len", "gbps"), labels, ctx.t("ctx_gbps_title"),
                        "context_len", ctx.t("gbps_y"), ref=run.read_bw_gbps, ref_label=ctx.t("read_bw"))
-    fig_col, note_col = st.columns([3, 1])
+    fig_col, note_col = sweeps.columns([3, 1])
     ui.show_figure(fig, "fast.ctx_gbps", where=fig_col)
     ui.notice(ctx, ctx.t("ctx_gbps_notice"), where=note_col)
     fig = sweep_figure(series(run.by_block_size, "block_size", "ms"), labels,
                        ctx.t("bs_title", context_len=context_len), ctx.t("bs_x"), ctx.t("ms_y"))
-    fig_col, note_col = st.columns([3, 1])
+    fig_col, note_col = sweeps.columns([3, 1])
     ui.show_figure(fig, "fast.bs_ms", where=fig_col)
     ui.notice(ctx, ctx.t("bs_notice"), where=note_col)
 
 # --- memory waste -------------------------------------------------------------------------------------------------
 st.header(ctx.t("memory_header"))
 st.caption(ctx.t("memory_intro"))
-c1, c2, c3, c4 = st.columns(4)
+metrics_box = st.container()  # the four numbers open; the settings and the figures folded below
+details = st.expander(ctx.t("memory_fold"), icon=":material/bar_chart:")
+c1, c2, c3, c4 = details.columns(4)
 seed = knobs.number(ctx.t("mem_seed"), "seed", 0, 0, 9999, where=c1)
 num_requests = knobs.slider(ctx.t("mem_requests"), "requests", 300, 20, 1000, where=c2)
 max_model_len = knobs.select(ctx.t("mem_max_model_len"), "max_model_len", 2048, MAX_MODEL_LENS, where=c3)
@@ -180,7 +183,8 @@ try:
     spec = TraceSpec(num_requests=num_requests, seed=seed, prompt_max=half, output_max=half,
                      max_model_len=max_model_len)
 except ValueError as err:
-    ui.show_error(ctx, ctx.t("err_trace", message=shown(err, paths=[])), ctx.t("fix_trace"))
+    with metrics_box:
+        ui.show_error(ctx, ctx.t("err_trace", message=shown(err, paths=[])), ctx.t("fix_trace"))
 else:
     with st.spinner(ctx.t("computing_memory")):
         report = ui.session_cached("fast.memory", (spec, budget),
@@ -190,16 +194,16 @@ else:
     fields = {k: getattr(spec, k) for k in ("num_requests", "seed", "prompt_median", "prompt_sigma", "prompt_min",
                                             "prompt_max", "output_median", "output_sigma", "output_min",
                                             "output_max")}
-    st.markdown(ctx.t("trace_desc", **fields))
+    details.markdown(ctx.t("trace_desc", **fields))
     by = {(r.scheme, r.block_size): r for r in report.results}
     contiguous, paged16 = by[("max_len", None)], by[("paged", HIGHLIGHT_BS)]
-    m1, m2, m3, m4 = st.columns(4)
+    m1, m2, m3, m4 = metrics_box.columns(4)
     m1.metric(ctx.t("m_waste_max"), f"{contiguous.waste_pct:.1f}%", help=ctx.t("m_help"))
     m2.metric(ctx.t("m_waste_paged"), f"{paged16.waste_pct:.1f}%", help=ctx.t("m_help"))
     m3.metric(ctx.t("m_fit_max"), contiguous.fit_requests)
     m4.metric(ctx.t("m_fit_paged"), paged16.fit_requests)
 
-    fig_col, note_col = st.columns([3, 1])
+    fig_col, note_col = details.columns([3, 1])
     ui.show_figure(trace_figure(final_lens, max_model_len, ctx.t("trace_title"), ctx.t("trace_x"),
                                 ctx.t("trace_y"), mean_label=ctx.t("trace_mean")), "fast.trace", where=fig_col)
     ui.notice(ctx, ctx.t("trace_notice"), where=note_col)
@@ -208,13 +212,13 @@ else:
              else ctx.t(f"scheme_{r.scheme}") for r in report.results]
     fig = waste_figure(names, [r.waste_pct for r in report.results], [r.decode_waste_pct for r in report.results],
                        ctx.t("waste_title"), ctx.t("waste_y"), ctx.t("waste_final"), ctx.t("waste_decode"))
-    fig_col, note_col = st.columns([3, 1])
+    fig_col, note_col = details.columns([3, 1])
     ui.show_figure(fig, "fast.waste", where=fig_col)
     ui.notice(ctx, ctx.t("waste_notice"), where=note_col)
 
     fig = fit_figure(names, [r.scheme for r in report.results], [r.fit_requests for r in report.results],
                      ctx.t("fit_title", budget=f"{budget:,}"), ctx.t("fit_y"))
-    fig_col, note_col = st.columns([3, 1])
+    fig_col, note_col = details.columns([3, 1])
     ui.show_figure(fig, "fast.fit", where=fig_col)
     ui.notice(ctx, ctx.t("fit_notice"), where=note_col)
 
@@ -222,13 +226,14 @@ else:
     fig = fragmentation_figure([r.block_size for r in paged], [r.waste_per_request for r in paged],
                                ctx.t("frag_title"), ctx.t("bs_x"), ctx.t("frag_y"), ctx.t("frag_measured"),
                                ctx.t("frag_expected"))
-    fig_col, note_col = st.columns([3, 1])
+    fig_col, note_col = details.columns([3, 1])
     ui.show_figure(fig, "fast.frag", where=fig_col)
     ui.notice(ctx, ctx.t("frag_notice"), where=note_col)
-    st.caption(ctx.t("external_note"))
+    details.caption(ctx.t("external_note"))
 
 # --- what comes next: vLLM, FlashAttention, FlashInfer; split-K; outside kernels as extra rungs --------------
-show_what_comes_next(ctx, config.case() if config is not None else None, cuda)
+with st.expander(ctx.t("beyond.header"), icon=":material/rocket_launch:"):  # reference: folded
+    show_what_comes_next(ctx, config.case() if config is not None else None, cuda, heading=False)
 
 export = {"ladder": run.to_dict() if run is not None else None, "config": dict(knobs.values),
           "memory": report.to_dict() if report is not None else None}

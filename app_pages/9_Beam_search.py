@@ -1,5 +1,7 @@
 """9 · Beam search: K beams as a tree on the block pool (fork, copy-on-write, prune) and the memory it saves."""
 
+import contextlib
+
 import streamlit as st
 
 import ui
@@ -25,6 +27,7 @@ with st.sidebar:
     block_size = knobs.select(ctx.t("common.block_size"), "block_size", 4, list(BLOCK_SIZES))
     ui.device_badge(ctx, "float32")
 
+view_slot = ui.key_figure_slot(ctx)  # presenter mode: the stepping view first, Break it under it
 skip_cow = knobs.toggle(ctx.t("skip_cow"), "skip_cow", False, where=break_box(ctx),  # the copy-on-write left out
                         help=ctx.t("skip_cow_help"))
 
@@ -46,9 +49,11 @@ def beam_view() -> None:
     """Everything a step, Back or Reset changes (st.fragment): a click reruns only this part, not
     the sidebar or the measured comparison below."""
     step = knobs.step("step", last)  # ?step=N (?steps=N too), clamped to the run's end with a note
+    slot = ui.key_figure_slot(ctx)  # presenter mode: the bar, the pool and the tree first
     bar = playback_bar(ctx, knobs, Stepper(
-        "beam", step_key="beam.next", step_label=ctx.t("next_step"), position=step, total=last,
-        can_forward=step < last, can_back=step > 0, forward=lambda: move(1), back=lambda: move(-1)))
+        "beam", step_key="beam.next", position=step, total=last,
+        can_forward=step < last, can_back=step > 0, forward=lambda: move(1), back=lambda: move(-1)),
+        where=slot)
     bar.row.button(ctx.t("common.reset"), key="beam.reset", icon=":material/restart_alt:", disabled=step == 0,
                    on_click=lambda: st.session_state.update({"beam.step": 0}))  # back to step 0, as on pages 4-6
     if quiz_on:  # predict, then reveal: how many blocks does the next step copy, or free?
@@ -61,16 +66,15 @@ def beam_view() -> None:
     label = seq_label
     if trace is None:
         said = ctx.t("at_start")
-        st.info(said, icon=":material/flag:")
+        bar.tell(said, st.info, icon=":material/flag:")
     elif trace.phase == "prefill":
         fed = trace.seqs[0]
         said = ctx.t("said_prefill", step=step, tokens=len(fed.tokens_in),
                      blocks=trace.blocks_allocated.get(fed.seq_id, []))
-        st.success(said, icon=":material/input:")
+        bar.tell(said, st.success, icon=":material/input:")
     else:
         said = ctx.t("said_decode", step=step, beams=len(trace.seqs))
-        st.success(said, icon=":material/edit_note:")
-    bar.say(said)
+        bar.tell(said, st.success, icon=":material/edit_note:")
     if trace is not None:
         if trace.cow_skipped:  # one line per step, whatever the width: the pool stays near the bar
             st.error(ctx.t("skipped_msg", seqs=", ".join(label(s) for s, _ in trace.cow_skipped),
@@ -105,12 +109,12 @@ def beam_view() -> None:
                                 token_text=lesson.token_texts(step),
                                 words=ui.viz_labels(ctx, RefcountWords, "sharing.ref"))
     pool = freed_overlay(pool, view.freed, cols, ctx.t("freed_hover"))  # a cross on each block freed this step
-    fig_col, note_col = st.columns([3, 1])
+    fig_col, note_col = (slot or st).columns([3, 1])
     ui.show_figure(pool, "beam.pool", where=fig_col)
     ui.notice(ctx, ctx.t("pool_notice"), where=note_col)
 
     nodes, edges = lesson.tree(step)
-    fig_col, note_col = st.columns([3, 1])
+    fig_col, note_col = (slot or st).columns([3, 1])
     ui.show_figure(tree_figure(nodes, edges, ctx.t("tree_title"), ui.viz_labels(ctx, TreeWords, "tree")), "beam.tree",
                    where=fig_col)
     ui.notice(ctx, ctx.t("tree_notice"), where=note_col)
@@ -140,7 +144,8 @@ def beam_view() -> None:
             st.success(ctx.t("twin_ok"), icon=":material/check_circle:")
 
 
-beam_view()
+with view_slot if view_slot is not None else contextlib.nullcontext():
+    beam_view()
 
 # --- measured: the paper's §4.4 comparison ----------------------------------------------------------------------------
 st.subheader(ctx.t("savings_header"))

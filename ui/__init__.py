@@ -16,14 +16,16 @@
 ui.engine_actions: glue around the engine lesson of pages 4 and 6 (sidebar, session_state, controls, messages).
 """
 
-from .page import PageContext, current_lang, device_badge, device_info, language_switch, page_header, setup_page
+from .page import (PageContext, current_lang, device_badge, device_info, key_figure_slot,
+                   language_switch, page_header, page_intro, setup_page)
 from .params import (Knobs, ParsedInts, duplicates, float_in, int_in, one_of, parse_int_list, read_param,
                      text_max, write_params)
 from .widgets import (breakable, card, export_button, notice, session_cached, show_cells, show_error, show_figure,
                       state_table, stop_with_error, viz_labels)
 
 __all__ = [
-    "PageContext", "current_lang", "device_badge", "device_info", "language_switch", "page_header", "setup_page",
+    "PageContext", "current_lang", "device_badge", "device_info", "key_figure_slot",
+    "language_switch", "page_header", "page_intro", "setup_page",
     "Knobs", "ParsedInts", "duplicates", "float_in", "int_in", "one_of", "parse_int_list", "read_param",
     "text_max", "write_params", "breakable", "card", "export_button", "notice", "session_cached", "show_cells",
     "show_error", "show_figure", "state_table", "stop_with_error", "viz_labels",

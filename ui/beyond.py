@@ -42,8 +42,9 @@ def rung_status(ctx, rung: ExternalRung | None) -> str:
                  dtype=rung.dtype)
 
 
-def show_what_comes_next(ctx, case, cuda: bool) -> None:
-    st.header(ctx.t("beyond.header"))
+def show_what_comes_next(ctx, case, cuda: bool, heading: bool = True) -> None:
+    if heading:  # False: the caller shows it folded, under an expander named beyond.header
+        st.header(ctx.t("beyond.header"))
     st.markdown(ctx.t("beyond.intro"))
     st.markdown(layout_table(ctx))
 

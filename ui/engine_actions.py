@@ -175,21 +175,24 @@ def _run(ctx: PageContext, prefix: str) -> None:
         _lesson(prefix).run(MAX_RUN_STEPS, lambda: give_way(RUN_GIVE_WAY_S))
 
 
-def engine_controls(ctx: PageContext, knobs: Knobs, lesson: EngineLesson):
+def engine_controls(ctx: PageContext, knobs: Knobs, lesson: EngineLesson, where=None):
     """The playback bar (Back, Step, Play: ui.playback), Run to end and Reset in its row, and the share hint.
     The form's Add is logged by the bar's ledger too, so an Add pressed while the page plays is applied exactly
-    once. Returns the bar (its `say` tells presenter mode what the step did)."""
+    once; `where`: presenter mode's key-figure slot (ui.page.key_figure_slot). Returns the bar
+    (its `say` tells presenter mode what the step did)."""
     prefix = knobs.page
     bar = playback_bar(ctx, knobs, Stepper(
-        prefix, step_key=f"{prefix}.step", step_label=ctx.t("engine.step"), position=len(lesson.steps),
+        prefix, step_key=f"{prefix}.step", position=len(lesson.steps),
         can_forward=lesson.can_step(), can_back=bool(lesson.steps), forward=lambda: _lesson(prefix).forward(),
         back=lambda: _lesson(prefix).back(),
-        extra={f"{prefix}.add": lambda: add_from_form(prefix, *st.session_state[f"_add_defaults.{prefix}"])}))
+        extra={f"{prefix}.add": lambda: add_from_form(prefix, *st.session_state[f"_add_defaults.{prefix}"])}),
+        where=where)
     bar.row.button(ctx.t("engine.run"), key=f"{prefix}.run", icon=":material/fast_forward:", on_click=_run,
                    args=(ctx, prefix), disabled=not lesson.can_step())
     bar.row.button(ctx.t("common.reset"), key=f"{prefix}.reset", icon=":material/restart_alt:",
                    on_click=lambda: _lesson(prefix).reset())
-    st.caption(ctx.t("common.share_hint"))
+    if not ctx.present:  # at a projector nobody copies the link: the bar and the figure first
+        st.caption(ctx.t("common.share_hint"))
     return bar
 
 
@@ -237,8 +240,7 @@ def announce_step(ctx: PageContext, bar, lesson: EngineLesson):
     else:
         said, icon = ctx.t("engine.step_info", step=len(lesson.steps), phase=trace.phase,
                            reason=explain_step(ctx, trace.why)), ":material/explore:"
-    st.info(said, icon=icon)
-    bar.say(said)
+    bar.tell(said, st.info, icon=icon)
     return trace
 
 

@@ -94,6 +94,16 @@ def present_figure(fig: go.Figure, max_width: int = PRESENT_PX) -> go.Figure:
     return go.Figure(data=d["data"], layout=d["layout"], _validate=False)
 
 
+def _beside(trace: dict) -> bool:
+    """Whether a scatter's text sits beside its markers (textposition "top center", …), not inside
+    them: a small marker is then no reason to drop it (page 9's beam tree prints each token above its
+    node). Raises: nothing."""
+    pos = trace.get("textposition")
+    spots = pos if isinstance(pos, (list, tuple)) else [pos]
+    scatter = trace.get("type", "scatter") == "scatter"
+    return scatter and pos is not None and "middle center" not in spots
+
+
 def present_spec(d: dict, max_width: int = PRESENT_PX) -> dict:
     """present_figure on a figure's plain dict {"data", "layout"} (changed in place: pass a copy, e.g.
     fig.to_dict()); returns it."""
@@ -113,7 +123,7 @@ def present_spec(d: dict, max_width: int = PRESENT_PX) -> dict:
         font = tr.setdefault("textfont", {})
         size = (_smallest(font.get("size")) or 12) * f
         cell = _smallest((marker or {}).get("size")) if isinstance(marker, dict) else None
-        if size >= FIGURE_PX or cell is None or cell >= 2.1 * FIGURE_PX:
+        if size >= FIGURE_PX or cell is None or cell >= 2.1 * FIGURE_PX or _beside(tr):
             font["size"] = max(FIGURE_PX, size) if not isinstance(font.get("size"), list) else \
                 [max(FIGURE_PX, v * f) for v in font["size"]]
         elif tr.get("type", "scatter") == "scatter":  # too small a cell for legible text: markers only

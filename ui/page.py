@@ -82,13 +82,31 @@ def setup_page(module: str, icon: str = ":material/menu_book:") -> PageContext:
     return PageContext(module, lang, tr, present)
 
 
+def page_intro(ctx: PageContext) -> None:
+    """The page's intro caption ("intro" of its strings); in presenter mode folded into a closed
+    expander, so the playback bar and the key figure start on the first screen (the teacher says
+    what the intro says). Raises: nothing."""
+    if ctx.present:
+        st.expander(ctx.t("common.about_page"), icon=":material/info:").caption(ctx.t("intro"))
+    else:
+        st.caption(ctx.t("intro"))
+
+
+def key_figure_slot(ctx: PageContext):
+    """In presenter mode, an empty container here, for the page's playback bar and key figure
+    (`playback_bar(…, where=slot)`, `(slot or st).columns(…)`): the figure then comes before the
+    step's other messages and controls. Else None: all is drawn where it always was.
+    Raises: nothing."""
+    return st.container() if ctx.present else None
+
+
 def page_header(module: str, icon: str) -> tuple[PageContext, Knobs]:
     """The opening every lesson page shares: `setup_page`, the page's Knobs (URL prefix `module`), its title and
     intro caption (ui/strings/<module>.py "title", "intro") and the sidebar's settings header. Returns (ctx, knobs)."""
     ctx = setup_page(module, icon=icon)
     knobs = Knobs(module)
     st.title(ctx.t("title"))
-    st.caption(ctx.t("intro"))
+    page_intro(ctx)
     st.sidebar.header(ctx.t("common.settings"))
     return ctx, knobs
 

@@ -1,7 +1,7 @@
 """The playback bar of every stepping page: Back, Step, Play / Pause at a speed, keyboard shortcuts (→ step, ← back,
 space play / pause), and a step counter; in presenter mode a large counter and one line on what the last step did.
 
-    stepper = Stepper("batch", step_key="batch.decode", step_label=ctx.t("decode"), position=len(demo.ops),
+    stepper = Stepper("batch", step_key="batch.decode", position=len(demo.ops),
                       can_forward=True, can_back=bool(demo.ops), forward=decode_once, back=undo_last)
     bar = playback_bar(ctx, knobs, stepper)   # before anything the step changes is drawn
     bar.row.button(…)                          # the page's own buttons go in the same row
@@ -42,6 +42,7 @@ way (ui.capacity.yielding_run, at most GIVE_WAY_S each).
 
 from __future__ import annotations
 
+import contextlib
 import secrets
 import threading
 import time
@@ -149,8 +150,8 @@ class Stepper:
     """What a page's playback bar drives (see the module docstring)."""
 
     prefix: str                    # the page's key prefix: its bar's keys are <prefix>.back, .play_pause, .speed, .ledger
-    step_key: str                  # the key of the page's step button (kept from before the bar existed)
-    step_label: str
+    step_key: str                  # the key of the page's step button (kept from before the bar
+    #                                existed); labelled classroom.step on every page: one name
     position: int                  # steps taken so far (the counter)
     can_forward: bool
     can_back: bool
@@ -311,14 +312,31 @@ class Bar:
         if self.present and self.line is not None:
             self.line.markdown(text)
 
+    def tell(self, text: str, box: Callable[..., object], icon: str | None = None) -> None:
+        """What the last step did, shown once: in presenter mode on the bar's line (`say`), else in
+        the page's own message `box` (st.success, st.info, st.caption, …) with `icon`. Raises: nothing."""
+        if self.present and self.line is not None:
+            self.line.markdown(text)
+        elif icon is None:
+            box(text)
+        else:
+            box(text, icon=icon)
+
 
 def _css_class(key: str) -> str:
     import re
     return "st-key-" + re.sub(r"[^a-zA-Z0-9_-]", "-", key.strip())
 
 
-def playback_bar(ctx: PageContext, knobs: Knobs, stepper: Stepper) -> Bar:
-    """Draw the bar (see the module docstring); `play` and `speed` are knobs, so they round-trip through the URL."""
+def playback_bar(ctx: PageContext, knobs: Knobs, stepper: Stepper, where=None) -> Bar:
+    """Draw the bar (see the module docstring), in container `where` when given (presenter mode's
+    key-figure slot, ui.page.key_figure_slot); `play` and `speed` are knobs, so they round-trip
+    through the URL."""
+    with where if where is not None else contextlib.nullcontext():
+        return _playback_bar(ctx, knobs, stepper)
+
+
+def _playback_bar(ctx: PageContext, knobs: Knobs, stepper: Stepper) -> Bar:
     p, t = stepper.prefix, ctx.t
     _whole_page_if_asked()
     st.session_state.setdefault(LOCK_KEY, threading.RLock())  # made by a run, before any callback can need it
@@ -339,7 +357,7 @@ def playback_bar(ctx: PageContext, knobs: Knobs, stepper: Stepper) -> Bar:
     row.button(t("classroom.back"), key=f"{p}.back", icon=":material/skip_previous:", on_click=act,
                args=(p, "back"), disabled=not stepper.can_back, help=t("classroom.back_help"),
                shortcut=SHORTCUTS["back"])
-    row.button(stepper.step_label, key=stepper.step_key, type="primary", icon=":material/skip_next:", on_click=act,
+    row.button(t("classroom.step"), key=stepper.step_key, type="primary", icon=":material/skip_next:", on_click=act,
                args=(p, "step"), disabled=not stepper.can_forward, help=t("classroom.step_help"),
                shortcut=SHORTCUTS["step"])
     row.button(t("classroom.pause") if playing else t("classroom.play"), key=f"{p}.play_pause",

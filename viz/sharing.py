@@ -49,6 +49,24 @@ class RefcountWords:
     free: str = "physical block {block}: free (ref count 0)"
 
 
+ARC_POINTS = 17  # points along each copy-on-write arc
+
+
+def copy_arc(src: tuple[float, float], dst: tuple[float, float]) -> tuple[list[float], list[float]]:
+    """A copy-on-write arrow's path as (xs, ys), ARC_POINTS points in grid units (y grows downward):
+    a curve from the top edge of cell `src` up and over to the top edge of cell `dst`, higher the
+    farther apart they are. Several copies of one block then nest as separate arcs above the row,
+    instead of straight arrows through the cells (and ref counts) between, where "3 → 4, 3 → 5,
+    3 → 6" read as a chain 3 → 4 → 5 → 6. Raises: nothing (pure geometry)."""
+    (x0, y0), (x1, y1) = src, dst
+    y0, y1 = y0 - 0.42, y1 - 0.42  # the cells' top edges
+    rise = min(1.6, 0.3 + 0.45 * math.hypot(x1 - x0, y1 - y0))
+    cx, cy = (x0 + x1) / 2, min(y0, y1) - rise  # a quadratic Bezier's control point above the pair
+    ts = [i / (ARC_POINTS - 1) for i in range(ARC_POINTS)]
+    return ([(1 - t) ** 2 * x0 + 2 * (1 - t) * t * cx + t * t * x1 for t in ts],
+            [(1 - t) ** 2 * y0 + 2 * (1 - t) * t * cy + t * t * y1 for t in ts])
+
+
 def refcount_pool_figure(num_blocks: int, block_size: int, tables: Mapping[int, Sequence[int]],
                          cached_counts: Mapping[int, int], ref_counts: Sequence[int], cached: Iterable[int] = (),
                          copies: Sequence[tuple[int, int]] = (), title: str = "", cols: int | None = None,
@@ -62,7 +80,8 @@ def refcount_pool_figure(num_blocks: int, block_size: int, tables: Mapping[int, 
     token_text: seq_id -> the text of each of its tokens by token index (lessons.tokens.token_label); a held
     block's hover adds the tokens written in it, e.g. "tokens '⟨BOS⟩' 'The' '␣fox'" (its first holder's).
     words: the hover's sentences (RefcountWords). Square cells of at most 46 px, the figure at most `max_width` px
-    wide. Traces: "blocks", "shared", "holders", "copy-on-write", "block ids" (last: drawn on top)."""
+    wide. Traces: "blocks", "shared", "holders", "copy-on-write", "copy arcs" (copy_arc; an
+    annotation puts the arrowhead at each arc's end), "block ids" (last: drawn on top)."""
     cols = cols or min(num_blocks, 16)
     cell_px = max(24, min(46, (max_width - 20) // cols))
     rows = math.ceil(num_blocks / cols)
@@ -130,19 +149,24 @@ def refcount_pool_figure(num_blocks: int, block_size: int, tables: Mapping[int, 
                      showlegend=False, marker=dict(symbol="square-open", size=size + 4, color=COPY_COLOR,
                                                    line=dict(width=3))))
     data.append(ids)  # drawn last: on top of every outline
-    annotations = []
-    for src, dst in copies:
-        if 0 <= src < num_blocks and 0 <= dst < num_blocks:
-            (x0, y0), (x1, y1) = xy(src), xy(dst)
-            annotations.append(dict(x=x1, y=y1, ax=x0, ay=y0, xref="x", yref="y", axref="x", ayref="y", text="",
-                                    showarrow=True, arrowhead=3, arrowsize=1.2, arrowwidth=2.5,
-                                    arrowcolor=COPY_COLOR, standoff=size / 2, startstandoff=size / 2))
+    arcs = [copy_arc(xy(src), xy(dst)) for src, dst in copies
+            if 0 <= src < num_blocks and 0 <= dst < num_blocks]
+    data.insert(len(data) - 1, dict(type="scatter", name="copy arcs", mode="lines", hoverinfo="skip",
+                                    showlegend=False, line=dict(color=COPY_COLOR, width=2.5),
+                                    x=[x for arc in arcs for x in [*arc[0], None]],
+                                    y=[y for arc in arcs for y in [*arc[1], None]]))
+    # the arrowhead at each arc's end, along its last stretch
+    annotations = [dict(x=xs[-1], y=ys[-1], ax=xs[-3], ay=ys[-3], xref="x", yref="y", axref="x",
+                        ayref="y", text="", showarrow=True, arrowhead=3, arrowsize=1.2, arrowwidth=2.5,
+                        arrowcolor=COPY_COLOR, standoff=0) for xs, ys in arcs]
+    lift = max([-min(ys) - 0.4 for _, ys in arcs] + [0.0])  # room above row 0 for its arcs (+0.1)
     top, bottom = (40 if title else 8), 8
     width = max(cols * cell_px + 20, 360)
-    layout = title_layout(title, rows * cell_px + top + bottom, top=top, bottom=bottom)
+    height = round((rows + lift) * cell_px) + top + bottom
+    layout = title_layout(title, height, top=top, bottom=bottom)
     layout.update(width=width, showlegend=False, annotations=annotations,
                   xaxis=dict(visible=False, range=[-0.5, -0.5 + (width - 20) / cell_px], fixedrange=True),
-                  yaxis=dict(visible=False, range=[rows - 0.5, -0.5], fixedrange=True),
+                  yaxis=dict(visible=False, range=[rows - 0.5, -0.5 - lift], fixedrange=True),
                   meta=dict(alt=pool_record(num_blocks, tables, {s: seq_label(s) for s in tables},
                                             list(ref_counts))))  # its text alternative (viz.describe)
     return make_figure(data, layout)

@@ -1,6 +1,6 @@
 """deploy/run.sh: two app replicas behind nginx, on loopback. Health answers through the proxy; nginx gives a new
 browser a sticky cookie; two real browser sessions on page 3 ("Batch decode"), on different replicas, click
-"Decode step" in turn, and each keeps its own step count over many reruns, through one websocket, on one replica.
+"Next step" in turn, and each keeps its own step count over many reruns, through one websocket, on one replica.
 
 Skips when nginx, chromium or playwright is missing, unless PAGED_REQUIRE_BROWSER=1 (CI), which fails instead.
 Every process started here is stopped in a finally (deploy/stop.sh, by the pid files run.sh wrote).
@@ -118,7 +118,7 @@ def browser():
 
 def test_two_replicas_behind_nginx_keep_each_session_on_its_own_replica(browser, deployment):
     """Health through the proxy; a cookie-less request gets a sticky cookie that then always reaches one replica;
-    two browser sessions on different replicas click Decode step 6 and 4 times, interleaved, and each shows its own
+    two browser sessions on different replicas click Next step 6 and 4 times, interleaved, and each shows its own
     step count after every click; each used one websocket (/_stcore/stream, 101) on its replica and nothing else."""
     base, run_dir = deployment
     assert _get(f"{base}/_stcore/health")[0] == "ok"
@@ -155,7 +155,7 @@ def test_two_replicas_behind_nginx_keep_each_session_on_its_own_replica(browser,
     clicks = {"A": 0, "B": 0}
     for name in "ABABABABAA":  # A: 6 steps, B: 4, interleaved
         page = sessions[name][1]
-        page.get_by_role("button", name="Decode step").click()
+        page.get_by_role("button", name="Next step").click()
         clicks[name] += 1
         page.wait_for_function(f"() => document.body.innerText.includes('Step {clicks[name]}: each running')",
                                timeout=30000)

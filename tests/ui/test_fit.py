@@ -68,3 +68,22 @@ def test_take_title_keeps_room_for_labels_above_the_plot():
     assert take_title(fig) == "Final lengths"
     label_px = max(a.font.size for a in fig.layout.annotations if a.yref == "paper" and a.y >= 1)
     assert label_px * 1.2 <= fig.layout.margin.t < top and fig.layout.height == height - (top - fig.layout.margin.t)
+
+
+def test_presenter_keeps_labels_printed_beside_small_markers():
+    """Issue 38: page 9's beam tree prints each node's token above its 13 px marker. Presenter mode
+    dropped those labels as if they sat inside too small a cell (29 of 40 lost): every token stays,
+    at FIGURE_PX or more."""
+    from viz.beam import tree_figure
+
+    nodes = [dict(key=(0, 0), depth=0, rank=0, seq_id=0, token="<s>", score=0.0, kind="root")]
+    nodes += [dict(key=(d, r), depth=d, rank=r, seq_id=r, token=f"t{d}{r}", score=-d * 0.5,
+                   kind="beam") for d in range(1, 6) for r in range(4)]
+    edges = [((d - 1, 0 if d == 1 else r), (d, r)) for d in range(1, 6) for r in range(4)]
+    def tokens(fig) -> list[str]:
+        return [t for tr in fig.data if "text" in (tr.mode or "") for t in (tr.text or ())]
+
+    small = tree_figure(nodes, edges, "tree")
+    big = present_figure(tree_figure(nodes, edges, "tree"))
+    assert len(tokens(small)) == len(nodes) and tokens(big) == tokens(small)
+    assert text_sizes(big) and all(s >= FIGURE_PX for s in text_sizes(big))

@@ -88,7 +88,7 @@ class Counter:
         return st.session_state["t.n"] != now
 
     def stepper(self) -> Stepper:
-        return Stepper("t", "t.next", "Next", st.session_state["t.n"], True, True,
+        return Stepper("t", "t.next", st.session_state["t.n"], True, True,
                        forward=lambda: self.move(1), back=lambda: self.move(-1))
 
 
@@ -113,7 +113,7 @@ def test_an_add_while_playing_is_applied_once_and_playing_goes_on():
     the whole page to be drawn (the Add's outcome is drawn outside the step fragment); a repeated value adds
     nothing more."""
     page, added = Counter(end=10), []
-    st.session_state["_stepper.t"] = Stepper("t", "t.next", "Next", 0, True, False, forward=lambda: page.move(1),
+    st.session_state["_stepper.t"] = Stepper("t", "t.next", 0, True, False, forward=lambda: page.move(1),
                                              back=lambda: page.move(-1), extra={"t.add": lambda: added.append(1)})
     st.session_state["t.play"] = 1
     st.session_state[SESSION_KEY] = SESSION

@@ -138,9 +138,37 @@ def test_refcount_pool_figure_prints_ref_counts_and_outlines_shared():
     assert list(trace(fig, "shared").customdata) == [5]
     assert list(trace(fig, "holders").marker.color) == [seq_color(0), seq_color(1), seq_color(2)]
     assert list(trace(fig, "copy-on-write").customdata) == [1, 2]
-    (arrow,) = fig.layout.annotations
-    assert (arrow.ax, arrow.ay, arrow.x, arrow.y) == (1, 0, 2, 0) and arrow.arrowcolor == COPY_COLOR
+    (arrow,) = fig.layout.annotations  # the head ends on block 2's top edge, coming down from above
+    assert arrow.x == pytest.approx(2) and arrow.y == pytest.approx(-0.42) and arrow.ay < arrow.y
+    assert arrow.arrowcolor == COPY_COLOR
+    arc = trace(fig, "copy arcs")
+    assert (arc.x[0], arc.x[-2]) == pytest.approx((1, 2)) and arc.x[-1] is None  # block 1 → 2
     assert list(trace(fig, "block ids").text) == [str(b) for b in range(8)]
+
+
+def test_copies_of_one_block_are_separate_arcs_not_a_chain():
+    """Issue 38: block 3 copied to 4, 5 and 6 (one row). Straight arrows ran along the row through
+    the cells between ("3→4, 3→5, 3→6" read as a chain): each copy is an arc from 3's top edge over
+    the row to its own target's, the farther target's arc higher, every point of an arc above the
+    cells' tops, and the figure grows to hold them."""
+    refs, lens = [0, 0, 0, 1, 1, 1, 1, 0], dict.fromkeys(range(4), 4)
+    tables = {0: [3], 1: [4], 2: [5], 3: [6]}
+    plain = refcount_pool_figure(8, 4, tables, lens, refs, cols=8)
+    fig = refcount_pool_figure(8, 4, tables, lens, refs, copies=[(3, 4), (3, 5), (3, 6)], cols=8)
+    arc = trace(fig, "copy arcs")
+    xs, ys = list(arc.x), list(arc.y)
+    arcs = []
+    while xs:
+        end = xs.index(None)
+        arcs.append((xs[:end], ys[:end]))
+        xs, ys = xs[end + 1:], ys[end + 1:]
+    assert [(a[0][0], a[0][-1]) for a in arcs] == [(3, 4), (3, 5), (3, 6)]
+    assert all(y <= -0.42 + 1e-9 for _, ys in arcs for y in ys), "an arc dips into the row's cells"
+    peaks = [min(ys) for _, ys in arcs]
+    assert peaks[0] > peaks[1] > peaks[2], peaks  # nested: the farther copy rises higher
+    heads = fig.layout.annotations
+    assert sorted(round(a.x) for a in heads) == [4, 5, 6]
+    assert fig.layout.yaxis.range[1] < min(peaks) and fig.layout.height > plain.layout.height
 
 
 def test_block_ids_stay_readable_on_a_shared_block():

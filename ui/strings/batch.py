@@ -12,7 +12,6 @@ STRINGS = {
                "token：Block Manager 分配一个 slot，这个 token 的 "
                "K/V 写到那里，attention 再通过 block table 读回全部历史。"),
     },
-    "decode": {"en": "Decode step", "zh": "Decode 一步"},
     "which": {"en": "Sequence", "zh": "序列"},
     "finish": {"en": "Finish", "zh": "结束"},
     "none_running": {"en": "none running", "zh": "没有运行中的"},
@@ -24,9 +23,9 @@ STRINGS = {
                        "zh": "链接中的步骤只能重放到第 {applied} 步（共 {total} 步）。"},
     "start_seed": {
         "en": ("Start: the article's batch. A = [7, 2, 9] with 10 tokens, B = [4, 1] with 6, C = [8, 5, 3, 6] with "
-               "15. Press “Decode step”."),
+               "15. Press “Next step”."),
         "zh": ("开始：文章中的 batch。A = [7, 2, 9]，10 个 token；B = [4, 1]，6 个；C = [8, 5, 3, 6]，15 个。"
-               "点击“Decode 一步”。"),
+               "点击“下一步”。"),
     },
     "start_free_list": {
         "en": ("Start: the article's context lengths (10, 6, 15) with blocks taken from the free list, because the "

@@ -21,7 +21,6 @@ STRINGS = {
     "length_penalty_help": {
         "en": "A finished beam scores sum of log-probs / generated length ** length_penalty (as in transformers).",
         "zh": "一个结束的 beam 的得分 = log-prob 之和 / 生成长度 ** length_penalty（与 transformers 相同）。"},
-    "next_step": {"en": "Next step", "zh": "下一步"},
     "skip_cow": {"en": "Skip the copy-on-write", "zh": "跳过 copy-on-write"},
     "skip_cow_help": {
         "en": "A beam writes its token into the shared last block instead of copying it first.",

@@ -105,8 +105,8 @@ STRINGS = {
                    "zh": "下一次 decode 时，选中的 sequence 把最新 token 的 K/V 写到 slot + 1。它的连续 cache 孪生引擎写对了，"
                          "所以校验会显示出损坏。"},
     "wrong_seq": {"en": "Which sequence", "zh": "哪个 sequence"},
-    "wrong_armed": {"en": "Armed: the next “Decode step” writes {seq}'s token one slot too far.",
-                    "zh": "已就绪：下一次“Decode step”会把 {seq} 的 token 写到下一个 slot。"},
+    "wrong_armed": {"en": "Armed: the next “Next step” writes {seq}'s token one slot too far.",
+                    "zh": "已就绪：下一次“下一步”会把 {seq} 的 token 写到下一个 slot。"},
     "wrong_none": {"en": "No sequence is running.", "zh": "没有正在运行的 sequence。"},
     "wrong_what": {"en": "{seq}'s token {token} belonged in slot {slot}; its K/V went to slot {written}.",
                    "zh": "{seq} 的 token {token} 应写入 slot {slot}；它的 K/V 却写进了 slot {written}。"},

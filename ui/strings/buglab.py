@@ -175,7 +175,6 @@ STRINGS = {
     },
     "request": {"en": "Request {label}", "zh": "请求 {label}"},
     "prompt": {"en": "prompt", "zh": "提示词"},
-    "next_step": {"en": "Next step", "zh": "下一步"},
     "reference": {"en": "contiguous (reference)", "zh": "连续 cache（参考）"},
     "faulty": {"en": "paged with the bug", "zh": "带 bug 的 paged"},
     "paged_clean": {"en": "paged, no bug", "zh": "paged，无 bug"},

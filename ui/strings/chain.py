@@ -11,7 +11,7 @@ STRINGS = {
                "什么也没做（空闲的一步、没有新 block、没有结束的 sequence）。选择一个模块，查看真正执行这一步的代码。"),
     },
     "title": {"en": "Step {step}: who did what", "zh": "第 {step} 步：谁做了什么"},
-    "title_none": {"en": "Before the first step: press Step", "zh": "第一步之前：点击“单步”"},
+    "title_none": {"en": "Before the first step: press “Next step”", "zh": "第一步之前：点击“下一步”"},
     "title_nothing": {"en": "No step has run, and none can: no request can be scheduled",
                       "zh": "还没有运行任何一步，也无法运行：没有可以调度的请求"},
     "pick": {"en": "Show the code of", "zh": "查看代码"},

@@ -34,6 +34,7 @@ STRINGS = {
     # the playback bar (ui.playback)
     "back": {"en": "Back", "zh": "后退"},
     "back_help": {"en": "Undo the last step (shortcut: ←)", "zh": "撤销上一步（快捷键：←）"},
+    "step": {"en": "Next step", "zh": "下一步"},  # the step button of every stepping page: one name
     "step_help": {"en": "One step (shortcut: →)", "zh": "前进一步（快捷键：→）"},
     "play": {"en": "Play", "zh": "播放"},
     "pause": {"en": "Pause", "zh": "暂停"},

@@ -20,6 +20,7 @@ STRINGS = {
     "notice": {"en": "What to notice:", "zh": "注意看："},
     "export": {"en": "Export trace (JSON)", "zh": "导出 trace（JSON）"},
     "settings": {"en": "Settings", "zh": "设置"},
+    "about_page": {"en": "About this page", "zh": "关于本页"},  # presenter mode: the folded intro
     "share_hint": {"en": "The URL holds this exact state: copy it to share.",
                    "zh": "当前网址记录了这一状态：复制即可分享。"},
     # knob names keep the seed article's vocabulary in both languages

@@ -146,9 +146,9 @@ STRINGS = {
     "err_replay_failed": {"en": "The link's steps could not all be replayed: {message}",
                           "zh": "链接中的步骤无法全部回放：{message}"},
     "fix_replay_failed": {
-        "en": ("The page went back to step 0 with the same requests. Press Step to find the step that fails, or "
+        "en": ("The page went back to step 0 with the same requests. Press “Next step” to find the step that fails, or "
                "raise num_blocks in the sidebar."),
-        "zh": "页面已回到第 0 步，请求保持不变。点击“单步”找出出错的那一步，或者在侧边栏调大 num_blocks。",
+        "zh": "页面已回到第 0 步，请求保持不变。点击“下一步”找出出错的那一步，或者在侧边栏调大 num_blocks。",
     },
     "err_too_many": {"en": "This page keeps at most {max_requests} requests.", "zh": "本页最多保留 {max_requests} 个请求。"},
     "fix_too_many": {"en": "Press Reset or load a scenario to start over.", "zh": "点击“重置”或加载一个场景重新开始。"},
@@ -176,7 +176,6 @@ STRINGS = {
     "add": {"en": "Add request", "zh": "添加请求"},
     "added": {"en": "Request {seq} joined the waiting queue.", "zh": "请求 {seq} 进入了等待队列。"},
     # actions
-    "step": {"en": "Step", "zh": "单步"},
     "run": {"en": "Run to end", "zh": "运行到结束"},
     "running": {"en": "Stepping both twins…", "zh": "两个孪生引擎运行中…"},
     "run_capped": {"en": "Run to end stopped after {steps} steps: one press runs at most {steps}, so everyone's "
@@ -185,12 +184,12 @@ STRINGS = {
                          "再按一次即可继续。"},
     "step_count": {"en": "**{steps}** steps run.", "zh": "已运行 **{steps}** 步。"},
     "no_step_possible": {"en": "No step can run: no request is waiting. Add one above, or change the setting a "
-                               "refusal names; Step stays off until then.",
-                         "zh": "现在无法运行任何一步：没有等待中的请求。请在上方添加请求，或修改拒绝信息中指出的设置；在此之前“单步”不可用。"},
+                               "refusal names; “Next step” stays off until then.",
+                         "zh": "现在无法运行任何一步：没有等待中的请求。请在上方添加请求，或修改拒绝信息中指出的设置；在此之前“下一步”不可用。"},
     "refused_request": {"en": "Not added: the request “{prompt}” (arriving at step {step}).",
                         "zh": "未添加：请求“{prompt}”（在第 {step} 步到达）。"},
-    "no_step_yet": {"en": "No step yet: the requests wait in the queue. Press “Step”.",
-                    "zh": "还没有运行任何一步：请求在队列中等待。点击“单步”。"},
+    "no_step_yet": {"en": "No step yet: the requests wait in the queue. Press “Next step”.",
+                    "zh": "还没有运行任何一步：请求在队列中等待。点击“下一步”。"},
     "step_info": {"en": "**Step {step} · {phase}.** Why: {reason}.", "zh": "**第 {step} 步 · {phase}。** 原因：{reason}。"},
     "budget_tokens": {"en": "tokens fed / budget", "zh": "输入 token / 上限"},
     "budget_seqs": {"en": "sequences run / budget", "zh": "运行的 sequence / 上限"},
@@ -287,6 +286,11 @@ STRINGS = {
         "zh": ("每次运行过某个 sequence 之后，它的圆点都落在虚线上：最新的 token 已知但还没有写入 cache，所以 "
                "cached_token_count = prompt_len + generated − 1。被抢占的 sequence 降到 0，重算之后回到虚线上。"),
     },
+    "reference_fold": {"en": "More on this step: the seven modules, its addresses, the text, vLLM alongside",
+                       "zh": "这一步的更多内容：七个模块、地址、文本，以及并排的 vLLM"},
+    "twins_fold": {"en": "The difference at each step", "zh": "每一步的差异"},
+    "addresses_fold": {"en": "This step's addresses ({phase}): slot_mapping and block tables",
+                       "zh": "这一步的地址（{phase}）：slot_mapping 与 block table"},
     "twins_header": {"en": "Paged vs contiguous twin, token by token", "zh": "paged 与连续 cache 孪生引擎逐 token 对比"},
     "twins_ok": {"en": ":material/check_circle: The twins agree: same schedule and same tokens at every step; max |Δlogits| = {worst} "
                        "(tolerance {tol}).",

@@ -12,6 +12,9 @@ STRINGS = {
                "请求 trace 上实测。"),
     },
     # --- the ladder -------------------------------------------------------------------------------------------------
+    "rungs_fold": {"en": "What each rung does", "zh": "每一级做了什么"},
+    "memory_fold": {"en": "The trace and its figures (settings, lengths, waste, fit, fragmentation)",
+                    "zh": "请求轨迹与图（设置、长度、浪费、容量、碎片）"},
     "ladder_header": {"en": "The ladder: from the teaching loop to a real kernel", "zh": "阶梯：从教学循环到真正的 kernel"},
     "ladder_settings": {"en": "Kernel ladder", "zh": "Kernel 阶梯"},
     "batch": {"en": "batch (sequences decoding together)", "zh": "batch（一起 decode 的 sequence 数）"},

@@ -33,15 +33,14 @@ STRINGS = {
                        "{max_blocks} 个。"},
     "fix_pool": {"en": "Raise block_size to {fits} or more, or lower context_len to {max_len} or less.",
                  "zh": "把 block_size 调到 {fits} 或更大，或把 context_len 降到 {max_len} 或更小。"},
-    "next": {"en": "Next token", "zh": "下一个 token"},
     "all": {"en": "Gather all", "zh": "全部 gather"},
     "progress": {"en": "gathered {step} of {context_len} tokens", "zh": "已 gather {step} / {context_len} 个 token"},
     "pool_title": {"en": "Physical pool: {num_blocks} blocks; this sequence's block_table is {block_table}",
                    "zh": "物理 pool：{num_blocks} 个 block；这个 sequence 的 block_table 为 {block_table}"},
     "current_read": {"en": "Loop iteration {step}: token_index {token_index}",
                      "zh": "第 {step} 次循环：token_index {token_index}"},
-    "press_next": {"en": "Press “Next token” to run one iteration of the loop.",
-                   "zh": "点击“下一个 token”执行一次循环。"},
+    "press_next": {"en": "Press “Next step” to run one iteration of the loop.",
+                   "zh": "点击“下一步”执行一次循环。"},
     "pool_notice": {
         "en": ("The loop walks tokens in logical order, so it hops between physical blocks: within a block it reads "
                "neighbouring slots, at each block boundary it jumps to the next entry of the block_table."),

@@ -22,8 +22,8 @@ STRINGS = {
     "n": {"en": "n (parallel samples)", "zh": "n（并行采样数）"},
     "n_help": {"en": "A whole number from 1 to 4: how many samples fork from the prompt.",
                "zh": "1 到 4 之间的整数：从这个 prompt 分叉出多少个样本。"},
-    "no_step_yet": {"en": "No step yet: press “Step”. Requests added later arrive after the step shown above.",
-                    "zh": "还没有运行任何一步：点击“单步”。之后添加的请求会在上面显示的步数之后到达。"},
+    "no_step_yet": {"en": "No step yet: press “Next step”. Requests added later arrive after the step shown above.",
+                    "zh": "还没有运行任何一步：点击“下一步”。之后添加的请求会在上面显示的步数之后到达。"},
     "hits_msg": {
         "en": ("{seq}'s prompt: {hits} of its {blocks} logical blocks were prefix-cache hits (physical blocks "
                "{hit_blocks}, K/V reused, not recomputed); {computed} computed at this prefill."),

@@ -25,9 +25,8 @@ STRINGS = {
     "forget_help": {"en": ("The paged engine counts every fed token as cached, rejected guesses included; its "
                            "contiguous twin rolls back as it should."),
                     "zh": "paged 引擎把每个送入的 token 都算作已缓存，包括被拒绝的猜测；它的 contiguous 孪生引擎照常回退。"},
-    "step": {"en": "Step", "zh": "单步"},
-    "no_step": {"en": "No step yet: press “Step” (the first step is the prefill of both prompts).",
-                "zh": "还没有运行：点击“单步”（第一步是两个 prompt 的 prefill）。"},
+    "no_step": {"en": "No step yet: press “Next step” (the first step is the prefill of both prompts).",
+                "zh": "还没有运行：点击“下一步”（第一步是两个 prompt 的 prefill）。"},
     "prefill_step": {"en": "Step {step}: a prefill, nothing to guess yet.",
                      "zh": "第 {step} 步：prefill，还没有可猜的内容。"},
     "row_msg": {

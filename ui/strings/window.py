@@ -20,9 +20,8 @@ STRINGS = {
     "prompt_recall": {"en": "“blocks of KV” to recall (the model copies it back)",
                       "zh": "要复述的 “blocks of KV”（模型会把它抄写一遍）"},
     "prompt_long": {"en": "a longer plain sentence", "zh": "一个较长的普通句子"},
-    "step_btn": {"en": "Step", "zh": "单步"},
-    "start": {"en": "Nothing has run yet: press “Step”. A is prefilled first; B joins after A's prefill.",
-              "zh": "还没有运行：点击“单步”。先 prefill A；B 在 A 的 prefill 之后加入。"},
+    "start": {"en": "Nothing has run yet: press “Next step”. A is prefilled first; B joins after A's prefill.",
+              "zh": "还没有运行：点击“下一步”。先 prefill A；B 在 A 的 prefill 之后加入。"},
     "said_prefill_a": {
         "en": ("Step {step}: A's {tokens}-token prompt was prefilled in one pass (all of its blocks held during the "
                "step). Its next token {next} reads tokens {first}–{next}, so {count} block(s) wholly before the "
