@@ -63,7 +63,7 @@ class EngineLesson(EngineReadings):
         self._display_base: dict[int, int] = {}     # request id -> display id of its first sequence
         self.rejected: list[tuple[RequestSpec, RequestError]] = []  # arrivals of a replay the engine refused
         self.steps: list[TwinStep] = []
-        self._exports: list[dict] = []              # the first steps' exports, made once when first read
+        self._exports: list[dict] = []  # the first steps' exports, each made once when first read
         self.history: list[Snapshot] = []
         self.allocations: list[Allocation] = []
         self._view: EngineView | None = None  # built on first use after a change (see `view`)
@@ -80,9 +80,9 @@ class EngineLesson(EngineReadings):
 
     @property
     def step_dicts(self) -> list[dict]:
-        """Each step's export (lessons.engine_views.step_export), made when first read, not on the step: a replay
-        reaches its step without them (a step's StepTrace never changes once recorded, so a late export is the
-        same)."""
+        """Each step's export (lessons.engine_views.step_export), made when first read, not on the
+        step: a replay reaches its step without them (a recorded StepTrace never changes, so a late
+        export is the same)."""
         for step in self.steps[len(self._exports):]:
             self._exports.append(step_export(step))
         return self._exports
