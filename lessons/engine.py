@@ -63,7 +63,7 @@ class EngineLesson(EngineReadings):
         self._display_base: dict[int, int] = {}     # request id -> display id of its first sequence
         self.rejected: list[tuple[RequestSpec, RequestError]] = []  # arrivals of a replay the engine refused
         self.steps: list[TwinStep] = []
-        self.step_dicts: list[dict] = []            # each step's export, made once
+        self._exports: list[dict] = []  # the first steps' exports, each made once when first read
         self.history: list[Snapshot] = []
         self.allocations: list[Allocation] = []
         self._view: EngineView | None = None  # built on first use after a change (see `view`)
@@ -77,6 +77,15 @@ class EngineLesson(EngineReadings):
     def engine(self):
         """The paged engine (the one the pages draw)."""
         return self.twins.paged
+
+    @property
+    def step_dicts(self) -> list[dict]:
+        """Each step's export (lessons.engine_views.step_export), made when first read, not on the
+        step: a replay reaches its step without them (a recorded StepTrace never changes, so a late
+        export is the same)."""
+        for step in self.steps[len(self._exports):]:
+            self._exports.append(step_export(step))
+        return self._exports
 
     @property
     def view(self) -> EngineView:
@@ -140,7 +149,6 @@ class EngineLesson(EngineReadings):
             return None
         step = self.twins.step()
         self.steps.append(step)
-        self.step_dicts.append(step_export(step))
         self._view = None
         if step.paged.phase in ("prefill", "mixed"):  # mixed: chunked prefill admits next to decodes
             for seq_id, table in step.paged.blocks_allocated.items():

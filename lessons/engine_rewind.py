@@ -14,10 +14,11 @@ from .rewind import Checkpoints
 
 def _shared(lesson) -> list:
     """What a checkpoint shares with its lesson instead of copying: the model and tokenizer (read-only, shared by
-    every session), the config, and each recorded step, export, snapshot, allocation and request (made once,
-    never changed)."""
+    every session), the config, and each recorded step, export made so far, snapshot, allocation and
+    request (made once, never changed)."""
     out = [lesson.model, lesson.tokenizer, lesson.config]
-    for items in (lesson.steps, lesson.step_dicts, lesson.history, lesson.allocations, lesson.log, lesson.requests):
+    for items in (lesson.steps, lesson._exports, lesson.history, lesson.allocations, lesson.log,
+                  lesson.requests):
         out.extend(items)
     return out
 

@@ -110,3 +110,31 @@ def test_offer_reports_the_added_id_or_the_refusal(tiny):
     err = news["add_error"]
     assert isinstance(err, RequestError) and err.code == "pool" and err.detail["need"] == 39
     assert lesson.all_specs() == [RequestSpec("hi", max_tokens=3), RequestSpec("later", max_tokens=3, at_step=4)]
+
+
+def test_exports_made_when_read_equal_the_ones_taken_at_each_step(tiny):
+    """A replay makes no step exports; read after the last step (preemptions, forks and prefix hits
+    on the way) they equal those taken right after each step: no later step changes a record."""
+    from lessons.engine_views import step_export
+
+    model, tok = tiny
+    cfg = DemoConfig(block_size=4, num_blocks=16, enable_prefix_caching=True, seed=5)
+    specs = [RequestSpec("abcdefgh" * 2, "continue", max_tokens=24),
+             RequestSpec("abcdefgh" * 2, max_tokens=20),
+             RequestSpec("fork me", max_tokens=12, temperature=1.0, seed=4, n=2, at_step=3)]
+    live = EngineLesson(cfg, model, tok)
+    for spec in specs:
+        live.add(spec)
+    at_each = []
+    while live.step() is not None:
+        at_each.append(step_export(live.steps[-1]))
+    assert any(s.paged.preempted for s in live.steps) and any(s.paged.forked for s in live.steps)
+    assert live._exports == [] and live.step_dicts == at_each, "read late, each export is the same"
+    replayed = EngineLesson.replay(cfg, specs, len(live.steps), model, tok)
+    assert replayed._exports == [], "a replay reaches its step without exporting any"
+
+    def untimed(lesson: EngineLesson) -> list[dict]:
+        """The export's steps without elapsed_ms (a timing, different in every run)."""
+        return [{**s, "paged": {**s["paged"], "elapsed_ms": None}} for s in lesson.trace()["steps"]]
+
+    assert untimed(replayed) == untimed(live) and state(replayed) == state(live)
