@@ -7,7 +7,7 @@ import streamlit as st
 
 import ui
 from lessons import exercises as lesson
-from paged.exercises.texts import HINTS
+from paged.exercises.texts import hint
 from viz.chain import chain_figure
 from viz.pool import PoolWords, pool_figure
 
@@ -56,7 +56,7 @@ elif failure is not None:
     st.error(ctx.t("failed", exercise=failure["exercise"]))
     st.code(lesson.message(failure, ctx.lang), language=None)
     with st.expander(ctx.t("hint")):
-        st.write(HINTS[failure["exercise"]][lesson.LANGS.index(ctx.lang)])
+        st.write(hint(failure, ctx.lang))
 
 st.subheader(ctx.t("chain"))
 colour = {"ok": "green", "broken": "red", "unknown": "gray"}

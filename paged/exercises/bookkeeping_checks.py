@@ -4,6 +4,9 @@ append_slot, free) and a Sequence's state rule, each checked against the library
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+from typing import Iterator
+
 from paged import addressing as ref_addr
 from paged.sequence import Sequence as RefSequence
 
@@ -11,98 +14,113 @@ from .links import Failure, Workspace, check_tables, short
 
 
 # --- 8. the block manager -------------------------------------------------------------------------
+@contextmanager
+def _method(name: str) -> Iterator[None]:
+    """Tag any exception raised inside (a Failure, or the learner's own error) with the block
+    manager method under check (`.method`: allocate, append_slot or free), for the hint.
+    Raises: whatever the body raises, unchanged but tagged."""
+    try:
+        yield
+    except Exception as err:
+        if getattr(err, "method", None) is None:
+            err.method = name
+        raise
 
 
 def check_block_manager(ws: Workspace) -> dict:
     """allocate / append_slot / free on library Sequences: tables the right size, no block twice,
     the free count, each decode slot the slot of token cached_token_count (every step), freed tables
-    emptied, a too-big allocate refused."""
+    emptied, a too-big allocate refused. A failure carries the method under check (_method)."""
     num_blocks, bs = 12, 4
     bm = ws["block_manager"].BlockManager(num_blocks, bs, seed=3)
     a, b = RefSequence(0, list(range(10))), RefSequence(1, list(range(5)))
     live = []
-    for s in (a, b):
-        got = bm.allocate(s)
-        live.append(s)
-        check_tables(
-            bm, live, num_blocks, f"allocate(sequence {s.seq_id}, {s.num_tokens} tokens)", s
-        )
-        if got != s.block_table:
+    with _method("allocate"):
+        for s in (a, b):
+            got = bm.allocate(s)
+            live.append(s)
+            check_tables(
+                bm, live, num_blocks, f"allocate(sequence {s.seq_id}, {s.num_tokens} tokens)", s
+            )
+            if got != s.block_table:
+                raise Failure(
+                    "block_table",
+                    "allocate must return the table it set",
+                    "allocate 应返回它设置的表",
+                    f"allocate(sequence {s.seq_id})",
+                    s.block_table,
+                    short(got),
+                )
+            s.on_prefill_done(1)
+    with _method("append_slot"):
+        for step in range(6):
+            token = a.cached_token_count
+            shown = f"append_slot(sequence 0) for token {token}, table before {list(a.block_table)}"
+            slot = bm.append_slot(a)
+            check_tables(bm, live, num_blocks, shown, a)
+            want = ref_addr.slot_of(token, a.block_table, bs)
+            if slot != want:
+                raise Failure(
+                    "slot_mapping",
+                    f"append_slot gave token {token} a wrong slot (decode step {step})",
+                    f"append_slot 给 token {token} 的 slot 不对（第 {step} 个 decode 步）",
+                    shown,
+                    want,
+                    slot,
+                )
+            a.on_decode_done(1)
+    with _method("free"):
+        table = list(a.block_table)
+        freed = bm.free(a)
+        live.remove(a)
+        shown = f"free(sequence 0) holding {table}"
+        if a.block_table:
             raise Failure(
                 "block_table",
-                "allocate must return the table it set",
-                "allocate 应返回它设置的表",
-                f"allocate(sequence {s.seq_id})",
-                s.block_table,
-                short(got),
-            )
-        s.on_prefill_done(1)
-    for step in range(6):
-        token = a.cached_token_count
-        shown = f"append_slot(sequence 0) for token {token}, table before {list(a.block_table)}"
-        slot = bm.append_slot(a)
-        check_tables(bm, live, num_blocks, shown, a)
-        want = ref_addr.slot_of(token, a.block_table, bs)
-        if slot != want:
-            raise Failure(
-                "slot_mapping",
-                f"append_slot gave token {token} a wrong slot (decode step {step})",
-                f"append_slot 给 token {token} 的 slot 不对（第 {step} 个 decode 步）",
+                "after free, the sequence still holds its table: a read would use freed blocks",
+                "free 之后序列仍持有它的表：再读就是 use after free",
                 shown,
-                want,
-                slot,
+                [],
+                list(a.block_table),
             )
-        a.on_decode_done(1)
-    table = list(a.block_table)
-    freed = bm.free(a)
-    live.remove(a)
-    shown = f"free(sequence 0) holding {table}"
-    if a.block_table:
-        raise Failure(
-            "block_table",
-            "after free, the sequence still holds its table: a read would use freed blocks",
-            "free 之后序列仍持有它的表：再读就是 use after free",
-            shown,
-            [],
-            list(a.block_table),
-        )
-    if sorted(freed or []) != sorted(table):
-        raise Failure(
-            "free_blocks",
-            "free must return every block of the table",
-            "free 应返回表里的每个 block",
-            shown,
-            sorted(table),
-            short(freed),
-        )
-    check_tables(bm, live, num_blocks, shown)
-    c = RefSequence(2, list(range(20)))
-    bm.allocate(c)
-    live.append(c)
-    check_tables(bm, live, num_blocks, "allocate(sequence 2, 20 tokens) after the free", c)
-    big, before = RefSequence(3, list(range(100))), bm.num_free_blocks
-    try:
-        bm.allocate(big)
-    except ValueError:
-        pass
-    else:
-        raise Failure(
-            "free_blocks",
-            "allocate must raise ValueError when too few blocks are free",
-            "空闲 block 不够时 allocate 应抛 ValueError",
-            f"allocate(100 tokens), {before} free",
-            "ValueError",
-            f"table {short(big.block_table)}",
-        )
-    if big.block_table or bm.num_free_blocks != before:
-        raise Failure(
-            "free_blocks",
-            "a refused allocate must change nothing",
-            "被拒绝的 allocate 不应改变任何东西",
-            "allocate(100 tokens)",
-            f"{before} free, no table",
-            f"{bm.num_free_blocks} free",
-        )
+        if sorted(freed or []) != sorted(table):
+            raise Failure(
+                "free_blocks",
+                "free must return every block of the table",
+                "free 应返回表里的每个 block",
+                shown,
+                sorted(table),
+                short(freed),
+            )
+        check_tables(bm, live, num_blocks, shown)
+    with _method("allocate"):
+        c = RefSequence(2, list(range(20)))
+        bm.allocate(c)
+        live.append(c)
+        check_tables(bm, live, num_blocks, "allocate(sequence 2, 20 tokens) after the free", c)
+        big, before = RefSequence(3, list(range(100))), bm.num_free_blocks
+        try:
+            bm.allocate(big)
+        except ValueError:
+            pass
+        else:
+            raise Failure(
+                "free_blocks",
+                "allocate must raise ValueError when too few blocks are free",
+                "空闲 block 不够时 allocate 应抛 ValueError",
+                f"allocate(100 tokens), {before} free",
+                "ValueError",
+                f"table {short(big.block_table)}",
+            )
+        if big.block_table or bm.num_free_blocks != before:
+            raise Failure(
+                "free_blocks",
+                "a refused allocate must change nothing",
+                "被拒绝的 allocate 不应改变任何东西",
+                "allocate(100 tokens)",
+                f"{before} free, no table",
+                f"{bm.num_free_blocks} free",
+            )
     return {}
 
 

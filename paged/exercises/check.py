@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 
 from .exercises import EXERCISES
-from .texts import HINTS, LABELS, LANGS
+from .texts import LABELS, LANGS, hint as hint_for
 from .workspace import FILES, init_workspace
 
 ROOT = Path(__file__).resolve().parents[2]  # the folder holding the paged package
@@ -152,7 +152,7 @@ def json_records(records: list[dict], lang: str = "en", hint: bool = False) -> l
             message=None if r["ok"] else message(r, lang),
         )
         if hint:
-            item["hint"] = HINTS[r["exercise"]][LANGS.index(lang)]
+            item["hint"] = hint_for(r, lang)
         out.append(item)
     return out
 
@@ -175,7 +175,7 @@ def report(
         lines.append(f"{n:2} {name:<14} {lab['failed']} ({link})")
         lines += ["   " + ln for ln in message(r, lang).splitlines()]
         if hint:
-            lines.append(f"   {lab['hint']}: {HINTS[name][LANGS.index(lang)]}")
+            lines.append(f"   {lab['hint']}: {hint_for(r, lang)}")
     if passed(records, only):
         lines.append(lab["all_green"].format(n=len(names)))
     return "\n".join(lines)

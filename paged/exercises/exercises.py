@@ -25,7 +25,7 @@ from .links import (
     Workspace,
     chain_link,
     close,
-    decode_link,
+    decode_diagnosis,
     decode_ref,
     expect_tensor,
     find_row,
@@ -33,6 +33,7 @@ from .links import (
     write_diagnosis,
 )
 from .bookkeeping_checks import check_block_manager, check_state_rule
+from .diagnose import attention_failure, offset_major, row_order_failure
 
 SEED_TABLE = [
     7,
@@ -204,6 +205,8 @@ def _check_gather(fn: Callable, name: str) -> dict:
             for t in range(ctx):
                 if torch.equal(got[t], flat[slots[t]]):
                     continue
+                if offset_major(got, cache, slots):
+                    raise row_order_failure(name, what, t, int(slots[t]), cache.shape, shown)
                 src = find_row(flat, got[t])
                 link = "gather" if src is None else chain_link(t, ids, bs, src)
                 came = "a row that is in no slot" if src is None else f"slot {src}"
@@ -255,14 +258,7 @@ def check_attention(ws: Workspace) -> dict:
             shown,
         )
         if not close(got, want):
-            raise Failure(
-                "attention",
-                "attention's output differs from softmax(Q·Kᵀ·scale)·V",
-                "attention 的输出与 softmax(Q·Kᵀ·scale)·V 不同",
-                shown,
-                short(want),
-                short(got),
-            )
+            raise attention_failure(q, k, v, scale, causal, want, got, shown)
     return {}
 
 
@@ -288,11 +284,15 @@ def check_decode(ws: Workspace) -> dict:
     for b, (table, ctx) in enumerate(zip(DECODE_TABLES, DECODE_LENS)):
         want = decode_ref(query[b], kc, vc, table, ctx)
         if not close(got[b], want):
-            link = decode_link(got[b], query[b], kc, vc, DECODE_TABLES, DECODE_LENS, b)
+            link, en, zh = decode_diagnosis(
+                got[b], query[b], kc, vc, DECODE_TABLES, DECODE_LENS, b
+            )
             raise Failure(
                 link,
-                f"paged_attention_decode: row {b} differs from the contiguous reference",
-                f"paged_attention_decode：第 {b} 行与连续参考不同",
+                f"paged_attention_decode: row {b} differs from the contiguous reference"
+                + (f": {en}" if en else ""),
+                f"paged_attention_decode：第 {b} 行与连续参考不同"
+                + (f"：{zh}" if zh else ""),
                 shown,
                 short(want),
                 short(got[b]),

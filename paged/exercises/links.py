@@ -186,6 +186,44 @@ def decode_ref(
     return ref_attention(q, kc.flatten(0, 1)[slots], vc.flatten(0, 1)[slots])
 
 
+def decode_diagnosis(
+    got: torch.Tensor,
+    q: torch.Tensor,
+    kc: torch.Tensor,
+    vc: torch.Tensor,
+    tables: list[list[int]],
+    lens: list[int],
+    b: int,
+) -> tuple[str, str, str]:
+    """(link, English, Chinese) for row b's wrong decode output [num_heads, head_dim]: it equals
+    attention over a context one token short or long (context_len), or through another row's table
+    (block_table); else the link is attention and the texts are empty.
+    Raises: nothing."""
+    bs = kc.shape[1]
+    wrong = ((lens[b] - 1, "-", "short", "少"), (lens[b] + 1, "+", "too many", "多"))
+    for ctx, sign, en, zh in wrong:
+        if 1 <= ctx <= len(tables[b]) * bs and close(got, decode_ref(q, kc, vc, tables[b], ctx)):
+            return (
+                "context_len",
+                f"row {b} matches attention over context_len {sign} 1 = {ctx} tokens: one token "
+                f"{en}",
+                f"第 {b} 行等于对 context_len {sign} 1 = {ctx} 个 token 的 attention："
+                f"{zh}了一个 token",
+            )
+    for other, table in enumerate(tables):
+        if (
+            other != b
+            and lens[b] <= len(table) * bs
+            and close(got, decode_ref(q, kc, vc, table, lens[b]))
+        ):
+            return (
+                "block_table",
+                f"row {b} matches attention through row {other}'s block table",
+                f"第 {b} 行等于经第 {other} 行 block table 的 attention",
+            )
+    return "attention", "", ""
+
+
 def decode_link(
     got: torch.Tensor,
     q: torch.Tensor,
@@ -195,21 +233,8 @@ def decode_link(
     lens: list[int],
     b: int,
 ) -> str:
-    """Which link row b's wrong decode output points to: it equals attention over a context one
-    token short or long (context_len), or through another row's table (block_table); else attention.
-    """
-    bs = kc.shape[1]
-    for ctx in (lens[b] - 1, lens[b] + 1):
-        if 1 <= ctx <= len(tables[b]) * bs and close(got, decode_ref(q, kc, vc, tables[b], ctx)):
-            return "context_len"
-    for other, table in enumerate(tables):
-        if (
-            other != b
-            and lens[b] <= len(table) * bs
-            and close(got, decode_ref(q, kc, vc, table, lens[b]))
-        ):
-            return "block_table"
-    return "attention"
+    """Which link row b's wrong decode output points to (decode_diagnosis's link)."""
+    return decode_diagnosis(got, q, kc, vc, tables, lens, b)[0]
 
 
 def held_blocks(seqs: list) -> list[int]:

@@ -43,6 +43,7 @@ def result(
         expected=None,
         got=None,
         traceback=None,
+        method=getattr(err, "method", None),  # the block manager's method that failed, if known
         seconds=round(seconds, 3),
         data=data,
     )

@@ -76,16 +76,18 @@ HINTS = {
         "把池看成 [num_blocks * block_size, num_kv_heads, head_dim]，每个 slot 一行：用一个 slot 张量一次索引全部读出。",
     ),
     "attention": (
-        "Grouped-query attention: several query heads share one kv head. The default scale is "
+        "Grouped-query attention: neighbouring query heads share one kv head (a group of "
+        "num_heads // num_kv_heads heads in a row per kv head). The default scale is "
         "1/sqrt(head_dim). With causal, the queries are the context's last q_len tokens.",
-        "分组查询注意力：多个 query head 共用一个 kv head。默认 scale 是 1/sqrt(head_dim)。causal 时，query 是上下文的最后 "
-        "q_len 个 token。",
+        "分组查询注意力：相邻的 query head 共用一个 kv head（每个 kv head 对应连续的 "
+        "num_heads // num_kv_heads 个 head）。默认 scale 是 1/sqrt(head_dim)。"
+        "causal 时，query 是上下文的最后 q_len 个 token。",
     ),
     "decode": (
-        "Each row has its own table and its own context_len; entries past a row's blocks are -1 "
-        "padding and "
-        "must never be read.",
-        "每一行有自己的表和 context_len；超出该行 block 的表项是 -1 padding，绝不能读。",
+        "Each row reads exactly its own context_lens[b] tokens, no more, no fewer, through its own "
+        "table; entries past a row's blocks are -1 padding and must never be read.",
+        "每一行经自己的表恰好读 context_lens[b] 个 token，不多不少；"
+        "超出该行 block 的表项是 -1 padding，绝不能读。",
     ),
     "block_manager": (
         "A block belongs to one table at a time. append_slot takes a block only when the last one "
@@ -107,3 +109,31 @@ HINTS = {
         "前面的练习单独都通过了：看消息指出的步和层，以及你的函数在那里收到了什么（表在增长、序列结束、释放的 block 被重用）。",
     ),
 }
+
+# block_manager's hint, one sentence per method: the one that failed comes first
+METHOD_HINTS = {
+    "allocate": (
+        "allocate: a block belongs to one table at a time: take each block off the free list.",
+        "allocate：一个 block 同一时间只属于一张表：每个 block 都要从空闲列表里取走。",
+    ),
+    "append_slot": (
+        "append_slot: take a block only when the last one is full, and compute the slot afresh "
+        "each call.",
+        "append_slot：只在最后一块满时才拿新 block，每次都重新算 slot。",
+    ),
+    "free": (
+        "free: give every block back, and after free nothing may read through the table.",
+        "free：还回每个 block；free 之后不能再经这张表读取。",
+    ),
+}
+
+
+def hint(record: dict, lang: str = "en") -> str:
+    """The hint for a record's exercise in `lang`; block_manager's starts with the method that
+    failed (record["method"]), then the other methods'.
+    Raises: KeyError for an unknown exercise."""
+    i, method = LANGS.index(lang), record.get("method")
+    if record["exercise"] != "block_manager" or method not in METHOD_HINTS:
+        return HINTS[record["exercise"]][i]
+    order = [method] + [m for m in METHOD_HINTS if m != method]
+    return " ".join(METHOD_HINTS[m][i] for m in order)
