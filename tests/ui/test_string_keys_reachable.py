@@ -37,6 +37,10 @@ DYNAMIC = {
     ("ui/engine_actions.py", "FIELD_LABELS.get(detail['field'], detail['field'])"):
         "the fallback for a field FIELD_LABELS lacks: test_every_form_field_has_a_label holds that "
         "none does",
+    ("app_pages/10_Swap_or_recompute.py", "key"):
+        "a sentence key of lessons.swap.step_words: test_the_step_sentences_have_their_keys runs it",
+    ("app_pages/11_Sliding_window.py", "key"):
+        "a sentence key of lessons.window.step_words: test_the_step_sentences_have_their_keys runs it",
 }
 
 
@@ -457,3 +461,25 @@ def test_every_form_field_has_a_label():
     from ui.engine_actions import FIELD_LABELS
 
     assert set(FORM_FIELDS) <= set(FIELD_LABELS)
+
+
+def test_the_step_sentences_have_their_keys(shipped):
+    """Pages 10 and 11 say each step with keys that lessons' step_words picks from the step's record:
+    every key it picks over the default runs and their breaks exists in both languages."""
+    from lessons.swap import SwapConfig, SwapLesson
+    from lessons.swap import step_words as swap_words
+    from lessons.window import WindowConfig, run_window
+    from lessons.window import step_words as window_words
+
+    asked = set()
+    for config in (SwapConfig(), SwapConfig(swap_space=3)):
+        lesson = SwapLesson(config, *shipped)
+        asked |= {("swap", key) for run in (lesson.swap, lesson.recompute) for state in run.steps
+                  for key, _ in swap_words(state)}
+    for config in (WindowConfig(), WindowConfig(free_early=True)):
+        run = run_window(config, *shipped)
+        asked |= {("window", key) for step in range(len(run.frames)) for key, _ in window_words(run, step)}
+    assert {m for m, _ in asked} == {"swap", "window"}
+    missing = [(m, k, lang) for m, k in sorted(asked) for lang in LANGS
+               if not strings(m).get(k, {}).get(lang)]
+    assert missing == []

@@ -42,7 +42,7 @@ STRINGS = {
     "all_green": {
         "en": "All {n} exercises pass: your code runs the shipped model token for token like the "
         "contiguous twin.",
-        "zh": "全部 {n} 个练习通过：你的代码让自带模型的输出与连续参考逐 token 一致。",
+        "zh": "全部 {n} 个练习通过：你的代码让自带模型的输出与连续孪生引擎逐 token 一致。",
     },
     "failed": {"en": "Exercise **{exercise}** fails.", "zh": "练习 **{exercise}** 未通过。"},
     "chain": {"en": "The chain", "zh": "地址链"},
@@ -63,7 +63,7 @@ STRINGS = {
     },
     "engine": {
         "en": "The engine on your code, beside its contiguous twin",
-        "zh": "用你的代码运行的引擎，与连续参考并排",
+        "zh": "用你的代码运行的引擎，与连续孪生引擎并排",
     },
     "no_engine": {
         "en": "The engine exercise has not run yet: it runs once exercises 1–9 pass.",
@@ -83,6 +83,6 @@ STRINGS = {
     "decode": {"en": "decode", "zh": "decode"},
     "col_request": {"en": "request", "zh": "请求"},
     "col_yours": {"en": "your engine", "zh": "你的引擎"},
-    "col_twin": {"en": "contiguous twin", "zh": "连续参考"},
+    "col_twin": {"en": "contiguous twin", "zh": "连续孪生引擎"},
     "col_same": {"en": "same", "zh": "相同"},
 }
