@@ -127,7 +127,9 @@ def test_every_page_renders_and_steps(server, browser, lang):
 
 # --- a lesson at a projector's resolution --------------------------------------------------------------------------
 LAYOUT_PROBLEMS = """(tablesMayScroll) => {
-    const out = [], visible = (el) => el.getBoundingClientRect().width > 0;
+    // what a learner sees: not inside a closed expander (its content is laid out, folded away)
+    const out = [], visible = (el) => el.getBoundingClientRect().width > 0
+        && !el.closest('details:not([open])');
     const main = document.querySelector('[data-testid="stMain"]');
     main.querySelectorAll('button').forEach(b => {
         if (!visible(b)) return;
