@@ -45,6 +45,7 @@ export default function (component) {
 _saver = st.components.v2.component("paged_save", js=SAVE_JS)
 
 
+DRAWS = 3           # runs that send a made file (the browser saves each token once)
 MAX_PENDING = 8     # files made but not yet drawn, per button (a burst inside one run); older ones dropped past it
 PACE = 2.0          # after an export that took d seconds, the session's next export first sleeps PACE x d
 MAX_PACE_S = 2.0    # ...at most this long
@@ -104,5 +105,13 @@ def save_button(label: str, make: Callable[[], str], file_name: str, key: str, w
     pending = st.session_state.get(_pending_key(key))
     with box:
         _saver(key=f"{key}.save", height=0, data={"files": pending} if pending else {})
-    if pending:  # drawn: the browser has them (a run stopped before this line draws them again next time)
-        st.session_state.pop(_pending_key(key), None)
+    if pending:  # drawn DRAWS times, then dropped: a run that follows at once (a play tick) can replace the
+        # component's data before the browser ran it, so the next runs send it again (the browser saves a
+        # token once; a run stopped before this line draws them again next time)
+        for file in pending:
+            file["draws"] = file.get("draws", 0) + 1
+        kept = [f for f in pending if f["draws"] < DRAWS]
+        if kept:
+            st.session_state[_pending_key(key)] = kept
+        else:
+            st.session_state.pop(_pending_key(key), None)

@@ -8,6 +8,8 @@ import json
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from ui import export
+
 
 def _page():
     import json
@@ -38,6 +40,9 @@ def test_the_text_is_made_on_click_sent_once_and_dropped():
     (data,) = _saver_data(at)["files"]
     assert at.session_state["made"] == 1 and json.loads(data["text"]) == {"step": 1}
     assert data["file_name"] == "x.json" and data["mime"] == "application/json" and len(data["token"]) == 16
+    for _ in range(export.DRAWS - 1):  # sent again on the next runs, the same token: the browser saves it once
+        at.run()
+        assert [f["token"] for f in _saver_data(at)["files"]] == [data["token"]]
     at.run()
     assert _saver_data(at) == {} and at.session_state["made"] == 1 and not at.get("download_button")
     at.button(key="t.export").click().run()
