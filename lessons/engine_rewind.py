@@ -9,7 +9,7 @@ them to the copy now (`_arrive`, as a replay's start does) and stepping on is th
 
 from __future__ import annotations
 
-from .rewind import Checkpoints
+from .rewind import Checkpoints, copied_bytes
 
 
 def _shared(lesson) -> list:
@@ -58,9 +58,16 @@ def rewound(lesson, target: int):
 def forked(lesson):
     """A copy of `lesson` for another session: its own live state and checkpoint store (lessons.rewind.fork),
     sharing with `lesson` only what never changes (model, tokenizer, recorded steps, the kept copies)."""
+    return forked_sized(lesson)[0]
+
+
+def forked_sized(lesson) -> tuple:
+    """(forked(lesson), the tensor bytes the copy holds): what the copy made (lessons.rewind.copied_bytes) and
+    its checkpoints' copies; counted from the copy itself, not by walking everything it reaches."""
     import copy
 
     store = lesson._rewind
-    memo = {id(o): o for o in _shared(lesson)}
-    memo[id(store)] = store.fork()
-    return copy.deepcopy(lesson, memo)
+    shared = {id(o): o for o in _shared(lesson)}
+    memo = dict(shared)
+    memo[id(store)] = fork = store.fork()
+    return copy.deepcopy(lesson, memo), copied_bytes(memo, shared) + fork.nbytes

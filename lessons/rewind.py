@@ -55,6 +55,21 @@ def tensor_bytes(obj, skip: Iterable[int] = ()) -> int:
     return total
 
 
+def copied_bytes(memo: dict, shared: dict) -> int:
+    """Bytes of the distinct tensor storages a `copy.deepcopy(…, memo)` made: the memo holds every
+    object the copy made under its original's id, so its tensors not in `shared` (the memo it started
+    with) are the new ones; a torch.Generator is copied through a tensor of its state, so a seeded
+    generator's state counts too. Costs what the copy cost, not a walk of all the copy reaches."""
+    storages, total = set(), 0
+    for key, obj in memo.items():
+        if isinstance(obj, torch.Tensor) and key not in shared:
+            storage = obj.untyped_storage()
+            if storage.data_ptr() not in storages:
+                storages.add(storage.data_ptr())
+                total += storage.nbytes()
+    return total
+
+
 class Checkpoints:
     """Copies of one lesson at some positions (see the module docstring). Positions are steps (or ops) taken."""
 
@@ -102,9 +117,10 @@ class Checkpoints:
         kept = self._copies.get(position)
         if kept is not None and kept[1] == log:
             return False
-        memo = self._memo(lesson)
-        snapshot = copy.deepcopy(lesson, dict(memo))
-        self._copies[position] = (snapshot, log, tensor_bytes(snapshot, skip=memo))
+        shared = self._memo(lesson)
+        memo = dict(shared)
+        snapshot = copy.deepcopy(lesson, memo)
+        self._copies[position] = (snapshot, log, copied_bytes(memo, shared))
         self._thin()
         return True
 

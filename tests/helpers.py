@@ -244,3 +244,25 @@ def import_circles(edges: dict[str, set[str]]) -> list[list[str]]:
     reaches = {m: reach(m) for m in edges}
     groups = {tuple(sorted(m2 for m2 in reaches[m] if m in reaches[m2])) for m in edges}
     return sorted(list(g) for g in groups if len(g) > 1)
+
+
+def generator_state_bytes(obj, skip=()) -> int:
+    """Bytes of the states of the torch.Generators reachable from `obj` through containers and attributes (ids in
+    `skip` not entered): what a deep copy of `obj` copies besides its tensors."""
+    import torch
+
+    seen, todo, total = set(skip), [obj], 0
+    while todo:
+        o = todo.pop()
+        if id(o) in seen or isinstance(o, torch.Tensor):
+            continue
+        seen.add(id(o))
+        if isinstance(o, torch.Generator):
+            total += o.get_state().numel()
+        elif isinstance(o, dict):
+            todo.extend(o.values())
+        elif isinstance(o, (list, tuple, set, frozenset)):
+            todo.extend(o)
+        elif hasattr(o, "__dict__"):
+            todo.extend(vars(o).values())
+    return total

@@ -33,8 +33,7 @@ from collections import OrderedDict
 import streamlit as st
 
 from lessons.engine import EngineLesson
-from lessons.engine_rewind import forked, rewound
-from lessons.rewind import tensor_bytes
+from lessons.engine_rewind import forked, forked_sized, rewound
 
 CACHE_FROM_STEPS = 32  # shorter links replay in a few ms: not worth keeping
 KEEP_BYTES = 96 << 20  # tensor bytes of all kept replays (one: at most ~25 MB, rewind.BUDGET_BYTES)
@@ -58,10 +57,9 @@ class _Kept:
                 self.lessons.move_to_end(key)
             return found[0] if found else None
 
-    def put(self, key: tuple, lesson: EngineLesson) -> None:
-        """Keep `lesson` under `key` (replacing a shorter replay of it); past KEEP_BYTES or MAX_KEPT
-        the least recently used go first (the newest always stays)."""
-        size = tensor_bytes(lesson, skip=(id(lesson.model), id(lesson.tokenizer)))
+    def put(self, key: tuple, lesson: EngineLesson, size: int) -> None:
+        """Keep `lesson` (holding `size` tensor bytes) under `key`, replacing a shorter replay of it;
+        past KEEP_BYTES or MAX_KEPT the least recently used go first (the newest always stays)."""
         with self.lock:
             self.lessons[key] = (lesson, size)
             self.lessons.move_to_end(key)
@@ -147,5 +145,5 @@ def open_link(config, specs, steps: int, model, tokenizer) -> EngineLesson:
             return lesson
         lesson = _replayed(config, specs, steps, model, tokenizer, kept)
         if not lesson.news.get("failure") and len(lesson.steps) > len(kept.steps if kept else ()):
-            store.put(key, forked(lesson))
+            store.put(key, *forked_sized(lesson))
     return lesson

@@ -13,7 +13,8 @@ from hypothesis import given, settings, strategies as hs
 from lessons.batch import BatchConfig, BatchLesson
 from lessons.engine import EngineLesson
 from lessons.engine_requests import DemoConfig, RequestSpec
-from lessons.rewind import Checkpoints, tensor_bytes
+from helpers import generator_state_bytes
+from lessons.rewind import Checkpoints, copied_bytes, tensor_bytes
 
 
 # --- the store ------------------------------------------------------------------------------------------------------
@@ -127,6 +128,31 @@ def test_engine_back_from_checkpoints_equals_a_fresh_replay(tiny, moves):
     lesson.run_to_end()
     fresh.run_to_end()
     assert _engine_state(lesson) == _engine_state(fresh)
+
+
+def test_a_checkpoint_counts_the_bytes_of_the_tensors_it_copied(tiny):
+    """An engine lesson's checkpoints count what the copy made (read off the deepcopy's memo): the same total as an
+    independent walk of the copy that skips what it shares with the lesson (lessons.rewind.tensor_bytes, plus the
+    state of each torch.Generator it holds); a copied view adds nothing over its storage, a shared tensor nothing."""
+    import copy
+
+    model, tok = tiny
+    lesson = EngineLesson(DemoConfig(block_size=4, num_blocks=40), model, tok)
+    lesson._rewind.every = 4
+    lesson.add(RequestSpec("hello paged world", max_tokens=12))
+    for _ in range(8):
+        lesson.step()
+    store = lesson._rewind
+    assert store.positions == [4, 8]
+    for position in store.positions:
+        snapshot, _, counted = store._copies[position]
+        shared = store._memo(snapshot)
+        assert counted == tensor_bytes(snapshot, skip=shared) + generator_state_bytes(snapshot, skip=shared) > 0
+    big, kept = torch.zeros(256), torch.ones(64)
+    shared = {id(kept): kept}
+    memo = dict(shared)
+    copy.deepcopy({"a": big, "view": big[:8], "kept": kept}, memo)
+    assert copied_bytes(memo, shared) == 1024
 
 
 def test_engine_back_uses_a_checkpoint_not_a_replay_from_step_0(tiny, monkeypatch):

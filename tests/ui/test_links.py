@@ -11,7 +11,8 @@ import pytest
 import ui.links as links
 from lessons.engine import EngineLesson
 from lessons.engine_requests import DemoConfig, RequestSpec
-from helpers import tiny_model
+from helpers import generator_state_bytes, tiny_model
+from lessons.rewind import tensor_bytes
 
 SPECS = [RequestSpec("hello paged world", max_tokens=40), RequestSpec("1 2 3", "continue", max_tokens=30, at_step=5)]
 LONG = [RequestSpec("hello paged world", max_tokens=100), RequestSpec("1 2 3", "continue", max_tokens=60, at_step=20)]
@@ -122,13 +123,16 @@ def test_a_replay_gives_way_before_each_step_and_never_sleeps_for_nothing(tiny, 
 
 def test_the_kept_replays_stay_within_their_byte_budget_newest_kept(tiny, monkeypatch):
     """With room for about one replay, keeping a second drops the first (least recently used), never the newest;
-    what each kept replay holds is counted (tensor bytes > 0)."""
+    what each kept replay holds is counted: its tensors and its samplers' states, as an independent walk of the kept
+    lesson finds them (its live state and its checkpoints)."""
     model, tok = tiny
     config = DemoConfig(block_size=4, num_blocks=40)
     links._kept().clear()
     links.open_link(config, SPECS, 40, model, tok)
     one = links._kept().nbytes
-    assert one > 0
+    (kept, _), = links._kept().lessons.values()
+    skip = (id(model), id(tok))
+    assert one == tensor_bytes(kept, skip=skip) + generator_state_bytes(kept, skip=skip) > 0
     monkeypatch.setattr(links, "KEEP_BYTES", one + one // 2)
     links.open_link(config, SPECS[:1], 40, model, tok)
     store = links._kept()
