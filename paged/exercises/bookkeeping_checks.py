@@ -10,7 +10,7 @@ from typing import Iterator
 from paged import addressing as ref_addr
 from paged.sequence import Sequence as RefSequence
 
-from .links import Failure, Workspace, check_tables, short
+from .links import Failure, Workspace, check_freed, check_tables, short
 
 
 # --- 8. the block manager -------------------------------------------------------------------------
@@ -74,24 +74,7 @@ def check_block_manager(ws: Workspace) -> dict:
         freed = bm.free(a)
         live.remove(a)
         shown = f"free(sequence 0) holding {table}"
-        if a.block_table:
-            raise Failure(
-                "block_table",
-                "after free, the sequence still holds its table: a read would use freed blocks",
-                "free 之后序列仍持有它的表：再读就是 use after free",
-                shown,
-                [],
-                list(a.block_table),
-            )
-        if sorted(freed or []) != sorted(table):
-            raise Failure(
-                "free_blocks",
-                "free must return every block of the table",
-                "free 应返回表里的每个 block",
-                shown,
-                sorted(table),
-                short(freed),
-            )
+        check_freed(a, table, freed, shown)
         check_tables(bm, live, num_blocks, shown)
     with _method("allocate"):
         c = RefSequence(2, list(range(20)))

@@ -22,7 +22,7 @@ from paged.kv_cache import ContiguousKVCache, KVCachePool
 from paged.kv_cache import write_kv as ref_write_kv
 from paged.model import load_model
 
-from .links import Workspace, check_tables, decode_link, write_diagnosis
+from .links import Workspace, check_freed, check_tables, decode_diagnosis, write_diagnosis
 from .links import Failure, chain_link, close, expect_tensor, find_row, short
 from .engine_plan import BLOCK_SIZE, SEED, TEXTS, Plan, last_rows, make_plan, schedule, twin_tokens
 
@@ -265,9 +265,9 @@ class LearnerRun:
         return torch.cat(outs)
 
     def decode_link(self, got, q, kc, vc, tables, lens, b) -> str:
-        """context_len / block_table as exercises.decode_link, then the learner's own gather:
-        gather, or attention."""
-        link = decode_link(got, q, kc, vc, tables, lens, b)
+        """context_len / block_table as links.decode_diagnosis names them, then the learner's own
+        gather: gather, or attention."""
+        link = decode_diagnosis(got, q, kc, vc, tables, lens, b)[0]
         if link != "attention":
             return link
         keys, _ = self.ws["attention"].gather_kv(kc, vc, tables[b], lens[b])
@@ -285,24 +285,7 @@ class LearnerRun:
         freed = self.bm.free(seq)
         self.finished.add(i)
         shown = self.where(f"free(sequence {i}) holding {table}")
-        if seq.block_table:
-            raise Failure(
-                "block_table",
-                "after free, the sequence still holds its table: a read would use freed blocks",
-                "free 之后序列仍持有它的表：再读就是 use after free",
-                shown,
-                [],
-                list(seq.block_table),
-            )
-        if sorted(freed or []) != sorted(table):
-            raise Failure(
-                "free_blocks",
-                "free must return every block of the table",
-                "free 应返回表里的每个 block",
-                shown,
-                sorted(table),
-                short(freed),
-            )
+        check_freed(seq, table, freed, shown)
         check_tables(self.bm, self.live(), self.plan.num_blocks, shown)
 
 

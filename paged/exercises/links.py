@@ -224,19 +224,6 @@ def decode_diagnosis(
     return "attention", "", ""
 
 
-def decode_link(
-    got: torch.Tensor,
-    q: torch.Tensor,
-    kc: torch.Tensor,
-    vc: torch.Tensor,
-    tables: list[list[int]],
-    lens: list[int],
-    b: int,
-) -> str:
-    """Which link row b's wrong decode output points to (decode_diagnosis's link)."""
-    return decode_diagnosis(got, q, kc, vc, tables, lens, b)[0]
-
-
 def held_blocks(seqs: list) -> list[int]:
     return [b for s in seqs for b in s.block_table]
 
@@ -285,4 +272,28 @@ def check_tables(bm, live: list, num_blocks: int, shown: str, exact=None) -> Non
             shown,
             num_blocks - len(held),
             bm.num_free_blocks,
+        )
+
+
+def check_freed(seq, table: list[int], freed, shown: str) -> None:
+    """After `freed = bm.free(seq)`: the sequence no longer holds a table, and every block of
+    `table` (the one it held before) came back.
+    Raises: Failure (block_table or free_blocks) naming what is wrong."""
+    if seq.block_table:
+        raise Failure(
+            "block_table",
+            "after free, the sequence still holds its table: a read would use freed blocks",
+            "free 之后序列仍持有它的表：再读就是 use after free",
+            shown,
+            [],
+            list(seq.block_table),
+        )
+    if sorted(freed or []) != sorted(table):
+        raise Failure(
+            "free_blocks",
+            "free must return every block of the table",
+            "free 应返回表里的每个 block",
+            shown,
+            sorted(table),
+            short(freed),
         )
