@@ -22,6 +22,8 @@ from paged import addressing as ref_addr
 from paged.attention import attention as ref_attention
 
 Workspace = dict[str, ModuleType]  # the learner's modules by name (addressing, kv_cache, ...)
+# In the chain's order (the page's strip shows them so): the address chain, the read, then the
+# bookkeeping.
 LINKS = (
     "logical_block_id",
     "physical_block_id",
@@ -30,10 +32,10 @@ LINKS = (
     "context_len",
     "gather",
     "attention",
-    "cached_token_count",
-    "generated_token_ids",
     "block_table",
     "free_blocks",
+    "cached_token_count",
+    "generated_token_ids",
 )
 
 
