@@ -47,7 +47,7 @@ def test_arrows_point_down(floor):
 def test_the_checker_sees_a_wrong_arrow(tmp_path):
     """The checker itself can fail: an upward import is found, one inside a function too."""
     f = tmp_path / "x.py"
-    f.write_text("import torch\ndef g():\n    from ui.params import int_in\n    import streamlit as st\n"
+    f.write_text("import torch\ndef g():\n    from ui.parsers import int_in\n    import streamlit as st\n"
                  "    from benchmarks.kernels import bench_case\n")
     assert imported_roots(f) & FORBIDDEN["paged"] == {"ui", "streamlit", "benchmarks"}
 
