@@ -22,7 +22,8 @@ from paged.kv_cache import ContiguousKVCache, KVCachePool
 from paged.kv_cache import write_kv as ref_write_kv
 from paged.model import load_model
 
-from .links import Workspace, check_freed, check_tables, decode_diagnosis, write_diagnosis
+from .links import Workspace, check_appended, check_freed, check_tables, decode_diagnosis
+from .links import write_diagnosis
 from .links import Failure, chain_link, close, expect_tensor, find_row, short
 from .engine_plan import BLOCK_SIZE, SEED, TEXTS, Plan, last_rows, make_plan, schedule, twin_tokens
 
@@ -122,17 +123,8 @@ class LearnerRun:
             token = seq.cached_token_count
             slot = self.bm.append_slot(seq)
             shown = self.where(f"append_slot(sequence {i}) for token {token}")
-            check_tables(self.bm, self.live(), self.plan.num_blocks, shown, seq)
-            want = ref_addr.slot_of(token, seq.block_table, BLOCK_SIZE)
-            if slot != want:
-                raise Failure(
-                    "slot_mapping",
-                    f"append_slot gave token {token} a wrong slot",
-                    f"append_slot 给 token {token} 的 slot 不对",
-                    shown,
-                    want,
-                    short(slot),
-                )
+            want = check_appended(self.bm, seq, self.live(), self.plan.num_blocks, BLOCK_SIZE,
+                                  token, slot, shown)
             slots.append(torch.tensor([want]))
             pos.append(torch.tensor([token]))
             lens.append(token + 1)

@@ -277,6 +277,26 @@ def check_tables(bm, live: list, num_blocks: int, shown: str, exact=None) -> Non
         )
 
 
+def check_appended(bm, seq, live: list, num_blocks: int, block_size: int, token: int, slot,
+                   shown: str, step: int | None = None) -> int:
+    """After `slot = bm.append_slot(seq)` for token `token`: the tables still hold (check_tables,
+    seq exact) and `slot` is the token's slot through seq's table; returns that slot. `step`, the
+    decode step, is named in the message.
+    Raises: Failure (block_table, free_blocks or slot_mapping)."""
+    check_tables(bm, live, num_blocks, shown, seq)
+    want = ref_addr.slot_of(token, seq.block_table, block_size)
+    if slot != want:
+        en, zh = ("", "") if step is None else (f" (decode step {step})", f"（第 {step} 个 decode 步）")
+        raise Failure(
+            "slot_mapping",
+            f"append_slot gave token {token} a wrong slot{en}",
+            f"append_slot 给 token {token} 的 slot 不对{zh}",
+            shown,
+            want,
+            slot,
+        )
+    return want
+
 def check_freed(seq, table: list[int], freed, shown: str) -> None:
     """After `freed = bm.free(seq)`: the sequence no longer holds a table, and every block of
     `table` (the one it held before) came back.
