@@ -11,8 +11,8 @@ from typing import Any, Sequence
 
 import streamlit as st
 
-from .parsers import (CONTROL_CHARS, MAX_WHOLE_CHARS, Parser, int_in, one_of, parse_whole, quoted,
-                      text_max)
+from .parsers import MAX_WHOLE_CHARS, Parser, int_in, one_of, parse_whole, quoted, text_max
+from .safe_text import CONTROL_CHARS
 
 MAX_PARAM_CHARS = 10_000  # a URL value longer than this is ignored before any parser sees it
 MAX_LINK_STEPS = 300  # a link's steps= (pages 4, 6) is clamped here, with a note: one visit replays at most this many

@@ -11,14 +11,13 @@ import unicodedata
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
-from .safe_text import shown
+from .safe_text import CONTROL_CHARS, shown
 
 Parser = Callable[[str], Any]  # returns the parsed value, or None when the text is not acceptable
 
 
 _INT_TEXT = re.compile(r"[+-]?[0-9]{1,18}")  # ASCII digits only: int() would also take "١٢" or "1_000"
 _FLOAT_TEXT = re.compile(r"[+-]?(?:[0-9]{1,18}(?:\.[0-9]{0,18})?|\.[0-9]{1,18})(?:[eE][+-]?[0-9]{1,3})?")
-CONTROL_CHARS = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")  # control characters (tab and newlines kept)
 
 
 def int_in(lo: int, hi: int) -> Parser:
