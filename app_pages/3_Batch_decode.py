@@ -3,7 +3,7 @@
 import streamlit as st
 
 import ui
-import ui.params
+import ui.parsers
 import ui.quiz
 from lessons.quiz import batch_question
 from ui.breaks import arm_wrong_slot, wrong_slot_controls
@@ -69,7 +69,7 @@ def add_typed() -> None:
     """Add: the typed prompt length goes to the lesson when it is a whole number (the lesson refuses one out of
     range by name); other text is noted for the page to refuse by name."""
     text = st.session_state["batch.new_len"]
-    length = ui.params.parse_whole(text)
+    length = ui.parsers.parse_whole(text)
     if length is None:
         st.session_state["batch.len_not_a_number"] = text
     else:
@@ -104,7 +104,7 @@ def batch_view() -> None:
     # a text box: a whole number out of range reaches BatchLesson.add, which refuses it by name, and other text is
     # refused here (Streamlit's number input would refuse an out-of-range value, 2**53 or more even without bounds,
     # with a red border only, and Add would then use the old value silently)
-    row.text_input(ctx.t("new_len"), value="5", key="batch.new_len", width=150, max_chars=ui.params.MAX_WHOLE_CHARS,
+    row.text_input(ctx.t("new_len"), value="5", key="batch.new_len", width=150, max_chars=ui.parsers.MAX_WHOLE_CHARS,
                    help=ctx.t("new_len_help", hi=MAX_PROMPT_LEN))
     row.button(ctx.t("add"), key="batch.add", icon=":material/add:", on_click=add_typed)
     row.button(ctx.t("common.reset"), key="batch.reset", icon=":material/restart_alt:", on_click=reset)
@@ -119,7 +119,7 @@ def batch_view() -> None:
     label = seq_label  # 0, 1, 2 -> A, B, C
     not_a_number = st.session_state.pop("batch.len_not_a_number", None)  # set by add_typed
     if not_a_number is not None:
-        said = ctx.t("refused_add_not_a_number", text=ui.params.quoted(not_a_number), lo=1, hi=MAX_PROMPT_LEN)
+        said = ctx.t("refused_add_not_a_number", text=ui.parsers.quoted(not_a_number), lo=1, hi=MAX_PROMPT_LEN)
         bar.tell(said, st.warning, icon=":material/back_hand:")
     elif event.kind == "start":
         said = ctx.t("start_seed" if lesson.used_seed_tables else "start_free_list")

@@ -40,7 +40,7 @@ def parse_ops(text: str) -> tuple[list[str], list[str]]:
 
 
 def ops_in_link(text: str) -> str | None:
-    """A link's `ops=` as the ops it can use, comma-separated (a ui.params parser): None when it holds entries but
+    """A link's `ops=` as the ops it can use, comma-separated (a ui.parsers parser): None when it holds entries but
     none well-formed, so the page's link box names the value whenever anything was left out."""
     good, bad = parse_ops(text)
     return None if bad and not good else ",".join(good)

@@ -24,21 +24,6 @@ __all__ = ["message", "LANGS"]  # the page shows a failure as the CLI does
 EXERCISE_NAMES = tuple(EXERCISES)
 
 ENV = "PAGED_EXERCISES"
-# The links as the page's strip shows them: the address chain, the read, then the bookkeeping.
-CHAIN = (
-    "logical_block_id",
-    "physical_block_id",
-    "block_offset",
-    "slot_mapping",
-    "context_len",
-    "gather",
-    "attention",
-    "block_table",
-    "free_blocks",
-    "cached_token_count",
-    "generated_token_ids",
-)
-assert set(CHAIN) == set(LINKS)
 
 
 def workspace_dir(environ: dict | None = None) -> Path | None:
@@ -87,13 +72,13 @@ class CheckView:
 
 
 def link_marks(records: list[dict]) -> list[tuple[str, str]]:
-    """Each link of CHAIN: "broken" for the one the first failure names; "ok" for all when every
-    exercise ran and passed; else "unknown" (not yet shown right)."""
+    """Each link of LINKS, in the chain's order: "broken" for the one the first failure names; "ok"
+    for all when every exercise ran and passed; else "unknown" (not yet shown right)."""
     failure = next((r for r in records if not r["ok"]), None)
     if failure is None and passed(records):
-        return [(link, "ok") for link in CHAIN]
+        return [(link, "ok") for link in LINKS]
     broken = failure and failure.get("link")
-    return [(link, "broken" if link == broken else "unknown") for link in CHAIN]
+    return [(link, "broken" if link == broken else "unknown") for link in LINKS]
 
 
 def check(directory: Path) -> CheckView:

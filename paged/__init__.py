@@ -12,7 +12,8 @@ Reading order. First the article's five files, in the article's order (pages 1-4
     sequence.py       the state rule: cached_token_count vs generated_token_ids
 
 Then every other module and folder, with the page it serves:
-    config.py, checks.py, attention_checks.py   configs and boundary checks (every page)
+    config.py, checks.py, address_checks.py, attention_checks.py   configs and boundary
+                      checks (every page)
     batch.py          BatchInput: one step's model inputs (built by the runner, rebuilt by a fault)
     prefix_cache.py   the free queue and the prefix-cache index, vLLM 0.32's policy (6 Sharing)
     __main__.py       `python -m paged generate ...`: the command line

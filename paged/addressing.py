@@ -15,10 +15,10 @@ from typing import Sequence as SequenceT
 
 import torch
 
-from .checks import INT64_MAX, MAX_ADDRESS_TABLE_LEN, MAX_CONTEXT_LEN  # noqa: F401 (re-exported)
-from .checks import (as_int, check_address_table, check_batch_slots, check_block_table,
-                     check_block_tables, check_int_tensor, check_locate, check_pad_block_tables,
-                     check_slot_table, check_span, check_table_sizes)
+from .address_checks import (INT64_MAX, MAX_ADDRESS_TABLE_LEN, MAX_CONTEXT_LEN,  # noqa: F401
+    check_address_table, check_batch_slots, check_block_table, check_block_tables, check_int_tensor,
+    check_locate, check_pad_block_tables, check_slot_table, check_span, check_table_sizes)
+from .checks import as_int
 
 PAD_SLOT = -1  # "no slot, skip": padding in slot_mapping and in padded block tables
 Table = SequenceT[int] | torch.Tensor  # one sequence's block table

@@ -18,8 +18,8 @@ ui.engine_actions: glue around the engine lesson of pages 4 and 6 (sidebar, sess
 
 from .page import (PageContext, current_lang, device_badge, device_info, key_figure_slot,
                    language_switch, page_header, page_intro, setup_page)
-from .params import (Knobs, ParsedInts, duplicates, float_in, int_in, one_of, parse_int_list, read_param,
-                     text_max, write_params)
+from .params import Knobs, read_param, write_params
+from .parsers import ParsedInts, duplicates, float_in, int_in, one_of, parse_int_list, text_max
 from .widgets import (breakable, card, export_button, notice, session_cached, show_cells, show_error, show_figure,
                       state_table, stop_with_error, viz_labels)
 

@@ -19,7 +19,8 @@ from viz.attention import diverging_figure
 from viz.breaks import row_diff_figure
 from viz.colors import seq_label
 
-from .params import one_of, read_param
+from .params import read_param
+from .parsers import one_of
 from .widgets import notice, show_figure
 
 WRONG, WRONG_SEQ = "batch.wrong", "batch.wrong_seq"  # page 3's switch and its target (widget keys, in the URL)

@@ -27,8 +27,8 @@ from viz.colors import seq_label
 
 from .page import PageContext
 from .links import open_link
-from .params import (MAX_LINK_STEPS, MAX_WHOLE_CHARS, STEP_ALIASES, Knobs, int_in, note_past_end, parse_whole,
-                     quoted, read_param)
+from .params import MAX_LINK_STEPS, STEP_ALIASES, Knobs, note_past_end, read_param
+from .parsers import MAX_WHOLE_CHARS, int_in, parse_whole, quoted
 from .playback import Stepper, playback_bar
 from .safe_text import shown
 from .widgets import show_error, stop_with_error

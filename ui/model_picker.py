@@ -24,7 +24,8 @@ from paged.model.io import DEFAULT_DIR, MODEL_DIRS_ENV
 
 from .model_store import model_store
 from .page import PageContext
-from .params import Knobs, one_of, read_param
+from .params import Knobs, read_param
+from .parsers import one_of
 from .safe_text import shown
 from .widgets import show_error, stop_with_error
 

@@ -20,7 +20,8 @@ from ui.strings import t
 from viz.cells import CELLS_CSS, PRESENT_CELLS_CSS
 from viz.chain_live import CHAIN_CSS, PRESENT_CHAIN_CSS
 
-from .params import one_of, read_param
+from .params import read_param
+from .parsers import one_of
 
 PRESENT_KEY = "_present"                # the mode, kept for the whole browser session
 PRESENT_WIDGET_KEY = "_present_widget"  # the sidebar toggle that edits it

@@ -17,7 +17,7 @@ from lessons.quiz import Question
 from viz.colors import seq_label
 
 from .engine_actions import explain_step, why_sep
-from .params import one_of
+from .parsers import one_of
 
 SCORE = "quiz.score"  # {"right": int, "asked": int}, for the whole session
 

@@ -22,7 +22,7 @@ import re
 from pathlib import Path
 from typing import Iterable
 
-_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+CONTROL_CHARS = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")  # control characters (tab and newlines kept)
 _NEWLINES = re.compile(r"[\r\n\t\u2028\u2029\x85]+")
 _PUNCT = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$:@&=^\"'])")
 # An absolute path: "/" then at least one more part; not the "/" of "F32 / F16" or of "a/b" inside a word.
@@ -47,7 +47,7 @@ def shown(text: object, max_chars: int | None = 400, paths: Iterable[Path | str]
     """`text` as literal markdown: no control characters, one line, cut to `max_chars` (…), server paths hidden
     when `paths` is given (see hide_paths; pass [] to hide every absolute path), every markdown character
     escaped."""
-    text = _CONTROL.sub("", str(text))
+    text = CONTROL_CHARS.sub("", str(text))
     text = _NEWLINES.sub(" ", text)
     if paths is not None:
         text = hide_paths(text, paths)
@@ -62,7 +62,7 @@ _PUNCT_NOT_HTML = re.compile(r"([\\`*_{}\[\]()#+\-.!|~$:@=^])")  # the HTML-spec
 def shown_html(text: object) -> str:
     """`text` for markdown rendered with unsafe_allow_html (inside the page's own tags): markdown characters
     backslash-escaped, then & < > " ' as HTML entities; newlines and spaces kept (the caller's pre-wrap shows them)."""
-    return html.escape(_PUNCT_NOT_HTML.sub(r"\\\1", _CONTROL.sub("", str(text))))
+    return html.escape(_PUNCT_NOT_HTML.sub(r"\\\1", CONTROL_CHARS.sub("", str(text))))
 
 
 def unescaped(markdown: str) -> str:

@@ -7,10 +7,9 @@ from __future__ import annotations
 from contextlib import contextmanager
 from typing import Iterator
 
-from paged import addressing as ref_addr
 from paged.sequence import Sequence as RefSequence
 
-from .links import Failure, Workspace, check_tables, short
+from .links import Failure, Workspace, check_appended, check_freed, check_tables, short
 
 
 # --- 8. the block manager -------------------------------------------------------------------------
@@ -57,41 +56,14 @@ def check_block_manager(ws: Workspace) -> dict:
             token = a.cached_token_count
             shown = f"append_slot(sequence 0) for token {token}, table before {list(a.block_table)}"
             slot = bm.append_slot(a)
-            check_tables(bm, live, num_blocks, shown, a)
-            want = ref_addr.slot_of(token, a.block_table, bs)
-            if slot != want:
-                raise Failure(
-                    "slot_mapping",
-                    f"append_slot gave token {token} a wrong slot (decode step {step})",
-                    f"append_slot 给 token {token} 的 slot 不对（第 {step} 个 decode 步）",
-                    shown,
-                    want,
-                    slot,
-                )
+            check_appended(bm, a, live, num_blocks, bs, token, slot, shown, step)
             a.on_decode_done(1)
     with _method("free"):
         table = list(a.block_table)
         freed = bm.free(a)
         live.remove(a)
         shown = f"free(sequence 0) holding {table}"
-        if a.block_table:
-            raise Failure(
-                "block_table",
-                "after free, the sequence still holds its table: a read would use freed blocks",
-                "free 之后序列仍持有它的表：再读就是 use after free",
-                shown,
-                [],
-                list(a.block_table),
-            )
-        if sorted(freed or []) != sorted(table):
-            raise Failure(
-                "free_blocks",
-                "free must return every block of the table",
-                "free 应返回表里的每个 block",
-                shown,
-                sorted(table),
-                short(freed),
-            )
+        check_freed(a, table, freed, shown)
         check_tables(bm, live, num_blocks, shown)
     with _method("allocate"):
         c = RefSequence(2, list(range(20)))

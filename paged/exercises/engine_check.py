@@ -22,7 +22,8 @@ from paged.kv_cache import ContiguousKVCache, KVCachePool
 from paged.kv_cache import write_kv as ref_write_kv
 from paged.model import load_model
 
-from .links import Workspace, check_tables, decode_link, write_diagnosis
+from .links import Workspace, check_appended, check_freed, check_tables, decode_diagnosis
+from .links import write_diagnosis
 from .links import Failure, chain_link, close, expect_tensor, find_row, short
 from .engine_plan import BLOCK_SIZE, SEED, TEXTS, Plan, last_rows, make_plan, schedule, twin_tokens
 
@@ -122,17 +123,8 @@ class LearnerRun:
             token = seq.cached_token_count
             slot = self.bm.append_slot(seq)
             shown = self.where(f"append_slot(sequence {i}) for token {token}")
-            check_tables(self.bm, self.live(), self.plan.num_blocks, shown, seq)
-            want = ref_addr.slot_of(token, seq.block_table, BLOCK_SIZE)
-            if slot != want:
-                raise Failure(
-                    "slot_mapping",
-                    f"append_slot gave token {token} a wrong slot",
-                    f"append_slot 给 token {token} 的 slot 不对",
-                    shown,
-                    want,
-                    short(slot),
-                )
+            want = check_appended(self.bm, seq, self.live(), self.plan.num_blocks, BLOCK_SIZE,
+                                  token, slot, shown)
             slots.append(torch.tensor([want]))
             pos.append(torch.tensor([token]))
             lens.append(token + 1)
@@ -265,9 +257,9 @@ class LearnerRun:
         return torch.cat(outs)
 
     def decode_link(self, got, q, kc, vc, tables, lens, b) -> str:
-        """context_len / block_table as exercises.decode_link, then the learner's own gather:
-        gather, or attention."""
-        link = decode_link(got, q, kc, vc, tables, lens, b)
+        """context_len / block_table as links.decode_diagnosis names them, then the learner's own
+        gather: gather, or attention."""
+        link = decode_diagnosis(got, q, kc, vc, tables, lens, b)[0]
         if link != "attention":
             return link
         keys, _ = self.ws["attention"].gather_kv(kc, vc, tables[b], lens[b])
@@ -285,24 +277,7 @@ class LearnerRun:
         freed = self.bm.free(seq)
         self.finished.add(i)
         shown = self.where(f"free(sequence {i}) holding {table}")
-        if seq.block_table:
-            raise Failure(
-                "block_table",
-                "after free, the sequence still holds its table: a read would use freed blocks",
-                "free 之后序列仍持有它的表：再读就是 use after free",
-                shown,
-                [],
-                list(seq.block_table),
-            )
-        if sorted(freed or []) != sorted(table):
-            raise Failure(
-                "free_blocks",
-                "free must return every block of the table",
-                "free 应返回表里的每个 block",
-                shown,
-                sorted(table),
-                short(freed),
-            )
+        check_freed(seq, table, freed, shown)
         check_tables(self.bm, self.live(), self.plan.num_blocks, shown)
 
 

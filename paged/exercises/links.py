@@ -22,6 +22,8 @@ from paged import addressing as ref_addr
 from paged.attention import attention as ref_attention
 
 Workspace = dict[str, ModuleType]  # the learner's modules by name (addressing, kv_cache, ...)
+# In the chain's order (the page's strip shows them so): the address chain, the read, then the
+# bookkeeping.
 LINKS = (
     "logical_block_id",
     "physical_block_id",
@@ -30,10 +32,10 @@ LINKS = (
     "context_len",
     "gather",
     "attention",
-    "cached_token_count",
-    "generated_token_ids",
     "block_table",
     "free_blocks",
+    "cached_token_count",
+    "generated_token_ids",
 )
 
 
@@ -224,19 +226,6 @@ def decode_diagnosis(
     return "attention", "", ""
 
 
-def decode_link(
-    got: torch.Tensor,
-    q: torch.Tensor,
-    kc: torch.Tensor,
-    vc: torch.Tensor,
-    tables: list[list[int]],
-    lens: list[int],
-    b: int,
-) -> str:
-    """Which link row b's wrong decode output points to (decode_diagnosis's link)."""
-    return decode_diagnosis(got, q, kc, vc, tables, lens, b)[0]
-
-
 def held_blocks(seqs: list) -> list[int]:
     return [b for s in seqs for b in s.block_table]
 
@@ -285,4 +274,48 @@ def check_tables(bm, live: list, num_blocks: int, shown: str, exact=None) -> Non
             shown,
             num_blocks - len(held),
             bm.num_free_blocks,
+        )
+
+
+def check_appended(bm, seq, live: list, num_blocks: int, block_size: int, token: int, slot,
+                   shown: str, step: int | None = None) -> int:
+    """After `slot = bm.append_slot(seq)` for token `token`: the tables still hold (check_tables,
+    seq exact) and `slot` is the token's slot through seq's table; returns that slot. `step`, the
+    decode step, is named in the message.
+    Raises: Failure (block_table, free_blocks or slot_mapping)."""
+    check_tables(bm, live, num_blocks, shown, seq)
+    want = ref_addr.slot_of(token, seq.block_table, block_size)
+    if slot != want:
+        en, zh = ("", "") if step is None else (f" (decode step {step})", f"（第 {step} 个 decode 步）")
+        raise Failure(
+            "slot_mapping",
+            f"append_slot gave token {token} a wrong slot{en}",
+            f"append_slot 给 token {token} 的 slot 不对{zh}",
+            shown,
+            want,
+            slot,
+        )
+    return want
+
+def check_freed(seq, table: list[int], freed, shown: str) -> None:
+    """After `freed = bm.free(seq)`: the sequence no longer holds a table, and every block of
+    `table` (the one it held before) came back.
+    Raises: Failure (block_table or free_blocks) naming what is wrong."""
+    if seq.block_table:
+        raise Failure(
+            "block_table",
+            "after free, the sequence still holds its table: a read would use freed blocks",
+            "free 之后序列仍持有它的表：再读就是 use after free",
+            shown,
+            [],
+            list(seq.block_table),
+        )
+    if sorted(freed or []) != sorted(table):
+        raise Failure(
+            "free_blocks",
+            "free must return every block of the table",
+            "free 应返回表里的每个 block",
+            shown,
+            sorted(table),
+            short(freed),
         )

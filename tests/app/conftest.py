@@ -31,6 +31,19 @@ def browser():
         skip_or_fail(str(err))
 
 
+@pytest.fixture(scope="module")
+def server():
+    """`streamlit run app.py` on a free port, for the module: its base URL. A module that needs
+    another server (a log file, its own port) defines its own `server`, which takes precedence."""
+    from ui.bench.chromium import app_server
+
+    try:
+        with app_server() as srv:
+            yield srv.base
+    except RuntimeError as err:
+        pytest.fail(str(err))
+
+
 AXE = ROOT / "node_modules" / "axe-core" / "axe.min.js"  # npm ci (package.json pins axe-core)
 
 

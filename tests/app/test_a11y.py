@@ -14,7 +14,7 @@ import json
 
 import pytest
 
-from ui.bench.chromium import app_server, wait_idle
+from ui.bench.chromium import wait_idle
 from ui.nav import PAGES
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -50,16 +50,6 @@ FIGURES_WITHOUT_WORDS = """() => {
     });
     return out;
 }"""
-
-
-@pytest.fixture(scope="module")
-def server():
-    """`streamlit run app.py` on a free port, for the module."""
-    try:
-        with app_server() as srv:
-            yield srv.base
-    except RuntimeError as err:
-        pytest.fail(str(err))
 
 
 def audit(page, axe_source: str) -> list[dict]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from ui.bench.chromium import app_server, wait_idle
+from ui.bench.chromium import wait_idle
 
 pytestmark = pytest.mark.browser
 
@@ -35,15 +35,6 @@ SWITCH_OFFSETS = """() => [...document.querySelectorAll('[data-testid="stMain"] 
         const text = label.querySelector('[data-testid="stWidgetLabel"], p').getBoundingClientRect();
         return Math.abs((track.top + track.bottom) / 2 - (text.top + text.bottom) / 2);
     })"""
-
-
-@pytest.fixture(scope="module")
-def server():
-    try:
-        with app_server() as srv:
-            yield srv.base
-    except RuntimeError as err:
-        pytest.fail(str(err))
 
 
 @pytest.mark.parametrize("lang", ["en", "zh"])

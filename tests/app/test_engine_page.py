@@ -271,7 +271,7 @@ def test_a_step_reruns_only_what_it_changes(monkeypatch):
 def test_a_pool_too_small_to_run_anything_says_so_and_names_each_refusal():
     """num_blocks 4: every default request is refused. No box says "press Step" (Step is disabled); the page says no
     step can run; each refusal names its request by its prompt, in both languages."""
-    from ui.params import quoted
+    from ui.parsers import quoted
 
     for lang in ("en", "zh"):
         at = app_test(ENGINE, lang, {"num_blocks": 4}).run()

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from lessons.engine_requests import MAX_JSON_DEPTH, decode_requests, encode_requests, json_depth, RequestSpec
-from ui.params import float_in, int_in, one_of, parse_int_list, text_max
+from ui.parsers import float_in, int_in, one_of, parse_int_list, text_max
 
 from .app_util import app_test, page_files
 

@@ -7,7 +7,7 @@ import pytest
 
 from lessons.batch import BatchConfig, BatchLesson
 from ui.strings import t
-from ui.params import duplicates, int_in, one_of, parse_int_list
+from ui.parsers import duplicates, int_in, one_of, parse_int_list
 
 from .app_util import APP, page_files, app_test
 

@@ -17,9 +17,9 @@ ROOT = Path(__file__).resolve().parents[2]
 KNOWN_PRIVATE_IMPORTS: dict[str, list[str]] = {}  # none: every private name stays in its module
 # The library's core: the article's files, what they need, their kernels. None loads a chapter, the
 # engine or the faults (config.py loaded swap.py's check_swap).
-CORE = {"paged", "paged.addressing", "paged.attention", "paged.attention_checks", "paged.batch",
-        "paged.block_manager", "paged.checks", "paged.config", "paged.kv_cache", "paged.prefix_cache",
-        "paged.sequence"}
+CORE = {"paged", "paged.address_checks", "paged.addressing", "paged.attention",
+        "paged.attention_checks", "paged.batch", "paged.block_manager", "paged.checks", "paged.config",
+        "paged.kv_cache", "paged.prefix_cache", "paged.sequence"}
 
 
 def private_imports(source: str) -> list[str]:

@@ -9,7 +9,7 @@ import html
 import pytest
 from markdown_it import MarkdownIt
 
-from ui.params import quoted
+from ui.parsers import quoted
 from ui.safe_text import hide_paths, shown, shown_html, unescaped
 
 GFM = MarkdownIt("gfm-like")  # tables, strikethrough, linkify (bare URLs, www., e-mail)
@@ -48,7 +48,7 @@ def test_foreign_text_renders_as_itself(text):
 
 
 def test_quoted_is_the_same_helper_cut_short():
-    """ui.params.quoted (typed text in messages) is shown, cut to its length."""
+    """ui.parsers.quoted (typed text in messages) is shown, cut to its length."""
     assert quoted("[a](b)" * 20) == shown("[a](b)" * 20, 30)
     assert rendered_text(quoted("[a](https://x.example)")) == "[a](https://x.example)"
 

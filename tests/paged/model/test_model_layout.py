@@ -8,7 +8,7 @@ from torch import nn
 
 from paged.config import ModelConfig
 from paged.model import TinyLlama, load_model
-from paged.model.llama import linear_ptrs
+from paged.model.layers import linear_ptrs
 
 from helpers import assert_close_scaled, assert_far_scaled
 
