@@ -10,15 +10,15 @@ ContiguousKVCache per sequence: the reference twin. Both layouts make identical 
 (preemptions included) unless prefix caching, which only the paged layout has, lets a prompt in
 earlier; twins.py compares them token by token.
 
-A request is checked when it is added (admission.py), and a step that raises is rolled back
-(checkpoint.py).
+A request is checked when it is added (admission.py), what a step's logits become (tokens, each
+sequence's update, stops, RequestOutput) is output_processor.py, and a step that raises is rolled
+back (checkpoint.py).
 """
 
 from __future__ import annotations
 
-import math
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 
 import torch
 
@@ -30,27 +30,15 @@ from ..faults import Fault, as_fault
 from ..sequence import Sequence, SequenceStatus
 from .admission import check_fits, check_params, pool_num_blocks, prompt_token_ids
 from .checkpoint import EngineStepError, SequenceFailure, StepCheckpoint, journal_ref_counts
+from .output_processor import (RequestOutput, check_stop, request_output, sample_checked,
+                               update_sequences)
 from .recording import StepRecorder, block_tables, record_queues
 from .windowing import block_manager_for, runner_for
-from .sampler import make_generator, sample_one, sample_step
+from .sampler import make_generator, sample_one
 from .scheduler import Scheduler, SchedulerOutput
 from .swapping import attach_swapper
 from .speculation import SpeculativeDecoder
 from .trace import StepTrace
-
-
-@dataclass
-class RequestOutput:
-    request_id: int
-    prompt_token_ids: list[int]
-    token_ids: list[int]
-    text: str
-    finished: bool
-    finish_reason: str | None = None
-    num_preemptions: int = 0
-    # every parallel sample's tokens (n > 1); [0] == token_ids
-    samples: list[list[int]] = field(default_factory=list)
-    sample_texts: list[str] = field(default_factory=list)
 
 
 class LLMEngine:
@@ -167,14 +155,11 @@ class LLMEngine:
         return self.scheduler.has_unfinished()
 
     def output(self, request_id: int) -> RequestOutput:
-        seq = self._get(request_id)
-        group = self.groups[request_id]
-        samples = [list(s.generated_token_ids) for s in group]
-        return RequestOutput(seq.seq_id, list(seq.prompt_token_ids), list(seq.generated_token_ids),
-                             self.tokenizer.decode(seq.generated_token_ids),
-                             all(s.is_finished for s in group),
-                             seq.finish_reason, sum(s.preemptions for s in group), samples,
-                             [self.tokenizer.decode(t) for t in samples])
+        """The request's tokens and text so far, every parallel sample's included.
+
+        Raises: ValueError for an unknown request id."""
+        self._get(request_id)
+        return request_output(self.groups[request_id], self.tokenizer.decode)
 
     def _fork_samples(self, parent: Sequence, logits_row: torch.Tensor) -> list[Sequence]:
         """Fork n - 1 children of a prefilled parent: they share its blocks and its logits [vocab].
@@ -202,20 +187,8 @@ class LLMEngine:
 
     # --- one step ---------------------------------------------------------------------------------
     def stop_reason(self, seq: Sequence) -> str | None:
-        params: SamplingParams = seq.params
-        if not params.ignore_eos:
-            # every id that ends generation, else the one
-            eos = getattr(self.tokenizer, "eos_token_ids", None)
-            if seq.generated_token_ids[-1] in (eos if eos is not None
-                                               else (self.tokenizer.eos_token_id,)):
-                return "eos"
-        if params.stop:
-            text = self.tokenizer.decode(seq.generated_token_ids)
-            if any(s in text for s in params.stop):
-                return "stop"
-        if len(seq.generated_token_ids) >= params.max_tokens:
-            return "length"
-        return None
+        """Why seq stops after its newest token ("eos", "stop", "length"), or None: check_stop."""
+        return check_stop(seq, self.tokenizer)
 
     def step(self) -> StepTrace:
         """Run one step: schedule, run the model, sample, update, free finished blocks.
@@ -273,8 +246,9 @@ class LLMEngine:
             # [B, vocab]: write K/V at the slots, read through tables
             logits = self.runner.run(sched.seqs, batch)
             trace.attention, trace.kernel = self.runner.ran
-            tokens = self._sample(sched.seqs, logits, chunks)
-            rows = self._update(sched.seqs, tokens, logits, batch.query_lens, trace)
+            tokens = sample_checked(sched.seqs, logits, chunks)
+            rows = update_sequences(sched.seqs, tokens, logits, batch.query_lens, trace,
+                                    self._fork_samples, self.stop_reason)
             self.free_finished(trace)
             if self.window:  # free the blocks behind each sequence's window
                 trace.window_freed = self.block_manager.slide(self.scheduler.running)
@@ -307,50 +281,6 @@ class LLMEngine:
             self.runner.release(seq_id)
         self.step_count += 1
         return sched, trace
-
-    def _sample(self, seqs: list[Sequence], logits: torch.Tensor,
-                chunks: list[int] | None) -> list[int | None]:
-        """One token (or None: a non-final chunk) per sequence, from logits [len(seqs), vocab].
-
-        Raises: SequenceFailure for a sampling row whose logits hold NaN or inf."""
-        samples = ([True] * len(seqs) if chunks is None
-                   else [n == s.num_uncached_tokens for s, n in zip(seqs, chunks)])
-        # NaN or inf anywhere makes the sum NaN or inf: one reduction per step, and the row check
-        # only then (a sum that overflowed from finite logits finds no bad row there and the step
-        # goes on).
-        if not math.isfinite(logits.sum()):
-            finite = torch.isfinite(logits).all(dim=-1).tolist()
-            bad = next((seq for seq, ok, s in zip(seqs, finite, samples) if s and not ok), None)
-            if bad is not None:
-                raise SequenceFailure(bad, "the model's logits hold NaN or inf")
-        return sample_step(seqs, logits, samples)
-
-    def _update(self, seqs: list[Sequence], tokens: list[int | None], logits: torch.Tensor,
-                fed: list[int],
-                trace: StepTrace) -> list[tuple[int, Sequence, int | None, bool]]:
-        """Apply each sequence's state rule (sequence.py), n > 1 forks and stops (trace.finished).
-
-        fed: tokens fed per sequence. Returns what to record: (batch row, sequence, token, fed)."""
-        rows = []
-        for i, (seq, tok) in enumerate(zip(seqs, tokens)):
-            if tok is None:  # a prompt chunk that is not its last: nothing sampled
-                seq.on_chunk_done(fed[i])
-            # not a decode (of one new token)
-            elif not (seq.generated_token_ids and seq.num_uncached_tokens == 1):
-                seq.on_prefill_done(tok)
-                if seq.n > 1:
-                    trace.forked[seq.seq_id] = [c.seq_id
-                                                for c in self._fork_samples(seq, logits[i])]
-            else:
-                seq.on_decode_done(tok)
-            for s in (seq, *(self.sequences[c] for c in trace.forked.get(seq.seq_id, ()))):
-                reason = self.stop_reason(s) if tok is not None else None
-                if reason is not None:
-                    s.finish_reason = reason
-                    trace.finished.append(s.seq_id)
-                # children sampled from the parent's logits, fed nothing
-                rows.append((i, s, tok, s is seq))
-        return rows
 
     def free_finished(self, trace: StepTrace) -> None:
         """Free the blocks of every sequence that stopped this step (trace.blocks_freed)."""
