@@ -41,6 +41,7 @@ class SwapSpace:
         self.num_blocks = as_int(num_blocks, "swap_space", 1, MAX_SWAP_BLOCKS)
         self.free_block_ids: deque[int] = deque(range(self.num_blocks))  # head: taken next
         self.tables: dict[int, list[int]] = {}  # seq_id -> its swap blocks, in logical order
+        self._journal: list | None = None  # since the last snapshot: ("out" | "in", seq_id, table)
 
     @property
     def num_free_blocks(self) -> int:
@@ -66,6 +67,7 @@ class SwapSpace:
                              f"{self.num_free_blocks} of {self.num_blocks} are free")
         pairs = [(block, self.free_block_ids.popleft()) for block in seq.block_table]
         self.tables[seq.seq_id] = [dst for _, dst in pairs]
+        self._note("out", seq.seq_id, self.tables[seq.seq_id])
         cached = seq.cached_token_count
         released = bm.free(seq)  # empties seq.block_table
         seq.cached_token_count = cached  # BlockManager.free leaves it; said here: it is the point
@@ -93,22 +95,40 @@ class SwapSpace:
         bm._freed.discard(seq.seq_id)
         bm.last_hits[seq.seq_id] = [False] * len(table)
         self.free_block_ids.extend(table)
+        self._note("in", seq.seq_id, table)
         return pairs
 
     def drop(self, seq_id: int) -> list[int]:
         """Free an aborted swapped sequence's swap blocks (back to the free list); returns them."""
-        table = self.tables.pop(seq_id, [])
+        table = self.tables.pop(seq_id, None)
+        if table is None:
+            return []
         self.free_block_ids.extend(table)
+        self._note("in", seq_id, table)  # undone as a swap-in is
         return table
 
-    def snapshot(self) -> tuple:
-        """(free list, swap tables) copied, for restore."""
-        return list(self.free_block_ids), {k: list(v) for k, v in self.tables.items()}
+    def _note(self, kind: str, seq_id: int, table: list[int]) -> None:
+        if self._journal is not None:
+            self._journal.append((kind, seq_id, table))
 
-    def restore(self, snap: tuple) -> None:
-        """Back to a snapshot's state."""
-        free, tables = snap
-        self.free_block_ids, self.tables = deque(free), {k: list(v) for k, v in tables.items()}
+    def snapshot(self) -> list:
+        """Start recording every swap_out / swap_in / drop; returns the record restore() undoes.
+        O(1): the record grows with what is swapped after it, never with the swap pool's size."""
+        self._journal = []
+        return self._journal
+
+    def restore(self, snap: list) -> None:
+        """Undo, newest first, what `snap` (this space's latest snapshot) recorded: the free list in
+        its order and every swap table as they were then."""
+        for kind, seq_id, table in reversed(snap):
+            if kind == "out":  # its blocks were taken from the head of the free list
+                del self.tables[seq_id]
+                self.free_block_ids.extendleft(reversed(table))
+            else:  # its blocks were given back at the tail
+                for _ in table:
+                    self.free_block_ids.pop()
+                self.tables[seq_id] = table
+        snap.clear()
 
 
 def copy_blocks_between(src: KVCachePool, dst: KVCachePool, pairs: list[tuple[int, int]]) -> int:

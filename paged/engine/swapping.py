@@ -43,6 +43,7 @@ class Swapper:
         self.pool: KVCachePool | None = None
         self.store: dict = {}  # contiguous twin: seq_id -> its ContiguousKVCache while swapped
         self.num_swaps: dict[int, int] = {}  # seq_id -> times swapped out
+        self._counted: list[int] = []  # since the last snapshot: whose num_swaps went up
         # this step: seq_id -> (pool block, swap block) pairs
         self.out: dict[int, list[tuple[int, int]]] = {}
         # this step: seq_id -> (swap block, pool block) pairs
@@ -102,6 +103,7 @@ class Swapper:
         seq.status = SequenceStatus.WAITING
         self.swapped.appendleft(seq)  # victims go newest first: the older one comes back first
         self.num_swaps[seq.seq_id] = self.num_swaps.get(seq.seq_id, 0) + 1
+        self._counted.append(seq.seq_id)
         return released
 
     def drop(self, seq: Sequence) -> None:
@@ -154,13 +156,21 @@ class Swapper:
 
     # --- rollback (checkpoint.py) -----------------------------------------------------------------
     def snapshot(self) -> tuple:
-        return (list(self.swapped), self.space.snapshot(), dict(self.store), dict(self.num_swaps))
+        """What restore() needs: the swapped queue and twin caches copied (what is swapped now),
+        the swap pool's and the swap counts' changes recorded from here (what a step swaps)."""
+        self._counted = []
+        return list(self.swapped), self.space.snapshot(), dict(self.store), self._counted
 
     def restore(self, snap: tuple) -> None:
-        swapped, space, store, num_swaps = snap
+        swapped, space, store, counted = snap
         self.swapped = deque(swapped)
         self.space.restore(space)
-        self.store, self.num_swaps = dict(store), dict(num_swaps)
+        self.store = dict(store)
+        for seq_id in counted:
+            self.num_swaps[seq_id] -= 1
+            if not self.num_swaps[seq_id]:
+                del self.num_swaps[seq_id]
+        counted.clear()
 
 
 BREAKS = ("no_copy", "wrong_blocks")

@@ -70,19 +70,35 @@ def test_drop_of_an_unknown_sequence_returns_nothing():
 
 
 def test_snapshot_and_restore():
-    """restore(snapshot()) puts back the free list and every swap table as they were, later changes undone."""
-    bm, space = BlockManager(8, 4, watermark=0.0), SwapSpace(5)
+    """restore(snapshot()) undoes every swap_out, swap_in and drop since the snapshot, newest first: the free list in
+    its order and every swap table as they were."""
+    bm, space = BlockManager(8, 4, watermark=0.0), SwapSpace(6)
     first = running_seq(bm, 0, 5)
     space.swap_out(first, bm)
     snap = space.snapshot()
     free, tables = list(space.free_block_ids), {k: list(v) for k, v in space.tables.items()}
-    space.swap_out(running_seq(bm, 1, 9), bm)
+    second = running_seq(bm, 1, 9)
+    space.swap_out(second, bm)
     space.drop(0)
+    space.swap_in(second, bm)
+    assert list(space.free_block_ids) != free
     space.restore(snap)
-    assert list(space.free_block_ids) == free == [2, 3, 4] and space.tables == tables == {0: [0, 1]}
-    space.tables[0].append(99)  # the restored state is a copy: the snapshot is not changed through it
+    assert list(space.free_block_ids) == free == [2, 3, 4, 5] and space.tables == tables == {0: [0, 1]}
+
+
+def test_a_snapshot_records_the_swaps_after_it_not_the_swap_pool():
+    """A snapshot of a swap pool of 2**20 blocks copies none of them: it is an empty record that holds one entry per
+    swap_out / swap_in / drop after it (a step's rollback costs what the step swapped)."""
+    bm, space = BlockManager(8, 4, watermark=0.0), SwapSpace(2**20)
+    snap = space.snapshot()
+    assert snap == []
+    seq = running_seq(bm, 0, 5)
+    space.swap_out(seq, bm)
+    space.drop(0)
+    space.drop(7)  # holds nothing: nothing to record
+    assert [kind for kind, _, _ in snap] == ["out", "in"]
     space.restore(snap)
-    assert space.tables == {0: [0, 1]}
+    assert space.num_free_blocks == 2**20 and space.free_block_ids[0] == 0 and space.tables == {}
 
 
 def test_copy_into_a_pool_of_another_dtype_and_its_bytes():

@@ -140,7 +140,8 @@ def test_abort_of_a_swapped_request_frees_its_swap_blocks(shipped):
 
 
 def test_a_failed_step_after_a_swap_out_is_rolled_back_and_the_victim_recomputed(shipped, no_pressure, monkeypatch):
-    """A step that swaps out and then raises: rolled back, the swap pool whole again, the victim recomputed instead
+    """A step that swaps out and then raises: rolled back, the swap pool whole again (its swap count too), the victim
+    recomputed instead
     (its pool blocks may be overwritten); the run still ends with the unpressured tokens."""
     model, tok = shipped
     engine = LLMEngine(model, tok, CacheConfig(block_size=4, num_blocks=18, seed=3),
@@ -160,7 +161,7 @@ def test_a_failed_step_after_a_swap_out_is_rolled_back_and_the_victim_recomputed
             engine.step()
     victim = failed[0][0]
     assert engine.swapper.space.num_free_blocks == 64 and victim in [s.seq_id for s in engine.scheduler.waiting]
-    assert engine.sequences[victim].cached_token_count == 0
+    assert engine.sequences[victim].cached_token_count == 0 and engine.swapper.num_swaps == {}  # the swap undone
     while engine.has_unfinished():
         engine.step()
     assert [engine.output(i).token_ids for i in ids] == no_pressure
