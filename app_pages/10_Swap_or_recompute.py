@@ -1,5 +1,7 @@
 """10 · Swap or recompute: one scenario under memory pressure, preempted by swapping and by recompute, side by side."""
 
+import contextlib
+
 import streamlit as st
 
 import ui
@@ -30,7 +32,7 @@ with st.sidebar:
                               help=ctx.t("num_blocks_help"))
     swap_space = knobs.slider(ctx.t("swap_space"), "swap_space", 16, 1, 48, help=ctx.t("swap_space_help"))
     ui.device_badge(ctx, "float32")
-slot = ui.key_figure_slot(ctx)  # presenter mode: the bar and both pools first, Break it under them
+view_slot = ui.key_figure_slot(ctx)  # presenter mode: the stepping view first, Break it under it
 break_it = knobs.select(ctx.t("break"), "break", "off", list(BREAK_CHOICES), where=break_box(ctx, (0.8, 2.2)),
                         format_func=lambda b: ctx.t(f"break_{b}"))
 
@@ -39,7 +41,7 @@ lesson = st.session_state.get("swap.lesson")
 if lesson is None or lesson.config != config:
     lesson = SwapLesson(config, model, tokenizer)
     st.session_state["swap.lesson"] = lesson
-step = knobs.step("step", lesson.total)  # ?step=N (?steps=N too), clamped to the run's end with a note
+words = viz_labels(ctx, SwapWords, "cell")
 
 
 def move(by: int) -> bool:
@@ -51,26 +53,12 @@ def move(by: int) -> bool:
     return True
 
 
-bar = playback_bar(ctx, knobs, Stepper("swap", step_key="swap.step_btn",
-                                       position=step, can_forward=step < lesson.total, can_back=step > 0,
-                                       forward=lambda: move(1), back=lambda: move(-1),
-                                       total=lesson.total), where=slot)
-bar.row.button(ctx.t("common.reset"), key="swap.reset", icon=":material/restart_alt:", disabled=step == 0,
-               on_click=lambda: st.session_state.update({"swap.step": 0}))  # back to step 0, as on pages 4-6
-st.caption(ctx.t("scenario", max_tokens=MAX_TOKENS))
-if quiz_on:
-    ui.quiz.show(ctx, "swap", (config, step), lambda seed: lesson.question(step, seed), "swap.none_quiz")
-knobs.sync_url(ctx.lang)
-
-words = viz_labels(ctx, SwapWords, "cell")
-
-
 def labels(ids) -> str:
     return ", ".join(seq_label(s) for s in ids) or "—"
 
 
-def mode_column(col, run, title: str, swap: bool) -> None:
-    """One mode at this step: its reason, what left and came back, both pools, its costs so far. Messages are
+def mode_column(col, run, title: str, swap: bool, step: int, said_on_bar: str | None) -> None:
+    """One mode at `step`: its reason, what left and came back, both pools, its costs so far. Messages are
     markdown lines, not alert boxes: a row of columns holding an alert is stacked on a narrow screen (ui.present),
     and these two columns are the side-by-side comparison."""
     col.subheader(title)
@@ -105,7 +93,7 @@ def mode_column(col, run, title: str, swap: bool) -> None:
         col.caption(ctx.t("swapped_now", seqs=labels(state.swap_tables)))
 
 
-def mode_costs(col, run) -> None:
+def mode_costs(col, run, step: int) -> None:
     """One mode's costs so far, in a row of their own below the columns: a row holding metrics is bottom-aligned
     (ui.present), which would shift the two columns above against each other."""
     state = run.at(step)
@@ -116,28 +104,49 @@ def mode_costs(col, run) -> None:
     col.caption(f"{ctx.t('metric_preempt')}: {state.swaps if state else 0} / {state.recomputes if state else 0}")
 
 
-current = lesson.swap.at(step)
-said_on_bar = (explain_step(ctx, current.trace.why)  # what the swap run did: presenter mode's line
-               if current is not None and step <= len(lesson.swap.steps) else None)
-if said_on_bar is not None:
-    bar.say(said_on_bar)
-left, right = (slot or st).columns(2)
-mode_column(left, lesson.swap, ctx.t("col_swap"), True)
-mode_column(right, lesson.recompute, ctx.t("col_recompute"), False)
-for col, run in zip(st.columns(2), (lesson.swap, lesson.recompute)):
-    mode_costs(col, run)
-ui.notice(ctx, ctx.t("notice"))
+@st.fragment
+def swap_view() -> None:
+    """Everything a step, Back or Reset changes (st.fragment): a click or a play tick reruns only this part, not
+    the sidebar, the break box or the live measurement below (nor the Export button: a tick no longer redraws it)."""
+    step = knobs.step("step", lesson.total)  # ?step=N (?steps=N too), clamped to the run's end with a note
+    slot = ui.key_figure_slot(ctx)  # presenter mode: the bar and both pools first
+    bar = playback_bar(ctx, knobs, Stepper("swap", step_key="swap.step_btn",
+                                           position=step, can_forward=step < lesson.total, can_back=step > 0,
+                                           forward=lambda: move(1), back=lambda: move(-1),
+                                           total=lesson.total), where=slot)
+    bar.row.button(ctx.t("common.reset"), key="swap.reset", icon=":material/restart_alt:", disabled=step == 0,
+                   on_click=lambda: st.session_state.update({"swap.step": 0}))  # back to step 0, as on pages 4-6
+    st.caption(ctx.t("scenario", max_tokens=MAX_TOKENS))
+    if quiz_on:
+        ui.quiz.show(ctx, "swap", (config, step), lambda seed: lesson.question(step, seed), "swap.none_quiz")
+    knobs.sync_url(ctx.lang)
 
-broken_at = lesson.twin_break()
-if broken_at is not None and broken_at <= step:
-    st.error(ctx.t("twin_bad", step=broken_at, worst=f"{lesson.diffs[broken_at - 1][0]:.2e}") + " "
-             + ctx.t("tokens_hide"), icon=":material/bug_report:")
-elif broken_at is not None:
-    st.caption(ctx.t("twin_later", step=broken_at))
-elif step:
-    st.success(ctx.t("twin_ok"), icon=":material/check_circle:")
-if step >= lesson.total:
-    st.markdown(ctx.t("same_tokens" if lesson.same_tokens() else "different_tokens"))
+    current = lesson.swap.at(step)
+    said_on_bar = (explain_step(ctx, current.trace.why)  # what the swap run did: presenter mode's line
+                   if current is not None and step <= len(lesson.swap.steps) else None)
+    if said_on_bar is not None:
+        bar.say(said_on_bar)
+    left, right = (slot or st).columns(2)
+    mode_column(left, lesson.swap, ctx.t("col_swap"), True, step, said_on_bar)
+    mode_column(right, lesson.recompute, ctx.t("col_recompute"), False, step, said_on_bar)
+    for col, run in zip(st.columns(2), (lesson.swap, lesson.recompute)):
+        mode_costs(col, run, step)
+    ui.notice(ctx, ctx.t("notice"))
+
+    broken_at = lesson.twin_break()
+    if broken_at is not None and broken_at <= step:
+        st.error(ctx.t("twin_bad", step=broken_at, worst=f"{lesson.diffs[broken_at - 1][0]:.2e}") + " "
+                 + ctx.t("tokens_hide"), icon=":material/bug_report:")
+    elif broken_at is not None:
+        st.caption(ctx.t("twin_later", step=broken_at))
+    elif step:
+        st.success(ctx.t("twin_ok"), icon=":material/check_circle:")
+    if step >= lesson.total:
+        st.markdown(ctx.t("same_tokens" if lesson.same_tokens() else "different_tokens"))
+
+
+with view_slot if view_slot is not None else contextlib.nullcontext():
+    swap_view()
 
 # --- the live measurement -------------------------------------------------------------------------------------------
 st.subheader(ctx.t("measure_header"))

@@ -15,8 +15,12 @@ one in flight, and a run stopped before it handled its click forgets it (a trigg
 every click on these buttons, and every shortcut, is caught first by a small script (the "ledger", a
 st.components.v2 component) that appends it to a numbered log and sends the whole log as the component's value.
 A value is not a trigger: the newest one always arrives, whatever runs were cut short, and `apply_log` runs each
-logged action exactly once, in order. Where the script is not running (AppTest, the first moment after a page
-load) the buttons' own on_click callbacks do the same actions.
+logged action exactly once, in order. An action can itself be cut short: a whole-page rerun (a knob, a button outside
+the step fragment, a ledger value on a page without one) stops the run at its next st.session_state access, callbacks
+included. An action recorded as applied and stopped so would be lost; Export (whose file is queued at its last
+session_state access, so a stopped press did nothing) is therefore handed back to the next value (`retry`).
+Where the script is not running (AppTest, the first moment after a page load) the buttons' own on_click callbacks do
+the same actions.
 
 A page's other buttons that must not be lost either (pages 4 and 6: Add, pressed while the page plays) are given to
 the bar as `Stepper.extra`: the ledger logs their clicks the same way, under the button's key, and runs each once.
@@ -50,6 +54,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Collection, Mapping
 
 import streamlit as st
+from streamlit.runtime.scriptrunner import RerunException, StopException
 
 from .page import PageContext
 from .params import Knobs
@@ -183,15 +188,17 @@ def _seq(entry) -> int | None:
 
 
 def apply_log(value, applied: dict[str, int], do: Callable[[str], None], page: str,
-              extra: Collection[str] = (), session: str | None = None) -> int:
+              extra: Collection[str] = (), session: str | None = None, retry: Collection[str] = ()) -> int:
     """Run, in order, each action of a ledger value {"nonce", "seq", "log": [[seq, action, page], …], "session",
     "base"} that is newer than applied[nonce] and was logged on `page`; record the newest seen. An action is one of
     ACTIONS or of `extra` (the keys of the page's other logged buttons). A nonce met for the first time starts at the
     value's `base` when the value carries this session's token `session`, else at the newest seq of its log: a
     fresh session never replays clicks made for another (module docstring). At most MAX_PER_MESSAGE actions run;
     newer ones in the same value are recorded as applied and dropped. Anything malformed (it comes from the browser)
-    is skipped, and so is an action logged on another page (clicked just before leaving it). Returns the number of
-    actions run."""
+    is skipped, and so is an action logged on another page (clicked just before leaving it). An action in `retry`
+    that a newer run stops (Streamlit's RerunException / StopException out of `do`) counts as not applied: the next
+    value runs it (only for actions that change nothing before their last session_state access). Returns the
+    number of actions run."""
     if not isinstance(value, dict) or not isinstance(value.get("nonce"), str) or len(value["nonce"]) > 64:
         return 0
     log = value.get("log")
@@ -213,7 +220,12 @@ def apply_log(value, applied: dict[str, int], do: Callable[[str], None], page: s
         applied[nonce] = seq  # recorded before the action runs: an action is never run twice
         if (entry[1] in ACTIONS or isinstance(entry[1], str) and entry[1] in extra) and entry[2] == page \
                 and ran < MAX_PER_MESSAGE:
-            do(entry[1])
+            try:
+                do(entry[1])
+            except (RerunException, StopException):
+                if entry[1] in retry:  # stopped before it did anything: the run that stopped it runs it again
+                    applied[nonce] = seq - 1
+                raise
             ran += 1
     return ran
 
@@ -254,8 +266,8 @@ def _act(prefix: str, action: str) -> None:
     elif action == export_key(prefix):  # the ledger already gave way to other learners before this action
         from .export import press
 
-        if press(action, give_way=lambda max_s: 0.0):
-            st.session_state[WHOLE_PAGE_KEY] = True  # the Export button may sit outside the step fragment
+        st.session_state[WHOLE_PAGE_KEY] = True  # the Export button may sit outside the step fragment; set
+        press(action, give_way=lambda max_s: 0.0)  # first: the press queues its file at its last state access
 
 
 def paced(do: Callable[[str], None], free: int = FREE_ACTIONS, pace: float = PACE,
@@ -284,7 +296,20 @@ def _on_ledger(prefix: str) -> None:
         stepper: Stepper | None = st.session_state.get(f"_stepper.{prefix}")
         act = paced(lambda action: _act(prefix, action), give_way=lambda: give_way(GIVE_WAY_S))
         apply_log(value, st.session_state.setdefault(APPLIED_KEY, {}), act, prefix,
-                  _logged_extra(stepper) if stepper is not None else (), session=st.session_state.get(SESSION_KEY))
+                  _logged_extra(stepper) if stepper is not None else (), session=st.session_state.get(SESSION_KEY),
+                  retry=(export_key(prefix),))
+
+
+def _catch_up(prefix: str) -> None:
+    """Run what a stopped action handed back (apply_log's `retry`) when the run that stopped it brought no new
+    ledger value (a knob moved), so no ledger callback would run it.
+
+    Raises: what the actions raise."""
+    value = (st.session_state.get(f"{prefix}.ledger") or {}).get("log")
+    applied = st.session_state.get(APPLIED_KEY) or {}
+    if (isinstance(value, dict) and isinstance(value.get("nonce"), str) and isinstance(value.get("seq"), int)
+            and applied.get(value["nonce"], value["seq"]) < value["seq"]):
+        _on_ledger(prefix)
 
 
 def _whole_page_if_asked() -> None:
@@ -338,6 +363,7 @@ def playback_bar(ctx: PageContext, knobs: Knobs, stepper: Stepper, where=None) -
 
 def _playback_bar(ctx: PageContext, knobs: Knobs, stepper: Stepper) -> Bar:
     p, t = stepper.prefix, ctx.t
+    _catch_up(p)
     _whole_page_if_asked()
     st.session_state.setdefault(LOCK_KEY, threading.RLock())  # made by a run, before any callback can need it
     session = st.session_state.setdefault(SESSION_KEY, secrets.token_hex(8))

@@ -474,10 +474,7 @@ def test_adds_pressed_while_playing_are_each_applied_once(server, browser):
 @pytest.mark.slow
 @pytest.mark.parametrize("path, prefix", [
     ("Engine", "engine"),
-    # a known loss, issue 35 item 3 left open: page 10 (no step fragment: every tick a full rerun) delivered
-    # 2-3 of 4 files on a loaded machine in session 12; it runs, and passes the day it is fixed (strict=False)
-    pytest.param("Swap_or_recompute", "swap", marks=pytest.mark.xfail(
-        strict=False, reason="page 10 can still lose an Export pressed right before a play tick"))])
+    ("Swap_or_recompute", "swap")])  # issue 35 item 3: a whole-page tick had stopped the press being made
 def test_exports_pressed_while_playing_each_download_once(server, browser, path, prefix):
     """Pages 4 and 10 play at 4 steps/s; Export is pressed four times, each press followed at once by a play tick
     (the collision that lost 7 of 15 exports): four downloads arrive, none lost and none doubled, each valid JSON,

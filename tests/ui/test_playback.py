@@ -75,6 +75,33 @@ def test_other_pages_other_tabs_and_junk_are_skipped():
     assert ran == ["step", "back"]
 
 
+def test_an_action_to_retry_that_a_newer_run_stops_runs_again_with_the_next_value():
+    """Streamlit stops a run (callbacks too) at a session_state access when a whole-page rerun is asked for: an
+    action in `retry` stopped so counts as not applied and runs on the next value, once; the stop goes on up (the
+    run must end); an action not in `retry` stays applied (it may have changed something before being stopped)."""
+    from streamlit.runtime.scriptrunner import StopException
+
+    applied, ran, stops = {}, [], ["p.export"]
+
+    def do(action: str) -> None:
+        if stops and action == stops[0]:
+            stops.pop(0)
+            raise StopException()
+        ran.append(action)
+
+    log = [(1, "tick", "p"), (2, "p.export", "p"), (3, "tick", "p")]
+    with pytest.raises(StopException):
+        apply_log(value("n", log), applied, do, "p", ("p.export",), session=SESSION, retry=("p.export",))
+    assert ran == ["tick"] and applied == {"n": 1}
+    assert apply_log(value("n", log), applied, do, "p", ("p.export",), session=SESSION, retry=("p.export",)) == 2
+    assert apply_log(value("n", log), applied, do, "p", ("p.export",), session=SESSION, retry=("p.export",)) == 0
+    assert ran == ["tick", "p.export", "tick"] and applied == {"n": 3}
+    stops.append("tick")
+    with pytest.raises(StopException):
+        apply_log(value("n", log + [(4, "tick", "p")]), applied, do, "p", session=SESSION, retry=("p.export",))
+    assert applied == {"n": 4} and ran == ["tick", "p.export", "tick"]
+
+
 class Counter:
     """A page whose state is a number from 0 to `end` in session_state."""
 
@@ -148,6 +175,37 @@ def test_an_export_logged_while_playing_is_made_once_and_playing_goes_on():
     (file,) = st.session_state[export._pending_key("t.export")]
     assert file["text"] == '{"a": 1}' and file["file_name"] == "t.json"
     assert st.session_state.pop(WHOLE_PAGE_KEY) is True
+
+
+def test_an_export_stopped_by_a_whole_page_rerun_is_made_by_the_next_run_once():
+    """Issue 35 item 3: a play tick's whole-page run stopped the Export being made (Streamlit stops a callback at its
+    next session_state access), and the press, already counted as applied, was lost. Now the run after it makes the
+    file, from the same ledger value (a knob's rerun brings no new one: the bar catches up), exactly once."""
+    from streamlit.runtime.scriptrunner import RerunException
+    from ui import export
+
+    page, made, stop = Counter(end=10), [], [True]
+
+    def make() -> str:  # the page's export() reads session_state: where the stop lands
+        if stop and stop.pop():
+            raise RerunException(None)
+        made.append(1)
+        return '{"a": 1}'
+
+    st.session_state["_stepper.t"] = page.stepper()
+    st.session_state[export._maker_key("t.export")] = (make, "t.json", "text/json")
+    st.session_state["t.play"] = 1
+    st.session_state[SESSION_KEY] = SESSION
+    st.session_state.pop(export.NEXT_KEY, None)
+    st.session_state.pop(export._pending_key("t.export"), None)
+    st.session_state["t.ledger"] = {"log": value("stop-tab", [(1, "tick", "t"), (2, "t.export", "t")])}
+    with pytest.raises(RerunException):
+        playback._on_ledger("t")
+    assert made == [] and export._pending_key("t.export") not in st.session_state
+    for _ in range(3):  # the next runs draw the bar; the first makes the file, the others nothing more
+        playback._catch_up("t")
+    assert made == [1] and len(st.session_state[export._pending_key("t.export")]) == 1
+    assert st.session_state["t.n"] == 1 and st.session_state["t.play"] == 1  # the tick ran once
 
 
 # --- a reconnect never replays; one value's work is bounded ----------------------------------------------------------
