@@ -20,6 +20,8 @@ from viz.cells import QueueWords, SlotWords, TwinWords, queues_html, slot_mappin
 from viz.engine import RECENT_STEPS, cache_rule_html
 from viz.pool import PoolWords, pool_html
 
+QUEUES_PX = 360  # the queues' width beside their note (three lanes of a few squares each; wider wraps)
+
 ctx = ui.setup_page("engine", icon=":material/settings:")
 knobs = ui.Knobs("engine")
 quiz_on = ui.quiz.enabled(knobs)  # ?quiz=1: predict, then reveal
@@ -124,7 +126,7 @@ def engine_view() -> None:
     not the page setup, the sidebar and the model loading above it. It reads the lesson afresh from session_state."""
     demo = engine_lesson(ctx, "engine", config, model, tokenizer, list(ENGINE_SCENARIOS["three"].requests))
     slot = ui.key_figure_slot(ctx)  # presenter mode: the bar and the queues first, the step's messages under them
-    bar = engine_controls(ctx, knobs, demo, where=slot)
+    bar = engine_controls(ctx, knobs, demo, where=slot, share_hint=False)  # the hint: beside Export, at the end
 
     knobs.sync_url(ctx.lang, reqs=encode_requests(demo.all_specs()), steps=len(demo.steps))
     show_messages(ctx, demo)
@@ -153,7 +155,12 @@ def engine_view() -> None:
     if not demo.can_step() and demo.steps:
         st.caption(ctx.t("all_done"))
 
-    fig_col, note_col = (slot or st).columns([3, 1])
+    if ctx.present:  # the figure above its note, full width (ui.present)
+        fig_col, note_col = slot.columns([3, 1])
+    else:  # the lanes are narrow: the note beside them, under them only where the page is too narrow for both
+        row = st.container(horizontal=True, key="engine.queues_row")
+        fig_col = row.container(width=QUEUES_PX)
+        note_col = row.container(width="stretch", key="engine.queues_beside_note")
     show_cells(queues_html(waiting, running, finished, trace.preempted if trace else (),
                            trace.scheduled if trace else (),
                            words=ui.viz_labels(ctx, QueueWords, "lane")),
@@ -169,28 +176,25 @@ def engine_view() -> None:
         show_state_rule(ctx, demo, tokenizer)
         show_fault_rule(ctx, demo)  # with a fault on: the rule's counts next to what the broken link used
 
-        # --- the twins: the verdict open, the per-step differences folded -------------------------------------------------
+        # --- the twins: the verdict open; why they agree and the per-step differences folded -----------------------
         st.subheader(ctx.t("twins_header"))
         worst, agree = demo.twin_summary()
         verdict, tolerance = agree, demo.twin_tolerance()
-        fig_col, note_col = st.columns([3, 1])
-        if demo.steps:
-            fig_col.container(key="engine.twins_verdict").markdown(
-                ctx.t("twins_ok" if verdict else "twins_bad", worst=f"{worst:.2e}", tol=f"{tolerance:.0e}"))
-            if demo.schedules_differ():
-                fig_col.caption(ctx.t("twins_schedules_differ"))
-            first = max(1, len(demo.steps) - RECENT_STEPS + 1)  # the newest steps only, as the cache chart
-            shown = demo.steps[first - 1:]
-            title = ctx.t("twins_title") + (ctx.t("cache_recent", shown=RECENT_STEPS, steps=len(demo.steps))
-                                            if first > 1 else "")
-            with fig_col.expander(ctx.t("twins_fold")):
-                show_cells(twin_diff_html(list(range(first, len(demo.steps) + 1)), [s.max_diff for s in shown],
-                                          [all(s.same_tokens.values()) for s in shown], tolerance,
-                                          x_title=ctx.t("axis_step"), words=ui.viz_labels(ctx, TwinWords, "twin"),
-                                          first_step=first), title, "engine.twins")
-        else:
-            fig_col.info(ctx.t("twins_none"))
-        ui.notice(ctx, ctx.t("twins_notice"), where=note_col)
+        st.container(key="engine.twins_verdict").markdown(
+            ctx.t("twins_ok" if verdict else "twins_bad", worst=f"{worst:.2e}", tol=f"{tolerance:.0e}"))
+        if demo.schedules_differ():
+            st.caption(ctx.t("twins_schedules_differ"))
+        first = max(1, len(demo.steps) - RECENT_STEPS + 1)  # the newest steps only, as the cache chart
+        shown = demo.steps[first - 1:]
+        title = ctx.t("twins_title") + (ctx.t("cache_recent", shown=RECENT_STEPS, steps=len(demo.steps))
+                                        if first > 1 else "")
+        with st.expander(ctx.t("twins_fold")):
+            fig_col, note_col = st.columns([3, 1])
+            show_cells(twin_diff_html(list(range(first, len(demo.steps) + 1)), [s.max_diff for s in shown],
+                                      [all(s.same_tokens.values()) for s in shown], tolerance,
+                                      x_title=ctx.t("axis_step"), words=ui.viz_labels(ctx, TwinWords, "twin"),
+                                      first_step=first), title, "engine.twins", where=fig_col)
+            ui.notice(ctx, ctx.t("twins_notice", tol=f"{tolerance:.0e}"), where=note_col)
     with pool_box if pool_box is not None else st.container():
         show_pool(demo, trace)
 
@@ -203,7 +207,11 @@ def engine_view() -> None:
         st.subheader(ctx.t("text_header"))
         show_text(demo, trace)
         show_vllm_side(ctx, demo, seq_label, "engine")  # vLLM's own KVCacheManager, same steps
-    ui.export_button(ctx, demo.trace, "engine_trace.json", key="engine.export")
+    # keep this state: its link (the URL), or the whole trace as a file
+    export_col, hint_col = st.container(key="engine.keep").columns([1, 3], vertical_alignment="center")
+    ui.export_button(ctx, demo.trace, "engine_trace.json", key="engine.export", where=export_col)
+    if not ctx.present:  # at a projector nobody copies the link
+        hint_col.caption(ctx.t("common.share_hint"))
 
 
 form_slot = st.container()  # above the step fragment: drawn after it, once the lesson of this run exists

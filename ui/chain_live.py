@@ -171,9 +171,10 @@ def show_state_rule(ctx, lesson, tokenizer) -> None:
     if not seq_ids:
         st.info(ctx.t("chain.rule_no_seqs"))
         return
-    pick_col, note_col = st.columns([1, 3])
+    # the picker, and how to read a row folded beside it: the table is the lesson, the long reading is reference
+    pick_col, note_col = st.columns([1, 3], vertical_alignment="bottom")
     seq_id = pick_col.selectbox(ctx.t("chain.rule_pick"), seq_ids, format_func=seq_label, key="engine.rule_seq")
-    note_col.caption(ctx.t("chain.rule_caption"))
+    note_col.expander(ctx.t("chain.rule_fold")).caption(ctx.t("chain.rule_caption"))
     rows = state_rows([s.paged for s in lesson.steps], seq_id)
     if not rows:
         st.info(ctx.t("chain.rule_none"))

@@ -175,11 +175,11 @@ def _run(ctx: PageContext, prefix: str) -> None:
         _lesson(prefix).run(MAX_RUN_STEPS, lambda: give_way(RUN_GIVE_WAY_S))
 
 
-def engine_controls(ctx: PageContext, knobs: Knobs, lesson: EngineLesson, where=None):
-    """The playback bar (Back, Step, Play: ui.playback), Run to end and Reset in its row, and the share hint.
-    The form's Add is logged by the bar's ledger too, so an Add pressed while the page plays is applied exactly
-    once; `where`: presenter mode's key-figure slot (ui.page.key_figure_slot). Returns the bar
-    (its `say` tells presenter mode what the step did)."""
+def engine_controls(ctx: PageContext, knobs: Knobs, lesson: EngineLesson, where=None, share_hint: bool = True):
+    """The playback bar (Back, Step, Play: ui.playback), Run to end and Reset in its row, and the share hint
+    (`share_hint`; a page that prints it elsewhere passes False). The form's Add is logged by the bar's ledger too,
+    so an Add pressed while the page plays is applied exactly once; `where`: presenter mode's key-figure slot
+    (ui.page.key_figure_slot). Returns the bar (its `say` tells presenter mode what the step did)."""
     prefix = knobs.page
     bar = playback_bar(ctx, knobs, Stepper(
         prefix, step_key=f"{prefix}.step", position=len(lesson.steps),
@@ -191,7 +191,7 @@ def engine_controls(ctx: PageContext, knobs: Knobs, lesson: EngineLesson, where=
                    args=(ctx, prefix), disabled=not lesson.can_step())
     bar.row.button(ctx.t("common.reset"), key=f"{prefix}.reset", icon=":material/restart_alt:",
                    on_click=lambda: _lesson(prefix).reset())
-    if not ctx.present:  # at a projector nobody copies the link: the bar and the figure first
+    if share_hint and not ctx.present:  # at a projector nobody copies the link: the bar and the figure first
         st.caption(ctx.t("common.share_hint"))
     return bar
 

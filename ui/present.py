@@ -82,6 +82,12 @@ CONTRAST_CSS = f"""
 button:not([kind^="primary"]) kbd[aria-label^="Shortcut"] {{
     color: {CAPTION_INK} !important; opacity: 1 !important; }}
 """
+# A note beside a narrow figure in a horizontal container (st.container(horizontal=True), not columns: those stack
+# below 1000 px), keyed "..._beside_note": it keeps BESIDE_MIN_REM, or else wraps under the figure, never squeezed.
+BESIDE_MIN_REM = 20
+_BESIDE = f"""
+[data-testid="stLayoutWrapper"]:has(> [class*="_beside_note"]) {{ min-width: min({BESIDE_MIN_REM}rem, 100%); }}
+"""
 BASE_CSS = f"""
 [data-testid="stMainBlockContainer"] {{ container-type: inline-size; container-name: paged-main; }}
 [data-testid="stTable"] :is(td, th, td *, th *) {{ white-space: normal !important; overflow-wrap: normal !important;
@@ -98,7 +104,7 @@ BASE_CSS = f"""
     {_METRIC_ROW} {{ flex-wrap: wrap !important; }}
     {_METRIC_ROW} > [data-testid="stColumn"] {{ flex: 1 1 {METRIC_MIN_REM}rem !important;
         min-width: {METRIC_MIN_REM}rem !important; }} }}
-{SCROLL_FADE_CSS}{SR_ONLY_CSS}{CONTRAST_CSS}{CHAIN_CSS}{CELLS_CSS}"""
+{_BESIDE}{SCROLL_FADE_CSS}{SR_ONLY_CSS}{CONTRAST_CSS}{CHAIN_CSS}{CELLS_CSS}"""
 PRESENT_CSS = f"""
 {_STACKED}
 [data-testid="stMainBlockContainer"] {{ padding: 2.5rem 1.5rem 4rem 1.5rem !important; max-width: none !important; }}

@@ -3,7 +3,7 @@ projector's 1024x768 in presenter mode, at step 3, in English and 简体中文, 
 figure starts on the first screen (its top within KEY_TOP_PX), the step's summary is printed once,
 page 4's state-rule table and twin verdict lie within two screens, and page 9's beam tree keeps
 every token label; at 1280x800 (no presenter mode) pages 4 and 7 fit in two screens with their
-reference folded."""
+reference folded, and page 4's lesson at step 3 ends within two screens."""
 
 from __future__ import annotations
 
@@ -113,3 +113,33 @@ def test_engine_and_correct_to_fast_fit_two_screens_with_reference_folded(server
         context.close()
     too_tall = {p: h for p, h in heights.items() if h > 2 * LAPTOP["height"]}
     assert not too_tall, too_tall
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_engine_lesson_at_step_three_ends_within_two_screens(server, browser, lang):
+    """1280x800, page 4 at step 3, every expander closed: the lesson (the step's bar, figures, the
+    state-rule table and, last, the twins' verdict) ends within two screens (the verdict ended at
+    1,716 px in English, its note under it at 1,892); below it only closed expanders (reference), the
+    export row and the page's footer links."""
+    context = browser.new_context(viewport=LAPTOP, locale="en-US")
+    page = context.new_page()
+    try:
+        _open(page, server, "Engine?steps=3", lang, 0)
+        opened = page.locator('[data-testid="stMain"] details[open]').count()
+        boxes = {name: page.evaluate(BOX, sel) for name, sel in (
+            ("queues", ".st-key-engine-queues"), ("pool", ".st-key-engine-pool"),
+            ("state-rule table", ".st-key-engine-rule_table"), ("verdict", ".st-key-engine-twins_verdict"))}
+        below = page.evaluate("""(top) => [...document.querySelectorAll(
+            '[data-testid="stMain"] [data-testid="stElementContainer"]')]
+            .filter(e => e.getBoundingClientRect().top > top && e.getBoundingClientRect().height > 0
+                && !e.closest('details, .st-key-engine-keep')
+                && !e.querySelector('[data-testid="stPageLink"]') && e.innerText.trim())
+            .map(e => e.innerText.trim().slice(0, 40))""", (boxes["verdict"] or [0, 0])[1])
+    finally:
+        context.close()
+    assert opened == 0, f"{opened} expander(s) open"
+    missing = [name for name, box in boxes.items() if box is None]
+    assert not missing, f"not shown: {missing}"
+    assert boxes["verdict"][1] <= 2 * LAPTOP["height"], boxes
+    assert [b[0] for b in boxes.values()] == sorted(b[0] for b in boxes.values()), boxes  # in lesson order
+    assert not below, f"lesson text below the verdict: {below}"

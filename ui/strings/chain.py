@@ -59,6 +59,7 @@ STRINGS = {
                       "zh": "{module} 的代码，直接读取自正在运行的库"},
     "rule_header": {"en": "The state rule, step by step", "zh": "状态规则，逐步查看"},
     "rule_pick": {"en": "Sequence", "zh": "序列"},
+    "rule_fold": {"en": "How to read a row", "zh": "如何读一行"},
     "rule_caption": {
         "en": ("One row per step this sequence took part in. After a prefill, cached_token_count = every token fed "
                "and generated holds one new token; each decode feeds the newest generated token, writes its K/V "

@@ -26,15 +26,12 @@ STRINGS = {
     **{f"why_{code}": {"en": WHY_ENGLISH[code].replace("seq {seq}", "{seq}"), "zh": WHY_ZH[code]}
        for code in WHY_ENGLISH},
     "title": {"en": "4 · Engine", "zh": "4 · 推理引擎（Engine）"},
-    "intro": {
-        "en": ("The whole mini vLLM on the shipped tiny Llama, one step at a time: the Scheduler picks who runs "
-               "(prefill or decode; with chunked prefill, prompt chunks beside decodes) within its budgets, the Block Manager hands out blocks, the model runner builds "
-               "the slot_mapping and block tables, PagedAttention writes and reads K/V through them, and the sampler "
-               "picks each next token. A contiguous-cache twin runs the same steps, so every token can be checked."),
-        "zh": ("在自带的 tiny Llama 上一步一步运行整个 mini vLLM：Scheduler 在预算内决定谁运行（prefill 或 decode；"
-               "开启分块 prefill 时，prompt 分块与 decode 同一步），"
-               "Block Manager 分配 block，model runner 构造 slot_mapping 和 block table，PagedAttention 通过它们写入和"
-               "读取 K/V，sampler 选出下一个 token。一个使用连续 cache 的孪生引擎执行同样的步骤，每个 token 都可以核对。"),
+    "intro": {  # short: the seven modules in order are the chain's, in the folded reference
+        "en": ("The whole mini vLLM on the shipped tiny Llama, one step at a time: Scheduler, Block Manager, model "
+               "runner (slot_mapping, block tables), PagedAttention and sampler, with a contiguous-cache twin that "
+               "runs the same steps so every token can be checked."),
+        "zh": ("在自带的 tiny Llama 上一步一步运行整个 mini vLLM：Scheduler、Block Manager、model runner（slot_mapping、"
+               "block table）、PagedAttention 与 sampler；一个使用连续 cache 的孪生引擎执行同样的步骤，每个 token 都可以核对。"),
     },
     "err_model": {"en": "The shipped model could not be loaded: {detail}",
                   "zh": "无法加载自带的模型：{detail}"},
@@ -288,7 +285,7 @@ STRINGS = {
     },
     "reference_fold": {"en": "More on this step: the seven modules, its addresses, the text, vLLM alongside",
                        "zh": "这一步的更多内容：七个模块、地址、文本，以及并排的 vLLM"},
-    "twins_fold": {"en": "The difference at each step", "zh": "每一步的差异"},
+    "twins_fold": {"en": "Why they agree, and the difference at each step", "zh": "为什么一致，以及每一步的差异"},
     "addresses_fold": {"en": "This step's addresses ({phase}): slot_mapping and block tables",
                        "zh": "这一步的地址（{phase}）：slot_mapping 与 block table"},
     "twins_header": {"en": "Paged vs contiguous twin, token by token", "zh": "paged 与连续 cache 孪生引擎逐 token 对比"},
@@ -298,13 +295,12 @@ STRINGS = {
     "twins_bad": {"en": ":material/cancel: The twins differ: max |Δlogits| = {worst} (tolerance {tol}) or a token / schedule differs.",
                   "zh": ":material/cancel: 两个孪生引擎不一致：最大 |Δlogits| = {worst}（容差 {tol}），或某个 token / 调度不同。"},
     "twins_title": {"en": "max |paged − contiguous| logits per step", "zh": "每一步 paged 与连续 cache 的最大 logits 差"},
-    "twins_none": {"en": "Run a step to compare the twins.", "zh": "运行一步以对比两个孪生引擎。"},
     "twins_notice": {
         "en": ("The contiguous twin keeps each sequence's K/V in one array, with the same scheduler decisions. Only "
-               "where K/V live differs, so the logits agree up to float rounding (far below the 1e-4 tolerance) and the "
+               "where K/V live differs, so the logits agree up to float rounding (far below the {tol} tolerance) and the "
                "tokens are identical."),
         "zh": ("连续 cache 孪生引擎把每个 sequence 的 K/V 存在一个数组中，调度决策完全相同。只有 K/V 的存放位置不同，"
-               "所以 logits 只差浮点舍入（远小于 1e-4 的容差），token 完全相同。"),
+               "所以 logits 只差浮点舍入（远小于 {tol} 的容差），token 完全相同。"),
     },
     "twins_schedules_differ": {
         "en": "The twins' schedules differ: prefix caching saves the paged engine steps the contiguous twin has to "
