@@ -16,13 +16,13 @@ opens a link of those requests at step N gets its own lesson:
 Each copy has its own live state and checkpoint store (lessons.engine_rewind.forked), sharing with
 the kept replay only what never changes: nothing a session does reaches the kept one or another
 session's copy. The kept replays are a least-recently-used store bounded in bytes (KEEP_BYTES of
-tensors, the model's not counted).
+tensors and generator states, the model's not counted).
 
 A replay (from step 0, or on from a kept one) holds one process-wide lock, so links opened at once
 queue instead of sharing the CPU, and before each step it gives way while another learner's run is
 under way (ui.capacity.yielding_run, at most GIVE_WAY_S a step): on a quiet server it runs at full
 speed, in a busy class the others' clicks go first. The first visit to a new request set still
-costs its whole replay (about 5.5 ms a step on a quiet machine, docs/learner-state.md).
+costs its whole replay (about 1.5 ms a step on a quiet machine, docs/benchmarks.md).
 """
 
 from __future__ import annotations
@@ -36,7 +36,9 @@ from lessons.engine import EngineLesson
 from lessons.engine_rewind import forked, forked_sized, rewound
 
 CACHE_FROM_STEPS = 32  # shorter links replay in a few ms: not worth keeping
-KEEP_BYTES = 96 << 20  # tensor bytes of all kept replays (one: at most ~25 MB, rewind.BUDGET_BYTES)
+# bytes of all kept replays' tensors and generator states (one: at most ~25 MB, rewind.BUDGET_BYTES;
+# a steps=300 replay of page 4's demo ~19 MB): room for six of them
+KEEP_BYTES = 128 << 20
 MAX_KEPT = 16          # request sets kept at most, whatever their size
 GIVE_WAY_S = 0.05      # before a replayed step, wait at most this long for another learner's run
 
