@@ -34,7 +34,8 @@ def make_seqs(rng: random.Random, specs, block_size, num_blocks=4096):
 @settings(max_examples=60, deadline=None)
 @given(data=st.data(), block_size=st.sampled_from([1, 2, 4, 16]), prefill=st.booleans())
 def test_prepare_inputs_equals_the_per_sequence_chain(data, block_size, prefill):
-    """Every fed token's id, position and slot equal what the sequence and addressing.slot_mapping say."""
+    """Every fed token's id, position and slot equal what the sequence and addressing.slot_mapping say; the tables
+    are each sequence's, -1 padded to the widest (a decode step's inputs are built apart: runner.decode_inputs)."""
     rng = random.Random(data.draw(st.integers(0, 10**6)))
     specs = []
     for _ in range(data.draw(st.integers(1, 6))):
@@ -54,6 +55,9 @@ def test_prepare_inputs_equals_the_per_sequence_chain(data, block_size, prefill)
     assert batch.slot_mapping.tolist() == slots
     assert batch.context_lens.tolist() == [s.num_tokens for s in seqs]
     assert batch.query_lens == [s.num_tokens - s.cached_token_count for s in seqs]
+    width = max(len(s.block_table) for s in seqs)
+    assert batch.block_tables.tolist() == [s.block_table + [-1] * (width - len(s.block_table)) for s in seqs]
+    assert batch.block_tables.dtype == torch.int32 and batch.is_prefill == prefill
 
 
 def test_batch_slot_mapping_refuses_padding_and_width():
