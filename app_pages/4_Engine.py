@@ -209,7 +209,7 @@ def engine_view() -> None:
         show_vllm_side(ctx, demo, seq_label, "engine")  # vLLM's own KVCacheManager, same steps
     # keep this state: its link (the URL), or the whole trace as a file
     export_col, hint_col = st.container(key="engine.keep").columns([1, 3], vertical_alignment="center")
-    ui.export_button(ctx, demo.trace, "engine_trace.json", key="engine.export", where=export_col)
+    ui.export_button(ctx, demo.trace_text, "engine_trace.json", key="engine.export", where=export_col)
     if not ctx.present:  # at a projector nobody copies the link
         hint_col.caption(ctx.t("common.share_hint"))
 

@@ -135,7 +135,7 @@ def sharing_view() -> None:
             st.caption(ctx.t("engine.twins_schedules_differ"))
 
     show_vllm_side(ctx, demo, label, "sharing")  # vLLM's own KVCacheManager, same steps
-    ui.export_button(ctx, demo.trace, "sharing_trace.json", key="sharing.export")
+    ui.export_button(ctx, demo.trace_text, "sharing_trace.json", key="sharing.export")
 
 
 form_slot = st.container()  # above the step fragment: drawn after it, as on page 4

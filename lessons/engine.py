@@ -39,7 +39,8 @@ from typing import Callable
 
 from paged.engine.twins import TwinEngines, TwinStep
 from paged.engine.view import EngineView, engine_view
-from .engine_views import Allocation, EngineReadings, Snapshot, step_export, table_changes  # noqa: F401 (pages)
+from .engine_views import (Allocation, EngineReadings, Snapshot, export_item, step_export,  # noqa: F401 (pages)
+                           table_changes)
 from .engine_checks import ENGINE_CODES, check_form, refusal
 from .engine_requests import MAX_REQUESTS, MAX_STEPS, DemoConfig, RequestError, RequestSpec
 from .engine_rewind import engine_checkpoints, rewound
@@ -64,6 +65,7 @@ class EngineLesson(EngineReadings):
         self.rejected: list[tuple[RequestSpec, RequestError]] = []  # arrivals of a replay the engine refused
         self.steps: list[TwinStep] = []
         self._exports: list[dict] = []  # the first steps' exports, each made once when first read
+        self._export_texts: list[str] = []  # the same as JSON text (step_texts), made once when first read
         self.history: list[Snapshot] = []
         self.allocations: list[Allocation] = []
         self._view: EngineView | None = None  # built on first use after a change (see `view`)
@@ -86,6 +88,14 @@ class EngineLesson(EngineReadings):
         for step in self.steps[len(self._exports):]:
             self._exports.append(step_export(step))
         return self._exports
+
+    @property
+    def step_texts(self) -> list[str]:
+        """Each step's export as JSON text, indented as an item of the export's "steps" list
+        (EngineReadings.trace_text), made when first read and kept like `step_dicts`."""
+        for done in self.step_dicts[len(self._export_texts):]:
+            self._export_texts.append(export_item(done))
+        return self._export_texts
 
     @property
     def view(self) -> EngineView:

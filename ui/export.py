@@ -15,7 +15,9 @@ before the next run draws them queue (at most MAX_PENDING); each carries its own
 Bounded work. Export is one long action (the JSON of a long session: ~2 MB, ~0.1 s at step 300): before making it,
 a press gives way to another learner's run under way (ui.capacity.yielding_run, at most GIVE_WAY_S), and after an
 export that took d seconds the session's next one first sleeps PACE x d, so presses without pause hold the
-interpreter at most a third of the time, as the ledger's paced actions do.
+interpreter at most a third of the time, as the ledger's paced actions do; and one session's exports begin at least
+MIN_GAP_S apart, since each also costs a run of its page and the sending of its file (a made file is cheap: ~3 ms
+at step 300 on page 4, whose steps' texts are kept, but its page's run and 1 MB sent are not).
 """
 
 from __future__ import annotations
@@ -48,6 +50,7 @@ _saver = st.components.v2.component("paged_save", js=SAVE_JS)
 DRAWS = 3           # runs that send a made file (the browser saves each token once)
 MAX_PENDING = 8     # files made but not yet drawn, per button (a burst inside one run); older ones dropped past it
 PACE = 2.0          # after an export that took d seconds, the session's next export first sleeps PACE x d
+MIN_GAP_S = 0.5     # ...and starts at least this long after the last began (its run and its sending cost too)
 MAX_PACE_S = 2.0    # ...at most this long
 GIVE_WAY_S = 0.5    # before making its file, a press waits at most this long for another learner's run
 NEXT_KEY = "_save_next"  # session_state: time.monotonic() before which this session's next export sleeps
@@ -86,7 +89,8 @@ def _make(key: str, spec: tuple, give_way: Callable[[float], object]) -> bool:
         time.sleep(min(rest, MAX_PACE_S))
     began = time.perf_counter()
     text = make()
-    st.session_state[NEXT_KEY] = time.monotonic() + PACE * (time.perf_counter() - began)
+    took = time.perf_counter() - began
+    st.session_state[NEXT_KEY] = time.monotonic() + max(PACE * took, MIN_GAP_S - took)
     pending = st.session_state.setdefault(_pending_key(key), [])
     pending.append({"token": secrets.token_hex(8), "text": text, "file_name": file_name, "mime": mime})
     del pending[:-MAX_PENDING]

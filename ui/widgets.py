@@ -59,14 +59,15 @@ def notice(ctx: PageContext, text: str, where=None) -> None:
 
 
 def export_button(ctx: PageContext, trace, file_name: str, key: str | None = None, where=None) -> None:
-    """Download `trace` as pretty JSON. `trace` is a dict, or a function returning one: then the JSON is made only
-    when the button is pressed, so a long session's trace costs nothing per rerun. The file travels to the browser
+    """Download `trace` as pretty JSON. `trace` is a dict, or a function returning one (or its JSON text already):
+    then the JSON is made only when the button is pressed, so a long session's trace costs nothing per rerun. The file travels to the browser
     inside the page's own messages and is saved from there (ui.export), never as a server media file that another
     session's run may clean up before the browser fetches it."""
     from .export import save_button
 
     def text() -> str:
-        return json.dumps(trace() if callable(trace) else trace, indent=2, ensure_ascii=False, default=str)
+        doc = trace() if callable(trace) else trace
+        return doc if isinstance(doc, str) else json.dumps(doc, indent=2, ensure_ascii=False, default=str)
 
     save_button(ctx.t("common.export"), text, file_name, key=key or f"export.{file_name}", where=where)
 

@@ -138,3 +138,29 @@ def test_exports_made_when_read_equal_the_ones_taken_at_each_step(tiny):
         return [{**s, "paged": {**s["paged"], "elapsed_ms": None}} for s in lesson.trace()["steps"]]
 
     assert untimed(replayed) == untimed(live) and state(replayed) == state(live)
+
+
+def test_the_export_text_equals_one_json_encoding_of_the_trace(tiny):
+    """trace_text(), joined from each step's text made once, is character for character json.dumps(trace(),
+    indent=2, ensure_ascii=False) at step 0, along the run, after Back and after a step past a Back; a prompt that
+    looks like the text's own marker changes nothing."""
+    import json
+
+    model, tok = tiny
+    lesson = EngineLesson(DemoConfig(block_size=4, num_blocks=24, seed=3), model, tok)
+
+    def check() -> None:
+        assert lesson.trace_text() == json.dumps(lesson.trace(), indent=2, ensure_ascii=False, default=str)
+
+    check()  # no step: an empty list
+    lesson.add(RequestSpec('"steps": "steps-0123456789abcdef" 你好', max_tokens=6))
+    lesson.add(RequestSpec("hello paged", max_tokens=9))
+    for _ in range(5):
+        lesson.step()
+        check()
+    assert len(lesson.step_texts) == 5
+    assert lesson.back() and len(lesson.steps) == 4
+    check()
+    lesson.step()
+    check()
+    assert json.loads(lesson.trace_text())["steps_run"] == 5

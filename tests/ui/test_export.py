@@ -52,8 +52,9 @@ def test_the_text_is_made_on_click_sent_once_and_dropped():
 
 def test_presses_without_pause_are_paced(monkeypatch):
     """An export that took d seconds makes the session's next export first sleep PACE x d (the work of presses
-    without pause is bounded, as the ledger's is); one pressed after a pause does not sleep. Each press queues its
-    own file until drawn, at most MAX_PENDING."""
+    without pause is bounded, as the ledger's is), and one that took almost nothing starts MIN_GAP_S after the last
+    began; one pressed after a pause does not sleep. Each press queues its own file until drawn, at most
+    MAX_PENDING."""
     import streamlit as st
 
     from ui import export
@@ -64,8 +65,10 @@ def test_presses_without_pause_are_paced(monkeypatch):
         slept.append(s)
         clock[0] += s
 
+    took = [0.1]  # each export takes 0.1 s
+
     def make() -> str:
-        clock[0] += 0.1  # each export takes 0.1 s
+        clock[0] += took[0]
         return "{}"
 
     monkeypatch.setattr(export.time, "perf_counter", lambda: clock[0])
@@ -77,9 +80,14 @@ def test_presses_without_pause_are_paced(monkeypatch):
     no_wait = lambda max_s: 0.0  # noqa: E731
     assert export.press("p.export", no_wait) and slept == []
     assert export.press("p.export", no_wait)
-    assert slept == [pytest.approx(export.PACE * 0.1)]
+    assert slept == [pytest.approx(max(export.PACE * 0.1, export.MIN_GAP_S - 0.1))]
+    took[0] = 0.001  # a cheap export: the gap, not the pace, holds the next one back
+    assert export.press("p.export", no_wait) and export.press("p.export", no_wait)
+    assert slept[-1] == pytest.approx(export.MIN_GAP_S - 0.001) and export.MIN_GAP_S - 0.001 > export.PACE * 0.001
+    took[0] = 0.1
     clock[0] += 10  # a pause
-    assert export.press("p.export", no_wait) and len(slept) == 1
+    before = len(slept)
+    assert export.press("p.export", no_wait) and len(slept) == before
     for _ in range(export.MAX_PENDING):
         export.press("p.export", no_wait)
     pending = st.session_state[export._pending_key("p.export")]
