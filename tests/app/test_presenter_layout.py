@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from ui.bench.chromium import app_server, wait_idle
+from ui.bench.chromium import wait_idle
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -42,15 +42,6 @@ PAGE_PX = """() => document.querySelector('[data-testid="stMainBlockContainer"]'
     .getBoundingClientRect().height"""
 TREE_LABELS = """() => [...document.querySelectorAll('.st-key-beam-tree .textpoint text')]
     .filter(t => t.textContent.trim() && t.getBoundingClientRect().width > 0).length"""
-
-
-@pytest.fixture(scope="module")
-def server():
-    try:
-        with app_server() as srv:
-            yield srv.base
-    except RuntimeError as err:
-        pytest.fail(str(err))
 
 
 def _open(page, server: str, path: str, lang: str, present: int) -> None:
