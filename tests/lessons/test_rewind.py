@@ -130,18 +130,24 @@ def test_engine_back_from_checkpoints_equals_a_fresh_replay(tiny, moves):
     assert _engine_state(lesson) == _engine_state(fresh)
 
 
+def _stepped(tiny, max_tokens: int, steps: int) -> EngineLesson:
+    """An engine lesson with checkpoints every 4 steps, one request, `steps` steps run."""
+    model, tok = tiny
+    lesson = EngineLesson(DemoConfig(block_size=4, num_blocks=40), model, tok)
+    lesson._rewind.every = 4
+    lesson.add(RequestSpec("hello paged world", max_tokens=max_tokens))
+    for _ in range(steps):
+        lesson.step()
+    return lesson
+
+
 def test_a_checkpoint_counts_the_bytes_of_the_tensors_it_copied(tiny):
     """An engine lesson's checkpoints count what the copy made (read off the deepcopy's memo): the same total as an
     independent walk of the copy that skips what it shares with the lesson (lessons.rewind.tensor_bytes, plus the
     state of each torch.Generator it holds); a copied view adds nothing over its storage, a shared tensor nothing."""
     import copy
 
-    model, tok = tiny
-    lesson = EngineLesson(DemoConfig(block_size=4, num_blocks=40), model, tok)
-    lesson._rewind.every = 4
-    lesson.add(RequestSpec("hello paged world", max_tokens=12))
-    for _ in range(8):
-        lesson.step()
+    lesson = _stepped(tiny, max_tokens=12, steps=8)
     store = lesson._rewind
     assert store.positions == [4, 8]
     for position in store.positions:
@@ -158,12 +164,7 @@ def test_a_checkpoint_counts_the_bytes_of_the_tensors_it_copied(tiny):
 def test_engine_back_uses_a_checkpoint_not_a_replay_from_step_0(tiny, monkeypatch):
     """At step 9 with checkpoints every 4 steps, Back builds step 8 from the checkpoint at 8: no replay from step 0
     and no step run; a second Back (to 7) replays 3 steps from the checkpoint at 4."""
-    model, tok = tiny
-    lesson = EngineLesson(DemoConfig(block_size=4, num_blocks=40), model, tok)
-    lesson._rewind.every = 4
-    lesson.add(RequestSpec("hello paged world", max_tokens=30))
-    for _ in range(9):
-        lesson.step()
+    lesson = _stepped(tiny, max_tokens=30, steps=9)
     replays, steps = [], []
     monkeypatch.setattr(EngineLesson, "replay", classmethod(lambda cls, *a, **k: replays.append(a) or None))
     real_step = EngineLesson.step
