@@ -208,10 +208,11 @@ def engine_view() -> None:
         show_text(demo, trace)
         show_vllm_side(ctx, demo, seq_label, "engine")  # vLLM's own KVCacheManager, same steps
     # keep this state: its link (the URL), or the whole trace as a file
-    export_col, hint_col = st.container(key="engine.keep").columns([1, 3], vertical_alignment="center")
-    ui.export_button(ctx, demo.trace_text, "engine_trace.json", key="engine.export", where=export_col)
+    # a row: the button at its own width (never cut), the hint in the rest, wrapping under it when narrow
+    keep = st.container(key="engine.keep", horizontal=True, vertical_alignment="center")
+    ui.export_button(ctx, demo.trace_text, "engine_trace.json", key="engine.export", where=keep)
     if not ctx.present:  # at a projector nobody copies the link
-        hint_col.caption(ctx.t("common.share_hint"))
+        keep.caption(ctx.t("common.share_hint"))
 
 
 form_slot = st.container()  # above the step fragment: drawn after it, once the lesson of this run exists
