@@ -282,3 +282,33 @@ def test_a_ledger_value_gives_way_before_each_action_but_the_first():
     for action in ("step", "back", "step"):
         run(action)
     assert seen == ["step", "give way", "back", "give way", "step"]
+
+
+# --- what the bar hands the ledger: the browser script's data, the run's start ---------------------------------------
+def test_the_script_is_told_the_bar_s_buttons_the_page_s_extra_buttons_and_its_export(monkeypatch):
+    """draw_ledger: the script's data maps each button's CSS class (Streamlit's st-key-<key>, dots made dashes) to its
+    action, the bar's three first, then the page's extra buttons and its Export under their own keys."""
+    drawn = []
+    monkeypatch.setattr(ledger, "_component", lambda **kw: drawn.append(kw))
+    stepper = Stepper("t", "t.next", 0, True, True, forward=lambda: True, back=lambda: True,
+                      extra={"t.add": lambda: None})
+    ledger.draw_ledger(stepper, {"t.back": "back", "t.next": "step", "t.play_pause": "play"}, {" ": "play"},
+                       playing=True, interval_ms=500, session="s9")
+    (kw,) = drawn
+    assert kw["key"] == "t.ledger" and kw["height"] == 0 and kw["default"] == {"log": None}
+    data = kw["data"]
+    assert list(data["buttons"].items()) == [("st-key-t-back", "back"), ("st-key-t-next", "step"),
+                                             ("st-key-t-play_pause", "play"), ("st-key-t-add", "t.add"),
+                                             ("st-key-t-export", "t.export")]
+    assert data["keys"] == {" ": "play"} and data["playing"] is True and data["interval_ms"] == 500
+    assert data["page"] == "t" and data["session"] == "s9"
+
+
+def test_a_run_starts_by_keeping_the_stepper_and_one_token_per_session():
+    """start_run keeps the run's stepper for the next run's callbacks and returns the session's token, the same on
+    every run of the session."""
+    st.session_state.pop(SESSION_KEY, None)
+    first, second = Counter(end=3).stepper(), Counter(end=3).stepper()
+    token = ledger.start_run(first)
+    assert st.session_state["_stepper.t"] is first and isinstance(token, str) and len(token) == 16
+    assert ledger.start_run(second) == token and st.session_state["_stepper.t"] is second
