@@ -8,7 +8,7 @@ st.components.v2 script with the text as its data, which saves it as a file (a B
 is dropped once drawn. Nothing outlives the run, nothing depends on other sessions.
 
 Never lost, never twice. On a page with a playback bar the Export button (key "<prefix>.export") is logged by the
-bar's ledger like Step and Add (ui.playback): a click that a play tick's run cut short is still applied, exactly
+bar's ledger like Step and Add (ui.ledger): a click that a play tick's run cut short is still applied, exactly
 once. Both ways end in `press(key)`, which makes the file with the maker the button's last run stored. Files made
 before the next run draws them queue (at most MAX_PENDING); each carries its own token, saved once by the browser.
 

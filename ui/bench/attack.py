@@ -80,7 +80,7 @@ async def _links(url: str, stop: asyncio.Event, done: dict) -> None:
 
 
 async def _ledger(url: str, stop: asyncio.Event, done: dict) -> None:
-    from ui.playback import MAX_LOG
+    from ui.ledger import MAX_LOG
 
     from .ws import WidgetState, WsSession
 

@@ -1,4 +1,4 @@
-"""The playback bar's click ledger (ui.playback): each logged action runs exactly once and in order, however the
+"""The playback bar's click ledger (ui.ledger): each logged action runs exactly once and in order, however the
 browser's values arrive (repeated, cut short, from another page, malformed), and the actions do what the bar says."""
 
 from __future__ import annotations
@@ -7,8 +7,9 @@ import pytest
 import streamlit as st
 from hypothesis import given, strategies as hs
 
-import ui.playback as playback
-from ui.playback import MAX_LOG, MAX_PER_MESSAGE, SESSION_KEY, WHOLE_PAGE_KEY, Stepper, act, apply_log
+import ui.ledger as ledger
+from ui.ledger import MAX_LOG, MAX_PER_MESSAGE, SESSION_KEY, WHOLE_PAGE_KEY, act, apply_log
+from ui.playback import Stepper
 
 SESSION = "s1"  # the server session the tests' values were made for
 
@@ -148,7 +149,7 @@ def test_an_add_while_playing_is_applied_once_and_playing_goes_on():
     log = value("tab", [(1, "tick", "t"), (2, "t.add", "t"), (3, "tick", "t")])
     for _ in range(3):  # the same newest value, delivered again by later runs
         st.session_state["t.ledger"] = {"log": log}
-        playback._on_ledger("t")
+        ledger._on_ledger("t")
     assert added == [1] and st.session_state["t.n"] == 2 and st.session_state["t.play"] == 1
     assert st.session_state.pop(WHOLE_PAGE_KEY) is True
 
@@ -170,7 +171,7 @@ def test_an_export_logged_while_playing_is_made_once_and_playing_goes_on():
     log = value("export-tab", [(1, "tick", "t"), (2, "t.export", "t"), (3, "tick", "t")])
     for _ in range(3):
         st.session_state["t.ledger"] = {"log": log}
-        playback._on_ledger("t")
+        ledger._on_ledger("t")
     assert made == [1] and st.session_state["t.n"] == 2 and st.session_state["t.play"] == 1
     (file,) = st.session_state[export._pending_key("t.export")]
     assert file["text"] == '{"a": 1}' and file["file_name"] == "t.json"
@@ -200,10 +201,10 @@ def test_an_export_stopped_by_a_whole_page_rerun_is_made_by_the_next_run_once():
     st.session_state.pop(export._pending_key("t.export"), None)
     st.session_state["t.ledger"] = {"log": value("stop-tab", [(1, "tick", "t"), (2, "t.export", "t")])}
     with pytest.raises(RerunException):
-        playback._on_ledger("t")
+        ledger._on_ledger("t")
     assert made == [] and export._pending_key("t.export") not in st.session_state
     for _ in range(3):  # the next runs draw the bar; the first makes the file, the others nothing more
-        playback._catch_up("t")
+        ledger._catch_up("t")
     assert made == [1] and len(st.session_state[export._pending_key("t.export")]) == 1
     assert st.session_state["t.n"] == 1 and st.session_state["t.play"] == 1  # the tick ran once
 
@@ -258,14 +259,14 @@ def test_actions_past_the_free_ones_are_paced(monkeypatch):
     """paced(): the first FREE calls run back to back; each later one is followed by a sleep of PACE x its own time
     (the clock is the test's: every call takes 10 ms)."""
     clock, slept, ran = [0.0], [], []
-    monkeypatch.setattr(playback.time, "perf_counter", lambda: clock[0])
-    monkeypatch.setattr(playback.time, "sleep", slept.append)
+    monkeypatch.setattr(ledger.time, "perf_counter", lambda: clock[0])
+    monkeypatch.setattr(ledger.time, "sleep", slept.append)
 
     def do(action: str) -> None:
         ran.append(action)
         clock[0] += 0.010
 
-    run = playback.paced(do, free=2, pace=2.0)
+    run = ledger.paced(do, free=2, pace=2.0)
     for action in ("step", "back", "step", "back"):
         run(action)
     assert ran == ["step", "back", "step", "back"] and slept == [pytest.approx(0.02), pytest.approx(0.02)]
@@ -274,10 +275,40 @@ def test_actions_past_the_free_ones_are_paced(monkeypatch):
 def test_a_ledger_value_gives_way_before_each_action_but_the_first():
     """paced(..., give_way=g): g runs before the 2nd and 3rd of three actions, never before the first (a lone
     click pays nothing) and never after the last."""
-    from ui.playback import paced
+    from ui.ledger import paced
 
     seen = []
     run = paced(seen.append, free=3, give_way=lambda: seen.append("give way"))
     for action in ("step", "back", "step"):
         run(action)
     assert seen == ["step", "give way", "back", "give way", "step"]
+
+
+# --- what the bar hands the ledger: the browser script's data, the run's start ---------------------------------------
+def test_the_script_is_told_the_bar_s_buttons_the_page_s_extra_buttons_and_its_export(monkeypatch):
+    """draw_ledger: the script's data maps each button's CSS class (Streamlit's st-key-<key>, dots made dashes) to its
+    action, the bar's three first, then the page's extra buttons and its Export under their own keys."""
+    drawn = []
+    monkeypatch.setattr(ledger, "_component", lambda **kw: drawn.append(kw))
+    stepper = Stepper("t", "t.next", 0, True, True, forward=lambda: True, back=lambda: True,
+                      extra={"t.add": lambda: None})
+    ledger.draw_ledger(stepper, {"t.back": "back", "t.next": "step", "t.play_pause": "play"}, {" ": "play"},
+                       playing=True, interval_ms=500, session="s9")
+    (kw,) = drawn
+    assert kw["key"] == "t.ledger" and kw["height"] == 0 and kw["default"] == {"log": None}
+    data = kw["data"]
+    assert list(data["buttons"].items()) == [("st-key-t-back", "back"), ("st-key-t-next", "step"),
+                                             ("st-key-t-play_pause", "play"), ("st-key-t-add", "t.add"),
+                                             ("st-key-t-export", "t.export")]
+    assert data["keys"] == {" ": "play"} and data["playing"] is True and data["interval_ms"] == 500
+    assert data["page"] == "t" and data["session"] == "s9"
+
+
+def test_a_run_starts_by_keeping_the_stepper_and_one_token_per_session():
+    """start_run keeps the run's stepper for the next run's callbacks and returns the session's token, the same on
+    every run of the session."""
+    st.session_state.pop(SESSION_KEY, None)
+    first, second = Counter(end=3).stepper(), Counter(end=3).stepper()
+    token = ledger.start_run(first)
+    assert st.session_state["_stepper.t"] is first and isinstance(token, str) and len(token) == 16
+    assert ledger.start_run(second) == token and st.session_state["_stepper.t"] is second
