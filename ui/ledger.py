@@ -8,7 +8,7 @@ other logged buttons and each shortcut runs exactly once, in order, however Stre
 No lost clicks. Streamlit drops clicks that come faster than its reruns: each click starts a new run and stops the
 one in flight, and a run stopped before it handled its click forgets it (a trigger is one-shot). So in the browser
 every click on the bar's buttons, and every shortcut, is caught first by a small script (the "ledger", a
-st.components.v2 component) that appends it to a numbered log and sends the whole log as the component's value.
+st.components.v2 component, ui/ledger.js) that appends it to a numbered log and sends the whole log as the component's value.
 A value is not a trigger: the newest one always arrives, whatever runs were cut short, and `apply_log` runs each
 logged action exactly once, in order. An action can itself be cut short: a whole-page rerun (a knob, a button outside
 the step fragment, a ledger value on a page without one) stops the run at its next st.session_state access, callbacks
@@ -44,6 +44,7 @@ from __future__ import annotations
 import secrets
 import threading
 import time
+from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Collection, Mapping
 
 import streamlit as st
@@ -63,82 +64,8 @@ GIVE_WAY_S = 0.5                            # before each of its actions but the
 LOCK_KEY = "_playback_lock"  # one per session: a new run's callbacks wait for an interrupted run's to finish
 WHOLE_PAGE_KEY = "_playback_whole_page"  # set when the ledger ran an extra button: the next run draws the whole page
 
-LEDGER_JS = """
-export default function (component) {
-  const { data, setStateValue } = component;
-  const w = window;
-  let L = w.__pagedLedger;
-  if (!L) {
-    L = w.__pagedLedger = { nonce: Math.random().toString(36).slice(2) + Date.now().toString(36), seq: 0,
-                            log: [], buttons: {}, keys: {}, send: null, playing: false, interval: 1000,
-                            lastTick: 0, ateSpace: false, page: '', session: null, base: 0 };
-    const push = (action) => {
-      if (!L.send) return;
-      L.seq += 1;
-      L.log.push([L.seq, action, L.page]);
-      if (L.log.length > %(max_log)d) L.log.shift();
-      L.send({ nonce: L.nonce, seq: L.seq, log: L.log.slice(), session: L.session, base: L.base });
-    };
-    const buttonOf = (action) => {
-      const cls = Object.keys(L.buttons).find((c) => L.buttons[c] === action);
-      return cls ? document.querySelector('.' + cls + ' button') : null;
-    };
-    w.addEventListener('click', (e) => {
-      if (!L.send || !e.target || !e.target.closest) return;
-      for (const [cls, action] of Object.entries(L.buttons)) {
-        const btn = e.target.closest('.' + cls + ' button');
-        if (btn) {
-          e.stopImmediatePropagation(); e.preventDefault();
-          if (!btn.disabled) push(action);
-          return;
-        }
-      }
-    }, true);
-    const typing = (t) => t && t.closest && t.closest(
-      'input, textarea, select, [contenteditable="true"], [role="slider"], [role="combobox"], [role="listbox"]');
-    w.addEventListener('keydown', (e) => {
-      if (!L.send || e.ctrlKey || e.metaKey || e.altKey || typing(e.target)) return;
-      const action = L.keys[e.key];
-      const btn = action && buttonOf(action);
-      if (!btn) return;
-      e.stopImmediatePropagation(); e.preventDefault();
-      if (e.key === ' ') L.ateSpace = true;  // its keyup must not also press a focused button
-      push(action);  // even if the button still looks disabled: keys queued ahead of a rerun act in order
-    }, true);
-    // A toggle, checkbox, radio, slider or menu set with the mouse keeps the focus, and then owns the keys (space
-    // flips the toggle or opens the menu, arrows move the radio or slider): the teacher who just turned on presenter
-    // mode, or picked 4 steps/s, and presses space would undo it. Set by a pointer, it gives the focus back (a menu
-    // once it is closed again), so the shortcuts work; reached with Tab, it keeps it.
-    w.addEventListener('pointerup', () => setTimeout(() => {
-      const a = document.activeElement;
-      if (!L.send || !a || !a.matches) return;
-      if (a.matches('input[type="checkbox"], input[type="radio"], [role="slider"], [role="switch"], [role="radio"]')
-          || (a.matches('[role="combobox"]') && a.getAttribute('aria-expanded') !== 'true')) a.blur();
-    }, 150), true);
-    w.addEventListener('keyup', (e) => {
-      if (e.key === ' ' && L.ateSpace) { L.ateSpace = false; e.stopImmediatePropagation(); e.preventDefault(); }
-    }, true);
-    setInterval(() => {  // playing: one tick per interval, only while the app is idle (ticks never pile up)
-      if (!L.playing || !L.send) return;
-      const app = document.querySelector('[data-testid="stApp"]');
-      if (!app || app.getAttribute('data-test-script-state') !== 'notRunning') return;
-      const now = performance.now();
-      if (now - L.lastTick < L.interval) return;
-      L.lastTick = now;
-      push('tick');
-    }, 25);
-  }
-  L.buttons = data.buttons; L.keys = data.keys; L.interval = data.interval_ms; L.page = data.page;
-  if (data.session !== L.session) { L.session = data.session; L.base = L.seq; }  // logged so far: another session
-  if (data.playing && !L.playing) L.lastTick = performance.now();
-  L.playing = !!data.playing;
-  const send = (value) => setStateValue('log', value);
-  L.send = send;
-  return () => { if (L.send === send) { L.send = null; L.playing = false; L.buttons = {}; L.keys = {}; } };
-}
-""" % {"max_log": MAX_LOG}
-
-_component = st.components.v2.component("paged_ledger", js=LEDGER_JS)
+# the browser side, in its own file (%-formatted: "%%" there is a literal "%")
+LEDGER_JS = (Path(__file__).with_name("ledger.js")).read_text(encoding="utf-8") % {"max_log": MAX_LOG}
 
 _component = st.components.v2.component("paged_ledger", js=LEDGER_JS)
 
