@@ -10,8 +10,6 @@ The model's weights and math are identical either way; only where K and V come f
 
 from __future__ import annotations
 
-from array import array
-
 import torch
 
 from ..addressing import (PAD_SLOT, batch_slot_mapping, block_tables, decode_slots,
@@ -34,8 +32,6 @@ def prepare_inputs(seqs: list[Sequence], block_size: int, is_prefill: bool, devi
     sequence) the context ends with the chunk; causal attention aligned to the end keeps each query
     on its own past. slot_mapping and block_tables come from paged/addressing.py.
     Raises: ValueError as `batch_slot_mapping` does (a token without its physical block)."""
-    if not is_prefill and num_tokens is None and seqs:
-        return decode_inputs(seqs, block_size, device, paged)
     starts = [seq.cached_token_count for seq in seqs]
     ends = ([seq.num_tokens for seq in seqs] if num_tokens is None
             else [a + n for a, n in zip(starts, num_tokens)])
@@ -73,34 +69,6 @@ def prepare_inputs(seqs: list[Sequence], block_size: int, is_prefill: bool, devi
                       context_lens=torch.tensor(ends, dtype=torch.long, device=device),
                       query_lens=query_lens,
                       chunked=num_tokens is not None)
-
-
-def decode_inputs(seqs: list[Sequence], block_size: int, device: torch.device,
-                  paged: bool = True) -> BatchInput:
-    """prepare_inputs of a decode step: each sequence feeds its last token, at index
-    cached_token_count (its slot by addressing.decode_slots). A step's inputs are a few ints per
-    sequence: they go into two flat buffers, one tensor each, not a tensor per list.
-    Raises: ValueError as `decode_slots` does."""
-    b = len(seqs)
-    tables = [seq.block_table for seq in seqs]
-    starts = [seq.cached_token_count for seq in seqs]
-    assert all(seq.num_tokens == start + 1 for seq, start in zip(seqs, starts)), (
-        "decode feeds exactly one token per sequence")
-    ints = array("q", [seq.last_token_id for seq in seqs])  # input_ids, positions, slots, lens
-    ints.extend(starts)
-    ints.extend(decode_slots(tables, starts, block_size) if paged else [PAD_SLOT] * b)
-    ints.extend(start + 1 for start in starts)
-    ids, positions, slots, lens = torch.frombuffer(ints, dtype=torch.long).view(4, b).to(device)
-    width = max(1, max(map(len, tables))) if paged else 1
-    flat = array("i")  # the tables row after row, -1 padded to width (addressing.block_tables)
-    for table in tables if paged else ():
-        flat.extend(table)
-        flat.extend([PAD_SLOT] * (width - len(table)))
-    padded = (torch.frombuffer(flat, dtype=torch.int32).view(b, width) if paged
-              else torch.zeros(b, 1, dtype=torch.int32))
-    return BatchInput(is_prefill=False, seq_ids=[s.seq_id for s in seqs], input_ids=ids,
-                      positions=positions, slot_mapping=slots, block_tables=padded.to(device),
-                      context_lens=lens, query_lens=[1] * b, chunked=False)
 
 
 class PagedBackend:

@@ -35,7 +35,7 @@ def make_seqs(rng: random.Random, specs, block_size, num_blocks=4096):
 @given(data=st.data(), block_size=st.sampled_from([1, 2, 4, 16]), prefill=st.booleans())
 def test_prepare_inputs_equals_the_per_sequence_chain(data, block_size, prefill):
     """Every fed token's id, position and slot equal what the sequence and addressing.slot_mapping say; the tables
-    are each sequence's, -1 padded to the widest (a decode step's inputs are built apart: runner.decode_inputs)."""
+    are each sequence's, -1 padded to the widest."""
     rng = random.Random(data.draw(st.integers(0, 10**6)))
     specs = []
     for _ in range(data.draw(st.integers(1, 6))):
