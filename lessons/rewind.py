@@ -30,31 +30,6 @@ BUDGET_BYTES = 24 << 20    # a session's checkpoints of one lesson hold at most 
 RECENT = 12                # the newest copies, never thinned while older ones can be
 
 
-def tensor_bytes(obj, skip: Iterable[int] = ()) -> int:
-    """Bytes of the distinct tensor storages reachable from `obj` through dicts, lists, tuples, sets and object
-    attributes (objects whose id is in `skip` are not entered)."""
-    seen, storages, total, todo = set(skip), set(), 0, [obj]
-    while todo:
-        o = todo.pop()
-        if id(o) in seen or isinstance(o, (str, bytes, int, float, bool, type(None))):
-            continue
-        seen.add(id(o))
-        if isinstance(o, torch.Tensor):
-            storage = o.untyped_storage()
-            if storage.data_ptr() not in storages:
-                storages.add(storage.data_ptr())
-                total += storage.nbytes()
-        elif isinstance(o, dict):
-            todo.extend(o.values())
-        elif isinstance(o, (list, tuple, set, frozenset)):
-            todo.extend(o)
-        elif hasattr(o, "__dict__"):
-            todo.extend(vars(o).values())
-        elif hasattr(o, "__slots__"):
-            todo.extend(getattr(o, name) for name in o.__slots__ if hasattr(o, name))
-    return total
-
-
 def copied_bytes(memo: dict, shared: dict) -> int:
     """Bytes of the distinct tensor storages a `copy.deepcopy(…, memo)` made: the memo holds every
     object the copy made under its original's id, so its tensors not in `shared` (the memo it started

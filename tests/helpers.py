@@ -246,23 +246,43 @@ def import_circles(edges: dict[str, set[str]]) -> list[list[str]]:
     return sorted(list(g) for g in groups if len(g) > 1)
 
 
-def generator_state_bytes(obj, skip=()) -> int:
-    """Bytes of the states of the torch.Generators reachable from `obj` through containers and attributes (ids in
-    `skip` not entered): what a deep copy of `obj` copies besides its tensors."""
+def _reachable(obj, skip=()):
+    """Every object reachable from `obj` through dicts, lists, tuples, sets and object attributes (ids in `skip`
+    not entered; a tensor or a generator is yielded, not entered)."""
     import torch
 
-    seen, todo, total = set(skip), [obj], 0
+    seen, todo = set(skip), [obj]
     while todo:
         o = todo.pop()
-        if id(o) in seen or isinstance(o, torch.Tensor):
+        if id(o) in seen or isinstance(o, (str, bytes, int, float, bool, type(None))):
             continue
         seen.add(id(o))
-        if isinstance(o, torch.Generator):
-            total += o.get_state().numel()
-        elif isinstance(o, dict):
+        yield o
+        if isinstance(o, (torch.Tensor, torch.Generator)):
+            continue
+        if isinstance(o, dict):
             todo.extend(o.values())
         elif isinstance(o, (list, tuple, set, frozenset)):
             todo.extend(o)
         elif hasattr(o, "__dict__"):
             todo.extend(vars(o).values())
-    return total
+        elif hasattr(o, "__slots__"):
+            todo.extend(getattr(o, name) for name in o.__slots__ if hasattr(o, name))
+
+
+def tensor_bytes(obj, skip=()) -> int:
+    """Bytes of the distinct tensor storages reachable from `obj` (ids in `skip` not entered): an independent
+    count to hold lessons.rewind.copied_bytes against."""
+    import torch
+
+    storages = {o.untyped_storage().data_ptr(): o.untyped_storage().nbytes()
+                for o in _reachable(obj, skip) if isinstance(o, torch.Tensor)}
+    return sum(storages.values())
+
+
+def generator_state_bytes(obj, skip=()) -> int:
+    """Bytes of the states of the torch.Generators reachable from `obj` (ids in `skip` not entered): what a deep
+    copy of `obj` copies besides its tensors."""
+    import torch
+
+    return sum(o.get_state().numel() for o in _reachable(obj, skip) if isinstance(o, torch.Generator))

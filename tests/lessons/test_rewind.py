@@ -13,8 +13,8 @@ from hypothesis import given, settings, strategies as hs
 from lessons.batch import BatchConfig, BatchLesson
 from lessons.engine import EngineLesson
 from lessons.engine_requests import DemoConfig, RequestSpec
-from helpers import generator_state_bytes
-from lessons.rewind import Checkpoints, copied_bytes, tensor_bytes
+from helpers import generator_state_bytes, tensor_bytes
+from lessons.rewind import Checkpoints, copied_bytes
 
 
 # --- the store ------------------------------------------------------------------------------------------------------
@@ -143,7 +143,7 @@ def _stepped(tiny, max_tokens: int, steps: int) -> EngineLesson:
 
 def test_a_checkpoint_counts_the_bytes_of_the_tensors_it_copied(tiny):
     """An engine lesson's checkpoints count what the copy made (read off the deepcopy's memo): the same total as an
-    independent walk of the copy that skips what it shares with the lesson (lessons.rewind.tensor_bytes, plus the
+    independent walk of the copy that skips what it shares with the lesson (helpers.tensor_bytes, plus the
     state of each torch.Generator it holds); a copied view adds nothing over its storage, a shared tensor nothing."""
     import copy
 

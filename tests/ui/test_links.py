@@ -11,8 +11,7 @@ import pytest
 import ui.links as links
 from lessons.engine import EngineLesson
 from lessons.engine_requests import DemoConfig, RequestSpec
-from helpers import generator_state_bytes, tiny_model
-from lessons.rewind import tensor_bytes
+from helpers import generator_state_bytes, tensor_bytes, tiny_model
 
 SPECS = [RequestSpec("hello paged world", max_tokens=40), RequestSpec("1 2 3", "continue", max_tokens=30, at_step=5)]
 LONG = [RequestSpec("hello paged world", max_tokens=100), RequestSpec("1 2 3", "continue", max_tokens=60, at_step=20)]
