@@ -60,7 +60,8 @@ def step_export(step: TwinStep) -> dict:
 
 
 def export_text(doc) -> str:
-    """The export's JSON text of `doc`: indented by 2, non-ASCII kept, anything else as str."""
+    """An export's JSON text of `doc` (every page's Export: ui.widgets.export_button): indented by 2,
+    non-ASCII kept, anything else as str."""
     return json.dumps(doc, indent=2, ensure_ascii=False, default=str)
 
 

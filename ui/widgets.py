@@ -4,7 +4,6 @@ per-session cache of expensive runs."""
 from __future__ import annotations
 
 import dataclasses
-import json
 import re
 from typing import Sequence
 
@@ -65,9 +64,11 @@ def export_button(ctx: PageContext, trace, file_name: str, key: str | None = Non
     session's run may clean up before the browser fetches it."""
     from .export import save_button
 
+    from lessons.engine_views import export_text  # the exports' one JSON format
+
     def text() -> str:
         doc = trace() if callable(trace) else trace
-        return doc if isinstance(doc, str) else json.dumps(doc, indent=2, ensure_ascii=False, default=str)
+        return doc if isinstance(doc, str) else export_text(doc)
 
     save_button(ctx.t("common.export"), text, file_name, key=key or f"export.{file_name}", where=where)
 
