@@ -8,7 +8,7 @@ import ui.quiz
 from lessons.quiz import next_step_question
 from lessons.tokens import token_label
 from ui.engine_actions import (CONFIG_KNOBS, announce_step, config_sidebar, engine_controls, engine_lesson,
-                               engine_model, request_numbers, show_messages, status_text)
+                               engine_model, keep_row, request_numbers, show_messages, status_text)
 from ui.chain_live import show_chain, show_state_rule
 from ui.engine_fault import fault_picker, show_fault_rule, show_fault_verdict
 from ui.widgets import show_cells
@@ -126,7 +126,7 @@ def engine_view() -> None:
     not the page setup, the sidebar and the model loading above it. It reads the lesson afresh from session_state."""
     demo = engine_lesson(ctx, "engine", config, model, tokenizer, list(ENGINE_SCENARIOS["three"].requests))
     slot = ui.key_figure_slot(ctx)  # presenter mode: the bar and the queues first, the step's messages under them
-    bar = engine_controls(ctx, knobs, demo, where=slot, share_hint=False)  # the hint: beside Export, at the end
+    bar = engine_controls(ctx, knobs, demo, where=slot)
 
     knobs.sync_url(ctx.lang, reqs=encode_requests(demo.all_specs()), steps=len(demo.steps))
     show_messages(ctx, demo)
@@ -207,12 +207,7 @@ def engine_view() -> None:
         st.subheader(ctx.t("text_header"))
         show_text(demo, trace)
         show_vllm_side(ctx, demo, seq_label, "engine")  # vLLM's own KVCacheManager, same steps
-    # keep this state: its link (the URL), or the whole trace as a file
-    # a row: the button at its own width (never cut), the hint in the rest, wrapping under it when narrow
-    keep = st.container(key="engine.keep", horizontal=True, vertical_alignment="center")
-    ui.export_button(ctx, demo.trace_text, "engine_trace.json", key="engine.export", where=keep)
-    if not ctx.present:  # at a projector nobody copies the link
-        keep.caption(ctx.t("common.share_hint"))
+    keep_row(ctx, demo, "engine_trace.json", "engine")  # Export and the share hint
 
 
 form_slot = st.container()  # above the step fragment: drawn after it, once the lesson of this run exists

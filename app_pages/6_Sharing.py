@@ -5,7 +5,7 @@ import streamlit as st
 import ui
 from ui.vllm_side import show_vllm_side
 from ui.engine_actions import (announce_step, config_sidebar, engine_controls, engine_lesson, engine_model,
-                               request_numbers, show_messages, status_text)
+                               keep_row, request_numbers, show_messages, status_text)
 from lessons.engine_requests import MAX_PROMPT_CHARS, SHARING_SCENARIOS, TASKS, encode_requests
 from lessons.tokens import shown_text
 from viz.colors import seq_label
@@ -135,7 +135,7 @@ def sharing_view() -> None:
             st.caption(ctx.t("engine.twins_schedules_differ"))
 
     show_vllm_side(ctx, demo, label, "sharing")  # vLLM's own KVCacheManager, same steps
-    ui.export_button(ctx, demo.trace_text, "sharing_trace.json", key="sharing.export")
+    keep_row(ctx, demo, "sharing_trace.json", "sharing")  # Export and the share hint, as on page 4
 
 
 form_slot = st.container()  # above the step fragment: drawn after it, as on page 4

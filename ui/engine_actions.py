@@ -6,6 +6,7 @@
     request_numbers(ctx, "engine", 64, 0.0)      # the Add form's numbers, its button, the last Add's outcome
     show_messages(ctx, lesson)                    # the last add's outcome, rejected requests, an engine failure
     trace = announce_step(ctx, bar, lesson)       # the decision box; the last step's StepTrace (None before any)
+    keep_row(ctx, lesson, "engine_trace.json", "engine")  # at the end: Export and the share hint
 
 Everything that is not Streamlit (replay, back, reset, a new config, adding, failures) is the lesson's; here are only
 the widgets, the URL, session_state keys and message boxes. Every key lives under the page's prefix
@@ -31,7 +32,7 @@ from .params import MAX_LINK_STEPS, STEP_ALIASES, Knobs, note_past_end, read_par
 from .parsers import MAX_WHOLE_CHARS, int_in, parse_whole, quoted
 from .playback import Stepper, playback_bar
 from .safe_text import shown
-from .widgets import show_error, stop_with_error
+from .widgets import export_button, show_error, stop_with_error
 
 
 MAX_RUN_STEPS = 128  # one press of Run to end runs at most this many steps (~4-8 s of CPU), with a note past it
@@ -175,11 +176,10 @@ def _run(ctx: PageContext, prefix: str) -> None:
         _lesson(prefix).run(MAX_RUN_STEPS, lambda: give_way(RUN_GIVE_WAY_S))
 
 
-def engine_controls(ctx: PageContext, knobs: Knobs, lesson: EngineLesson, where=None, share_hint: bool = True):
-    """The playback bar (Back, Step, Play: ui.playback), Run to end and Reset in its row, and the share hint
-    (`share_hint`; a page that prints it elsewhere passes False). The form's Add is logged by the bar's ledger too,
-    so an Add pressed while the page plays is applied exactly once; `where`: presenter mode's key-figure slot
-    (ui.page.key_figure_slot). Returns the bar (its `say` tells presenter mode what the step did)."""
+def engine_controls(ctx: PageContext, knobs: Knobs, lesson: EngineLesson, where=None):
+    """The playback bar (Back, Step, Play: ui.playback), Run to end and Reset in its row. The form's Add is logged by
+    the bar's ledger too, so an Add pressed while the page plays is applied exactly once; `where`: presenter mode's
+    key-figure slot (ui.page.key_figure_slot). Returns the bar (its `say` tells presenter mode what the step did)."""
     prefix = knobs.page
     bar = playback_bar(ctx, knobs, Stepper(
         prefix, step_key=f"{prefix}.step", position=len(lesson.steps),
@@ -191,9 +191,16 @@ def engine_controls(ctx: PageContext, knobs: Knobs, lesson: EngineLesson, where=
                    args=(ctx, prefix), disabled=not lesson.can_step())
     bar.row.button(ctx.t("common.reset"), key=f"{prefix}.reset", icon=":material/restart_alt:",
                    on_click=lambda: _lesson(prefix).reset())
-    if share_hint and not ctx.present:  # at a projector nobody copies the link: the bar and the figure first
-        st.caption(ctx.t("common.share_hint"))
     return bar
+
+
+def keep_row(ctx: PageContext, lesson: EngineLesson, file_name: str, prefix: str) -> None:
+    """Keep this state, at the page's end: Export (the whole trace as a file) at its own width, never cut, and the
+    share hint (its link is the URL) beside it, under it where narrow; at a projector nobody copies the link."""
+    row = st.container(key=f"{prefix}.keep", horizontal=True, vertical_alignment="center")
+    export_button(ctx, lesson.trace_text, file_name, key=f"{prefix}.export", where=row)
+    if not ctx.present:
+        row.caption(ctx.t("common.share_hint"))
 
 
 def request_numbers(ctx: PageContext, prefix: str, max_tokens: int, temperature: float, with_n: bool = False,
